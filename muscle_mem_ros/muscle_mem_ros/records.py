@@ -1,0 +1,229 @@
+"""Typed records shared by the core, the store and the ROS node.
+
+Everything here is immutable: a recorded step never changes after it is
+written, and a replay sends exactly what was recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    'CheckFailure',
+    'CheckResult',
+    'CompareMode',
+    'Node',
+    'SensorSpec',
+    'Snapshot',
+    'Step',
+    'StepStatus',
+    'TaskStats',
+    'ToolKind',
+    'TrajectoryInfo',
+]
+
+
+class ToolKind(Enum):
+    """What kind of tool a step called."""
+
+    ACTION = 'action'
+    """A goal sent to a ROS action server; payload is the goal as CDR bytes."""
+    SERVICE = 'service'
+    """A request sent to a ROS service; payload is the request as CDR bytes."""
+    FUNCTION = 'function'
+    """A decorated Python function or method (Python API); payload is pickled arguments."""
+
+
+class StepStatus(Enum):
+    """How a recorded step ended."""
+
+    SUCCEEDED = 'succeeded'
+    """The tool reported success; only such steps are replayed."""
+    FAILED = 'failed'
+    """The tool reported failure (action aborted, service error, exception)."""
+    CANCELED = 'canceled'
+    """The step was canceled before it finished."""
+
+
+class CompareMode(Enum):
+    """How a built-in tolerance check reduces a feature vector's deviation.
+
+    Every mode yields a score where 0 means identical and 1 means exactly at
+    the tolerance; the check passes while the score is at most 1.
+    """
+
+    ABS = 'abs'
+    """Largest per-element deviation, each element divided by its own tolerance."""
+    NORM = 'norm'
+    """Euclidean norm of the deviation divided by the (scalar) tolerance."""
+    RMS = 'rms'
+    """Root mean square of the per-element deviations over their tolerances."""
+    EXACT = 'exact'
+    """Every element must be equal; score is 0 or infinity."""
+    ANGLE = 'angle'
+    """Like ABS, on angles: deviations wrap into [-pi, pi) first."""
+
+
+@dataclass(frozen=True)
+class SensorSpec:
+    """Tolerance of one named sensor feature in a built-in check.
+
+    Attributes:
+        name: Feature name as it appears in ``Snapshot.features``.
+        tolerance: One tolerance per element, or a single value for all.
+        mode: How the deviation is reduced to a score.
+        max_age: Seconds; an older (or never received) reading fails the check.
+            ``None`` disables the staleness test (Python API captures).
+    """
+
+    name: str
+    tolerance: tuple[float, ...]
+    mode: CompareMode = CompareMode.ABS
+    max_age: float | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """Named feature vectors captured at one instant.
+
+    Attributes:
+        features: Feature name -> float vector. Strings and enums are encoded to
+            floats by whoever captures them, so ``EXACT`` compares them.
+        stamps: Feature name -> time the underlying message was received
+            (seconds, same clock as ``taken_at``).
+        taken_at: When the snapshot was taken.
+        user: Opaque result of a user ``Check.capture`` (Python API), or None.
+    """
+
+    features: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    stamps: dict[str, float] = field(default_factory=dict)
+    taken_at: float = 0.0
+    user: Any = None
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One call of one tool, as recorded.
+
+    Attributes:
+        tool: Tool name: the action or service name the agent used, or the
+            Python function's qualified name.
+        kind: Action, service or Python function.
+        type_name: Interface type (``test_msgs/action/Fibonacci``), or for a
+            Python function a hash of its source.
+        payload: What replay sends: CDR bytes of the goal or request, or the
+            pickled arguments of a Python call. Replayed byte-identical.
+        payload_json: The same payload, readable, for inspection only.
+        pre: Snapshot taken just before the call, or None if unchecked.
+        post: Snapshot taken just after the call, or None if unchecked.
+        status: How the call ended.
+        duration: Seconds the call took.
+    """
+
+    tool: str
+    kind: ToolKind
+    type_name: str
+    payload: bytes
+    payload_json: str = ''
+    pre: Snapshot | None = None
+    post: Snapshot | None = None
+    status: StepStatus = StepStatus.SUCCEEDED
+    duration: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """One step in a task's trajectory tree.
+
+    Attributes:
+        id: Store-wide unique id.
+        parent: Parent node id, or None for a first step.
+        depth: Index of the step in its trajectories (0 for a first step).
+        step: The recorded step.
+        success_count: Times a trajectory through this node finished successfully
+            (recorded or replayed); breaks ties between equally good candidates.
+        last_used: Wall time the node was last recorded or replayed.
+        terminal: True if some complete trajectory ends at this node.
+    """
+
+    id: int
+    parent: int | None
+    depth: int
+    step: Step
+    success_count: int = 1
+    last_used: float = 0.0
+    terminal: bool = False
+
+
+@dataclass(frozen=True)
+class TrajectoryInfo:
+    """A complete learned trajectory: a root-to-leaf path that ended in success.
+
+    Attributes:
+        id: Store-wide unique id (> 0).
+        task: Task name.
+        variant: Tree key within the task (the ROS node uses canonical params JSON;
+            the Python API uses '').
+        params_json: Parameters the trajectory was recorded with.
+        node_ids: Node ids from the first step to the leaf.
+        created: Wall time it was committed.
+        last_used: Wall time it was last recorded or replayed to the end.
+        replay_count: Times it was replayed to the end.
+    """
+
+    id: int
+    task: str
+    variant: str
+    params_json: str
+    node_ids: tuple[int, ...]
+    created: float
+    last_used: float
+    replay_count: int = 0
+
+
+@dataclass(frozen=True)
+class TaskStats:
+    """Per-task counters kept by the store."""
+
+    name: str
+    trajectory_count: int
+    hits: int
+    misses: int
+    last_used: float
+
+
+@dataclass(frozen=True)
+class CheckFailure:
+    """Why one recorded snapshot did not match the current one.
+
+    Attributes:
+        sensor: Feature name that failed (or the user check's tool name).
+        deviation: Raw deviation in the sensor's units (largest element for ABS);
+            ``inf`` when the reading is missing or stale.
+        tolerance: The tolerance it was compared against (largest element).
+        score: Deviation over tolerance (1.0 = at the tolerance).
+        reason: Short human text: 'out of tolerance', 'stale (0.8 s old)', 'missing'.
+    """
+
+    sensor: str
+    deviation: float
+    tolerance: float
+    score: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of comparing one recorded snapshot against the current one.
+
+    Attributes:
+        passed: True when every sensor is within tolerance and fresh.
+        score: 0 = identical, 1 = at the tolerance; the worst sensor's score.
+        failures: One entry per failing sensor, worst first.
+    """
+
+    passed: bool
+    score: float
+    failures: tuple[CheckFailure, ...] = ()

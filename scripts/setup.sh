@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Prepare this workspace: use a sourced ROS 2, or build one from PyPI wheels in
+# a git-ignored .venv; then colcon build both packages. Idempotent: a second run
+# with nothing changed only re-checks stamps and lets colcon skip what is built.
+#
+# Source it (". scripts/setup.sh") to get the environment in your shell, or let
+# scripts/demo.sh and scripts/test.sh source it for you.
+
+_mm_setup() {
+  local root venv req stamp want have pyinc npinc
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  venv="${MUSCLE_MEM_VENV:-$root/.venv}"
+  req="$root/requirements/kilted-py311.txt"
+
+  if [ -n "${ROS_DISTRO:-}" ] && python3 -c "import rclpy" 2>/dev/null; then
+    echo "setup: using the sourced ROS 2 ${ROS_DISTRO}"
+    for mod in numpy scipy yaml mujoco matplotlib pytest; do
+      python3 -c "import $mod" 2>/dev/null || {
+        echo "setup: ROS ${ROS_DISTRO} is sourced but python module '$mod' is missing;" \
+             "install it (rosdep install --from-paths . -y, or pip install $mod)" >&2
+        return 1
+      }
+    done
+  else
+    local py="${MUSCLE_MEM_PYTHON:-python3.11}"
+    if ! command -v "$py" >/dev/null 2>&1; then
+      py=python3
+    fi
+    if ! "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+      echo "setup: the ROS 2 Kilted wheels on PyPI are built for CPython 3.11 (x86_64);" \
+           "'$py' is $("$py" --version 2>&1). Install Python 3.11, set MUSCLE_MEM_PYTHON," \
+           "or source a ROS 2 install first." >&2
+      return 1
+    fi
+    if [ "$(uname -m)" != x86_64 ]; then
+      echo "setup: the ROS 2 Kilted wheels on PyPI exist for x86_64 only (this is $(uname -m));" \
+           "source a ROS 2 install first." >&2
+      return 1
+    fi
+    if [ ! -x "$venv/bin/python" ]; then
+      echo "setup: creating $venv"
+      "$py" -m venv "$venv" || return 1
+    fi
+    stamp="$venv/.muscle_mem_requirements"
+    want="$(sha256sum "$req" | cut -d' ' -f1)"
+    have="$(cat "$stamp" 2>/dev/null || true)"
+    if [ "$want" != "$have" ]; then
+      echo "setup: installing pinned ROS 2 Kilted wheels and Python dependencies"
+      "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" || return 1
+      # The wheels were built under /opt/python/cp311-cp311; their CMake and ament
+      # index files still name that prefix. Point them at this venv.
+      pyinc="$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['include'])")"
+      npinc="$("$venv/bin/python" -c "import numpy; print(numpy.get_include())")"
+      grep -rl /opt/python/cp311-cp311 "$venv/share" 2>/dev/null | xargs -r sed -i \
+        -e "s#/opt/python/cp311-cp311/include/python3.11#$pyinc#g" \
+        -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#$npinc#g" \
+        -e "s#/opt/python/cp311-cp311#$venv#g"
+      echo "$want" > "$stamp"
+    fi
+    # shellcheck disable=SC1091
+    . "$venv/bin/activate"
+    export AMENT_PREFIX_PATH="$venv" CMAKE_PREFIX_PATH="$venv"
+  fi
+
+  echo "setup: colcon build"
+  (cd "$root" && colcon --log-base log build --symlink-install \
+      --event-handlers console_cohesion- summary- status- \
+      --cmake-args -DBUILD_TESTING=ON > "$root/log/build-last.txt" 2>&1) || {
+    cat "$root/log/build-last.txt" >&2
+    echo "setup: colcon build failed (full log above)" >&2
+    return 1
+  }
+  # shellcheck disable=SC1091
+  . "$root/install/setup.bash"
+  export MUSCLE_MEM_ROOT="$root"
+}
+
+mkdir -p "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/log"
+_mm_setup

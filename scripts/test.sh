@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up (venv, ROS wheels, build) if needed, then run every package's tests with
+# colcon test. Extra arguments go to pytest, e.g. scripts/test.sh -k store -x.
+set -eo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck disable=SC1091
+. "$root/scripts/setup.sh"
+set -u
+export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( (RANDOM % 90) + 5 ))}"
+export PYTHONUNBUFFERED=1
+cd "$root"
+rm -rf build/muscle_mem_ros/pytest.xml
+colcon --log-base log test --event-handlers console_direct+ summary- status- \
+  --pytest-args -p no:cacheprovider -ra "$@" || true
+status=0
+colcon --log-base log test-result --test-result-base build --verbose || status=$?
+# One plain closing line over every package's JUnit results.
+python3 - <<'PY'
+import glob
+import xml.etree.ElementTree as ET
+t = f = e = s = 0
+for path in glob.glob('build/*/pytest.xml') + glob.glob('build/*/test_results/*/*.xml'):
+    for suite in ET.parse(path).getroot().iter('testsuite'):
+        t += int(suite.get('tests', 0))
+        f += int(suite.get('failures', 0))
+        e += int(suite.get('errors', 0))
+        s += int(suite.get('skipped', 0))
+print(f'tests: {t - f - e - s} passed, {f + e} failed, {s} skipped')
+PY
+exit "$status"
