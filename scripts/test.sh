@@ -14,6 +14,10 @@ rm -rf build/muscle_mem_ros/pytest.xml
 colcon --log-base log test --event-handlers console_direct+ summary- status- \
   --pytest-args -p no:cacheprovider -ra "$@" || true
 status=0
+if [ ! -s build/muscle_mem_ros/pytest.xml ]; then
+  echo "test: pytest wrote no results (it crashed or collected nothing)" >&2
+  status=1
+fi
 colcon --log-base log test-result --test-result-base build --verbose || status=$?
 # One plain closing line over every package's JUnit results.
 python3 - <<'PY'

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Set up (venv, ROS wheels, build) if needed, then run the end-to-end demo: the
+# MuJoCo arm, the behavior cache and the demo planning agent, through a scripted
+# story (miss, replay, nudge, mid-task bump and handoff, learned branch).
+# Arguments go to the demo, e.g. scripts/demo.sh --think-time 0.5 --rtf 2.
+set -eo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck disable=SC1091
+. "$root/scripts/setup.sh"
+set -u
+export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( (RANDOM % 90) + 5 ))}"
+export PYTHONUNBUFFERED=1
+exec python3 -m muscle_mem_ros.sim.demo "$@"
