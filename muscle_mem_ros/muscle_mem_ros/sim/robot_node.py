@@ -1,0 +1,284 @@
+"""ROS 2 node ``sim_robot``: the MuJoCo demo arm behind ordinary robot interfaces.
+
+Publishes ``joint_states`` (sensor_msgs/JointState, 120 Hz by default) and ``object_pose``
+(geometry_msgs/PoseStamped, 30 Hz) from the physics state, serves the joint-trajectory
+action ``arm/follow_joint_trajectory`` (muscle_mem_interfaces/action/FollowJointTrajectory),
+the gripper ``gripper/set`` (std_srvs/srv/SetBool, true closes), and for demos and tests
+``~/move_object`` (muscle_mem_interfaces/srv/MoveObject) and ``~/reset``
+(std_srvs/srv/Trigger). All names are relative, so namespaces and remapping apply.
+
+Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
+``object_pose_rate`` (Hz, 30.0), ``joint_noise`` (rad, standard deviation, 0.0),
+``object_noise`` (m, 0.0), ``noise_seed`` (0), ``frame_id`` ('world').
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+
+from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_interfaces.srv import MoveObject
+from muscle_mem_ros.sim.physics import ArmSim, MotionOutcome
+from muscle_mem_ros.sim.trajectory import JointPath
+
+__all__ = ['SimRobotNode', 'main']
+
+_FEEDBACK_PERIOD = 0.05
+
+
+class SimRobotNode(Node):
+    """The simulated arm as a ROS node; owns an :class:`ArmSim` running in its own thread."""
+
+    def __init__(self, *, node_name: str = 'sim_robot', **kwargs: object) -> None:
+        """Declare and check parameters, start the physics and the publishing threads.
+
+        Raises:
+            ValueError: a parameter is out of range; the message names it.
+        """
+        super().__init__(node_name, **kwargs)
+        rtf = self._positive('rtf', 1.0)
+        self._joint_rate = self._positive('joint_state_rate', 120.0)
+        self._object_rate = self._positive('object_pose_rate', 30.0)
+        self._joint_noise = self._non_negative('joint_noise', 0.0)
+        self._object_noise = self._non_negative('object_noise', 0.0)
+        seed = int(self.declare_parameter('noise_seed', 0).value)
+        self._frame_id = str(self.declare_parameter('frame_id', 'world').value)
+        self._rng = np.random.default_rng(seed)
+        self._sim = ArmSim(rtf=rtf)
+        group = ReentrantCallbackGroup()
+        self._joint_pub = self.create_publisher(JointState, 'joint_states', 10)
+        self._object_pub = self.create_publisher(PoseStamped, 'object_pose', 10)
+        self._publish_lock = threading.Lock()
+        self._action = ActionServer(
+            self,
+            FollowJointTrajectory,
+            'arm/follow_joint_trajectory',
+            execute_callback=self._execute,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
+        self.create_service(SetBool, 'gripper/set', self._on_gripper, callback_group=group)
+        self.create_service(MoveObject, '~/move_object', self._on_move, callback_group=group)
+        self.create_service(Trigger, '~/reset', self._on_reset, callback_group=group)
+        self._stop = threading.Event()
+        self._sim.start()
+        self._publisher = threading.Thread(target=self._publish_loop, daemon=True)
+        self._publisher.start()
+        self.get_logger().info(
+            f'sim robot up: rtf {rtf}, joint_states {self._joint_rate} Hz, '
+            f'object_pose {self._object_rate} Hz'
+        )
+
+    @property
+    def sim(self) -> ArmSim:
+        """The simulation behind the node."""
+        return self._sim
+
+    def shutdown(self) -> None:
+        """Stop the publishing and physics threads."""
+        self._stop.set()
+        self._publisher.join(timeout=2.0)
+        self._sim.stop()
+
+    def _positive(self, name: str, default: float) -> float:
+        value = float(self.declare_parameter(name, default).value)
+        if not (value > 0.0 and math.isfinite(value)):
+            raise ValueError(f'parameter {name!r} must be a positive number, got {value}')
+        return value
+
+    def _non_negative(self, name: str, default: float) -> float:
+        value = float(self.declare_parameter(name, default).value)
+        if not (value >= 0.0 and math.isfinite(value)):
+            raise ValueError(f'parameter {name!r} must be >= 0, got {value}')
+        return value
+
+    # -- publishing -------------------------------------------------------------------------
+
+    def _publish_loop(self) -> None:
+        period = 1.0 / self._joint_rate
+        object_every = 1.0 / self._object_rate
+        next_joint = time.monotonic()
+        next_object = next_joint
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_joint:
+                self._publish_joints()
+                next_joint = max(next_joint + period, now - period)
+            if now >= next_object:
+                self._publish_object()
+                next_object = max(next_object + object_every, now - object_every)
+            time.sleep(max(0.0, min(next_joint, next_object) - time.monotonic()))
+
+    def _publish_joints(self) -> None:
+        state = self._sim.state()
+        msg = JointState()
+        msg.header.frame_id = self._frame_id
+        msg.name = list(state.joint_names)
+        positions = np.array(state.positions)
+        if self._joint_noise > 0.0:
+            positions = positions + self._rng.normal(0.0, self._joint_noise, positions.shape)
+        msg.position = [float(v) for v in positions]
+        msg.velocity = list(state.velocities)
+        with self._publish_lock:
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self._joint_pub.publish(msg)
+
+    def _publish_object(self) -> None:
+        state = self._sim.state()
+        msg = PoseStamped()
+        msg.header.frame_id = self._frame_id
+        position = np.array(state.object_position)
+        if self._object_noise > 0.0:
+            position = position + self._rng.normal(0.0, self._object_noise, 3)
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (
+            float(v) for v in position
+        )
+        w, x, y, z = state.object_orientation
+        msg.pose.orientation.w, msg.pose.orientation.x = w, x
+        msg.pose.orientation.y, msg.pose.orientation.z = y, z
+        with self._publish_lock:
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self._object_pub.publish(msg)
+
+    # -- action and services ----------------------------------------------------------------
+
+    def _execute(self, goal_handle: ServerGoalHandle) -> FollowJointTrajectory.Result:
+        goal = goal_handle.request
+        result = FollowJointTrajectory.Result()
+        traj = goal.trajectory
+        names = list(traj.joint_names)
+        try:
+            path = _path_from(traj)
+            motion = self._sim.follow(names=names, path=path, tolerance=goal.goal_tolerance)
+        except ValueError as err:
+            unknown = not names or any(n not in self._sim.joint_names[:4] for n in names)
+            result.error_code = (
+                FollowJointTrajectory.Result.INVALID_JOINTS
+                if unknown or len(set(names)) != len(names)
+                else FollowJointTrajectory.Result.INVALID_GOAL
+            )
+            result.error_string = str(err)
+            self.get_logger().warning(f'rejected trajectory: {err}')
+            goal_handle.abort()
+            return result
+        feedback = FollowJointTrajectory.Feedback()
+        feedback.joint_names = names
+        while not motion.wait(_FEEDBACK_PERIOD):
+            if goal_handle.is_cancel_requested:
+                self._sim.cancel(motion)
+                motion.wait(1.0)
+                result.error_code = FollowJointTrajectory.Result.SUCCESSFUL
+                result.error_string = 'canceled'
+                goal_handle.canceled()
+                return result
+            if not goal_handle.is_active:
+                self._sim.cancel(motion)
+                break
+            feedback.header.stamp = self.get_clock().now().to_msg()
+            feedback.desired = list(motion.desired)
+            feedback.actual = list(motion.actual)
+            goal_handle.publish_feedback(feedback)
+        # a deferred object move may have happened as the motion ended: publish it first
+        self._publish_object()
+        self._publish_joints()
+        result.error_string = motion.message
+        if motion.outcome is MotionOutcome.SUCCEEDED:
+            result.error_code = FollowJointTrajectory.Result.SUCCESSFUL
+            goal_handle.succeed()
+        elif motion.outcome is MotionOutcome.TOLERANCE_VIOLATED:
+            result.error_code = FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED
+            goal_handle.abort()
+        else:
+            result.error_code = FollowJointTrajectory.Result.INVALID_GOAL
+            goal_handle.abort()
+        return result
+
+    def _on_gripper(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        motion = self._sim.set_gripper(closed=bool(request.data))
+        finished = motion.wait(10.0 / max(self._sim.rtf, 0.1) + 2.0)
+        response.success = finished and motion.outcome is MotionOutcome.SUCCEEDED
+        response.message = motion.message if finished else 'gripper timed out'
+        return response
+
+    def _on_move(
+        self, request: MoveObject.Request, response: MoveObject.Response
+    ) -> MoveObject.Response:
+        p, q = request.pose.position, request.pose.orientation
+        try:
+            self._sim.move_object(
+                position=(p.x, p.y, p.z),
+                orientation=(q.w, q.x, q.y, q.z),
+                after_goals=int(request.after_goals),
+            )
+        except ValueError as err:
+            response.success = False
+            response.message = str(err)
+            return response
+        if request.after_goals == 0:
+            self._publish_object()
+        response.success = True
+        when = 'now' if request.after_goals == 0 else f'after {request.after_goals} goal(s)'
+        response.message = f'object moves to ({p.x:.3f}, {p.y:.3f}, {p.z:.3f}) {when}'
+        return response
+
+    def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self._sim.reset()
+        self._publish_joints()
+        self._publish_object()
+        response.success = True
+        response.message = 'arm at home, object at its start pose'
+        return response
+
+
+def _path_from(traj: object) -> JointPath:
+    points = list(traj.points)  # type: ignore[attr-defined]
+    if not points:
+        raise ValueError('trajectory has no points')
+    times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in points]
+    positions = [list(p.positions) for p in points]
+    with_vel = all(len(p.velocities) > 0 for p in points)
+    velocities = [list(p.velocities) for p in points] if with_vel else None
+    return JointPath(times=times, positions=positions, velocities=velocities)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the sim robot until interrupted; exit code 2 on bad parameters."""
+    rclpy.init(args=args)
+    node: SimRobotNode | None = None
+    code = 0
+    try:
+        node = SimRobotNode()
+        executor = MultiThreadedExecutor(num_threads=4)
+        executor.add_node(node)
+        executor.spin()
+    except ValueError as err:
+        rclpy.logging.get_logger('sim_robot').error(str(err))
+        code = 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.shutdown()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return code
+
+
+if __name__ == '__main__':
+    sys.exit(main())
