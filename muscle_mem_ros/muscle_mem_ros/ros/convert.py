@@ -1,0 +1,86 @@
+"""Core records -> muscle_mem_interfaces messages, and task parameter parsing."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from builtin_interfaces.msg import Time
+
+from muscle_mem_interfaces.msg import StepInfo, TaskInfo
+from muscle_mem_interfaces.msg import TrajectoryInfo as TrajectoryInfoMsg
+from muscle_mem_ros.records import Node, TaskStats, TrajectoryInfo
+
+__all__ = [
+    'canonical_params',
+    'step_info',
+    'task_info',
+    'time_msg',
+    'trajectory_info',
+]
+
+
+def canonical_params(params_json: str) -> str:
+    """Parse a task's params JSON and return its canonical form (the tree variant).
+
+    Empty means ``{}``. Keys are sorted and separators fixed, so the same
+    parameters always select the same tree.
+
+    Raises:
+        ValueError: Not valid JSON, or not a JSON object.
+    """
+    text = params_json.strip() or '{}'
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f'params_json is not valid JSON: {err}') from err
+    if not isinstance(value, dict):
+        raise ValueError(f'params_json must be a JSON object, got {type(value).__name__}')
+    return json.dumps(value, sort_keys=True, separators=(',', ':'))
+
+
+def time_msg(seconds: float) -> Time:
+    """Wall-clock seconds -> builtin_interfaces/Time (0 for unset or invalid)."""
+    if not math.isfinite(seconds) or seconds <= 0:
+        return Time()
+    sec = int(seconds)
+    return Time(sec=sec, nanosec=min(int((seconds - sec) * 1e9), 999_999_999))
+
+
+def step_info(index: int, node: Node) -> StepInfo:
+    """One learned step as a StepInfo."""
+    step = node.step
+    return StepInfo(
+        index=index,
+        tool=step.tool,
+        kind=step.kind.value,
+        type_name=step.type_name,
+        goal_json=step.payload_json,
+        pre_sensors=sorted(step.pre.features) if step.pre is not None else [],
+        duration=float(step.duration),
+    )
+
+
+def trajectory_info(info: TrajectoryInfo, steps: list[Node] | None = None) -> TrajectoryInfoMsg:
+    """One trajectory as a TrajectoryInfo message, with its steps if given."""
+    return TrajectoryInfoMsg(
+        id=info.id,
+        task=info.task,
+        params_json=info.params_json,
+        steps=[step_info(i, n) for i, n in enumerate(steps or [])],
+        step_count=len(info.node_ids),
+        replay_count=info.replay_count,
+        created=time_msg(info.created),
+        last_used=time_msg(info.last_used),
+    )
+
+
+def task_info(stats: TaskStats) -> TaskInfo:
+    """Per-task counters as a TaskInfo message."""
+    return TaskInfo(
+        name=stats.name,
+        trajectory_count=stats.trajectory_count,
+        hits=stats.hits,
+        misses=stats.misses,
+        last_used=time_msg(stats.last_used),
+    )

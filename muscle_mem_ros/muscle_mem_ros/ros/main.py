@@ -1,0 +1,64 @@
+"""Entry point of the ``behavior_cache`` executable.
+
+Run it with a params file, with or without ``ros2 run``/``launch``::
+
+    behavior_cache --ros-args --params-file config/behavior_cache.yaml
+    python -m muscle_mem_ros.ros.main --ros-args -r __node:=cache --params-file my.yaml
+
+Exit codes: 0 after a clean shutdown (SIGINT or SIGTERM), 1 for a bad
+configuration (the message, naming the parameter, is logged on stderr before
+anything moves), 2 for any other startup failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import sys
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+
+from muscle_mem_ros.errors import ConfigError
+
+__all__ = ['EXECUTOR_THREADS', 'main']
+
+EXECUTOR_THREADS = 8
+"""Worker threads: a running task blocks one while it waits on a controller,
+each proxied call in flight blocks one, the rest deliver results and messages."""
+
+_SHUTDOWN_WAIT = 5.0
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Start the behavior-cache node and spin until shut down; return the exit code."""
+    from muscle_mem_ros.ros.node import BehaviorCacheNode
+
+    rclpy.init(args=list(args) if args is not None else sys.argv)
+    logger = rclpy.logging.get_logger('muscle_mem')
+    try:
+        try:
+            node = BehaviorCacheNode()
+        except ConfigError as err:
+            logger.fatal(f'bad configuration: {err}')
+            return 1
+        except Exception as err:
+            logger.fatal(f'cannot start: {err!r}')
+            return 2
+        executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
+        executor.add_node(node)
+        try:
+            executor.spin()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        finally:
+            node.cancel_all()
+            executor.shutdown(timeout_sec=_SHUTDOWN_WAIT)
+            node.close()
+            node.destroy_node()
+        return 0
+    finally:
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

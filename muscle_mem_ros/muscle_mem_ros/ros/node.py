@@ -1,0 +1,275 @@
+"""BehaviorCacheNode: the behavior cache between a planning agent and the robot.
+
+Node name ``muscle_mem``. Interfaces (relative names resolve under the node):
+
+* action ``~/execute_task`` (muscle_mem_interfaces/action/ExecuteTask): run a
+  task: replay from the cache, hand off to the agent, learn (:mod:`.tasks`).
+* services ``~/replay``, ``~/list_tasks``, ``~/get_trajectory``, ``~/forget``,
+  ``~/start_recording``, ``~/stop_recording`` (:mod:`.services`).
+* topic ``~/events`` (muscle_mem_interfaces/msg/CacheEvent): one message per decision.
+* topic ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, 1 Hz): mode, hit
+  rate, steps saved, store health.
+* one proxy per configured action or service (:mod:`.proxy`), subscriptions to
+  the configured sensors (:mod:`.sensors`).
+
+Parameters are described in :mod:`.config` and the package's
+``config/behavior_cache.yaml``. ``cache_mode`` may be changed at run time
+(``ros2 param set /muscle_mem cache_mode replay_only``); it applies from the
+next goal. Every other parameter is read once at startup.
+
+One activity at a time: an ExecuteTask goal, a Replay call, a manual
+recording or a Forget. A second ExecuteTask goal while one runs is accepted
+and at once aborted with ``success=false`` and a message naming the running
+activity (a plain goal rejection could not say why).
+
+Callback groups: every server, client and subscription is in a reentrant
+group and the node runs in a ``MultiThreadedExecutor`` (see :mod:`.main`), so a
+callback blocked waiting for a controller's result never starves the callbacks
+that deliver that result.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node as RosNode
+from std_msgs.msg import Header
+
+from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_interfaces.srv import (
+    Forget,
+    GetTrajectory,
+    ListTasks,
+    Replay,
+    StartRecording,
+    StopRecording,
+)
+from muscle_mem_ros.errors import ConfigError, MuscleMemError
+from muscle_mem_ros.records import CheckFailure
+from muscle_mem_ros.ros.config import CacheMode, NodeConfig, load_config, parse_cache_mode
+from muscle_mem_ros.ros.proxy import ToolProxy, make_proxy
+from muscle_mem_ros.ros.recorder import Recorder
+from muscle_mem_ros.ros.replay import Replayer
+from muscle_mem_ros.ros.sensors import SensorHub
+from muscle_mem_ros.ros.services import CacheServices
+from muscle_mem_ros.ros.sync import CancelToken, TaskGuard
+from muscle_mem_ros.ros.tasks import TaskRunner
+from muscle_mem_ros.store import open_store
+
+__all__ = ['BehaviorCacheNode']
+
+
+class BehaviorCacheNode(RosNode):
+    """The behavior-cache node.
+
+    Args:
+        node_name: Default node name (a ``__node`` remap overrides it).
+        **kwargs: Passed to ``rclpy.node.Node`` (for example ``parameter_overrides``).
+
+    Raises:
+        ConfigError: A bad parameter (the message starts with its name), or a
+            store file that cannot be opened (``store_path: ...``).
+    """
+
+    def __init__(self, *, node_name: str = 'muscle_mem', **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self.config: NodeConfig = load_config(self)
+        self._mode = self.config.cache_mode
+        try:
+            self.store = open_store(self.config.store_path)
+        except MuscleMemError as err:
+            raise ConfigError(f'store_path: cannot open {self.config.store_path!r}: {err}') \
+                from err
+        self._store_error = ''
+        self._group = ReentrantCallbackGroup()
+        self._events = self.create_publisher(CacheEvent, '~/events', 50)
+        self._diagnostics = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._guard = TaskGuard()
+        self._counts = {'runs': 0, 'hits': 0}
+        self._counts_lock = threading.Lock()
+        self.hub = SensorHub(
+            node=self, sensors=self.config.sensors, callback_group=self._group,
+            on_error=self._sensor_error,
+        )
+        self.recorder = Recorder(store=self.store)
+        self.proxies: dict[str, ToolProxy] = {
+            tool.server: make_proxy(
+                node=self, tool=tool, hub=self.hub, recorder=self.recorder,
+                callback_group=self._group, post_timeout=self.config.post_check_timeout,
+                forward_timeout=self.config.agent_timeout,
+            )
+            for tool in self.config.tools
+        }
+        self.replayer = Replayer(
+            store=self.store, hub=self.hub, tools=self.proxies,
+            sensors=[s.spec for s in self.config.sensors],
+            allow_unchecked_replay=self.config.allow_unchecked_replay,
+            step_timeout=self.config.step_timeout,
+            post_timeout=self.config.post_check_timeout,
+        )
+        agent = None
+        if self.config.agent_action:
+            agent = ActionClient(
+                self, ExecuteTask, self.config.agent_action, callback_group=self._group
+            )
+        self.runner = TaskRunner(
+            store=self.store, replayer=self.replayer, recorder=self.recorder, agent=agent,
+            agent_name=self.config.agent_action, agent_timeout=self.config.agent_timeout,
+            sink=self.publish_event, logger=self.get_logger(),
+        )
+        self.handlers = CacheServices(
+            store=self.store, replayer=self.replayer, recorder=self.recorder,
+            guard=self._guard, sink=self.publish_event, logger=self.get_logger(),
+        )
+        self._task_tokens: dict[bytes, CancelToken] = {}
+        self._execute_server = ActionServer(
+            self, ExecuteTask, '~/execute_task', self._execute,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=self._cancel_task, callback_group=self._group,
+        )
+        handlers = self.handlers
+        for srv_type, name, handler in (
+            (Replay, '~/replay', handlers.replay),
+            (ListTasks, '~/list_tasks', handlers.list_tasks),
+            (GetTrajectory, '~/get_trajectory', handlers.get_trajectory),
+            (Forget, '~/forget', handlers.forget),
+            (StartRecording, '~/start_recording', handlers.start_recording),
+            (StopRecording, '~/stop_recording', handlers.stop_recording),
+        ):
+            self.create_service(srv_type, name, handler, callback_group=self._group)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, self._group)
+        self.get_logger().info(
+            f'behavior cache ready: mode {self._mode.value}, store {self.config.store_path}, '
+            f'{len(self.config.sensors)} sensors, {len(self.proxies)} tools, agent '
+            f"{self.config.agent_action or '(none)'}"
+        )
+
+    @property
+    def mode(self) -> CacheMode:
+        """The current cache mode."""
+        return self._mode
+
+    def publish_event(
+        self, *, kind: int, task: str, step: int, trajectory_id: int = 0, detail: str = '',
+        failure: CheckFailure | None = None,
+    ) -> None:
+        """Publish one CacheEvent on ``~/events``."""
+        msg = CacheEvent(
+            stamp=self.get_clock().now().to_msg(), type=kind, task=task, step=step,
+            trajectory_id=trajectory_id, detail=detail,
+        )
+        if failure is not None:
+            msg.sensor = failure.sensor
+            msg.deviation = float(failure.deviation)
+            msg.tolerance = float(failure.tolerance)
+        self._events.publish(msg)
+
+    def _sensor_error(self, message: str) -> None:
+        self.get_logger().error(message)
+        self.publish_event(kind=CacheEvent.ERROR, task='', step=-1, detail=message)
+
+    def _on_set_parameters(self, params: list[Any]) -> SetParametersResult:
+        mode = None
+        for param in params:
+            if param.name != 'cache_mode':
+                return SetParametersResult(
+                    successful=False,
+                    reason=f'{param.name}: read at startup only; restart the node to change it',
+                )
+            try:
+                mode = parse_cache_mode(param.value)
+            except ConfigError as err:
+                return SetParametersResult(successful=False, reason=str(err))
+        if mode is not None:
+            self._mode = mode
+            self.get_logger().info(f'cache_mode is now {mode.value}')
+        return SetParametersResult(successful=True)
+
+    def _cancel_task(self, goal_handle: Any) -> CancelResponse:
+        token = self._task_tokens.get(bytes(goal_handle.goal_id.uuid))
+        if token is None:
+            return CancelResponse.REJECT
+        token.cancel()
+        return CancelResponse.ACCEPT
+
+    def _execute(self, goal_handle: Any) -> Any:
+        goal = goal_handle.request
+        holder = self._guard.claim(f"task '{goal.task}'")
+        if holder is not None:
+            message = f'rejected: {holder} is already running (one task at a time)'
+            self.publish_event(kind=CacheEvent.ERROR, task=goal.task, step=-1, detail=message)
+            goal_handle.abort()
+            return ExecuteTask.Result(success=False, message=message)
+        key = bytes(goal_handle.goal_id.uuid)
+        token = CancelToken()
+        self._task_tokens[key] = token
+        try:
+            if goal_handle.is_cancel_requested:
+                token.cancel()
+            result = self.runner.run(goal_handle, mode=self._mode, cancel=token)
+            with self._counts_lock:
+                self._counts['runs'] += 1
+                self._counts['hits'] += int(bool(result.cache_hit))
+            return result
+        except Exception as err:  # keep the node alive; the client gets the reason
+            self.get_logger().error(f"task '{goal.task}' failed: {err!r}")
+            self.publish_event(kind=CacheEvent.ERROR, task=goal.task, step=-1, detail=str(err))
+            if goal_handle.is_active:
+                goal_handle.abort()
+            return ExecuteTask.Result(success=False, message=f'internal error: {err}')
+        finally:
+            self._task_tokens.pop(key, None)
+            self._guard.release()
+
+    def _publish_diagnostics(self) -> None:
+        status = DiagnosticStatus(name=f'{self.get_name()}: behavior cache', hardware_id='')
+        values = {'cache_mode': self._mode.value, 'store_path': self.config.store_path,
+                  'busy': self._guard.holder or ''}
+        try:
+            tasks = self.store.tasks()
+            hits = sum(t.hits for t in tasks)
+            misses = sum(t.misses for t in tasks)
+            values.update({
+                'tasks': str(len(tasks)),
+                'trajectories': str(sum(t.trajectory_count for t in tasks)),
+                'hits': str(hits), 'misses': str(misses),
+                'hit_rate': f'{hits / (hits + misses):.3f}' if hits + misses else 'n/a',
+                'store': 'ok',
+            })
+            status.level = DiagnosticStatus.OK
+            status.message = 'ok'
+        except MuscleMemError as err:
+            values['store'] = f'error: {err}'
+            status.level = DiagnosticStatus.ERROR
+            status.message = f'store error: {err}'
+        with self._counts_lock:
+            values['runs_since_start'] = str(self._counts['runs'])
+            values['hits_since_start'] = str(self._counts['hits'])
+        values['steps_saved'] = str(self.runner.steps_replayed_total)
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        self._diagnostics.publish(DiagnosticArray(
+            header=Header(stamp=self.get_clock().now().to_msg()), status=[status]))
+
+    def cancel_all(self) -> None:
+        """Cancel the running task or replay (its in-flight goal is canceled too)."""
+        for token in list(self._task_tokens.values()):
+            token.cancel()
+        if self.handlers.cancel is not None:
+            self.handlers.cancel.cancel()
+
+    def close(self) -> None:
+        """Cancel whatever runs, discard an unfinished recording, close the store."""
+        self.cancel_all()
+        try:
+            if self.recorder.active is not None:
+                self.recorder.finish(save=False)
+            self.store.close()
+        except MuscleMemError as err:
+            self.get_logger().error(f'closing the store: {err}')

@@ -1,0 +1,357 @@
+"""Action and service proxies: serve a tool's type under a proxy name, forward to the server.
+
+Point the agent at the proxy name instead of the real server. Every goal
+(request) is forwarded unchanged to the real server, feedback flows back,
+a cancel of the proxied goal cancels the real one, and the real result (or
+response) is returned with the same status. Outside a recording that is all:
+a transparent pass-through.
+
+While a recording is active (see :mod:`.recorder`) each call that succeeds also
+becomes a :class:`~muscle_mem_ros.records.Step`: a snapshot before forwarding,
+the goal as CDR bytes (``rclpy.serialization``) and as JSON, the duration, and
+a snapshot after the sensors reported data newer than the call's end (waited
+for at most ``post_check_timeout``, before the result goes back to the agent,
+so the next step's pre snapshot never precedes this one's post). Calls that
+fail, are canceled or are rejected are forwarded but not recorded.
+
+Two proxy-specific decisions: the proxy accepts every goal and aborts it if the
+real server rejects it or is not available (the action protocol gives a goal
+callback no way to wait for the server's answer); a service response with a
+boolean ``success`` field set to false (``std_srvs/srv/SetBool``,
+``std_srvs/srv/Trigger``) counts as a failed step.
+
+The same objects execute steps during replay (:meth:`ToolProxy.call`), through
+the same clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+import threading
+import time
+from typing import Any
+
+from action_msgs.msg import GoalStatus
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import CallbackGroup
+from rclpy.node import Node as RosNode
+from rclpy.serialization import deserialize_message, serialize_message
+
+from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
+from muscle_mem_ros.ros.config import ToolConfig
+from muscle_mem_ros.ros.introspection import message_to_json
+from muscle_mem_ros.ros.recorder import Recorder, Session
+from muscle_mem_ros.ros.sensors import SensorHub
+from muscle_mem_ros.ros.sync import CancelToken, wait_future
+
+__all__ = ['ActionProxy', 'CallOutcome', 'ServiceProxy', 'ToolProxy', 'make_proxy']
+
+_CANCEL_GRACE = 2.0
+"""Seconds to wait for a canceled goal's result before giving up on it."""
+_SERVER_WAIT = 2.0
+"""Seconds to wait for a server that is not discovered yet."""
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """How one forwarded or replayed call ended.
+
+    Attributes:
+        status: Succeeded, failed (aborted, rejected, timed out, unavailable) or canceled.
+        detail: Human-readable reason, '' on success.
+        started: Monotonic time the call was sent.
+        ended: Monotonic time the result arrived (or the wait ended).
+        response: The result message (action) or response (service), or None.
+    """
+
+    status: StepStatus
+    detail: str
+    started: float
+    ended: float
+    response: Any = None
+
+
+class ToolProxy:
+    """Common part of action and service proxies: recording and replay entry point.
+
+    Args:
+        node: Node owning the server and client.
+        tool: The tool's configuration.
+        hub: Sensor capture for pre and post snapshots.
+        recorder: The active recording, if any.
+        callback_group: Group for the server and client callbacks (reentrant).
+        post_timeout: Max seconds to wait for sensor data newer than a call's end.
+        forward_timeout: Max seconds a proxied (agent) call may take.
+    """
+
+    kind: ToolKind
+
+    def __init__(
+        self,
+        *,
+        node: RosNode,
+        tool: ToolConfig,
+        hub: SensorHub,
+        recorder: Recorder,
+        callback_group: CallbackGroup,
+        post_timeout: float,
+        forward_timeout: float,
+    ) -> None:
+        self.tool = tool
+        self._node = node
+        self._hub = hub
+        self._recorder = recorder
+        self._group = callback_group
+        self._post_timeout = post_timeout
+        self._forward_timeout = forward_timeout
+        self._log = node.get_logger()
+
+    @property
+    def payload_type(self) -> type:
+        """Message class of the stored payload (goal or request)."""
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        """True when the real server is discovered."""
+        raise NotImplementedError
+
+    def call(self, payload: bytes, *, timeout: float, cancel: CancelToken) -> CallOutcome:
+        """Replay one stored payload against the real server."""
+        now = time.monotonic()
+        try:
+            message = deserialize_message(payload, self.payload_type)
+        except Exception as err:  # stored bytes no longer match the type
+            return CallOutcome(
+                StepStatus.FAILED, f'cannot decode stored payload as {self.tool.type_name}: '
+                f'{err}', now, now,
+            )
+        return self._send(message, timeout=timeout, cancel=cancel)
+
+    def _send(
+        self, message: Any, *, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None = None,
+    ) -> CallOutcome:
+        raise NotImplementedError
+
+    def _pre(self, session: Session | None) -> Snapshot | None:
+        return self._hub.capture() if session is not None else None
+
+    def _record(
+        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
+    ) -> None:
+        """Append the call to ``session`` if it is still the active one and succeeded."""
+        if session is None:
+            return
+        if out.status is not StepStatus.SUCCEEDED:
+            self._log.info(
+                f'{self.tool.proxy}: call {out.status.value} ({out.detail}); not recorded'
+            )
+            return
+        if self._hub.names and not self._hub.wait_newer(out.ended, self._post_timeout):
+            self._log.warning(
+                f'{self.tool.proxy}: no data newer than the call from '
+                f'{", ".join(self._hub.lagging(out.ended))}; post snapshot uses older data'
+            )
+        post = self._hub.capture()
+        step = Step(
+            tool=self.tool.server,
+            kind=self.kind,
+            type_name=self.tool.type_name,
+            payload=bytes(serialize_message(message)),
+            payload_json=message_to_json(message),
+            pre=pre if pre is not None and pre.features else None,
+            post=post if post.features else None,
+            status=out.status,
+            duration=out.ended - out.started,
+        )
+        if session is not self._recorder.active or not session.append(step):
+            self._log.warning(f'{self.tool.proxy}: recording ended during the call; not recorded')
+
+
+class ActionProxy(ToolProxy):
+    """Proxy for one action server (any action type)."""
+
+    kind = ToolKind.ACTION
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        tool = self.tool
+        self._client = ActionClient(
+            self._node, tool.interface, tool.server, callback_group=self._group
+        )
+        self._tokens: dict[bytes, CancelToken] = {}
+        self._tokens_lock = threading.Lock()
+        self._server = ActionServer(
+            self._node, tool.interface, tool.proxy, self._serve,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=self._on_cancel,
+            callback_group=self._group,
+        )
+
+    @property
+    def payload_type(self) -> type:
+        """The action's Goal class."""
+        return self.tool.interface.Goal
+
+    def ready(self) -> bool:
+        """True when the real action server is discovered."""
+        return bool(self._client.server_is_ready())
+
+    def _on_cancel(self, goal_handle: Any) -> CancelResponse:
+        with self._tokens_lock:
+            token = self._tokens.get(bytes(goal_handle.goal_id.uuid))
+        if token is not None:
+            token.cancel()
+        return CancelResponse.ACCEPT
+
+    def _serve(self, goal_handle: Any) -> Any:
+        key = bytes(goal_handle.goal_id.uuid)
+        token = CancelToken()
+        with self._tokens_lock:
+            self._tokens[key] = token
+        try:
+            session = self._recorder.active
+            pre = self._pre(session)
+            goal = goal_handle.request
+            out = self._send(
+                goal, timeout=self._forward_timeout, cancel=token,
+                feedback=lambda msg: goal_handle.publish_feedback(msg.feedback),
+            )
+            if out.status is StepStatus.SUCCEEDED:
+                self._record(session, goal, pre, out)
+                goal_handle.succeed()
+            elif out.status is StepStatus.CANCELED and goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            else:
+                if out.detail:
+                    self._log.warning(f'{self.tool.proxy}: {out.detail}')
+                goal_handle.abort()
+            return out.response if out.response is not None else self.tool.interface.Result()
+        finally:
+            with self._tokens_lock:
+                self._tokens.pop(key, None)
+
+    def _send(
+        self, message: Any, *, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None = None,
+    ) -> CallOutcome:
+        started = time.monotonic()
+        server = self.tool.server
+
+        def outcome(status: StepStatus, detail: str, response: Any = None) -> CallOutcome:
+            return CallOutcome(status, detail, started, time.monotonic(), response)
+
+        if not self._client.server_is_ready() and not self._client.wait_for_server(
+            timeout_sec=min(timeout, _SERVER_WAIT)
+        ):
+            return outcome(StepStatus.FAILED, f'action server {server} not available')
+        send = self._client.send_goal_async(message, feedback_callback=feedback)
+        if not wait_future(send, timeout, cancel):
+            send.add_done_callback(_cancel_when_accepted)
+            if cancel.cancelled:
+                return outcome(StepStatus.CANCELED, 'canceled')
+            return outcome(StepStatus.FAILED, f'{server} did not answer the goal in {timeout} s')
+        handle = send.result()
+        if handle is None or not handle.accepted:
+            return outcome(StepStatus.FAILED, f'{server} rejected the goal')
+        result = handle.get_result_async()
+        remaining = max(0.0, timeout - (time.monotonic() - started))
+        if not wait_future(result, remaining, cancel):
+            handle.cancel_goal_async()
+            wait_future(result, _CANCEL_GRACE)
+            response = result.result().result if result.done() else None
+            if cancel.cancelled:
+                return outcome(StepStatus.CANCELED, 'canceled', response)
+            return outcome(
+                StepStatus.FAILED, f'{server} timed out after {timeout:g} s (goal canceled)',
+                response,
+            )
+        wrapped = result.result()
+        status = wrapped.status
+        if status == GoalStatus.STATUS_SUCCEEDED:
+            return outcome(StepStatus.SUCCEEDED, '', wrapped.result)
+        if status == GoalStatus.STATUS_CANCELED:
+            return outcome(StepStatus.CANCELED, f'{server} canceled the goal', wrapped.result)
+        return outcome(StepStatus.FAILED, f'{server} aborted the goal', wrapped.result)
+
+
+def _cancel_when_accepted(future: Any) -> None:
+    handle = future.result()
+    if handle is not None and handle.accepted:
+        handle.cancel_goal_async()
+
+
+def _service_succeeded(response: Any) -> bool:
+    success = getattr(response, 'success', True)
+    return success if isinstance(success, bool) else True
+
+
+class ServiceProxy(ToolProxy):
+    """Proxy for one service (any service type)."""
+
+    kind = ToolKind.SERVICE
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        tool = self.tool
+        self._client = self._node.create_client(
+            tool.interface, tool.server, callback_group=self._group
+        )
+        self._service = self._node.create_service(
+            tool.interface, tool.proxy, self._serve, callback_group=self._group
+        )
+
+    @property
+    def payload_type(self) -> type:
+        """The service's Request class."""
+        return self.tool.interface.Request
+
+    def ready(self) -> bool:
+        """True when the real service is discovered."""
+        return bool(self._client.service_is_ready())
+
+    def _serve(self, request: Any, response: Any) -> Any:
+        session = self._recorder.active
+        pre = self._pre(session)
+        out = self._send(request, timeout=self._forward_timeout, cancel=CancelToken())
+        if out.response is None:
+            self._log.error(f'{self.tool.proxy}: {out.detail}; answering with a default response')
+            return response
+        self._record(session, request, pre, out)
+        return out.response
+
+    def _send(
+        self, message: Any, *, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None = None,
+    ) -> CallOutcome:
+        started = time.monotonic()
+        server = self.tool.server
+
+        def outcome(status: StepStatus, detail: str, response: Any = None) -> CallOutcome:
+            return CallOutcome(status, detail, started, time.monotonic(), response)
+
+        if not self._client.service_is_ready() and not self._client.wait_for_service(
+            timeout_sec=min(timeout, _SERVER_WAIT)
+        ):
+            return outcome(StepStatus.FAILED, f'service {server} not available')
+        future = self._client.call_async(message)
+        if not wait_future(future, timeout, cancel):
+            self._client.remove_pending_request(future)
+            if cancel.cancelled:
+                return outcome(StepStatus.CANCELED, 'canceled')
+            return outcome(StepStatus.FAILED, f'{server} did not answer in {timeout:g} s')
+        response = future.result()
+        if not _service_succeeded(response):
+            message_text = getattr(response, 'message', '')
+            return outcome(
+                StepStatus.FAILED, f'{server} answered success=false {message_text!r}'.strip(),
+                response,
+            )
+        return outcome(StepStatus.SUCCEEDED, '', response)
+
+
+def make_proxy(**kwargs: Any) -> ToolProxy:
+    """Build the proxy matching ``kwargs['tool'].kind``."""
+    tool: ToolConfig = kwargs['tool']
+    return ActionProxy(**kwargs) if tool.kind is ToolKind.ACTION else ServiceProxy(**kwargs)

@@ -1,0 +1,112 @@
+"""The recording in progress: which proxied calls become steps of which task.
+
+At most one recording is active at a time (the node runs one task at a time):
+either the agent's part of an ExecuteTask (started at a handoff, under the
+last replayed node) or a manual one (StartRecording / StopRecording, teach by
+teleop). While one is active every successful call through any proxy is
+appended to it, durably, as it finishes. Calls still in flight when it ends
+are not recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import threading
+
+from muscle_mem_ros.records import Step, TrajectoryInfo
+from muscle_mem_ros.store import Recording, Store
+
+__all__ = ['Recorder', 'RecordingBusyError', 'Session']
+
+
+class RecordingBusyError(RuntimeError):
+    """A recording is already active."""
+
+
+@dataclass(eq=False)
+class Session:
+    """One active recording.
+
+    Attributes:
+        task: Task name.
+        params_json: Canonical parameters JSON (also the tree variant).
+        manual: True for StartRecording, False for an ExecuteTask handoff.
+        parent: Node the new steps go under (None = from the root).
+        recording: The store's recording.
+        steps: Steps appended so far.
+    """
+
+    task: str
+    params_json: str
+    manual: bool
+    parent: int | None
+    recording: Recording
+    steps: int = 0
+    closed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def append(self, step: Step) -> bool:
+        """Append ``step`` unless the session has ended; True if appended."""
+        with self.lock:
+            if self.closed:
+                return False
+            self.recording.append(step)
+            self.steps += 1
+            return True
+
+
+class Recorder:
+    """Start, hold and end the single active recording."""
+
+    def __init__(self, *, store: Store) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._session: Session | None = None
+
+    @property
+    def active(self) -> Session | None:
+        """The active session, or None."""
+        return self._session
+
+    def start(
+        self, *, task: str, params_json: str, parent: int | None, manual: bool
+    ) -> Session:
+        """Begin recording ``task`` under node ``parent`` (None = from the root).
+
+        Raises:
+            RecordingBusyError: Another recording is active.
+        """
+        with self._lock:
+            if self._session is not None:
+                raise RecordingBusyError(
+                    f"a recording of task '{self._session.task}' is already active"
+                )
+            recording = self._store.begin(
+                task=task, variant=params_json, params_json=params_json, parent=parent
+            )
+            self._session = Session(
+                task=task, params_json=params_json, manual=manual, parent=parent,
+                recording=recording,
+            )
+            return self._session
+
+    def finish(self, *, save: bool) -> tuple[Session | None, TrajectoryInfo | None]:
+        """End the active recording: commit it (``save``) or discard it.
+
+        Committing zero steps under a parent marks that parent terminal; with
+        zero steps from the root there is nothing to store and it is discarded.
+
+        Returns:
+            The ended session (None if none was active) and the committed
+            trajectory (None when discarded).
+        """
+        with self._lock:
+            session, self._session = self._session, None
+        if session is None:
+            return None, None
+        with session.lock:
+            session.closed = True
+        if save and (session.steps or session.parent is not None):
+            return session, session.recording.commit()
+        session.recording.discard()
+        return session, None

@@ -1,0 +1,313 @@
+"""Walk a task's learned tree over ROS: pre-check, send, wait, post-check, continue.
+
+At node P (None = the root) the candidates are P's children. The matcher picks
+the best one whose recorded pre snapshot matches a fresh snapshot; its stored
+payload is sent to the real server (byte-identical CDR) and the result awaited
+with a per-step timeout. Then the post-check: once every sensor reported data
+received after the step ended (at most ``post_check_timeout``), the recorded
+post snapshot is compared with a fresh one.
+
+Decisions (the lead's, documented here):
+
+* A post-check failure at step k is reported (``CHECK_FAILED``) but does not by
+  itself stop the walk: node k's children are tried next, so a learned recovery
+  branch replays. If none passes, the walk stops with resume step k+1 under
+  node k.
+* When no child passes and P is terminal (some trajectory ends there), the walk
+  is complete: a full hit. A child that passes at a terminal node is still
+  taken (the longer trajectory is preferred).
+* A failed step (aborted, rejected, timed out, server missing) stops the walk
+  with resume step k under P (the agent redoes step k).
+* Steps recorded without a pre snapshot (no sensors) are replayed only when
+  ``allow_unchecked_replay`` is true; otherwise they never pass.
+* Stale or missing sensor data fails a check (the core's ToleranceCheck).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+import math
+from typing import Protocol
+
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.matcher import Matcher
+from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, StepStatus
+from muscle_mem_ros.ros.proxy import ToolProxy
+from muscle_mem_ros.ros.sensors import SensorHub
+from muscle_mem_ros.ros.sync import CancelToken
+from muscle_mem_ros.store import Store
+
+__all__ = ['DryRun', 'Replayer', 'Reporter', 'WalkOutcome', 'WalkResult', 'describe_failure']
+
+
+class WalkOutcome(Enum):
+    """How a walk ended."""
+
+    COMPLETE = 'complete'
+    """Reached a terminal node with nothing further passing: a full replay."""
+    DIVERGED = 'diverged'
+    """No candidate passed its pre-check (including: nothing learned)."""
+    STEP_FAILED = 'step_failed'
+    """A replayed step failed at the server (aborted, rejected, timeout, unavailable)."""
+    CANCELED = 'canceled'
+    """The caller canceled; the in-flight goal was canceled too."""
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    """Outcome of one walk.
+
+    Attributes:
+        outcome: How it ended.
+        steps_replayed: Steps sent and succeeded in this walk.
+        last_node: Last node executed successfully: the parent of a branch.
+        resume_step: Index of the first step still to do (for a handoff).
+        trajectory_id: Trajectory completed (COMPLETE), else 0.
+        reason: Human-readable reason; '' for a clean full hit.
+        failed_step: Step index that failed, -1 if none.
+        failure: The sensor failure behind a failed check, if any.
+    """
+
+    outcome: WalkOutcome
+    steps_replayed: int
+    last_node: Node | None
+    resume_step: int
+    trajectory_id: int = 0
+    reason: str = ''
+    failed_step: int = -1
+    failure: CheckFailure | None = None
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """Would the first step replay now, and if not why."""
+
+    would_replay: bool
+    node: Node | None
+    reason: str
+    failure: CheckFailure | None = None
+
+
+class Reporter(Protocol):
+    """Receives events and progress from a walk (the node publishes them)."""
+
+    def event(
+        self, *, kind: int, step: int, trajectory_id: int = 0, detail: str = '',
+        failure: CheckFailure | None = None,
+    ) -> None:
+        """Publish one CacheEvent of ``kind``."""
+
+    def progress(self, *, step: int, total: int, detail: str) -> None:
+        """Report that step ``step`` of about ``total`` is running."""
+
+
+def describe_failure(failure: CheckFailure) -> str:
+    """Render a check failure: 'sensor object deviates 0.081 (tolerance 0.02)'."""
+    if failure.reason == 'out of tolerance':
+        return (
+            f'sensor {failure.sensor} deviates {failure.deviation:.4g} '
+            f'(tolerance {failure.tolerance:.4g})'
+        )
+    if failure.sensor:
+        return f'sensor {failure.sensor} {failure.reason}'
+    return failure.reason
+
+
+@dataclass(frozen=True)
+class _Choice:
+    node: Node | None
+    reason: str
+    failure: CheckFailure | None
+
+
+class Replayer:
+    """Execute learned trajectories through the tool proxies' clients.
+
+    Args:
+        store: The cache.
+        hub: Sensor capture.
+        tools: Proxies by real server name (``Step.tool``).
+        sensors: Tolerance specs of the configured sensors (may be empty).
+        allow_unchecked_replay: Replay steps recorded without a pre snapshot.
+        step_timeout: Seconds one replayed step may take.
+        post_timeout: Max seconds to wait for data newer than a step's end.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        hub: SensorHub,
+        tools: Mapping[str, ToolProxy],
+        sensors: Sequence[SensorSpec],
+        allow_unchecked_replay: bool,
+        step_timeout: float,
+        post_timeout: float,
+    ) -> None:
+        self._store = store
+        self._hub = hub
+        self._tools = dict(tools)
+        self._check = ToleranceCheck(sensors=sensors) if sensors else None
+        self._matcher = Matcher(check=self._check) if self._check is not None else None
+        self._allow_unchecked = allow_unchecked_replay
+        self.step_timeout = step_timeout
+        self._post_timeout = post_timeout
+
+    def _choose(self, candidates: Sequence[Node], step: int) -> _Choice:
+        usable = [c for c in candidates if c.step.tool in self._tools]
+        if not usable:
+            if not candidates:
+                return _Choice(None, f'nothing learned for step {step}', None)
+            tools = ', '.join(sorted({c.step.tool for c in candidates}))
+            return _Choice(None, f'step {step}: tool {tools} not configured', None)
+        failure: CheckFailure | None = None
+        if self._matcher is not None:
+            selection = self._matcher.select(usable, self._hub.capture(), now_time=self._hub.now())
+            if selection.node is not None:
+                return _Choice(selection.node, '', None)
+            if selection.rejected and selection.rejected[0][1].failures:
+                failure = selection.rejected[0][1].failures[0]
+        if self._allow_unchecked:
+            blind = [c for c in usable if c.step.pre is None or not c.step.pre.features]
+            if blind:
+                best = max(blind, key=lambda c: (c.success_count, c.last_used))
+                return _Choice(best, '', None)
+        if failure is not None and failure.reason != 'no pre-check':
+            return _Choice(None, f'pre-check failed at step {step}: '
+                           f'{describe_failure(failure)}', failure)
+        return _Choice(
+            None, f'step {step} was recorded without sensor checks and '
+            'allow_unchecked_replay is false', failure,
+        )
+
+    def _candidates(
+        self, *, task: str, variant: str, parent: Node | None, depth: int,
+        path: Sequence[int] | None,
+    ) -> list[Node]:
+        children = self._store.children(
+            task=task, variant=variant, parent=None if parent is None else parent.id
+        )
+        if path is None:
+            return children
+        if depth >= len(path):
+            return []
+        return [c for c in children if c.id == path[depth]]
+
+    def dry_run(self, *, task: str, variant: str, path: Sequence[int] | None = None) -> DryRun:
+        """Answer whether the first step would replay now; moves nothing."""
+        candidates = self._candidates(task=task, variant=variant, parent=None, depth=0, path=path)
+        if not candidates:
+            return DryRun(False, None, f"nothing learned for task '{task}' with these params")
+        choice = self._choose(candidates, 0)
+        if choice.node is None:
+            return DryRun(False, None, choice.reason, choice.failure)
+        tool = self._tools[choice.node.step.tool]
+        if not tool.ready():
+            return DryRun(False, choice.node, f'server {tool.tool.server} is not available')
+        return DryRun(True, choice.node, 'the first step passes its pre-check')
+
+    def _total(self, task: str, variant: str, node: Node) -> int:
+        best = (-1, 0)
+        for info in self._store.trajectories(task=task):
+            if info.variant == variant and node.id in info.node_ids:
+                best = max(best, (info.replay_count, len(info.node_ids)))
+        return best[1] if best[0] >= 0 else -1
+
+    def walk(
+        self,
+        *,
+        task: str,
+        variant: str,
+        reporter: Reporter,
+        cancel: CancelToken,
+        path: Sequence[int] | None = None,
+    ) -> WalkResult:
+        """Replay from the root as far as the checks allow.
+
+        Args:
+            task: Task name.
+            variant: Tree key (canonical params JSON).
+            reporter: Gets events and progress.
+            cancel: Cancels the walk and the in-flight goal.
+            path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
+        """
+        parent: Node | None = None
+        depth = 0
+        replayed = 0
+        post_note = ''
+        while True:
+            candidates = self._candidates(
+                task=task, variant=variant, parent=parent, depth=depth, path=path
+            )
+            choice = self._choose(candidates, depth)
+            node = choice.node
+            if node is None:
+                if parent is not None and parent.terminal:
+                    info = self._store.trajectory_ending_at(parent.id)
+                    trajectory_id = info.id if info is not None else 0
+                    if trajectory_id:
+                        self._store.note_replay(trajectory_id=trajectory_id)
+                    return WalkResult(
+                        WalkOutcome.COMPLETE, replayed, parent, depth, trajectory_id, post_note
+                    )
+                if choice.failure is not None:
+                    reporter.event(
+                        kind=CacheEvent.CHECK_FAILED, step=depth, detail=choice.reason,
+                        failure=choice.failure,
+                    )
+                reason = choice.reason + (f'; {post_note}' if post_note else '')
+                return WalkResult(
+                    WalkOutcome.DIVERGED, replayed, parent, depth, reason=reason,
+                    failed_step=depth if candidates else -1, failure=choice.failure,
+                )
+            step = node.step
+            tool = self._tools[step.tool]
+            reporter.progress(
+                step=depth, total=self._total(task, variant, node),
+                detail=f'step {depth}: {step.tool}',
+            )
+            out = tool.call(step.payload, timeout=self.step_timeout, cancel=cancel)
+            if out.status is StepStatus.CANCELED and cancel.cancelled:
+                return WalkResult(
+                    WalkOutcome.CANCELED, replayed, parent, depth, reason='canceled',
+                    failed_step=depth,
+                )
+            if out.status is not StepStatus.SUCCEEDED:
+                reason = f'step {depth} ({step.tool}) failed: {out.detail}'
+                reporter.event(kind=CacheEvent.ERROR, step=depth, detail=reason)
+                return WalkResult(
+                    WalkOutcome.STEP_FAILED, replayed, parent, depth, reason=reason,
+                    failed_step=depth,
+                )
+            replayed += 1
+            post_note = self._post_check(node, depth, out.ended, reporter)
+            if not post_note:
+                reporter.event(
+                    kind=CacheEvent.STEP_OK, step=depth, detail=f'step {depth}: {step.tool} ok'
+                )
+            parent = node
+            depth += 1
+
+    def _post_check(self, node: Node, depth: int, ended: float, reporter: Reporter) -> str:
+        """Run the post-check of ``node``; return '' or what failed."""
+        recorded = node.step.post
+        if self._check is None or recorded is None or not recorded.features:
+            return ''
+        failure: CheckFailure | None
+        if not self._hub.wait_newer(ended, self._post_timeout):
+            lagging = ', '.join(self._hub.lagging(ended))
+            failure = CheckFailure(
+                lagging, math.inf, 0.0, math.inf,
+                f'sent no data within {self._post_timeout:g} s after the step',
+            )
+        else:
+            result = self._check.evaluate(recorded, self._hub.capture(), now_time=self._hub.now())
+            failure = result.failures[0] if not result.passed and result.failures else None
+        if failure is None:
+            return ''
+        note = f'post-check failed at step {depth}: {describe_failure(failure)}'
+        reporter.event(kind=CacheEvent.CHECK_FAILED, step=depth, detail=note, failure=failure)
+        return note

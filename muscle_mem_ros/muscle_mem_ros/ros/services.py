@@ -1,0 +1,271 @@
+"""The node's services: Replay, ListTasks, GetTrajectory, Forget, Start/StopRecording.
+
+Every handler validates its request first and answers ``success=false`` with
+a message for a bad one (empty task name, invalid params JSON, unknown task or
+trajectory): nothing is stored or removed and the node keeps running. Replay,
+Forget and StartRecording take the node's one-activity guard and refuse while
+a task, a replay or a manual recording is running.
+
+Replay never calls the agent. With a trajectory id, only that trajectory's
+path is followed and its own params are used (the request's params must then
+be empty or equal). ``dry_run`` checks only whether the first step would
+replay now (its pre-check against the current sensors, and the server being
+available) and moves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.errors import MuscleMemError, UnknownTrajectoryError
+from muscle_mem_ros.records import CheckFailure
+from muscle_mem_ros.ros.convert import canonical_params, task_info, trajectory_info
+from muscle_mem_ros.ros.recorder import Recorder
+from muscle_mem_ros.ros.replay import Replayer, WalkOutcome
+from muscle_mem_ros.ros.sync import CancelToken, TaskGuard
+from muscle_mem_ros.store import Store
+
+__all__ = ['CacheServices']
+
+
+class _ServiceReporter:
+    """Publish a Replay call's events; no feedback channel."""
+
+    def __init__(self, *, task: str, sink: Callable[..., None]) -> None:
+        self._task = task
+        self._sink = sink
+
+    def event(
+        self, *, kind: int, step: int, trajectory_id: int = 0, detail: str = '',
+        failure: CheckFailure | None = None,
+    ) -> None:
+        self._sink(kind=kind, task=self._task, step=step, trajectory_id=trajectory_id,
+                   detail=detail, failure=failure)
+
+    def progress(self, *, step: int, total: int, detail: str) -> None:
+        """Replay has no feedback channel; progress shows in the events."""
+
+
+def _fill_failure(response: Any, failure: CheckFailure | None) -> None:
+    if failure is not None:
+        response.failed_sensor = failure.sensor
+        response.deviation = float(failure.deviation)
+        response.tolerance = float(failure.tolerance)
+
+
+class CacheServices:
+    """Handlers for the node's services (registered by the node).
+
+    Args:
+        store: The cache.
+        replayer: Walks the tree.
+        recorder: The recording in progress.
+        guard: One activity at a time.
+        sink: Publishes events (same signature as the task runner's).
+        logger: The node's logger.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        replayer: Replayer,
+        recorder: Recorder,
+        guard: TaskGuard,
+        sink: Callable[..., None],
+        logger: Any,
+    ) -> None:
+        self._store = store
+        self._replayer = replayer
+        self._recorder = recorder
+        self._guard = guard
+        self._sink = sink
+        self._log = logger
+        self.cancel: CancelToken | None = None
+
+    def _known(self, task: str) -> bool:
+        return any(t.name == task for t in self._store.tasks()) or bool(
+            self._store.trajectories(task=task))
+
+    def replay(self, request: Any, response: Any) -> Any:
+        """Replay a learned trajectory (or dry-run its first step)."""
+        response.failed_step = -1
+        task = request.task.strip()
+        try:
+            if not task:
+                raise ValueError('task name is empty')
+            variant = canonical_params(request.params_json)
+            path = None
+            if request.trajectory_id:
+                info = self._store.trajectory(request.trajectory_id)
+                if info.task != task:
+                    raise ValueError(f'trajectory {info.id} belongs to task {info.task!r}')
+                if request.params_json.strip() and variant != info.variant:
+                    raise ValueError(f'trajectory {info.id} was learned with params '
+                                     f'{info.params_json}, not {variant}')
+                variant = info.variant
+                path = list(info.node_ids)
+            elif not self._store.trajectories(task=task):
+                raise ValueError(f"unknown task '{task}': nothing learned")
+        except (ValueError, UnknownTrajectoryError) as err:
+            response.message = f'bad request: {err}'
+            return response
+        response.trajectory_id = request.trajectory_id
+        if request.dry_run:
+            dry = self._replayer.dry_run(task=task, variant=variant, path=path)
+            response.success = dry.would_replay
+            response.failed_step = -1 if dry.would_replay else 0
+            response.message = dry.reason
+            _fill_failure(response, dry.failure)
+            return response
+        holder = self._guard.claim(f"replay of task '{task}'")
+        if holder is not None:
+            response.message = f'busy: {holder} is running (one task at a time)'
+            return response
+        self.cancel = token = CancelToken()
+        try:
+            walk = self._replayer.walk(
+                task=task, variant=variant, path=path, cancel=token,
+                reporter=_ServiceReporter(task=task, sink=self._sink),
+            )
+        except MuscleMemError as err:
+            response.message = f'replay error: {err}'
+            return response
+        finally:
+            self.cancel = None
+            self._guard.release()
+        response.steps_executed = walk.steps_replayed
+        response.success = walk.outcome is WalkOutcome.COMPLETE
+        if response.success:
+            response.trajectory_id = walk.trajectory_id
+            response.message = f'replayed {walk.steps_replayed} steps' + (
+                f' ({walk.reason})' if walk.reason else '')
+            self._sink(kind=CacheEvent.HIT, task=task, step=-1,
+                       trajectory_id=walk.trajectory_id, detail=response.message)
+            return response
+        response.failed_step = walk.failed_step if walk.failed_step >= 0 else walk.resume_step
+        response.message = walk.reason
+        _fill_failure(response, walk.failure)
+        return response
+
+    def list_tasks(self, request: Any, response: Any) -> Any:
+        """List tasks and their trajectories."""
+        task = request.task.strip()
+        try:
+            stats = [s for s in self._store.tasks() if not task or s.name == task]
+            if task and not stats:
+                response.message = f"unknown task '{task}'"
+                return response
+            trajectories = self._store.trajectories(task=task or None)
+            response.tasks = [task_info(s) for s in stats]
+            response.trajectories = [
+                trajectory_info(t, self._store.path(t.id) if request.with_steps else None)
+                for t in trajectories
+            ]
+        except MuscleMemError as err:
+            response.message = f'store error: {err}'
+            return response
+        response.success = True
+        response.message = (
+            f'{len(response.tasks)} tasks, {len(response.trajectories)} trajectories'
+        )
+        return response
+
+    def get_trajectory(self, request: Any, response: Any) -> Any:
+        """One trajectory with its steps."""
+        try:
+            info = self._store.trajectory(request.trajectory_id)
+            response.trajectory = trajectory_info(info, self._store.path(info.id))
+        except UnknownTrajectoryError:
+            response.message = f'unknown trajectory {request.trajectory_id}'
+            return response
+        except MuscleMemError as err:
+            response.message = f'store error: {err}'
+            return response
+        response.success = True
+        response.message = f'{len(info.node_ids)} steps'
+        return response
+
+    def forget(self, request: Any, response: Any) -> Any:
+        """Forget a task or one of its trajectories."""
+        task = request.task.strip()
+        if not task:
+            response.message = 'bad request: task name is empty'
+            return response
+        holder = self._guard.claim(f"forget of task '{task}'")
+        if holder is not None:
+            response.message = f'busy: {holder} is running'
+            return response
+        try:
+            if request.trajectory_id:
+                info = self._store.trajectory(request.trajectory_id)
+                if info.task != task:
+                    response.message = f'trajectory {info.id} belongs to task {info.task!r}'
+                    return response
+            elif not self._known(task):
+                response.message = f"unknown task '{task}'"
+                return response
+            response.removed = self._store.forget(
+                task=task, trajectory_id=request.trajectory_id or None
+            )
+        except UnknownTrajectoryError:
+            response.message = f'unknown trajectory {request.trajectory_id}'
+            return response
+        except MuscleMemError as err:
+            response.message = f'store error: {err}'
+            return response
+        finally:
+            self._guard.release()
+        response.success = True
+        response.message = f'removed {response.removed} trajectories'
+        return response
+
+    def start_recording(self, request: Any, response: Any) -> Any:
+        """Begin a manual recording (teach by teleop)."""
+        task = request.task.strip()
+        try:
+            if not task:
+                raise ValueError('task name is empty')
+            variant = canonical_params(request.params_json)
+        except ValueError as err:
+            response.message = f'bad request: {err}'
+            return response
+        holder = self._guard.claim(f"manual recording of task '{task}'")
+        if holder is not None:
+            response.message = f'busy: {holder} is running'
+            return response
+        try:
+            self._recorder.start(task=task, params_json=variant, parent=None, manual=True)
+        except Exception as err:
+            self._guard.release()
+            response.message = f'cannot record: {err}'
+            return response
+        self._sink(kind=CacheEvent.RECORDING_STARTED, task=task, step=-1,
+                   detail='manual recording started')
+        response.success = True
+        response.message = f"recording task '{task}': send goals through the proxies"
+        return response
+
+    def stop_recording(self, request: Any, response: Any) -> Any:
+        """End the manual recording: save it as a trajectory, or discard it."""
+        session = self._recorder.active
+        if session is None or not session.manual:
+            response.message = 'no manual recording is active'
+            return response
+        try:
+            ended, info = self._recorder.finish(save=request.save)
+        except MuscleMemError as err:
+            response.message = f'not stored: {err}'
+            return response
+        finally:
+            self._guard.release()
+        response.steps = ended.steps if ended is not None else 0
+        response.trajectory_id = info.id if info is not None else 0
+        response.success = True
+        response.message = (f'saved {response.steps} steps as trajectory {response.trajectory_id}'
+                            if info is not None else f'discarded {response.steps} steps')
+        self._sink(kind=CacheEvent.RECORDING_STOPPED, task=session.task, step=-1,
+                   trajectory_id=response.trajectory_id, detail=response.message)
+        return response

@@ -1,0 +1,103 @@
+"""Blocking waits on rclpy futures from executor threads, with cancellation.
+
+The node's long-running callbacks (a task's execute callback, a proxied goal)
+run in a ``MultiThreadedExecutor`` and block their own thread while other
+threads complete the futures they wait on. Waiting is on ``threading.Event``
+objects set by future callbacks: no polling, no busy loop. A
+:class:`CancelToken` wakes every wait registered with it, so a task cancel
+interrupts whatever step is in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+__all__ = ['CancelToken', 'TaskGuard', 'wait_future']
+
+
+class CancelToken:
+    """A one-shot cancel flag that wakes the waits registered with it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._events: set[threading.Event] = set()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once :meth:`cancel` was called."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Set the flag and wake every registered wait."""
+        with self._lock:
+            self._cancelled = True
+            events = list(self._events)
+        for event in events:
+            event.set()
+
+    def register(self, event: threading.Event) -> None:
+        """Set ``event`` on cancel (at once if already cancelled)."""
+        with self._lock:
+            self._events.add(event)
+            cancelled = self._cancelled
+        if cancelled:
+            event.set()
+
+    def unregister(self, event: threading.Event) -> None:
+        """Stop waking ``event``."""
+        with self._lock:
+            self._events.discard(event)
+
+
+def wait_future(future: Any, timeout: float | None, cancel: CancelToken | None = None) -> bool:
+    """Block until ``future`` is done, ``timeout`` seconds pass, or ``cancel`` fires.
+
+    Returns:
+        True when the future is done.
+    """
+    if future.done():
+        return True
+    event = threading.Event()
+    future.add_done_callback(lambda _f: event.set())
+    if cancel is not None:
+        cancel.register(event)
+    try:
+        if not future.done():
+            event.wait(timeout)
+    finally:
+        if cancel is not None:
+            cancel.unregister(event)
+    return bool(future.done())
+
+
+class TaskGuard:
+    """One activity at a time: a task, a Replay call, a manual recording, a Forget.
+
+    ``claim`` never blocks: a second activity is refused at once with the
+    description of the one holding the guard, which callers put in their
+    rejection message.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holder: str | None = None
+
+    @property
+    def holder(self) -> str | None:
+        """Description of the activity holding the guard, or None."""
+        return self._holder
+
+    def claim(self, description: str) -> str | None:
+        """Take the guard; return None on success, else the current holder's description."""
+        with self._lock:
+            if self._holder is not None:
+                return self._holder
+            self._holder = description
+            return None
+
+    def release(self) -> None:
+        """Give the guard back."""
+        with self._lock:
+            self._holder = None

@@ -1,0 +1,278 @@
+"""ExecuteTask: replay from memory, hand off to the agent, learn what it does.
+
+One goal at a time. For a goal:
+
+1. Validate: a non-empty task name and a params JSON object; otherwise the goal
+   is aborted with the reason (nothing stored, the node keeps running).
+2. ``learn`` and ``replay_only``: walk the tree (:mod:`.replay`). A full walk is
+   a cache hit (``HIT``; the agent is not called).
+3. Otherwise (a miss at the root, a diverged check at step k, a failed step)
+   ``learn`` hands off: ``HANDOFF`` (and ``MISS`` when nothing was replayed),
+   then an ExecuteTask goal to ``agent_action`` with ``resume_from_step``,
+   ``resume_reason`` and ``steps_done`` filled in. The agent's calls through the
+   proxies are recorded under the last replayed node; when the agent succeeds
+   they are committed (``BRANCH_LEARNED``), when it fails they are discarded.
+   ``replay_only`` fails instead, with the reason. ``record_only`` skips the
+   walk and always hands off from step 0. ``off`` forwards the goal to the
+   agent unchanged and records nothing.
+4. Cancel of the task cancels the in-flight goal (the controller's during a
+   replay, the agent's during a handoff).
+
+Feedback: ``mode`` (replay / agent), ``step``, ``total`` (-1 while the agent is
+in control), ``detail``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rclpy.action import ActionClient
+
+from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.errors import MuscleMemError
+from muscle_mem_ros.records import CheckFailure
+from muscle_mem_ros.ros.config import CacheMode
+from muscle_mem_ros.ros.convert import canonical_params
+from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
+from muscle_mem_ros.ros.replay import Replayer, WalkOutcome, WalkResult
+from muscle_mem_ros.ros.sync import CancelToken, wait_future
+from muscle_mem_ros.store import Store
+
+__all__ = ['EventSink', 'TaskRunner']
+
+_AGENT_WAIT = 2.0
+"""Seconds to wait for an agent action server that is not discovered yet."""
+_CANCEL_GRACE = 2.0
+
+EventSink = Callable[..., None]
+"""``sink(kind=, task=, step=, trajectory_id=, detail=, failure=)`` publishes a CacheEvent."""
+
+
+class _TaskReporter:
+    """Publish a walk's events for one task and its progress as feedback."""
+
+    def __init__(self, *, task: str, sink: EventSink, goal_handle: Any) -> None:
+        self._task = task
+        self._sink = sink
+        self._goal_handle = goal_handle
+
+    def event(
+        self, *, kind: int, step: int, trajectory_id: int = 0, detail: str = '',
+        failure: CheckFailure | None = None,
+    ) -> None:
+        self._sink(
+            kind=kind, task=self._task, step=step, trajectory_id=trajectory_id,
+            detail=detail, failure=failure,
+        )
+
+    def progress(self, *, step: int, total: int, detail: str) -> None:
+        if self._goal_handle is not None:
+            self._goal_handle.publish_feedback(ExecuteTask.Feedback(
+                mode=ExecuteTask.Feedback.MODE_REPLAY, step=step, total=total, detail=detail,
+            ))
+
+
+class TaskRunner:
+    """Run one ExecuteTask goal (the caller guarantees one at a time).
+
+    Args:
+        store: The cache.
+        replayer: Walks the tree.
+        recorder: Records the agent's proxied calls.
+        agent: Client of the agent's ExecuteTask server, or None.
+        agent_name: The agent's action name, for messages.
+        agent_timeout: Max seconds the agent may take.
+        sink: Publishes events.
+        logger: The node's logger.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        replayer: Replayer,
+        recorder: Recorder,
+        agent: ActionClient | None,
+        agent_name: str,
+        agent_timeout: float,
+        sink: EventSink,
+        logger: Any,
+    ) -> None:
+        self._store = store
+        self._replayer = replayer
+        self._recorder = recorder
+        self._agent = agent
+        self._agent_name = agent_name
+        self._agent_timeout = agent_timeout
+        self._sink = sink
+        self._log = logger
+        self.steps_replayed_total = 0
+
+    def run(self, goal_handle: Any, *, mode: CacheMode, cancel: CancelToken) -> Any:
+        """Execute the goal; set its terminal state and return the result."""
+        goal = goal_handle.request
+        result = ExecuteTask.Result()
+        task = goal.task.strip()
+        try:
+            if not task:
+                raise ValueError('task name is empty')
+            variant = canonical_params(goal.params_json)
+        except ValueError as err:
+            return self._fail(goal_handle, result, task, f'bad goal: {err}')
+        if mode is CacheMode.OFF:
+            return self._handoff(
+                goal_handle, result, cancel=cancel, task=task, variant=variant, walk=None,
+                record=False,
+            )
+        walk = None
+        if mode is not CacheMode.RECORD_ONLY:
+            reporter = _TaskReporter(task=task, sink=self._sink, goal_handle=goal_handle)
+            walk = self._replayer.walk(
+                task=task, variant=variant, reporter=reporter, cancel=cancel
+            )
+            self.steps_replayed_total += walk.steps_replayed
+            result.steps_replayed = walk.steps_replayed
+            if walk.outcome is WalkOutcome.CANCELED:
+                goal_handle.canceled()
+                result.message = f'canceled at step {walk.resume_step}'
+                return result
+            if walk.outcome is WalkOutcome.COMPLETE:
+                self._store.note_outcome(task=task, hit=True)
+                self._sink(
+                    kind=CacheEvent.HIT, task=task, step=-1, trajectory_id=walk.trajectory_id,
+                    detail=f'replayed {walk.steps_replayed} steps' + (
+                        f' ({walk.reason})' if walk.reason else ''),
+                )
+                goal_handle.succeed()
+                result.success = True
+                result.cache_hit = True
+                result.trajectory_id = walk.trajectory_id
+                result.message = f'cache hit: replayed {walk.steps_replayed} steps'
+                return result
+            if mode is CacheMode.REPLAY_ONLY:
+                self._store.note_outcome(task=task, hit=False)
+                if walk.steps_replayed == 0:
+                    self._sink(kind=CacheEvent.MISS, task=task, step=-1, detail=walk.reason)
+                return self._fail(
+                    goal_handle, result, task,
+                    f'replay_only: {walk.reason} (the agent is not called in replay_only mode)',
+                )
+        return self._handoff(
+            goal_handle, result, cancel=cancel, task=task, variant=variant, walk=walk,
+            record=True,
+        )
+
+    def _fail(self, goal_handle: Any, result: Any, task: str, message: str) -> Any:
+        self._sink(kind=CacheEvent.ERROR, task=task, step=-1, detail=message)
+        self._log.warning(f"task '{task}': {message}")
+        goal_handle.abort()
+        result.success = False
+        result.message = message
+        return result
+
+    def _handoff(
+        self, goal_handle: Any, result: Any, *, cancel: CancelToken, task: str, variant: str,
+        walk: WalkResult | None, record: bool,
+    ) -> Any:
+        goal = goal_handle.request
+        resume = walk.resume_step if walk is not None else 0
+        done = walk.steps_replayed if walk is not None else 0
+        reason = walk.reason if walk is not None else ''
+        parent = walk.last_node if walk is not None else None
+        if record:
+            self._store.note_outcome(task=task, hit=False)
+            if walk is not None and walk.steps_replayed == 0:
+                self._sink(kind=CacheEvent.MISS, task=task, step=-1, detail=reason)
+            self._sink(kind=CacheEvent.HANDOFF, task=task, step=resume, detail=reason or
+                       'record_only: the agent performs the task')
+        agent = self._agent
+        if agent is None:
+            return self._fail(goal_handle, result, task, (f'{reason}; ' if reason else '') +
+                              'no agent configured (agent_action is empty)')
+        if not agent.server_is_ready() and not agent.wait_for_server(timeout_sec=_AGENT_WAIT):
+            return self._fail(goal_handle, result, task, (f'{reason}; ' if reason else '') +
+                              f'agent {self._agent_name} is not available')
+        session = None
+        if record:
+            try:
+                session = self._recorder.start(
+                    task=task, params_json=variant, parent=None if parent is None else parent.id,
+                    manual=False,
+                )
+            except (RecordingBusyError, MuscleMemError) as err:
+                return self._fail(goal_handle, result, task, f'cannot record: {err}')
+        agent_goal = ExecuteTask.Goal(
+            task=task, params_json=goal.params_json, resume_from_step=resume,
+            resume_reason=reason, steps_done=done,
+        )
+        if not record:
+            agent_goal = goal
+
+        def feedback(msg: Any) -> None:
+            fb = msg.feedback
+            goal_handle.publish_feedback(ExecuteTask.Feedback(
+                mode=ExecuteTask.Feedback.MODE_AGENT, step=fb.step, total=-1, detail=fb.detail,
+            ))
+        outcome = self._call_agent(agent, agent_goal, feedback, cancel)
+        agent_result, status_text = outcome
+        if agent_result is None or not agent_result.success:
+            if session is not None:
+                self._recorder.finish(save=False)
+            message = status_text or (agent_result.message if agent_result else 'agent failed')
+            if cancel.cancelled:
+                goal_handle.canceled()
+                result.message = f'canceled while the agent was in control: {message}'
+                return result
+            return self._fail(goal_handle, result, task, f'agent failed: {message}')
+        result.success = True
+        result.cache_hit = False
+        result.steps_replayed = done
+        result.message = agent_result.message or 'done by the agent'
+        if session is None:
+            result.steps_by_agent = agent_result.steps_by_agent
+            result.trajectory_id = agent_result.trajectory_id
+            goal_handle.succeed()
+            return result
+        try:
+            ended, info = self._recorder.finish(save=True)
+        except MuscleMemError as err:
+            self._sink(kind=CacheEvent.ERROR, task=task, step=-1, detail=f'not stored: {err}')
+            self._log.error(f"task '{task}': agent succeeded but its steps were not stored: {err}")
+            result.message += f' (not stored: {err})'
+            goal_handle.succeed()
+            return result
+        result.steps_by_agent = ended.steps if ended is not None else 0
+        if info is not None:
+            result.trajectory_id = info.id
+            self._sink(
+                kind=CacheEvent.BRANCH_LEARNED, task=task, step=resume, trajectory_id=info.id,
+                detail=f'learned {result.steps_by_agent} steps from step {resume}',
+            )
+        goal_handle.succeed()
+        return result
+
+    def _call_agent(
+        self, agent: ActionClient, goal: Any, feedback: Callable[[Any], None],
+        cancel: CancelToken,
+    ) -> tuple[Any, str]:
+        """Send ``goal`` to the agent and wait; return (result or None, failure text)."""
+        send = agent.send_goal_async(goal, feedback_callback=feedback)
+        if not wait_future(send, self._agent_timeout, cancel):
+            return None, 'canceled' if cancel.cancelled else 'agent did not answer the goal'
+        handle = send.result()
+        if handle is None or not handle.accepted:
+            return None, 'agent rejected the goal'
+        future = handle.get_result_async()
+        if not wait_future(future, self._agent_timeout, cancel):
+            handle.cancel_goal_async()
+            wait_future(future, _CANCEL_GRACE)
+            if cancel.cancelled:
+                return None, 'canceled'
+            return None, f'agent timed out after {self._agent_timeout:g} s (goal canceled)'
+        wrapped = future.result()
+        if wrapped.result.success:
+            return wrapped.result, ''
+        text = wrapped.result.message or f'agent goal ended with status {wrapped.status}'
+        return wrapped.result, text
