@@ -1,4 +1,65 @@
 """Muscle memory for robots: a behavior cache in front of a planning agent.
 
 The top-level package is the ROS-free core: importing it never imports rclpy.
+``from muscle_mem_ros import Check, Engine`` is a drop-in for the original
+muscle-mem SDK; the ROS node lives in :mod:`muscle_mem_ros.ros`.
 """
+
+from __future__ import annotations
+
+from .checks import Check, ToleranceCheck
+from .errors import (
+    CheckError,
+    ConfigError,
+    MuscleMemError,
+    ReplayError,
+    StoreCorruptError,
+    StoreError,
+    StoreVersionError,
+    UnknownTrajectoryError,
+)
+from .matcher import Matcher, Selection
+from .records import (
+    CheckFailure,
+    CheckResult,
+    CompareMode,
+    Node,
+    SensorSpec,
+    Snapshot,
+    Step,
+    StepStatus,
+    TaskStats,
+    ToolKind,
+    TrajectoryInfo,
+)
+from .store import MemoryStore, SqliteStore, Store, open_store
+
+__all__ = [
+    'Check',
+    'CheckError',
+    'CheckFailure',
+    'CheckResult',
+    'CompareMode',
+    'ConfigError',
+    'Matcher',
+    'MemoryStore',
+    'MuscleMemError',
+    'Node',
+    'ReplayError',
+    'Selection',
+    'SensorSpec',
+    'Snapshot',
+    'SqliteStore',
+    'Step',
+    'StepStatus',
+    'Store',
+    'StoreCorruptError',
+    'StoreError',
+    'StoreVersionError',
+    'TaskStats',
+    'ToleranceCheck',
+    'ToolKind',
+    'TrajectoryInfo',
+    'UnknownTrajectoryError',
+    'open_store',
+]

@@ -1,0 +1,338 @@
+"""Choose which recorded step to replay next, vectorized over all candidates.
+
+The children of one tree node are the candidates. Their recorded pre
+snapshots are turned once into NumPy matrices (one per sensor, already divided
+by the tolerance) and cached, keyed by the candidate set; each lookup then
+scores every candidate in a few array operations. When every sensor uses box
+tolerances (``CompareMode.ABS``) and the fan-out is large, a
+``scipy.spatial.cKDTree`` over the normalized features answers "who is within
+1 tolerance in every element" with a Chebyshev (p = inf) ball query instead,
+so a lookup costs about log(n), not n.
+
+Candidates whose step has no pre snapshot fail with 'no pre-check': the matcher
+never replays blindly; a caller that allows blind replay decides that itself.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+import math
+import threading
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .checks import ToleranceCheck
+from .records import CheckFailure, CheckResult, CompareMode, Node, Snapshot
+
+__all__ = ['Matcher', 'Selection']
+
+_NO_PRE = CheckResult(
+    False, math.inf, (CheckFailure('', math.inf, 0.0, math.inf, 'no pre-check'),))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Outcome of choosing among candidates.
+
+    Attributes:
+        node: Best passing candidate, None if none passed.
+        result: Its check result (None when ``node`` is None).
+        rejected: Failing candidates, best (lowest score) first, at most the
+            matcher's ``max_rejected`` of them (enough to explain a miss
+            without building a result per candidate at large fan-out).
+    """
+
+    node: Node | None
+    result: CheckResult | None
+    rejected: tuple[tuple[Node, CheckResult], ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class _Column:
+    """One sensor's recorded vectors for every candidate."""
+
+    k: int
+    has: np.ndarray
+    rec: np.ndarray
+    rec_n: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class _Block:
+    """Everything about one candidate set that does not depend on the current snapshot."""
+
+    n: int
+    columns: tuple[_Column | None, ...]
+    invalid: np.ndarray
+    odd_rows: np.ndarray
+    tree: cKDTree | None
+    tree_rows: np.ndarray | None
+
+
+class Matcher:
+    """Select the best candidate whose recorded pre snapshot matches now.
+
+    Thread-safe: the cache is guarded by a lock and cached blocks are immutable.
+
+    Args:
+        check: The tolerance check that scores candidates.
+        max_rejected: How many failing candidates ``Selection.rejected`` keeps.
+        kdtree_min: Fan-out from which an all-ABS check uses a KD-tree.
+        cache_size: Candidate sets kept in the LRU cache.
+    """
+
+    def __init__(
+        self,
+        *,
+        check: ToleranceCheck,
+        max_rejected: int = 8,
+        kdtree_min: int = 64,
+        cache_size: int = 256,
+    ) -> None:
+        if not isinstance(check, ToleranceCheck):
+            raise TypeError(f'check must be a ToleranceCheck, got {type(check).__name__}')
+        if max_rejected < 0 or kdtree_min < 1 or cache_size < 1:
+            raise ValueError('max_rejected >= 0, kdtree_min >= 1 and cache_size >= 1 required')
+        self.check = check
+        self._max_rejected = max_rejected
+        self._kdtree_min = kdtree_min
+        self._cache_size = cache_size
+        self._cache: OrderedDict[Hashable, _Block] = OrderedDict()
+        self._lock = threading.Lock()
+        sensors = check._compiled
+        self._tree_ok = all(
+            s.mode is CompareMode.ABS and s.zero_tol is None and bool(np.all(np.isfinite(s.tol)))
+            for s in sensors)
+
+    def select(
+        self, candidates: Sequence[Node], now: Snapshot, *, now_time: float | None = None,
+    ) -> Selection:
+        """Return the best passing candidate and the closest failing ones.
+
+        Ranking among passing candidates: lowest score, then highest
+        ``success_count``, then latest ``last_used``, then lowest id.
+
+        Args:
+            candidates: Children of one tree node. A store's ``children()``
+                result carries a ``key`` that identifies the set cheaply; any
+                other sequence is keyed by its node ids.
+            now: Fresh snapshot.
+            now_time: Clock for staleness (same clock as ``now.stamps``).
+        """
+        n = len(candidates)
+        if n == 0:
+            return Selection(None, None, ())
+        current = self.check.current(now, now_time=now_time)
+        block = self._block(candidates)
+        scores, tree_used = self._scores(candidates, block, current)
+        passing = np.flatnonzero(scores <= 1.0)
+        node: Node | None = None
+        result: CheckResult | None = None
+        if passing.size:
+            best = self._rank(candidates, passing, scores)
+            node = candidates[best]
+            result = self._result(node, current)
+        rejected = self._rejected(candidates, block, scores, current, tree_used, passing.size)
+        return Selection(node, result, rejected)
+
+    def clear(self) -> None:
+        """Drop every cached candidate matrix."""
+        with self._lock:
+            self._cache.clear()
+
+    def _block(self, candidates: Sequence[Node]) -> _Block:
+        key = getattr(candidates, 'key', None)
+        if key is None:
+            key = ('ids', tuple(node.id for node in candidates))
+        with self._lock:
+            block = self._cache.get(key)
+            if block is not None:
+                self._cache.move_to_end(key)
+                return block
+        block = self._build(candidates)
+        with self._lock:
+            self._cache[key] = block
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return block
+
+    def _build(self, candidates: Sequence[Node]) -> _Block:
+        n = len(candidates)
+        pres = [node.step.pre for node in candidates]
+        invalid = np.fromiter((pre is None for pre in pres), dtype=bool, count=n)
+        compared = np.zeros(n, dtype=np.int64)
+        odd = np.zeros(n, dtype=bool)
+        columns: list[_Column | None] = []
+        for sensor in self.check._compiled:
+            name = sensor.name
+            values = [None if pre is None else pre.features.get(name) for pre in pres]
+            lengths = np.fromiter((-1 if v is None else len(v) for v in values), np.int64, n)
+            has = lengths >= 0
+            if not has.any():
+                columns.append(None)
+                continue
+            compared += has
+            k = int(np.bincount(lengths[has]).argmax())
+            odd |= has & (lengths != k)
+            good = has & (lengths == k)
+            rec = np.zeros((n, k), dtype=np.float64)
+            rows = np.flatnonzero(good)
+            if rows.size:
+                rec[rows] = np.asarray([values[i] for i in rows], dtype=np.float64).reshape(-1, k)
+            has = good
+            if sensor.tol_for(k) is not None:
+                odd |= has
+            columns.append(_Column(k=k, has=has, rec=rec, rec_n=sensor.normalized(rec)))
+        invalid |= compared == 0
+        odd &= ~invalid
+        tree = None
+        tree_rows = None
+        if self._tree_ok and n >= self._kdtree_min and all(c is not None for c in columns):
+            clean = ~invalid & ~odd
+            for column in columns:
+                clean &= column.has
+            tree_rows = np.flatnonzero(clean)
+            if tree_rows.size >= self._kdtree_min:
+                data = np.hstack([c.rec_n[tree_rows] for c in columns])
+                tree = cKDTree(data)
+            else:
+                tree_rows = None
+        return _Block(n=n, columns=tuple(columns), invalid=invalid,
+                      odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows)
+
+    def _scores(
+        self,
+        candidates: Sequence[Node],
+        block: _Block,
+        current: list[tuple[np.ndarray | None, str | None]],
+    ) -> tuple[np.ndarray, bool]:
+        """Score all candidates; returns (scores, whether the KD-tree produced them)."""
+        sensors = self.check._compiled
+        usable = all(
+            x is not None and column is not None and column.k == x.shape[0]
+            for (x, _), column in zip(current, block.columns, strict=True))
+        if block.tree is not None and usable:
+            return self._tree_scores(candidates, block, current), True
+        scores = np.zeros(block.n, dtype=np.float64)
+        for sensor, (x, _), column in zip(sensors, current, block.columns, strict=True):
+            if column is None:
+                continue
+            if x is None or column.k != x.shape[0] or sensor.tol_for(column.k) is not None:
+                scores[column.has] = np.inf
+                continue
+            s = sensor.scores(column.rec, x, column.rec_n)
+            np.maximum(scores, np.where(column.has, s, 0.0), out=scores)
+        scores[block.invalid] = np.inf
+        self._rescore_odd(candidates, block, scores, current)
+        return scores, False
+
+    def _tree_scores(
+        self,
+        candidates: Sequence[Node],
+        block: _Block,
+        current: list[tuple[np.ndarray | None, str | None]],
+    ) -> np.ndarray:
+        sensors = self.check._compiled
+        x_n = np.concatenate([x / s.safe_tol for s, (x, _) in zip(sensors, current, strict=True)])
+        assert block.tree is not None and block.tree_rows is not None
+        hits = block.tree.query_ball_point(x_n, r=1.0 + 1e-9, p=math.inf, return_sorted=False)
+        scores = np.full(block.n, np.inf)
+        rows = block.tree_rows[np.asarray(hits, dtype=np.int64)]
+        others = np.ones(block.n, dtype=bool)
+        others[block.tree_rows] = False
+        others &= ~block.invalid
+        others[block.odd_rows] = False
+        rows = np.concatenate([rows, np.flatnonzero(others)])
+        if rows.size:
+            scores[rows] = self._subset_scores(block, rows, current)
+        self._rescore_odd(candidates, block, scores, current)
+        return scores
+
+    def _subset_scores(
+        self, block: _Block, rows: np.ndarray, current: list[tuple[np.ndarray | None, str | None]],
+    ) -> np.ndarray:
+        """Exactly score a few rows with the dense kernels."""
+        out = np.zeros(rows.size, dtype=np.float64)
+        sensors = self.check._compiled
+        for sensor, (x, _), column in zip(sensors, current, block.columns, strict=True):
+            if column is None:
+                continue
+            has = column.has[rows]
+            if x is None or column.k != x.shape[0] or sensor.tol_for(column.k) is not None:
+                out[has] = np.inf
+                continue
+            s = sensor.scores(column.rec[rows], x, column.rec_n[rows])
+            np.maximum(out, np.where(has, s, 0.0), out=out)
+        out[block.invalid[rows]] = np.inf
+        return out
+
+    def _rescore_odd(
+        self, candidates: Sequence[Node], block: _Block, scores: np.ndarray, current: list,
+    ) -> None:
+        """Score candidates whose vectors have an unusual length, one by one (rare)."""
+        for row in block.odd_rows:
+            pre = candidates[int(row)].step.pre
+            result = _NO_PRE if pre is None else self.check.evaluate_current(pre, current)
+            scores[row] = result.score if result.passed else math.inf
+
+    def _rank(self, candidates: Sequence[Node], passing: np.ndarray, scores: np.ndarray) -> int:
+        best_row = -1
+        best_key: tuple[float, int, float, int] | None = None
+        for row in passing:
+            node = candidates[int(row)]
+            key = (float(scores[row]), -node.success_count, -node.last_used, node.id)
+            if best_key is None or key < best_key:
+                best_key, best_row = key, int(row)
+        return best_row
+
+    def _result(self, node: Node, current: list) -> CheckResult:
+        if node.step.pre is None:
+            return _NO_PRE
+        return self.check.evaluate_current(node.step.pre, current)
+
+    def _rejected(
+        self,
+        candidates: Sequence[Node],
+        block: _Block,
+        scores: np.ndarray,
+        current: list,
+        tree_used: bool,
+        n_passing: int,
+    ) -> tuple[tuple[Node, CheckResult], ...]:
+        want = self._max_rejected
+        if want == 0 or n_passing == block.n:
+            return ()
+        if tree_used:
+            rows = self._nearest_failing(block, scores, current, want + n_passing)
+        else:
+            failing = np.flatnonzero(~(scores <= 1.0))
+            if failing.size > want:
+                part = np.argpartition(scores[failing], want - 1)[:want]
+                failing = failing[part]
+            rows = failing[np.argsort(scores[failing], kind='stable')]
+        out = []
+        for row in rows[:want]:
+            node = candidates[int(row)]
+            out.append((node, self._result(node, current)))
+        out.sort(key=lambda item: item[1].score)
+        return tuple(out)
+
+    def _nearest_failing(
+        self, block: _Block, scores: np.ndarray, current: list, k: int,
+    ) -> np.ndarray:
+        """Find the closest failing rows with a k-nearest query instead of a full pass."""
+        assert block.tree is not None and block.tree_rows is not None
+        sensors = self.check._compiled
+        x_n = np.concatenate([x / s.safe_tol for s, (x, _) in zip(sensors, current, strict=True)])
+        k = min(k, block.tree_rows.size)
+        _, idx = block.tree.query(x_n, k=k, p=math.inf)
+        idx = np.atleast_1d(idx)
+        rows = block.tree_rows[idx[idx < block.tree_rows.size]]
+        scores[rows] = self._subset_scores(block, rows, current)
+        rows = rows[~(scores[rows] <= 1.0)]
+        extra = np.setdiff1d(np.flatnonzero(np.isfinite(scores) & ~(scores <= 1.0)), rows)
+        rows = np.concatenate([rows, extra])
+        return rows[np.argsort(scores[rows], kind='stable')]

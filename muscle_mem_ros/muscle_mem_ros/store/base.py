@@ -1,0 +1,250 @@
+"""The store interface: trajectory trees, recordings, and the dedupe rule.
+
+Tree model: per (task, variant) a prefix tree of :class:`~muscle_mem_ros.records.Node`.
+``variant`` is '' for the Python API; the ROS node passes the canonical params
+JSON. A complete trajectory is a root-to-node path that ended in success; it is
+identified by its last node, so recording the same path twice yields the same
+trajectory.
+
+Dedupe rule (identical executions are not stored twice): when a recording is
+committed, a step reuses an existing child of the same parent when the two
+have the same tool, kind, type name and payload bytes, and their pre
+snapshots are both absent or have the same feature names with every value
+equal after rounding to 9 decimals, and the same user capture (equal pickled
+bytes). Post snapshots, stamps, durations and statuses are outcomes, not
+identity, and are ignored. Values within 1e-9 that straddle a rounding
+boundary are stored twice, which is harmless. An unpicklable user capture
+never dedupes.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+import hashlib
+import pickle
+import struct
+from typing import Any
+
+import numpy as np
+
+from ..records import Node, Step, TaskStats, ToolKind, TrajectoryInfo
+
+__all__ = ['NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature']
+
+
+class NodeList(list[Node]):
+    """The children of one tree node, with a key that identifies the set.
+
+    ``key`` changes whenever a child is added or removed (not when counters
+    change), so the matcher can cache its matrices on it without hashing every
+    node id on each lookup.
+    """
+
+    key: tuple[Any, ...]
+
+    def __init__(self, nodes: Sequence[Node] = (), *, key: tuple[Any, ...]) -> None:
+        super().__init__(nodes)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class RecordingInfo:
+    """A recording that was started and never committed or discarded.
+
+    Attributes:
+        id: Recording id.
+        task: Task name.
+        variant: Tree key within the task.
+        parent: Node the steps would have been appended under.
+        started: Wall time the recording began.
+        step_count: Steps written before it stopped.
+    """
+
+    id: int
+    task: str
+    variant: str
+    parent: int | None
+    started: float
+    step_count: int
+
+
+def step_signature(step: Step) -> str | None:
+    """Return the dedupe key of a step (see the module docstring), or None if it never dedupes."""
+    h = hashlib.blake2b(digest_size=16)
+    for text in (step.tool, step.kind.value, step.type_name):
+        data = text.encode()
+        h.update(struct.pack('<I', len(data)))
+        h.update(data)
+    h.update(struct.pack('<Q', len(step.payload)))
+    h.update(bytes(step.payload))
+    pre = step.pre
+    if pre is None:
+        h.update(b'\x00')
+        return h.hexdigest()
+    h.update(b'\x01')
+    for name in sorted(pre.features):
+        data = name.encode()
+        values = np.round(np.asarray(pre.features[name], dtype=np.float64).reshape(-1), 9) + 0.0
+        h.update(struct.pack('<II', len(data), values.size))
+        h.update(data)
+        h.update(values.tobytes())
+    if pre.user is not None:
+        try:
+            h.update(pickle.dumps(pre.user, protocol=4))
+        except Exception:  # noqa: BLE001 - any pickling failure means "never dedupe"
+            return None
+    return h.hexdigest()
+
+
+def check_step(step: Step) -> Step:
+    """Return the step if it is a well-formed Step, else raise TypeError."""
+    if not isinstance(step, Step):
+        raise TypeError(f'expected a Step, got {type(step).__name__}')
+    if not isinstance(step.kind, ToolKind):
+        raise TypeError(f'step.kind must be a ToolKind, got {step.kind!r}')
+    if not isinstance(step.payload, (bytes, bytearray, memoryview)):
+        raise TypeError(f'step.payload must be bytes, got {type(step.payload).__name__}')
+    return step
+
+
+class Recording(abc.ABC):
+    """Steps being recorded for one task; nothing reaches the tree until commit.
+
+    Attributes:
+        id: Recording id, unique within the store.
+        task: Task name.
+        variant: Tree key within the task.
+        params_json: Parameters of the run.
+        parent: Node the steps go under (None = a first step).
+        steps: Steps appended so far.
+    """
+
+    def __init__(
+        self, *, id: int, task: str, variant: str, params_json: str, parent: int | None,
+    ) -> None:
+        self.id = id
+        self.task = task
+        self.variant = variant
+        self.params_json = params_json
+        self.parent = parent
+        self.steps: list[Step] = []
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once committed or discarded."""
+        return self._closed
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise ValueError(f'recording {self.id} is already committed or discarded')
+
+    @abc.abstractmethod
+    def append(self, step: Step) -> None:
+        """Add a step; durable at once (SQLite: a row of an incomplete recording)."""
+
+    @abc.abstractmethod
+    def commit(self) -> TrajectoryInfo:
+        """Merge the steps into the tree under ``parent`` atomically.
+
+        Identical steps reuse existing nodes (see the module docstring), so
+        recording the same path twice returns the same trajectory. Committing
+        no steps under a parent marks the parent as the end of a trajectory.
+
+        Raises:
+            ValueError: No steps and no parent (an empty trajectory), or the
+                recording is already closed.
+        """
+
+    @abc.abstractmethod
+    def discard(self) -> None:
+        """Drop the recording; nothing reaches the tree."""
+
+
+class Store(abc.ABC):
+    """Where learned trajectory trees live. Implementations are thread-safe."""
+
+    @abc.abstractmethod
+    def children(self, *, task: str, variant: str, parent: int | None) -> NodeList:
+        """Return the children of ``parent`` (None = the first steps), oldest first."""
+
+    @abc.abstractmethod
+    def node(self, node_id: int) -> Node:
+        """Return one node. Raises UnknownTrajectoryError if there is none."""
+
+    @abc.abstractmethod
+    def begin(
+        self, *, task: str, variant: str, params_json: str, parent: int | None = None,
+    ) -> Recording:
+        """Start a recording whose steps go after ``parent`` (None = from the root)."""
+
+    @abc.abstractmethod
+    def add_trajectory(
+        self,
+        *,
+        task: str,
+        variant: str,
+        params_json: str,
+        steps: Sequence[Step],
+        parent: int | None = None,
+    ) -> TrajectoryInfo:
+        """Merge a complete list of steps at once (import, teach, bulk load)."""
+
+    @abc.abstractmethod
+    def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
+        """Return one trajectory. Raises UnknownTrajectoryError."""
+
+    def path(self, trajectory_id: int) -> list[Node]:
+        """Return the nodes of a trajectory, first step to last."""
+        return [self.node(i) for i in self.trajectory(trajectory_id).node_ids]
+
+    @abc.abstractmethod
+    def trajectories(self, *, task: str | None = None) -> list[TrajectoryInfo]:
+        """Return every trajectory (of one task), oldest first."""
+
+    @abc.abstractmethod
+    def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
+        """Return the trajectory whose last node is ``node_id``, if any."""
+
+    @abc.abstractmethod
+    def tasks(self) -> list[TaskStats]:
+        """Return per-task counters, sorted by name."""
+
+    @abc.abstractmethod
+    def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
+        """Remove one trajectory (or all of a task); return how many were removed.
+
+        Removing one trajectory drops only the nodes no other trajectory uses.
+
+        Raises:
+            UnknownTrajectoryError: ``trajectory_id`` does not exist in ``task``.
+        """
+
+    @abc.abstractmethod
+    def note_replay(self, *, trajectory_id: int) -> None:
+        """Record that a trajectory was replayed to its end (counters, recency)."""
+
+    @abc.abstractmethod
+    def note_outcome(self, *, task: str, hit: bool) -> None:
+        """Count a cache hit or miss for a task."""
+
+    @abc.abstractmethod
+    def incomplete_recordings(self) -> list[RecordingInfo]:
+        """Return recordings that were started and never finished (never replayed)."""
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group many writes into one transaction (bulk loading); a no-op in memory."""
+        yield
+
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release resources. The store must not be used afterwards."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,274 @@
+"""In-process store: the Python API's default, gone when the process exits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+import itertools
+import threading
+import time
+
+from ..errors import UnknownTrajectoryError
+from ..records import Node, Step, TaskStats, TrajectoryInfo
+from .base import NodeList, Recording, RecordingInfo, Store, check_step, step_signature
+
+__all__ = ['MemoryStore']
+
+_store_ids = itertools.count(1)
+
+_Key = tuple[str, str, 'int | None']
+
+
+@dataclass
+class _Children:
+    """Children of one node: ordered ids, dedupe index and a membership generation."""
+
+    ids: list[int] = field(default_factory=list)
+    by_sig: dict[str, int] = field(default_factory=dict)
+    gen: int = 0
+
+
+class _MemoryRecording(Recording):
+    def __init__(self, store: MemoryStore, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._store = store
+        self._started = time.time()
+
+    def append(self, step: Step) -> None:
+        self._ensure_open()
+        self.steps.append(check_step(step))
+
+    def commit(self) -> TrajectoryInfo:
+        self._ensure_open()
+        info = self._store._merge(self.task, self.variant, self.params_json, self.parent,
+                                  self.steps)
+        self._close()
+        return info
+
+    def discard(self) -> None:
+        self._ensure_open()
+        self._close()
+
+    def _close(self) -> None:
+        self._closed = True
+        with self._store._lock:
+            self._store._recordings.pop(self.id, None)
+
+
+class MemoryStore(Store):
+    """Trajectory trees in dictionaries; thread-safe; nothing persists."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._uid = next(_store_ids)
+        self._gens = itertools.count(1)
+        self._ids = itertools.count(1)
+        self._traj_ids = itertools.count(1)
+        self._rec_ids = itertools.count(1)
+        self._nodes: dict[int, Node] = {}
+        self._task_of: dict[int, tuple[str, str]] = {}
+        self._sig_of: dict[int, str | None] = {}
+        self._children: dict[_Key, _Children] = {}
+        self._trajs: dict[int, TrajectoryInfo] = {}
+        self._by_leaf: dict[int, int] = {}
+        self._counts: dict[str, list[float]] = {}
+        self._recordings: dict[int, _MemoryRecording] = {}
+
+    def children(self, *, task: str, variant: str, parent: int | None) -> NodeList:
+        """Return the children of ``parent``, oldest first."""
+        with self._lock:
+            kids = self._children.get((task, variant, parent))
+            if kids is None:
+                return NodeList((), key=(self._uid, task, variant, parent, 0))
+            return NodeList([self._nodes[i] for i in kids.ids],
+                            key=(self._uid, task, variant, parent, kids.gen))
+
+    def node(self, node_id: int) -> Node:
+        """Return one node."""
+        with self._lock:
+            try:
+                return self._nodes[node_id]
+            except KeyError:
+                raise UnknownTrajectoryError(f'no node with id {node_id}') from None
+
+    def begin(
+        self, *, task: str, variant: str, params_json: str, parent: int | None = None,
+    ) -> Recording:
+        """Start a recording under ``parent``."""
+        with self._lock:
+            self._check_parent(task, variant, parent)
+            rec = _MemoryRecording(self, id=next(self._rec_ids), task=task, variant=variant,
+                                   params_json=params_json, parent=parent)
+            self._recordings[rec.id] = rec
+            return rec
+
+    def add_trajectory(
+        self,
+        *,
+        task: str,
+        variant: str,
+        params_json: str,
+        steps: Sequence[Step],
+        parent: int | None = None,
+    ) -> TrajectoryInfo:
+        """Merge a complete list of steps at once."""
+        return self._merge(task, variant, params_json, parent,
+                           [check_step(s) for s in steps])
+
+    def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
+        """Return one trajectory."""
+        with self._lock:
+            try:
+                return self._trajs[trajectory_id]
+            except KeyError:
+                raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id}') from None
+
+    def trajectories(self, *, task: str | None = None) -> list[TrajectoryInfo]:
+        """Return every trajectory (of one task), oldest first."""
+        with self._lock:
+            return [t for t in self._trajs.values() if task is None or t.task == task]
+
+    def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
+        """Return the trajectory whose last node is ``node_id``, if any."""
+        with self._lock:
+            tid = self._by_leaf.get(node_id)
+            return None if tid is None else self._trajs[tid]
+
+    def tasks(self) -> list[TaskStats]:
+        """Return per-task counters, sorted by name."""
+        with self._lock:
+            names = {t.task for t in self._trajs.values()} | set(self._counts)
+            out = []
+            for name in sorted(names):
+                hits, misses, used = self._counts.get(name, [0, 0, 0.0])
+                trajs = [t for t in self._trajs.values() if t.task == name]
+                used = max([used] + [t.last_used for t in trajs])
+                out.append(TaskStats(name, len(trajs), int(hits), int(misses), used))
+            return out
+
+    def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
+        """Remove one trajectory or all of a task."""
+        with self._lock:
+            if trajectory_id is None:
+                doomed = [t.id for t in self._trajs.values() if t.task == task]
+            else:
+                traj = self._trajs.get(trajectory_id)
+                if traj is None or traj.task != task:
+                    raise UnknownTrajectoryError(
+                        f'no trajectory with id {trajectory_id} in task {task!r}')
+                doomed = [trajectory_id]
+            for tid in doomed:
+                self._drop(self._trajs[tid])
+            return len(doomed)
+
+    def note_replay(self, *, trajectory_id: int) -> None:
+        """Bump counters and recency along a replayed trajectory."""
+        with self._lock:
+            traj = self.trajectory(trajectory_id)
+            now = time.time()
+            for nid in traj.node_ids:
+                node = self._nodes[nid]
+                self._nodes[nid] = replace(node, success_count=node.success_count + 1,
+                                           last_used=now)
+            self._trajs[traj.id] = replace(traj, last_used=now,
+                                           replay_count=traj.replay_count + 1)
+
+    def note_outcome(self, *, task: str, hit: bool) -> None:
+        """Count a hit or a miss."""
+        with self._lock:
+            counts = self._counts.setdefault(task, [0, 0, 0.0])
+            counts[0 if hit else 1] += 1
+            counts[2] = time.time()
+
+    def incomplete_recordings(self) -> list[RecordingInfo]:
+        """Return recordings in progress."""
+        with self._lock:
+            return [RecordingInfo(r.id, r.task, r.variant, r.parent, r._started, len(r.steps))
+                    for r in self._recordings.values()]
+
+    def _check_parent(self, task: str, variant: str, parent: int | None) -> None:
+        if parent is None:
+            return
+        if parent not in self._nodes:
+            raise UnknownTrajectoryError(f'no node with id {parent}')
+        if self._task_of[parent] != (task, variant):
+            raise ValueError(f'node {parent} belongs to task {self._task_of[parent][0]!r}, '
+                             f'not {task!r}')
+
+    def _merge(
+        self, task: str, variant: str, params_json: str, parent: int | None, steps: list[Step],
+    ) -> TrajectoryInfo:
+        with self._lock:
+            self._check_parent(task, variant, parent)
+            if not steps and parent is None:
+                raise ValueError('cannot commit an empty trajectory at the root')
+            now = time.time()
+            path: list[int] = []
+            if parent is not None:
+                cursor: int | None = parent
+                while cursor is not None:
+                    path.append(cursor)
+                    cursor = self._nodes[cursor].parent
+                path.reverse()
+            depth = len(path)
+            cursor = parent
+            for step in steps:
+                key = (task, variant, cursor)
+                kids = self._children.setdefault(key, _Children())
+                sig = step_signature(step)
+                nid = kids.by_sig.get(sig) if sig is not None else None
+                if nid is None:
+                    nid = next(self._ids)
+                    self._nodes[nid] = Node(id=nid, parent=cursor, depth=depth, step=step,
+                                            success_count=0, last_used=now)
+                    self._task_of[nid] = (task, variant)
+                    self._sig_of[nid] = sig
+                    kids.ids.append(nid)
+                    if sig is not None:
+                        kids.by_sig[sig] = nid
+                    kids.gen = next(self._gens)
+                path.append(nid)
+                cursor = nid
+                depth += 1
+            for nid in path:
+                node = self._nodes[nid]
+                self._nodes[nid] = replace(node, success_count=node.success_count + 1,
+                                           last_used=now)
+            leaf = path[-1]
+            self._nodes[leaf] = replace(self._nodes[leaf], terminal=True)
+            tid = self._by_leaf.get(leaf)
+            if tid is not None:
+                info = replace(self._trajs[tid], last_used=now)
+            else:
+                info = TrajectoryInfo(id=next(self._traj_ids), task=task, variant=variant,
+                                      params_json=params_json, node_ids=tuple(path),
+                                      created=now, last_used=now)
+                self._by_leaf[leaf] = info.id
+            self._trajs[info.id] = info
+            return info
+
+    def _drop(self, traj: TrajectoryInfo) -> None:
+        del self._trajs[traj.id]
+        del self._by_leaf[traj.node_ids[-1]]
+        used: set[int] = set()
+        for other in self._trajs.values():
+            if other.task == traj.task and other.variant == traj.variant:
+                used.update(other.node_ids)
+        leaf = traj.node_ids[-1]
+        if leaf in used:
+            self._nodes[leaf] = replace(self._nodes[leaf], terminal=False)
+        for nid in reversed(traj.node_ids):
+            if nid in used:
+                continue
+            node = self._nodes.pop(nid)
+            self._task_of.pop(nid)
+            sig = self._sig_of.pop(nid)
+            key = (traj.task, traj.variant, node.parent)
+            kids = self._children[key]
+            kids.ids.remove(nid)
+            if sig is not None and kids.by_sig.get(sig) == nid:
+                del kids.by_sig[sig]
+            kids.gen = next(self._gens)
+            if not kids.ids:
+                del self._children[key]
+            self._children.pop((traj.task, traj.variant, nid), None)

@@ -1,0 +1,161 @@
+"""SQLite schema of the store: versions, migrations, and refusing foreign files.
+
+A store file is recognized three ways, all checked before anything is
+written: the SQLite header's ``application_id`` is :data:`APP_ID`, its
+``user_version`` is the schema version (never newer than
+:data:`SCHEMA_VERSION`), and the ``meta`` table holds ``app = MAGIC``. The
+header fields are read straight from the file's first 100 bytes, so a foreign
+or newer file is refused without opening it for writing.
+
+Migrations are table-driven: ``MIGRATIONS[v - 1]`` holds the statements that
+take a file from version ``v - 1`` to ``v``; each runs in its own transaction
+together with the ``user_version`` bump, so a crash mid-upgrade leaves the
+previous version intact.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+import sqlite3
+import struct
+
+from ..errors import StoreCorruptError, StoreVersionError
+
+__all__ = ['APP_ID', 'MAGIC', 'MIGRATIONS', 'SCHEMA_VERSION', 'inspect_file', 'migrate']
+
+APP_ID = 0x4D4D5253
+"""SQLite ``application_id`` of a muscle_mem_ros store ('MMRS')."""
+
+MAGIC = 'muscle_mem_ros store'
+"""Value of ``meta.app`` in every store."""
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 1: trees, trajectories, recordings in progress
+        'CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)',
+        'CREATE TABLE nodes ('
+        ' id INTEGER PRIMARY KEY AUTOINCREMENT, task TEXT NOT NULL, variant TEXT NOT NULL,'
+        ' parent INTEGER, depth INTEGER NOT NULL, tool TEXT NOT NULL, kind TEXT NOT NULL,'
+        ' type_name TEXT NOT NULL, payload BLOB NOT NULL, payload_json TEXT NOT NULL,'
+        ' pre BLOB, post BLOB, status TEXT NOT NULL, duration REAL NOT NULL, sig TEXT,'
+        ' success_count INTEGER NOT NULL, last_used REAL NOT NULL, terminal INTEGER NOT NULL)',
+        'CREATE INDEX nodes_children ON nodes (task, variant, parent)',
+        'CREATE TABLE trajectories ('
+        ' id INTEGER PRIMARY KEY AUTOINCREMENT, task TEXT NOT NULL, variant TEXT NOT NULL,'
+        ' params_json TEXT NOT NULL, leaf INTEGER NOT NULL UNIQUE, node_ids TEXT NOT NULL,'
+        ' created REAL NOT NULL, last_used REAL NOT NULL, replay_count INTEGER NOT NULL)',
+        'CREATE INDEX trajectories_task ON trajectories (task)',
+        'CREATE TABLE recordings ('
+        ' id INTEGER PRIMARY KEY AUTOINCREMENT, task TEXT NOT NULL, variant TEXT NOT NULL,'
+        ' params_json TEXT NOT NULL, parent INTEGER, started REAL NOT NULL)',
+        'CREATE TABLE recording_steps ('
+        ' recording INTEGER NOT NULL, seq INTEGER NOT NULL, tool TEXT NOT NULL,'
+        ' kind TEXT NOT NULL, type_name TEXT NOT NULL, payload BLOB NOT NULL,'
+        ' payload_json TEXT NOT NULL, pre BLOB, post BLOB, status TEXT NOT NULL,'
+        ' duration REAL NOT NULL, PRIMARY KEY (recording, seq))',
+        f"INSERT INTO meta (key, value) VALUES ('app', '{MAGIC}')",
+    ),
+    (  # 2: per-task hit/miss counters; dedupe lookups by signature
+        'CREATE TABLE task_stats (task TEXT PRIMARY KEY, hits INTEGER NOT NULL DEFAULT 0,'
+        ' misses INTEGER NOT NULL DEFAULT 0, last_used REAL NOT NULL DEFAULT 0)',
+        'CREATE INDEX nodes_sig ON nodes (task, variant, parent, sig)',
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""Schema version this code writes (``PRAGMA user_version``)."""
+
+_HEADER = b'SQLite format 3\x00'
+
+
+def inspect_file(path: Path) -> bool:
+    """Validate an existing file's header without opening it through SQLite.
+
+    Args:
+        path: Store file.
+
+    Returns:
+        True if the file does not exist yet or is empty (a new store), False
+        if it is an existing store that may be opened.
+
+    Raises:
+        StoreCorruptError: Not SQLite, truncated, or not a muscle_mem_ros store.
+        StoreVersionError: Written by a newer schema version.
+    """
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return True
+    except OSError as err:
+        raise StoreCorruptError(f'{path}: cannot read store: {err}') from err
+    if size == 0:
+        return True
+    try:
+        with open(path, 'rb') as f:
+            header = f.read(100)
+    except OSError as err:
+        raise StoreCorruptError(f'{path}: cannot read store: {err}') from err
+    if len(header) < 100 or not header.startswith(_HEADER):
+        raise StoreCorruptError(f'{path}: not an SQLite file, refusing to touch it')
+    page_size = struct.unpack('>H', header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1) or size % page_size:
+        raise StoreCorruptError(f'{path}: SQLite file is truncated or damaged '
+                                f'({size} bytes, page size {page_size})')
+    change, pages, valid_for = struct.unpack('>I', header[24:28])[0], \
+        struct.unpack('>I', header[28:32])[0], struct.unpack('>I', header[92:96])[0]
+    if change == valid_for and pages * page_size > size:
+        raise StoreCorruptError(f'{path}: SQLite file is truncated ({size} bytes, header says '
+                                f'{pages * page_size})')
+    version = struct.unpack('>I', header[60:64])[0]
+    app_id = struct.unpack('>I', header[68:72])[0]
+    if app_id != APP_ID:
+        raise StoreCorruptError(f'{path}: an SQLite file but not a muscle_mem_ros store '
+                                f'(application_id {app_id:#x}), refusing to touch it')
+    check_version(path, version)
+    return False
+
+
+def check_version(path: Path, version: int) -> None:
+    """Raise StoreVersionError if ``version`` is newer than this code."""
+    if version > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f'{path}: store schema version {version} is newer than this muscle_mem_ros '
+            f'understands ({SCHEMA_VERSION}); upgrade muscle_mem_ros to open it')
+
+
+def verify(conn: sqlite3.Connection, path: Path) -> int:
+    """Check the meta table of an opened existing store; return its schema version.
+
+    Only reads. Raises StoreCorruptError / StoreVersionError.
+    """
+    try:
+        version = conn.execute('PRAGMA user_version').fetchone()[0]
+        check_version(path, version)
+        row = conn.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
+        conn.execute('SELECT count(*) FROM sqlite_master').fetchone()
+    except sqlite3.DatabaseError as err:
+        raise StoreCorruptError(f'{path}: store is unreadable or corrupt: {err}') from err
+    if row is None or row[0] != MAGIC:
+        raise StoreCorruptError(f'{path}: meta table is missing or does not name a muscle_mem_ros '
+                                'store (corrupt or foreign file)')
+    return int(version)
+
+
+def migrate(conn: sqlite3.Connection, *, current: int, target: int = SCHEMA_VERSION) -> None:
+    """Apply migrations ``current + 1 .. target``, one transaction each.
+
+    A fresh file (``current`` 0) also gets the application id.
+    """
+    for version in range(current + 1, target + 1):
+        conn.execute('BEGIN IMMEDIATE')
+        try:
+            if version == 1:
+                conn.execute(f'PRAGMA application_id = {APP_ID}')
+            for statement in MIGRATIONS[version - 1]:
+                conn.execute(statement)
+            conn.execute(f'PRAGMA user_version = {version}')
+            conn.execute('COMMIT')
+        except BaseException:
+            conn.execute('ROLLBACK')
+            raise

@@ -1,0 +1,155 @@
+"""Built-in tolerance checks and the user Check shape."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from muscle_mem_ros import Check, CompareMode, SensorSpec, Snapshot, ToleranceCheck
+
+
+def snap(t: float = 0.0, stamps: dict[str, float] | None = None, **features) -> Snapshot:
+    return Snapshot(features={k: tuple(v) for k, v in features.items()},
+                    stamps=stamps or {}, taken_at=t)
+
+
+@pytest.mark.parametrize('mode, tol, recorded, now, score', [
+    (CompareMode.ABS, (0.1,), (0.0, 0.0), (0.05, -0.02), 0.5),
+    (CompareMode.ABS, (0.1, 1.0), (0.0, 0.0), (0.05, -0.9), 0.9),
+    (CompareMode.ABS, (0.1,), (0.0, 0.0), (0.0, 0.3), 3.0),
+    (CompareMode.NORM, (0.5,), (0.0, 0.0), (0.3, 0.4), 1.0),
+    (CompareMode.NORM, (1.0,), (1.0, 1.0), (1.0, 3.0), 2.0),
+    (CompareMode.RMS, (1.0,), (0.0, 0.0, 0.0, 0.0), (2.0, 0.0, 0.0, 0.0), 1.0),
+    (CompareMode.RMS, (1.0,), (0.0, 0.0), (0.0, 0.0), 0.0),
+    (CompareMode.EXACT, (0.0,), (1.0, 2.0), (1.0, 2.0), 0.0),
+    (CompareMode.EXACT, (10.0,), (1.0, 2.0), (1.0, 2.5), math.inf),
+    (CompareMode.ANGLE, (0.1,), (math.pi - 0.02,), (-math.pi + 0.02,), 0.4),
+    (CompareMode.ANGLE, (0.1,), (0.0,), (2 * math.pi,), 0.0),
+])
+def test_mode_scores(mode, tol, recorded, now, score):
+    check = ToleranceCheck(sensors=[SensorSpec('q', tol, mode)])
+    result = check.evaluate(snap(q=recorded), snap(q=now))
+    assert result.score == pytest.approx(score, abs=1e-9)
+    assert result.passed == (score <= 1.0 + 1e-12)
+    if not result.passed:
+        assert result.failures[0].sensor == 'q'
+        assert result.failures[0].reason == 'out of tolerance'
+
+
+def test_abs_uses_raw_units_for_deviation():
+    check = ToleranceCheck(sensors=[SensorSpec('q', (0.1, 2.0))])
+    result = check.evaluate(snap(q=(0.0, 0.0)), snap(q=(0.3, 1.0)))
+    assert not result.passed
+    (failure,) = result.failures
+    assert failure.deviation == pytest.approx(1.0)  # largest raw element deviation
+    assert failure.tolerance == pytest.approx(2.0)
+    assert failure.score == pytest.approx(3.0)
+
+
+def test_zero_tolerance_means_exact_per_element():
+    check = ToleranceCheck(sensors=[SensorSpec('q', (0.0, 1.0))])
+    assert check.evaluate(snap(q=(1.0, 0.0)), snap(q=(1.0, 0.5))).passed
+    assert not check.evaluate(snap(q=(1.0, 0.0)), snap(q=(1.0 + 1e-12, 0.0))).passed
+
+
+def test_worst_sensor_decides_and_failures_sorted_worst_first():
+    check = ToleranceCheck(sensors=[SensorSpec('a', (1.0,)), SensorSpec('b', (1.0,)),
+                                    SensorSpec('c', (1.0,))])
+    result = check.evaluate(snap(a=(0.0,), b=(0.0,), c=(0.0,)),
+                            snap(a=(2.0,), b=(0.5,), c=(5.0,)))
+    assert result.score == pytest.approx(5.0)
+    assert [f.sensor for f in result.failures] == ['c', 'a']
+
+
+def test_missing_sensor_fails():
+    check = ToleranceCheck(sensors=[SensorSpec('q', (1.0,)), SensorSpec('p', (1.0,))])
+    result = check.evaluate(snap(q=(0.0,), p=(0.0,)), snap(q=(0.0,)))
+    assert not result.passed
+    assert result.failures[0].sensor == 'p'
+    assert result.failures[0].reason == 'missing'
+    assert math.isinf(result.failures[0].deviation)
+
+
+def test_sensor_absent_from_recording_is_ignored():
+    check = ToleranceCheck(sensors=[SensorSpec('q', (1.0,)), SensorSpec('p', (1.0,))])
+    assert check.evaluate(snap(q=(0.0,)), snap(q=(0.5,), p=(100.0,))).passed
+
+
+def test_nothing_to_compare_never_passes():
+    check = ToleranceCheck(sensors=[SensorSpec('q', (1.0,))])
+    result = check.evaluate(snap(other=(0.0,)), snap(q=(0.0,)))
+    assert not result.passed
+    assert result.failures[0].reason == 'nothing to compare'
+
+
+@pytest.mark.parametrize('age, passed, reason', [
+    (0.1, True, None),
+    (0.9, False, 'stale (0.9 s old)'),
+])
+def test_staleness(age, passed, reason):
+    check = ToleranceCheck(sensors=[SensorSpec('q', (1.0,), max_age=0.5)])
+    now = snap(t=100.0, stamps={'q': 100.0 - age}, q=(0.0,))
+    result = check.evaluate(snap(q=(0.0,)), now)
+    assert result.passed is passed
+    if reason:
+        assert result.failures[0].reason == reason
+
+
+def test_staleness_uses_now_time_and_requires_a_stamp():
+    check = ToleranceCheck(sensors=[SensorSpec('q', (1.0,), max_age=0.5)])
+    now = snap(t=100.0, stamps={'q': 100.0}, q=(0.0,))
+    assert check.evaluate(snap(q=(0.0,)), now).passed
+    assert not check.evaluate(snap(q=(0.0,)), now, now_time=101.0).passed
+    unstamped = snap(t=100.0, q=(0.0,))
+    assert check.evaluate(snap(q=(0.0,)), unstamped).failures[0].reason.startswith('stale')
+
+
+def test_shape_change_fails():
+    check = ToleranceCheck(sensors=[SensorSpec('q', (1.0,))])
+    result = check.evaluate(snap(q=(0.0, 0.0)), snap(q=(0.0, 0.0, 0.0)))
+    assert not result.passed
+    assert result.failures[0].reason == 'shape changed (2 recorded, 3 now)'
+
+
+def test_tolerance_length_must_match_feature():
+    check = ToleranceCheck(sensors=[SensorSpec('q', (1.0, 1.0))])
+    result = check.evaluate(snap(q=(0.0, 0.0, 0.0)), snap(q=(0.0, 0.0, 0.0)))
+    assert not result.passed
+    assert 'tolerance has 2 elements' in result.failures[0].reason
+
+
+@pytest.mark.parametrize('sensors, match', [
+    ([], 'at least one sensor'),
+    ([SensorSpec('q', (-0.1,))], 'must be >= 0'),
+    ([SensorSpec('q', (float('nan'),))], 'must be >= 0'),
+    ([SensorSpec('q', ())], 'at least one element'),
+    ([SensorSpec('q', (1.0,)), SensorSpec('q', (2.0,))], 'duplicate sensor names: q'),
+    ([SensorSpec('q', (1.0,), max_age=0.0)], 'max_age must be > 0'),
+    ([SensorSpec('', (1.0,))], 'name must not be empty'),
+])
+def test_bad_specs_raise(sensors, match):
+    with pytest.raises(ValueError, match=match):
+        ToleranceCheck(sensors=sensors)
+
+
+def test_scalar_tolerance_is_accepted():
+    check = ToleranceCheck(sensors=[SensorSpec('q', 0.5)])  # type: ignore[arg-type]
+    assert check.evaluate(snap(q=(0.0,)), snap(q=(0.4,))).passed
+
+
+@pytest.mark.parametrize('capture, compare', [(1, lambda a, b: True), (lambda: 1, None)])
+def test_check_requires_callables(capture, compare):
+    with pytest.raises(TypeError, match='must be callable'):
+        Check(capture, compare)
+
+
+def test_check_keeps_callbacks_positionally_and_by_keyword():
+    def capture(x):
+        return x
+
+    def compare(a, b):
+        return a == b
+
+    for check in (Check(capture, compare), Check(capture=capture, compare=compare)):
+        assert check.capture is capture and check.compare is compare

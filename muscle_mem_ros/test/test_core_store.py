@@ -1,0 +1,218 @@
+"""Store semantics shared by MemoryStore and SqliteStore: tree, dedupe, branches, forget."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from muscle_mem_ros import (
+    MemoryStore,
+    Snapshot,
+    SqliteStore,
+    Step,
+    ToolKind,
+    UnknownTrajectoryError,
+    open_store,
+)
+
+
+@pytest.fixture(params=['memory', 'sqlite'])
+def store(request, tmp_path):
+    s = MemoryStore() if request.param == 'memory' else SqliteStore(path=tmp_path / 'x' / 's.db')
+    yield s
+    s.close()
+
+
+def step(name: str, x: float = 0.0, *, user=None) -> Step:
+    return Step(tool=name, kind=ToolKind.ACTION, type_name='pkg/action/A',
+                payload=name.encode(), payload_json='{}',
+                pre=Snapshot(features={'q': (x, 1.0)}, user=user),
+                post=Snapshot(features={'q': (x + 1.0, 1.0)}))
+
+
+def record(store, steps, *, task='t', parent=None):
+    rec = store.begin(task=task, variant='', params_json='{}', parent=parent)
+    for s in steps:
+        rec.append(s)
+    return rec.commit()
+
+
+def kids(store, parent=None, task='t'):
+    return store.children(task=task, variant='', parent=parent)
+
+
+def test_recording_the_same_path_twice_is_stored_once(store):
+    a = record(store, [step('a'), step('b'), step('c')])
+    b = record(store, [step('a'), step('b'), step('c')])
+    assert a.id == b.id
+    assert len(store.trajectories()) == 1
+    assert len(kids(store)) == 1
+    assert [n.step.tool for n in store.path(a.id)] == ['a', 'b', 'c']
+    assert all(n.success_count == 2 for n in store.path(a.id))
+
+
+def test_pre_snapshot_within_1e_9_dedupes_and_beyond_does_not(store):
+    record(store, [step('a', 0.5)])
+    record(store, [step('a', 0.5 + 1e-12)])
+    assert len(kids(store)) == 1
+    record(store, [step('a', 0.5 + 1e-6)])
+    assert len(kids(store)) == 2
+
+
+def test_different_user_capture_is_a_different_node(store):
+    record(store, [step('a', user={'screen': 1})])
+    record(store, [step('a', user={'screen': 1})])
+    record(store, [step('a', user={'screen': 2})])
+    assert len(kids(store)) == 2
+
+
+def test_branch_under_a_replayed_prefix(store):
+    first = record(store, [step('a'), step('b'), step('c')])
+    a, b, _ = first.node_ids
+    branch = record(store, [step('x'), step('y')], parent=b)
+    assert branch.node_ids[:2] == (a, b)
+    assert [n.step.tool for n in kids(store, b)] == ['c', 'x']
+    assert {n.depth for n in kids(store, b)} == {2}
+    assert kids(store, b)[1].parent == b
+    assert store.trajectory_ending_at(branch.node_ids[-1]) == branch
+    assert store.trajectory_ending_at(b) is None
+
+
+def test_steps_are_invisible_until_commit_and_discard_drops_them(store):
+    rec = store.begin(task='t', variant='', params_json='{}')
+    rec.append(step('a'))
+    rec.append(step('b'))
+    assert len(kids(store)) == 0
+    assert [r.step_count for r in store.incomplete_recordings()] == [2]
+    rec.discard()
+    assert len(kids(store)) == 0 and store.trajectories() == []
+    assert store.incomplete_recordings() == []
+    with pytest.raises(ValueError, match='already committed or discarded'):
+        rec.append(step('c'))
+
+
+def test_empty_commit_marks_parent_terminal(store):
+    first = record(store, [step('a'), step('b')])
+    a = first.node_ids[0]
+    assert not store.node(a).terminal
+    short = record(store, [], parent=a)
+    assert short.node_ids == (a,)
+    assert store.node(a).terminal
+    with pytest.raises(ValueError, match='empty trajectory'):
+        record(store, [])
+
+
+def test_begin_validates_parent(store):
+    other = record(store, [step('a')], task='other')
+    with pytest.raises(UnknownTrajectoryError, match='no node with id 999'):
+        store.begin(task='t', variant='', params_json='{}', parent=999)
+    with pytest.raises(ValueError, match="belongs to task 'other'"):
+        store.begin(task='t', variant='', params_json='{}', parent=other.node_ids[0])
+
+
+def test_variants_are_separate_trees(store):
+    store.add_trajectory(task='t', variant='{"n":1}', params_json='{"n":1}', steps=[step('a')])
+    store.add_trajectory(task='t', variant='{"n":2}', params_json='{"n":2}', steps=[step('a')])
+    assert len(store.children(task='t', variant='{"n":1}', parent=None)) == 1
+    assert len(store.children(task='t', variant='', parent=None)) == 0
+    assert len(store.trajectories(task='t')) == 2
+
+
+def test_forget_one_keeps_shared_prefix(store):
+    first = record(store, [step('a'), step('b'), step('c')])
+    branch = record(store, [step('x')], parent=first.node_ids[1])
+    assert store.forget(task='t', trajectory_id=branch.id) == 1
+    assert [n.step.tool for n in kids(store, first.node_ids[1])] == ['c']
+    with pytest.raises(UnknownTrajectoryError):
+        store.node(branch.node_ids[-1])
+    assert store.path(first.id)[0].id == first.node_ids[0]
+    assert store.forget(task='t', trajectory_id=first.id) == 1
+    assert len(kids(store)) == 0
+    with pytest.raises(UnknownTrajectoryError, match='no trajectory'):
+        store.trajectory(first.id)
+
+
+def test_forget_prefix_trajectory_keeps_longer_one(store):
+    long = record(store, [step('a'), step('b')])
+    short = record(store, [], parent=long.node_ids[0])
+    store.forget(task='t', trajectory_id=short.id)
+    assert not store.node(long.node_ids[0]).terminal
+    assert [n.id for n in store.path(long.id)] == list(long.node_ids)
+
+
+def test_forget_whole_task_and_wrong_task(store):
+    a = record(store, [step('a')])
+    record(store, [step('b')])
+    record(store, [step('a')], task='keep')
+    with pytest.raises(UnknownTrajectoryError):
+        store.forget(task='keep', trajectory_id=a.id)
+    assert store.forget(task='t') == 2
+    assert [t.task for t in store.trajectories()] == ['keep']
+
+
+def test_counters(store):
+    traj = record(store, [step('a'), step('b')])
+    store.note_replay(trajectory_id=traj.id)
+    store.note_replay(trajectory_id=traj.id)
+    assert store.trajectory(traj.id).replay_count == 2
+    assert [n.success_count for n in store.path(traj.id)] == [3, 3]
+    assert kids(store)[0].success_count == 3
+    store.note_outcome(task='t', hit=True)
+    store.note_outcome(task='t', hit=False)
+    store.note_outcome(task='t', hit=False)
+    (stats,) = store.tasks()
+    assert (stats.name, stats.trajectory_count, stats.hits, stats.misses) == ('t', 1, 1, 2)
+    with pytest.raises(UnknownTrajectoryError):
+        store.note_replay(trajectory_id=12345)
+
+
+def test_children_key_changes_with_membership_only(store):
+    first = record(store, [step('a')])
+    key = kids(store).key
+    store.note_replay(trajectory_id=first.id)
+    assert kids(store).key == key
+    record(store, [step('b')])
+    assert kids(store).key != key
+
+
+def test_append_rejects_non_steps(store):
+    rec = store.begin(task='t', variant='', params_json='{}')
+    with pytest.raises(TypeError, match='expected a Step'):
+        rec.append('nope')
+
+
+def test_concurrent_commits_from_threads(store):
+    errors = []
+
+    def work(i):
+        try:
+            for j in range(10):
+                record(store, [step(f'w{i}'), step(f's{j}')])
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(store.trajectories()) == 40
+    assert len(kids(store)) == 4
+
+
+@pytest.mark.parametrize('spec, kind', [(None, MemoryStore), (':memory:', MemoryStore),
+                                        ('', MemoryStore), ('s.db', SqliteStore)])
+def test_open_store(spec, kind, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = open_store(spec)
+    assert isinstance(s, kind)
+    s.close()
+
+
+def test_open_store_expands_home(tmp_path, monkeypatch):
+    monkeypatch.setenv('HOME', str(tmp_path))
+    s = open_store('~/deep/dir/cache.db')
+    s.close()
+    assert (tmp_path / 'deep' / 'dir' / 'cache.db').exists()
