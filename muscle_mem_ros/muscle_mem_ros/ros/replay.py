@@ -1,7 +1,8 @@
 """Walk a task's learned tree over ROS: pre-check, send, wait, post-check, continue.
 
 At node P (None = the root) the candidates are P's children. The matcher picks
-the best one whose recorded pre snapshot matches a fresh snapshot; its stored
+the best one whose recorded pre snapshot matches a fresh snapshot (before the
+first step the walk waits for sensor data received after the request); its stored
 payload is sent to the real server (byte-identical CDR) and the result awaited
 with a per-step timeout. Then the post-check: once every sensor reported data
 received after the step ended (at most ``post_check_timeout``), the recorded
@@ -196,8 +197,19 @@ class Replayer:
             return []
         return [c for c in children if c.id == path[depth]]
 
+    def _fresh(self) -> None:
+        """Wait (at most ``post_check_timeout``) for sensor data received from now on.
+
+        The first pre-check must not judge the world by a message older than
+        the request; later pre-checks follow a post-check that already waited.
+        On timeout the check runs anyway, and stale data fails it.
+        """
+        if self._hub.names:
+            self._hub.wait_newer(self._hub.now(), self._post_timeout)
+
     def dry_run(self, *, task: str, variant: str, path: Sequence[int] | None = None) -> DryRun:
         """Answer whether the first step would replay now; moves nothing."""
+        self._fresh()
         candidates = self._candidates(task=task, variant=variant, parent=None, depth=0, path=path)
         if not candidates:
             return DryRun(False, None, f"nothing learned for task '{task}' with these params")
@@ -234,6 +246,7 @@ class Replayer:
             cancel: Cancels the walk and the in-flight goal.
             path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
         """
+        self._fresh()
         parent: Node | None = None
         depth = 0
         replayed = 0

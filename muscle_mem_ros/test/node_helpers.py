@@ -1,0 +1,545 @@
+"""Real ROS test doubles for the behavior-cache node tests.
+
+* :class:`FakeRobot`: publishes a 3-joint ``JointState`` and an object
+  ``PoseStamped`` at 50 Hz, serves ``muscle_mem_interfaces/action/FollowJointTrajectory``
+  (moves the joints to the last waypoint at once, or slowly when asked),
+  ``test_msgs/action/Fibonacci`` and a ``std_srvs/srv/SetBool`` gripper. It logs
+  every goal's CDR bytes, can abort the next goal, and can "bump" the object
+  when the N-th call from now finishes.
+* :class:`FakeAgent`: serves ``ExecuteTask`` and performs a fixed plan through
+  the cache's proxies (arm, gripper, arm to the object, Fibonacci), skipping the
+  steps before ``resume_from_step``; logs every goal it received.
+* :class:`CacheProcess`: the cache node in a subprocess
+  (``python -m muscle_mem_ros.ros.main --ros-args --params-file ...``).
+* :class:`Harness`: all of the above plus a client node, on one executor thread.
+
+Everything is real: rclpy, DDS, SQLite. Topics and servers live under a
+unique prefix per harness so leftovers of another test cannot interfere.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseStamped
+from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_interfaces.msg import CacheEvent
+import rclpy
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.serialization import serialize_message
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool
+from test_msgs.action import Fibonacci
+from trajectory_msgs.msg import JointTrajectoryPoint
+import yaml
+
+HOME = (0.0, 0.0, 0.0)
+OBJECT_HOME = (0.4, 0.1, 0.05)
+JOINT_NAMES = ['j1', 'j2', 'j3']
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every ROS name of one harness, under a unique prefix."""
+
+    prefix: str
+    node: str
+
+    @classmethod
+    def unique(cls) -> Names:
+        tag = uuid.uuid4().hex[:8]
+        return cls(prefix=f't{tag}', node=f'mm_{tag}')
+
+    @property
+    def joints(self) -> str:
+        return f'/{self.prefix}/joint_states'
+
+    @property
+    def object(self) -> str:
+        return f'/{self.prefix}/object_pose'
+
+    @property
+    def arm(self) -> str:
+        return f'/{self.prefix}/arm/follow_joint_trajectory'
+
+    @property
+    def fib(self) -> str:
+        return f'/{self.prefix}/fibonacci'
+
+    @property
+    def gripper(self) -> str:
+        return f'/{self.prefix}/gripper/set'
+
+    @property
+    def agent(self) -> str:
+        return f'/{self.prefix}/agent/execute_task'
+
+    def proxy(self, server: str) -> str:
+        """Default proxy name of ``server`` (``~/<server>``)."""
+        return f'/{self.node}{server}'
+
+    def cache(self, name: str) -> str:
+        """A name under the cache node (``~/<name>``)."""
+        return f'/{self.node}/{name}'
+
+
+def params(names: Names, *, store: Path, **overrides: Any) -> dict[str, Any]:
+    """The cache's parameters for a harness (nested-map style); overrides by dotted name."""
+    values: dict[str, Any] = {
+        'store_path': str(store),
+        'agent_action': names.agent,
+        'cache_mode': 'learn',
+        'step_timeout': 5.0,
+        'post_check_timeout': 1.0,
+        'agent_timeout': 20.0,
+        'sensors': {
+            'joints': {'topic': names.joints, 'type': 'sensor_msgs/msg/JointState',
+                       'fields': ['position'], 'tolerance': [0.01], 'mode': 'abs',
+                       'max_age': 0.5},
+            'object': {'topic': names.object, 'type': 'geometry_msgs/msg/PoseStamped',
+                       'fields': ['pose.position'], 'tolerance': [0.02], 'mode': 'norm',
+                       'max_age': 0.5},
+        },
+        'actions': {
+            'arm': {'server': names.arm,
+                    'type': 'muscle_mem_interfaces/action/FollowJointTrajectory'},
+            'fib': {'server': names.fib, 'type': 'test_msgs/action/Fibonacci'},
+        },
+        'services': {
+            'gripper': {'server': names.gripper, 'type': 'std_srvs/srv/SetBool'},
+        },
+    }
+    for dotted, value in overrides.items():
+        keys = dotted.split('.')
+        target = values
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+        if value is None:
+            target.pop(keys[-1], None)
+        else:
+            target[keys[-1]] = value
+    return values
+
+
+def write_params(path: Path, node_name: str, values: dict[str, Any]) -> Path:
+    """Write a ROS params file for ``node_name``."""
+    path.write_text(yaml.safe_dump({node_name: {'ros__parameters': values}}))
+    return path
+
+
+class CacheProcess:
+    """The behavior-cache node in its own process."""
+
+    def __init__(self, *, names: Names, params_file: Path, log: Path) -> None:
+        self.names = names
+        self.log = log
+        self._log_file = open(log, 'w')  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+             '-r', f'__node:={names.node}', '--params-file', str(params_file)],
+            stdout=self._log_file, stderr=subprocess.STDOUT, env=dict(os.environ),
+        )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        """Signal the process and wait for its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log_file.close()
+        return self.proc.returncode
+
+    def output(self) -> str:
+        self._log_file.flush()
+        return self.log.read_text()
+
+
+def run_cache_to_exit(*, names: Names, values: dict[str, Any], tmp: Path,
+                      timeout: float = 30.0) -> subprocess.CompletedProcess:
+    """Start the cache with ``values`` and wait for it to exit (bad-config tests)."""
+    params_file = write_params(tmp / 'bad.yaml', names.node, values)
+    return subprocess.run(
+        [sys.executable, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+         '-r', f'__node:={names.node}', '--params-file', str(params_file)],
+        capture_output=True, text=True, timeout=timeout, env=dict(os.environ),
+    )
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` until true or ``timeout``; a guard, not a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+class FakeRobot(Node):
+    """Controller, sensors and gripper of a pretend arm."""
+
+    def __init__(self, *, names: Names, context: Any) -> None:
+        super().__init__(f'{names.prefix}_robot', context=context)
+        group = ReentrantCallbackGroup()
+        self._lock = threading.Lock()
+        self.joints = list(HOME)
+        self.object = list(OBJECT_HOME)
+        self.publish_object = True
+        self.arm_delay = 0.0
+        self.abort_next = 0
+        self.bump_after: tuple[int, tuple[float, float, float]] | None = None
+        self.arm_goals: list[bytes] = []
+        self.fib_goals: list[bytes] = []
+        self.gripper_requests: list[bool] = []
+        self.arm_canceled = 0
+        self.arm_active = threading.Event()
+        self.published = 0
+        self._joint_pub = self.create_publisher(JointState, names.joints, 10)
+        self._object_pub = self.create_publisher(PoseStamped, names.object, 10)
+        self.create_timer(0.02, self._publish, callback_group=group)
+        ActionServer(self, FollowJointTrajectory, names.arm, self._arm,
+                     goal_callback=lambda _g: GoalResponse.ACCEPT,
+                     cancel_callback=lambda _h: CancelResponse.ACCEPT, callback_group=group)
+        ActionServer(self, Fibonacci, names.fib, self._fib, callback_group=group)
+        self.create_service(SetBool, names.gripper, self._gripper, callback_group=group)
+
+    def reset(self) -> None:
+        """Home the arm, put the object back, clear faults (logs are kept)."""
+        with self._lock:
+            self.joints = list(HOME)
+            self.object = list(OBJECT_HOME)
+            self.publish_object = True
+            self.arm_delay = 0.0
+            self.abort_next = 0
+            self.bump_after = None
+        self.arm_active.clear()
+        self.settle()
+
+    def settle(self) -> None:
+        """Return once two sensor messages with the current state were published."""
+        start = self.published
+        wait_until(lambda: self.published >= start + 2, 5.0)
+
+    def move_object(self, xyz: tuple[float, float, float]) -> None:
+        with self._lock:
+            self.object = list(xyz)
+        self.settle()
+
+    def set_joints(self, joints: list[float]) -> None:
+        with self._lock:
+            self.joints = list(joints)
+        self.settle()
+
+    def _publish(self) -> None:
+        with self._lock:
+            joints, obj, pub_obj = list(self.joints), list(self.object), self.publish_object
+        stamp = self.get_clock().now().to_msg()
+        js = JointState(name=JOINT_NAMES, position=joints)
+        js.header.stamp = stamp
+        self._joint_pub.publish(js)
+        if pub_obj:
+            pose = PoseStamped()
+            pose.header.stamp = stamp
+            pose.header.frame_id = 'world'
+            pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = obj
+            pose.pose.orientation.w = 1.0
+            self._object_pub.publish(pose)
+        self.published += 1
+
+    def _count_call(self) -> None:
+        """Apply a pending bump when its call finishes (before the result is sent)."""
+        with self._lock:
+            if self.bump_after is None:
+                return
+            left, xyz = self.bump_after
+            if left <= 1:
+                self.object = list(xyz)
+                self.bump_after = None
+            else:
+                self.bump_after = (left - 1, xyz)
+
+    def _arm(self, goal_handle: Any) -> Any:
+        goal = goal_handle.request
+        self.arm_goals.append(bytes(serialize_message(goal)))
+        result = FollowJointTrajectory.Result()
+        with self._lock:
+            abort = self.abort_next > 0
+            self.abort_next -= int(abort)
+            delay = self.arm_delay
+        self.arm_active.set()
+        try:
+            if abort:
+                result.error_code = FollowJointTrajectory.Result.INVALID_GOAL
+                result.error_string = 'aborted by the test'
+                goal_handle.abort()
+                return result
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline:
+                if goal_handle.is_cancel_requested:
+                    self.arm_canceled += 1
+                    goal_handle.canceled()
+                    return result
+                time.sleep(0.01)
+            points = goal.trajectory.points
+            if points:
+                with self._lock:
+                    self.joints = list(points[-1].positions)
+            self._count_call()
+            goal_handle.succeed()
+            return result
+        finally:
+            self.arm_active.clear()
+
+    def _fib(self, goal_handle: Any) -> Any:
+        self.fib_goals.append(bytes(serialize_message(goal_handle.request)))
+        seq = [0, 1]
+        for _ in range(max(0, goal_handle.request.order - 1)):
+            seq.append(seq[-1] + seq[-2])
+        self._count_call()
+        goal_handle.succeed()
+        return Fibonacci.Result(sequence=seq[: goal_handle.request.order + 1])
+
+    def _gripper(self, request: Any, response: Any) -> Any:
+        self.gripper_requests.append(bool(request.data))
+        self._count_call()
+        response.success = True
+        response.message = 'closed' if request.data else 'opened'
+        return response
+
+
+@dataclass
+class AgentCall:
+    """One ExecuteTask goal the agent received."""
+
+    task: str
+    params_json: str
+    resume_from_step: int
+    resume_reason: str
+    steps_done: int
+
+
+def plan(obj: tuple[float, float, float]) -> list[tuple[str, Any]]:
+    """The agent's plan: arm out, close gripper, arm to the object, count (Fibonacci)."""
+    return [
+        ('arm', [0.1, 0.2, 0.3]),
+        ('gripper', True),
+        ('arm', [round(obj[0], 3), round(obj[1], 3), 0.5]),
+        ('fib', 5),
+    ]
+
+
+class FakeAgent(Node):
+    """An ExecuteTask server that performs :func:`plan` through the cache's proxies."""
+
+    def __init__(self, *, names: Names, robot: FakeRobot, context: Any) -> None:
+        super().__init__(f'{names.prefix}_agent', context=context)
+        group = ReentrantCallbackGroup()
+        self._robot = robot
+        self.calls: list[AgentCall] = []
+        self.fail_next = False
+        self.step_delay = 0.0
+        self._arm = ActionClient(self, FollowJointTrajectory, names.proxy(names.arm),
+                                 callback_group=group)
+        self._fib = ActionClient(self, Fibonacci, names.proxy(names.fib), callback_group=group)
+        self._gripper = self.create_client(SetBool, names.proxy(names.gripper),
+                                           callback_group=group)
+        ActionServer(self, ExecuteTask, names.agent, self._execute, callback_group=group,
+                     cancel_callback=lambda _h: CancelResponse.ACCEPT)
+
+    def _wait(self, future: Any, timeout: float = 10.0) -> Any:
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        if not future.done():
+            done.wait(timeout)
+        return future.result() if future.done() else None
+
+    def _action(self, client: ActionClient, goal: Any) -> bool:
+        if not client.wait_for_server(timeout_sec=10.0):
+            return False
+        handle = self._wait(client.send_goal_async(goal))
+        if handle is None or not handle.accepted:
+            return False
+        wrapped = self._wait(handle.get_result_async(), 30.0)
+        return wrapped is not None and wrapped.status == 4  # STATUS_SUCCEEDED
+
+    def do(self, kind: str, arg: Any) -> bool:
+        """Perform one plan step through the proxies."""
+        if kind == 'arm':
+            goal = FollowJointTrajectory.Goal()
+            goal.trajectory.joint_names = JOINT_NAMES
+            goal.trajectory.points = [JointTrajectoryPoint(
+                positions=[float(x) for x in arg], time_from_start=Duration(sec=0))]
+            return self._action(self._arm, goal)
+        if kind == 'fib':
+            return self._action(self._fib, Fibonacci.Goal(order=int(arg)))
+        if not self._gripper.wait_for_service(timeout_sec=10.0):
+            return False
+        response = self._wait(self._gripper.call_async(SetBool.Request(data=bool(arg))))
+        return response is not None and response.success
+
+    def _execute(self, goal_handle: Any) -> Any:
+        goal = goal_handle.request
+        self.calls.append(AgentCall(goal.task, goal.params_json, goal.resume_from_step,
+                                    goal.resume_reason, goal.steps_done))
+        result = ExecuteTask.Result()
+        if self.fail_next:
+            self.fail_next = False
+            result.message = 'agent failed on purpose'
+            goal_handle.abort()
+            return result
+        with self._robot._lock:
+            obj = tuple(self._robot.object)
+        steps = plan(obj)[goal.resume_from_step:]
+        for index, (kind, arg) in enumerate(steps):
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+                result.message = 'canceled'
+                return result
+            goal_handle.publish_feedback(ExecuteTask.Feedback(
+                mode=ExecuteTask.Feedback.MODE_AGENT, step=goal.resume_from_step + index,
+                total=-1, detail=f'{kind} {arg}'))
+            if self.step_delay:
+                time.sleep(self.step_delay)
+            if not self.do(kind, arg):
+                result.message = f'step {kind} failed'
+                goal_handle.abort()
+                return result
+        result.success = True
+        result.steps_by_agent = len(steps)
+        result.message = f'agent did {len(steps)} steps'
+        goal_handle.succeed()
+        return result
+
+
+@dataclass
+class TaskRun:
+    """Outcome of one ExecuteTask call: status, result, feedback received."""
+
+    status: int
+    result: Any
+    feedback: list[Any] = field(default_factory=list)
+
+
+class Harness:
+    """Robot, agent and a client node on one executor thread, plus the cache process."""
+
+    def __init__(self, *, tmp: Path, names: Names | None = None) -> None:
+        self.tmp = tmp
+        self.names = names or Names.unique()
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.robot = FakeRobot(names=self.names, context=self.context)
+        self.agent = FakeAgent(names=self.names, robot=self.robot, context=self.context)
+        self.client = Node(f'{self.names.prefix}_client', context=self.context)
+        self._group = ReentrantCallbackGroup()
+        self.events: list[CacheEvent] = []
+        self.client.create_subscription(
+            CacheEvent, self.names.cache('events'), self.events.append, 100,
+            callback_group=self._group)
+        self.execute_client = ActionClient(
+            self.client, ExecuteTask, self.names.cache('execute_task'),
+            callback_group=self._group)
+        self.executor = MultiThreadedExecutor(num_threads=8, context=self.context)
+        for node in (self.robot, self.agent, self.client):
+            self.executor.add_node(node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+        self.cache: CacheProcess | None = None
+        self._clients: dict[str, Any] = {}
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except Exception:  # context shut down at teardown
+            pass
+
+    def start_cache(self, **overrides: Any) -> CacheProcess:
+        """Start the cache process (store in tmp) and wait until it serves ExecuteTask."""
+        values = params(self.names, store=self.tmp / 'cache.db', **overrides)
+        params_file = write_params(self.tmp / 'params.yaml', self.names.node, values)
+        log = self.tmp / f'cache_{len(list(self.tmp.glob("cache_*.log")))}.log'
+        self.cache = CacheProcess(names=self.names, params_file=params_file, log=log)
+        if not self.execute_client.wait_for_server(timeout_sec=30.0):
+            raise RuntimeError(f'cache did not start:\n{self.cache.output()}')
+        return self.cache
+
+    def stop_cache(self) -> int:
+        assert self.cache is not None
+        code = self.cache.stop()
+        self.cache = None
+        return code
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.stop_cache()
+        self.executor.shutdown(timeout_sec=5.0)
+        rclpy.try_shutdown(context=self.context)
+        self._thread.join(5.0)
+
+    def wait(self, future: Any, timeout: float = 30.0) -> Any:
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        if not future.done():
+            done.wait(timeout)
+        if not future.done():
+            raise TimeoutError('no answer')
+        return future.result()
+
+    def send_task(self, task: str, params_json: str = '',
+                  feedback: list[Any] | None = None) -> Any:
+        """Send an ExecuteTask goal; return its goal handle (accepted or not)."""
+        goal = ExecuteTask.Goal(task=task, params_json=params_json)
+        cb = (lambda msg: feedback.append(msg.feedback)) if feedback is not None else None
+        return self.wait(self.execute_client.send_goal_async(goal, feedback_callback=cb))
+
+    def run_task(self, task: str, params_json: str = '', timeout: float = 60.0) -> TaskRun:
+        """Run a task to the end through the cache."""
+        feedback: list[Any] = []
+        handle = self.send_task(task, params_json, feedback)
+        assert handle.accepted
+        wrapped = self.wait(handle.get_result_async(), timeout)
+        return TaskRun(wrapped.status, wrapped.result, feedback)
+
+    def call(self, srv_type: type, name: str, timeout: float = 30.0, **fields: Any) -> Any:
+        """Call one of the cache's services (``name`` relative to the node)."""
+        client = self._clients.get(name)
+        if client is None:
+            client = self.client.create_client(srv_type, self.names.cache(name),
+                                               callback_group=self._group)
+            self._clients[name] = client
+        if not client.wait_for_service(timeout_sec=15.0):
+            raise RuntimeError(f'service {name} not available')
+        return self.wait(client.call_async(srv_type.Request(**fields)), timeout)
+
+    def events_of(self, kind: int, task: str | None = None) -> list[CacheEvent]:
+        return [e for e in list(self.events) if e.type == kind and (task is None or
+                                                                   e.task == task)]
+
+    def set_mode(self, mode: str) -> Any:
+        """Change the cache's ``cache_mode`` parameter at run time."""
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParameters
+        value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=mode)
+        response = self.call(SetParameters, 'set_parameters',
+                             parameters=[Parameter(name='cache_mode', value=value)])
+        return response.results[0]
