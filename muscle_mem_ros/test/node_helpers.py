@@ -19,22 +19,20 @@ unique prefix per harness so leftovers of another test cannot interfere.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+import uuid
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
-from muscle_mem_interfaces.msg import CacheEvent
 import rclpy
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -46,6 +44,9 @@ from std_srvs.srv import SetBool
 from test_msgs.action import Fibonacci
 from trajectory_msgs.msg import JointTrajectoryPoint
 import yaml
+
+from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_interfaces.msg import CacheEvent
 
 HOME = (0.0, 0.0, 0.0)
 OBJECT_HOME = (0.4, 0.1, 0.05)

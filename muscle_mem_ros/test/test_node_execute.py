@@ -8,14 +8,15 @@ are independent; the robot is reset before each test.
 from __future__ import annotations
 
 from action_msgs.msg import GoalStatus
-from muscle_mem_interfaces.msg import CacheEvent
-from muscle_mem_interfaces.srv import ListTasks
-from muscle_mem_interfaces.action import FollowJointTrajectory
 from muscle_mem_ros.ros.cdr import canonical_cdr
 from node_helpers import HOME, OBJECT_HOME, Harness, wait_until
 import pytest
 from rclpy.serialization import deserialize_message
 from test_msgs.action import Fibonacci
+
+from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_interfaces.srv import ListTasks
 
 
 def decode(payloads, msg_type):

@@ -8,11 +8,13 @@ a transparent pass-through.
 
 While a recording is active (see :mod:`.recorder`) each call that succeeds also
 becomes a :class:`~muscle_mem_ros.records.Step`: a snapshot before forwarding,
-the goal as CDR bytes (``rclpy.serialization``) and as JSON, the duration, and
-a snapshot after the sensors reported data newer than the call's end (waited
-for at most ``post_check_timeout``, before the result goes back to the agent,
-so the next step's pre snapshot never precedes this one's post). Calls that
-fail, are canceled or are rejected are forwarded but not recorded.
+the goal as CDR bytes (``rclpy.serialization``, padding zeroed by
+:func:`~muscle_mem_ros.ros.cdr.canonical_cdr` so that equal goals give equal
+bytes) and as JSON, the duration, and a snapshot after the sensors reported
+data newer than the call's end. That wait (at most ``post_check_timeout``)
+happens before the result goes back to the agent, so the next step's pre
+snapshot never precedes this one's post. Calls that fail, are canceled or are
+rejected are forwarded but not recorded.
 
 Two proxy-specific decisions: the proxy accepts every goal and aborts it if the
 real server rejects it or is not available (the action protocol gives a goal
@@ -39,6 +41,7 @@ from rclpy.node import Node as RosNode
 from rclpy.serialization import deserialize_message, serialize_message
 
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
+from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.ros.config import ToolConfig
 from muscle_mem_ros.ros.introspection import message_to_json
 from muscle_mem_ros.ros.recorder import Recorder, Session
@@ -158,7 +161,7 @@ class ToolProxy:
             tool=self.tool.server,
             kind=self.kind,
             type_name=self.tool.type_name,
-            payload=bytes(serialize_message(message)),
+            payload=canonical_cdr(bytes(serialize_message(message)), self.payload_type),
             payload_json=message_to_json(message),
             pre=pre if pre is not None and pre.features else None,
             post=post if post.features else None,
