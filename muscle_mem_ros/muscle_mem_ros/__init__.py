@@ -8,6 +8,7 @@ muscle-mem SDK; the ROS node lives in :mod:`muscle_mem_ros.ros`.
 from __future__ import annotations
 
 from .checks import Check, ToleranceCheck
+from .engine import Engine, EngineStats, Resume
 from .errors import (
     CheckError,
     ConfigError,
@@ -41,11 +42,14 @@ __all__ = [
     'CheckResult',
     'CompareMode',
     'ConfigError',
+    'Engine',
+    'EngineStats',
     'Matcher',
     'MemoryStore',
     'MuscleMemError',
     'Node',
     'ReplayError',
+    'Resume',
     'Selection',
     'SensorSpec',
     'Snapshot',

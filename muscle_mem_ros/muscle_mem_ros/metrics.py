@@ -1,0 +1,67 @@
+"""Timing counters with the shape of the original muscle-mem ``engine.metrics``.
+
+Off by default (``enable()`` turns it on). ``report()`` returns the figures and
+logs them instead of printing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+import logging
+import threading
+import time
+
+__all__ = ['Metrics']
+
+_log = logging.getLogger(__name__)
+
+
+class Metrics:
+    """Count and time named phases of engine calls ('lookup', 'capture', 'compare', ...)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self._lock = threading.Lock()
+        self._data: dict[str, list[float]] = {}
+
+    def enable(self) -> None:
+        """Start collecting."""
+        self.enabled = True
+
+    def disable(self) -> None:
+        """Stop collecting (figures so far are kept)."""
+        self.enabled = False
+
+    def reset(self) -> None:
+        """Forget every figure."""
+        with self._lock:
+            self._data.clear()
+
+    @contextmanager
+    def measure(self, *path: str) -> Iterator[None]:
+        """Time the body under the name ``'/'.join(path)`` when enabled."""
+        if not self.enabled:
+            yield
+            return
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            with self._lock:
+                entry = self._data.setdefault('/'.join(path), [0.0, 0])
+                entry[0] += elapsed
+                entry[1] += 1
+
+    def report(self) -> dict[str, dict[str, float]]:
+        """Return ``{name: {'total_time', 'count', 'avg_time'}}`` (seconds) and log it."""
+        with self._lock:
+            out = {name: {'total_time': total, 'count': count,
+                          'avg_time': total / count if count else 0.0}
+                   for name, (total, count) in sorted(self._data.items())}
+        if self.enabled:
+            for name, fig in out.items():
+                _log.info('%s: %d calls, %.6f s total, %.6f s avg', name, fig['count'],
+                          fig['total_time'], fig['avg_time'])
+        return out
