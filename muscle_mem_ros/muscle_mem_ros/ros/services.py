@@ -109,7 +109,10 @@ class CacheServices:
                 path = list(info.node_ids)
             elif not self._store.trajectories(task=task):
                 raise ValueError(f"unknown task '{task}': nothing learned")
-        except (ValueError, UnknownTrajectoryError) as err:
+        except UnknownTrajectoryError:
+            response.message = f'bad request: unknown trajectory {request.trajectory_id}'
+            return response
+        except ValueError as err:
             response.message = f'bad request: {err}'
             return response
         response.trajectory_id = request.trajectory_id
