@@ -1,0 +1,184 @@
+"""Node configuration: the shipped example loads; every bad parameter is named at startup.
+
+Most cases read a params file into a plain rclpy node in this process (fast);
+a few start the real executable in a subprocess to prove the exit code and the
+message on stderr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from muscle_mem_ros.errors import ConfigError
+from muscle_mem_ros.records import CompareMode, ToolKind
+from muscle_mem_ros.ros.config import DEFAULT_STORE_PATH, CacheMode, load_config
+from node_helpers import Names, params, run_cache_to_exit, write_params
+import pytest
+import rclpy
+from rclpy.node import Node
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def load_file(path: Path, node_name: str = 'muscle_mem'):
+    context = rclpy.Context()
+    rclpy.init(context=context, args=['--ros-args', '--params-file', str(path)])
+    try:
+        node = Node(node_name, context=context)
+        try:
+            return load_config(node)
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+def load_values(tmp_path: Path, values: dict):
+    return load_file(write_params(tmp_path / 'p.yaml', 'muscle_mem', values))
+
+
+def test_shipped_example_config_is_valid():
+    config = load_file(PACKAGE / 'config' / 'behavior_cache.yaml')
+    assert config.cache_mode is CacheMode.LEARN
+    assert config.agent_action == '/demo_agent/execute_task'
+    assert not config.allow_unchecked_replay
+    assert [s.name for s in config.sensors] == ['joints', 'object']
+    joints, obj = config.sensors
+    assert joints.type_name == 'sensor_msgs/msg/JointState'
+    assert joints.size is None  # variable length: checked at the first message
+    assert obj.size == 3
+    assert obj.mode is CompareMode.NORM
+    (arm,) = config.actions
+    assert arm.kind is ToolKind.ACTION
+    assert arm.server == '/arm/follow_joint_trajectory'
+    assert arm.proxy == '/muscle_mem/arm/follow_joint_trajectory'
+    (gripper,) = config.services
+    assert gripper.type_name == 'std_srvs/srv/SetBool'
+
+
+def test_defaults_and_list_form(tmp_path):
+    path = tmp_path / 'p.yaml'
+    path.write_text(
+        'muscle_mem:\n'
+        '  ros__parameters:\n'
+        '    sensors: [scan]\n'
+        '    sensors.scan.topic: /scan\n'
+        '    sensors.scan.type: sensor_msgs/LaserScan\n'
+        '    sensors.scan.fields: [ranges]\n'
+        '    sensors.scan.tolerance: 0.05\n'
+        '    sensors.scan.mode: rms\n'
+        '    actions: [fib]\n'
+        '    actions.fib:\n'
+        '      server: fibonacci\n'
+        '      type: test_msgs/Fibonacci\n'
+    )
+    config = load_file(path)
+    assert config.store_path.endswith(DEFAULT_STORE_PATH.replace('~/', ''))
+    assert config.cache_mode is CacheMode.LEARN
+    assert config.agent_action == ''
+    assert config.step_timeout == 30.0
+    (scan,) = config.sensors
+    assert scan.type_name == 'sensor_msgs/msg/LaserScan'
+    assert scan.tolerance == (0.05,)
+    assert scan.max_age == 1.0
+    (fib,) = config.actions
+    assert fib.type_name == 'test_msgs/action/Fibonacci'
+    assert fib.server == '/fibonacci'
+    assert fib.proxy == '/muscle_mem/fibonacci'
+
+
+def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
+    names = Names.unique()
+    config = load_values(tmp_path, params(
+        names, store=tmp_path / 'c.db', **{'sensors.object.tolerance': [0.01, 0.02, 0.03],
+                                           'sensors.object.mode': 'abs'}))
+    obj = next(s for s in config.sensors if s.name == 'object')
+    assert obj.tolerance == (0.01, 0.02, 0.03)
+
+
+@pytest.mark.parametrize('overrides, parameter, words', [
+    ({'sensors.object.type': 'geometry_msgs/msg/NoSuchPose'}, 'sensors.object.type',
+     'NoSuchPose'),
+    ({'sensors.object.type': 'nonexistent_msgs/msg/Thing'}, 'sensors.object.type',
+     'nonexistent_msgs'),
+    ({'sensors.object.type': 'std_srvs/srv/SetBool'}, 'sensors.object.type', "'srv' type"),
+    ({'sensors.object.fields': ['pose.positon']}, 'sensors.object.fields', 'positon'),
+    ({'sensors.object.fields': ['header.frame_id.x']}, 'sensors.object.fields', 'frame_id'),
+    ({'sensors.object.fields': None}, 'sensors.object.fields', 'required'),
+    ({'sensors.joints.tolerance': [-0.1]}, 'sensors.joints.tolerance', '>= 0'),
+    ({'sensors.joints.tolerance': None}, 'sensors.joints.tolerance', 'required'),
+    ({'sensors.object.tolerance': [0.1, 0.1], 'sensors.object.mode': 'abs'},
+     'sensors.object.tolerance', 'give 3 elements'),
+    ({'sensors.object.tolerance': [0.1, 0.1, 0.1]}, 'sensors.object.tolerance',
+     'norm takes one'),
+    ({'sensors.object.mode': 'fuzzy'}, 'sensors.object.mode', 'abs|norm'),
+    ({'sensors.object.max_age': -1.0}, 'sensors.object.max_age', '> 0'),
+    ({'sensors.object.topic': None}, 'sensors.object.topic', 'required'),
+    ({'sensors.object.tolerence': [0.1]}, 'sensors.object.tolerence', 'unknown parameter'),
+    ({'actions.arm.type': 'muscle_mem_interfaces/action/Nope'}, 'actions.arm.type', 'Nope'),
+    ({'actions.arm.type': 'sensor_msgs/msg/JointState'}, 'actions.arm.type', "'msg' type"),
+    ({'actions.arm.server': None}, 'actions.arm.server', 'required'),
+    ({'actions.fib.proxy': '/x/fibonacci', 'services.gripper.proxy': '/x/fibonacci'},
+     'services.gripper.proxy', 'also the proxy'),
+    ({'services.gripper.type': 'std_srvs/srv/Nope'}, 'services.gripper.type', 'Nope'),
+    ({'cache_mode': 'sometimes'}, 'cache_mode', 'learn|replay_only'),
+    ({'step_timeout': 0.0}, 'step_timeout', '> 0'),
+    ({'post_check_timeout': 'soon'}, 'post_check_timeout', 'number'),
+    ({'allow_unchecked_replay': 'yes'}, 'allow_unchecked_replay', 'true or false'),
+])
+def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db', **overrides)
+    with pytest.raises(ConfigError) as info:
+        load_values(tmp_path, values)
+    message = str(info.value)
+    assert message.startswith(f'{parameter}:'), message
+    assert words in message
+
+
+def test_proxy_equal_to_server_is_refused(tmp_path):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db',
+                    **{'actions.arm.proxy': names.arm})
+    with pytest.raises(ConfigError, match='actions.arm.proxy: must differ'):
+        load_values(tmp_path, values)
+
+
+def test_list_names_unlisted_keys(tmp_path):
+    path = tmp_path / 'p.yaml'
+    path.write_text(
+        'muscle_mem:\n'
+        '  ros__parameters:\n'
+        '    sensors: [a]\n'
+        '    sensors.a: {topic: /a, type: std_msgs/msg/Float64, fields: [data], tolerance: 1.0}\n'
+        '    sensors.b: {topic: /b, type: std_msgs/msg/Float64, fields: [data], tolerance: 1.0}\n'
+    )
+    with pytest.raises(ConfigError, match=r"sensors\.b\.\w+: 'b' is not listed"):
+        load_file(path)
+
+
+@pytest.mark.parametrize('overrides, parameter', [
+    ({'sensors.object.type': 'geometry_msgs/msg/NoSuchPose'}, 'sensors.object.type'),
+    ({'sensors.joints.fields': ['positions']}, 'sensors.joints.fields'),
+    ({'sensors.joints.tolerance': [-1.0]}, 'sensors.joints.tolerance'),
+    ({'sensors.object.tolerance': [0.1, 0.1], 'sensors.object.mode': 'abs'},
+     'sensors.object.tolerance'),
+])
+def test_executable_exits_with_the_parameter_named(tmp_path, overrides, parameter):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db', **overrides)
+    done = run_cache_to_exit(names=names, values=values, tmp=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f'bad configuration: {parameter}:' in done.stderr
+    assert not (tmp_path / 'c.db').exists()
+
+
+def test_unreadable_store_is_a_startup_error(tmp_path):
+    names = Names.unique()
+    store = tmp_path / 'not_a_store.db'
+    store.write_bytes(b'this is not an sqlite file at all' * 10)
+    before = store.read_bytes()
+    done = run_cache_to_exit(names=names, values=params(names, store=store), tmp=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert 'bad configuration: store_path:' in done.stderr
+    assert store.read_bytes() == before
