@@ -165,6 +165,11 @@ class Replayer:
             tools = ', '.join(sorted({c.step.tool for c in candidates}))
             return _Choice(None, f'step {step}: tool {tools} not configured', None)
         failure: CheckFailure | None = None
+        problems = self._hub.problems()
+        if problems:
+            name, problem = next(iter(problems.items()))
+            failure = CheckFailure(name, math.inf, 0.0, math.inf, f'unusable: {problem}')
+            return _Choice(None, f'pre-check failed at step {step}: {problem}', failure)
         if self._matcher is not None:
             selection = self._matcher.select(usable, self._hub.capture(), now_time=self._hub.now())
             if selection.node is not None:

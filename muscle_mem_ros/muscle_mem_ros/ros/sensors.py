@@ -8,7 +8,9 @@ two snapshots of the same message deserialize it once.
 
 All times are ``time.monotonic()`` seconds, the clock of ``Snapshot.stamps``
 and of the staleness test (``max_age``). A sensor that never sent anything is
-absent from the snapshot, so a check on it fails as 'missing'.
+absent from the snapshot, so a check on it fails as 'missing'. The first
+message of each sensor is decoded on arrival, to check its length against the
+configured tolerance as early as possible.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ __all__ = ['SensorHub']
 class _Latest:
     """Latest raw message of one sensor and the features of the last one decoded."""
 
-    __slots__ = ('config', 'raw', 'stamp', 'decoded', 'invalid')
+    __slots__ = ('config', 'raw', 'stamp', 'decoded', 'invalid', 'problem', 'seen')
 
     def __init__(self, config: SensorConfig) -> None:
         self.config = config
@@ -40,6 +42,8 @@ class _Latest:
         self.stamp = float('-inf')
         self.decoded: tuple[bytes | None, tuple[float, ...]] = (None, ())
         self.invalid = False
+        self.problem = ''
+        self.seen = False
 
 
 class SensorHub:
@@ -93,6 +97,9 @@ class SensorHub:
                 latest.stamp = stamp
                 if self._waiters:
                     cond.notify_all()
+            if not latest.seen:
+                latest.seen = True
+                self._features(latest, raw)  # check the tolerance length once, early
         return on_message
 
     def _features(self, latest: _Latest, raw: bytes) -> tuple[float, ...] | None:
@@ -117,12 +124,22 @@ class SensorHub:
             return None
         features = tuple(values)
         latest.decoded = (raw, features)
+        latest.problem = ''
         return features
 
     def _report(self, latest: _Latest, message: str) -> None:
+        latest.problem = message
         if not latest.invalid:
             latest.invalid = True
             self._on_error(message)
+
+    def problems(self) -> dict[str, str]:
+        """Sensors whose data cannot be used (wrong tolerance length, unreadable), with why.
+
+        While a sensor is listed here, every check fails: leaving it out would
+        check the world with fewer sensors than configured.
+        """
+        return {n: x.problem for n, x in self._latest.items() if x.invalid and x.problem}
 
     def capture(self) -> Snapshot:
         """Take a snapshot of every sensor that has data, with receive stamps."""

@@ -1,0 +1,96 @@
+"""Cache process lifecycle: restarts keep the cache, clean exits, startup-time safety rules.
+
+Each test starts and stops the cache subprocess itself (different parameters
+or a restart on the same store file).
+"""
+
+from __future__ import annotations
+
+import signal
+
+from node_helpers import Harness, wait_until
+import pytest
+
+from muscle_mem_interfaces.msg import CacheEvent
+
+
+@pytest.fixture(scope='module')
+def harness(tmp_path_factory):
+    h = Harness(tmp=tmp_path_factory.mktemp('restart'))
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def world(harness):
+    harness.robot.reset()
+    yield harness
+    if harness.cache is not None:
+        harness.stop_cache()
+
+
+def test_restart_keeps_the_cache(world, tmp_path):
+    h = world
+    store = tmp_path / 'persist.db'
+    h.start_cache(store_path=str(store))
+    learned = h.run_task('persist')
+    assert learned.result.success and not learned.result.cache_hit
+    assert h.stop_cache() == 0  # SIGTERM: clean exit
+    h.robot.reset()
+    calls = len(h.agent.calls)
+    cache = h.start_cache(store_path=str(store))
+    run = h.run_task('persist')
+    assert run.result.cache_hit, run.result.message
+    assert run.result.trajectory_id == learned.result.trajectory_id
+    assert len(h.agent.calls) == calls
+    assert cache.stop(signal.SIGINT) == 0  # Ctrl-C: clean exit too
+    h.cache = None
+
+
+def test_steps_without_checks_are_not_replayed_blindly(world, tmp_path):
+    h = world
+    store = str(tmp_path / 'unchecked.db')
+    h.start_cache(store_path=store, sensors=None)
+    first = h.run_task('blind')
+    assert first.result.success and not first.result.cache_hit
+    h.robot.reset()
+    calls = len(h.agent.calls)
+    second = h.run_task('blind')
+    assert second.result.success and not second.result.cache_hit
+    assert len(h.agent.calls) == calls + 1
+    assert 'allow_unchecked_replay' in h.agent.calls[-1].resume_reason
+    h.stop_cache()
+    h.robot.reset()
+    h.start_cache(store_path=store, sensors=None, allow_unchecked_replay=True)
+    calls = len(h.agent.calls)
+    third = h.run_task('blind')
+    assert third.result.cache_hit, third.result.message
+    assert len(h.agent.calls) == calls
+
+
+def test_tolerance_length_is_checked_at_the_first_message(world, tmp_path):
+    h = world
+    # 2 tolerances for 3 joint positions: unknown until a JointState arrives.
+    h.start_cache(store_path=str(tmp_path / 'len.db'),
+                  **{'sensors.joints.tolerance': [0.1, 0.1]})
+    assert wait_until(lambda: [e for e in h.events_of(CacheEvent.ERROR)
+                               if 'sensors.joints.tolerance' in e.detail], 10.0)
+    assert h.cache is not None and h.cache.alive()
+    assert 'sensors.joints.tolerance' in h.cache.output()
+    first = h.run_task('length')
+    assert first.result.success and not first.result.cache_hit
+    h.robot.reset()
+    calls = len(h.agent.calls)
+    second = h.run_task('length')
+    assert not second.result.cache_hit
+    assert len(h.agent.calls) == calls + 1
+    assert 'sensors.joints.tolerance' in h.agent.calls[-1].resume_reason
+
+
+def test_missing_agent_is_a_clear_failure(world, tmp_path):
+    h = world
+    h.start_cache(store_path=str(tmp_path / 'noagent.db'), agent_action='')
+    run = h.run_task('no_agent')
+    assert not run.result.success
+    assert 'no agent configured' in run.result.message
+    assert h.cache is not None and h.cache.alive()
