@@ -42,7 +42,9 @@ class Selection:
         result: Its check result (None when ``node`` is None).
         rejected: Failing candidates, best (lowest score) first, at most the
             matcher's ``max_rejected`` of them (enough to explain a miss
-            without building a result per candidate at large fan-out).
+            without building a result per candidate at large fan-out). Empty
+            when a candidate passed, unless the matcher was built with
+            ``rejected_on_hit=True``.
     """
 
     node: Node | None
@@ -82,6 +84,7 @@ class Matcher:
         max_rejected: How many failing candidates ``Selection.rejected`` keeps.
         kdtree_min: Fan-out from which an all-ABS check uses a KD-tree.
         cache_size: Candidate sets kept in the LRU cache.
+        rejected_on_hit: Also explain the failing candidates when one passed.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class Matcher:
         max_rejected: int = 8,
         kdtree_min: int = 64,
         cache_size: int = 256,
+        rejected_on_hit: bool = False,
     ) -> None:
         if not isinstance(check, ToleranceCheck):
             raise TypeError(f'check must be a ToleranceCheck, got {type(check).__name__}')
@@ -100,6 +104,7 @@ class Matcher:
         self._max_rejected = max_rejected
         self._kdtree_min = kdtree_min
         self._cache_size = cache_size
+        self._rejected_on_hit = rejected_on_hit
         self._cache: OrderedDict[Hashable, _Block] = OrderedDict()
         self._lock = threading.Lock()
         sensors = check._compiled
@@ -135,7 +140,9 @@ class Matcher:
             best = self._rank(candidates, passing, scores)
             node = candidates[best]
             result = self._result(node, current)
-        rejected = self._rejected(candidates, block, scores, current, tree_used, passing.size)
+        rejected: tuple[tuple[Node, CheckResult], ...] = ()
+        if node is None or self._rejected_on_hit:
+            rejected = self._rejected(candidates, block, scores, current, tree_used, passing.size)
         return Selection(node, result, rejected)
 
     def clear(self) -> None:

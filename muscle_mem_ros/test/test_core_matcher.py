@@ -91,6 +91,13 @@ def test_unusual_vector_lengths_are_scored_individually():
     assert sel.node.id in (1, 2)
 
 
+def test_rejected_only_on_a_miss_by_default():
+    cands = [node(1, (0.0,)), node(2, (5.0,))]
+    assert Matcher(check=CHECK).select(cands, now(q=(0.0,))).rejected == ()
+    sel = Matcher(check=CHECK, rejected_on_hit=True).select(cands, now(q=(0.0,)))
+    assert [n.id for n, _ in sel.rejected] == [2]
+
+
 def test_result_matches_evaluate():
     cands = [node(i, (i * 0.3, -i * 0.1)) for i in range(5)]
     sel = Matcher(check=CHECK).select(cands, now(q=(0.35, -0.1)))
@@ -107,8 +114,8 @@ def test_kdtree_and_dense_paths_agree(seed):
     rng = np.random.default_rng(seed)
     check = ToleranceCheck(sensors=[SensorSpec('q', (0.3, 0.2, 0.4)), SensorSpec('p', (0.25,))])
     cands = _random_nodes(rng, 600, (3, 2))
-    tree = Matcher(check=check, kdtree_min=64)
-    dense = Matcher(check=check, kdtree_min=10**9)
+    tree = Matcher(check=check, kdtree_min=64, rejected_on_hit=True)
+    dense = Matcher(check=check, kdtree_min=10**9, rejected_on_hit=True)
     assert tree._block(cands).tree is not None
     assert dense._block(cands).tree is None
     hits = 0
@@ -121,6 +128,7 @@ def test_kdtree_and_dense_paths_agree(seed):
         assert a.result == b.result
         assert [n.id for n, _ in a.rejected] == [n.id for n, _ in b.rejected]
         hits += a.node is not None
+        assert a.rejected  # explained on hits too (rejected_on_hit)
     assert 0 < hits < 60
 
 

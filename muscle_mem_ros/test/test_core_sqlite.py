@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 
+from core_helpers import subprocess_env
 from muscle_mem_ros.store import schema
 import pytest
 
@@ -180,7 +181,7 @@ WRITER = textwrap.dedent('''
 def test_killed_writer_loses_nothing_committed_and_replays_no_half_recording(tmp_path):
     path = tmp_path / 's.db'
     proc = subprocess.Popen([sys.executable, '-c', WRITER, str(path)], stdout=subprocess.PIPE,
-                            text=True)
+                            text=True, env=subprocess_env())
     try:
         assert proc.stdout.readline().strip() == 'READY'
         os.kill(proc.pid, signal.SIGKILL)
@@ -226,7 +227,7 @@ READER = textwrap.dedent('''
 def test_second_process_reads_while_first_writes(tmp_path):
     path = tmp_path / 's.db'
     with SqliteStore(path=path) as s:
-        reader = subprocess.Popen([sys.executable, '-c', READER, str(path)],
+        reader = subprocess.Popen([sys.executable, '-c', READER, str(path)], env=subprocess_env(),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert reader.stdout.readline().strip() == 'GO'

@@ -35,19 +35,22 @@ from ..records import Node, Step, TaskStats, ToolKind, TrajectoryInfo
 __all__ = ['NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature']
 
 
-class NodeList(list[Node]):
-    """The children of one tree node, with a key that identifies the set.
+class NodeList(tuple[Node, ...]):
+    """The children of one tree node: an immutable sequence with a key identifying the set.
 
     ``key`` changes whenever a child is added or removed (not when counters
     change), so the matcher can cache its matrices on it without hashing every
-    node id on each lookup.
+    node id on each lookup. Stores hand out the same NodeList until something
+    changes, so a lookup does not copy a large fan-out.
     """
 
     key: tuple[Any, ...]
 
-    def __init__(self, nodes: Sequence[Node] = (), *, key: tuple[Any, ...]) -> None:
-        super().__init__(nodes)
-        self.key = key
+    def __new__(cls, nodes: Sequence[Node] = (), *, key: tuple[Any, ...]) -> NodeList:
+        """Build the sequence; ``key`` identifies its membership."""
+        obj = super().__new__(cls, nodes)
+        obj.key = key
+        return obj
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ class _Children:
     ids: list[int] = field(default_factory=list)
     by_sig: dict[str, int] = field(default_factory=dict)
     gen: int = 0
+    view: NodeList | None = None
 
 
 class _MemoryRecording(Recording):
@@ -80,8 +81,10 @@ class MemoryStore(Store):
             kids = self._children.get((task, variant, parent))
             if kids is None:
                 return NodeList((), key=(self._uid, task, variant, parent, 0))
-            return NodeList([self._nodes[i] for i in kids.ids],
-                            key=(self._uid, task, variant, parent, kids.gen))
+            if kids.view is None:
+                kids.view = NodeList([self._nodes[i] for i in kids.ids],
+                                     key=(self._uid, task, variant, parent, kids.gen))
+            return kids.view
 
     def node(self, node_id: int) -> Node:
         """Return one node."""
@@ -168,8 +171,7 @@ class MemoryStore(Store):
             now = time.time()
             for nid in traj.node_ids:
                 node = self._nodes[nid]
-                self._nodes[nid] = replace(node, success_count=node.success_count + 1,
-                                           last_used=now)
+                self._put(replace(node, success_count=node.success_count + 1, last_used=now))
             self._trajs[traj.id] = replace(traj, last_used=now,
                                            replay_count=traj.replay_count + 1)
 
@@ -185,6 +187,14 @@ class MemoryStore(Store):
         with self._lock:
             return [RecordingInfo(r.id, r.task, r.variant, r.parent, r._started, len(r.steps))
                     for r in self._recordings.values()]
+
+    def _put(self, node: Node) -> None:
+        """Store a (new or updated) node and drop the cached view of its siblings."""
+        self._nodes[node.id] = node
+        task, variant = self._task_of[node.id]
+        kids = self._children.get((task, variant, node.parent))
+        if kids is not None:
+            kids.view = None
 
     def _check_parent(self, task: str, variant: str, parent: int | None) -> None:
         if parent is None:
@@ -219,9 +229,9 @@ class MemoryStore(Store):
                 nid = kids.by_sig.get(sig) if sig is not None else None
                 if nid is None:
                     nid = next(self._ids)
-                    self._nodes[nid] = Node(id=nid, parent=cursor, depth=depth, step=step,
-                                            success_count=0, last_used=now)
                     self._task_of[nid] = (task, variant)
+                    self._put(Node(id=nid, parent=cursor, depth=depth, step=step,
+                                   success_count=0, last_used=now))
                     self._sig_of[nid] = sig
                     kids.ids.append(nid)
                     if sig is not None:
@@ -232,10 +242,9 @@ class MemoryStore(Store):
                 depth += 1
             for nid in path:
                 node = self._nodes[nid]
-                self._nodes[nid] = replace(node, success_count=node.success_count + 1,
-                                           last_used=now)
+                self._put(replace(node, success_count=node.success_count + 1, last_used=now))
             leaf = path[-1]
-            self._nodes[leaf] = replace(self._nodes[leaf], terminal=True)
+            self._put(replace(self._nodes[leaf], terminal=True))
             tid = self._by_leaf.get(leaf)
             if tid is not None:
                 info = replace(self._trajs[tid], last_used=now)
@@ -256,7 +265,7 @@ class MemoryStore(Store):
                 used.update(other.node_ids)
         leaf = traj.node_ids[-1]
         if leaf in used:
-            self._nodes[leaf] = replace(self._nodes[leaf], terminal=False)
+            self._put(replace(self._nodes[leaf], terminal=False))
         for nid in reversed(traj.node_ids):
             if nid in used:
                 continue
@@ -269,6 +278,7 @@ class MemoryStore(Store):
             if sig is not None and kids.by_sig.get(sig) == nid:
                 del kids.by_sig[sig]
             kids.gen = next(self._gens)
+            kids.view = None
             if not kids.ids:
                 del self._children[key]
             self._children.pop((traj.task, traj.variant, nid), None)

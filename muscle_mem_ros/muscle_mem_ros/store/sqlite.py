@@ -59,25 +59,28 @@ _TRAJ_COLS = 'id, task, variant, params_json, node_ids, created, last_used, repl
 
 
 def encode_snapshot(snapshot: Snapshot | None) -> bytes | None:
-    """Serialize a snapshot (features as float tuples; the user capture pickled)."""
+    """Serialize a snapshot: features as float tuples, the user capture pickled."""
     if snapshot is None:
         return None
     features = {name: tuple(np.asarray(v, dtype=np.float64).reshape(-1).tolist())
                 for name, v in snapshot.features.items()}
     stamps = {name: float(t) for name, t in snapshot.stamps.items()}
+    clean = Snapshot(features=features, stamps=stamps, taken_at=float(snapshot.taken_at),
+                     user=snapshot.user)
     try:
-        return pickle.dumps((1, features, stamps, float(snapshot.taken_at), snapshot.user),
-                            protocol=5)
+        return pickle.dumps(clean, protocol=5)
     except Exception as err:
         raise StoreError(f'cannot store snapshot: user capture is not picklable: {err}') from err
 
 
 def decode_snapshot(data: bytes | None) -> Snapshot | None:
-    """Inverse of :func:`encode_snapshot`."""
+    """Inverse of :func:`encode_snapshot` (unpickling builds the Snapshot in C: fast)."""
     if data is None:
         return None
-    _, features, stamps, taken_at, user = pickle.loads(data)
-    return Snapshot(features=features, stamps=stamps, taken_at=taken_at, user=user)
+    snapshot = pickle.loads(data)
+    if not isinstance(snapshot, Snapshot):
+        raise StoreCorruptError(f'stored snapshot is a {type(snapshot).__name__}')
+    return snapshot
 
 
 def _node(row: tuple[Any, ...]) -> Node:
@@ -107,6 +110,7 @@ class _Kids:
     nodes: list[Node]
     index: dict[int, int] = field(default_factory=dict)
     gen: int = 0
+    view: NodeList | None = None
 
 
 class _SqliteRecording(Recording):
@@ -274,7 +278,9 @@ class SqliteStore(Store):
         """Return the children of ``parent``, oldest first (loaded once, then cached)."""
         with self._reading():
             kids = self._load_kids(task, variant, parent)
-            return NodeList(kids.nodes, key=(self._uid, task, variant, parent, kids.gen))
+            if kids.view is None:
+                kids.view = NodeList(kids.nodes, key=(self._uid, task, variant, parent, kids.gen))
+            return kids.view
 
     def _load_kids(self, task: str, variant: str, parent: int | None) -> _Kids:
         key = (task, variant, parent)
@@ -420,6 +426,7 @@ class SqliteStore(Store):
                 self._where[node.id] = key
             else:
                 kids.nodes[pos] = node
+            kids.view = None
 
     def _delete_recording(self, recording_id: int) -> None:
         self._conn.execute('DELETE FROM recording_steps WHERE recording = ?', (recording_id,))

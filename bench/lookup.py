@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Lookup latency as the cache grows: muscle_mem_ros against muscle-mem 0.1.0.
+
+Workload (same for both): one task; N learned trajectories of two steps each;
+every step's pre snapshot is 32 floats (uniform in [-pi, pi], think joint
+angles); the check passes when every element is within 0.05 of the recorded
+value (box tolerance). The current state is trajectory N/2's first pre
+snapshot plus noise of at most half the tolerance, so exactly that trajectory
+matches and it sits in the middle of insertion order.
+
+What one lookup is:
+* muscle_mem_ros: ``store.children(task, variant, parent=None)`` on an
+  SqliteStore (cached after the first call) plus ``Matcher.select`` with a
+  ``ToleranceCheck`` (ABS mode, KD-tree at this fan-out). The first lookup
+  after opening, which reads the rows and builds the index, is reported apart.
+* muscle-mem 0.1.0: its ``Engine`` with a tool whose ``pre_check`` is a
+  ``Check`` doing the same box test with NumPy, the N trajectories appended to
+  its own ``engine.db``; one lookup is creating ``engine._step_generator(ctx,
+  tags)`` and taking its first item, which is exactly what ``engine()`` does
+  before running the first step (page through the DB 20 at a time, filter by
+  partial match, function hash and pre-check capture/compare until one passes).
+
+Usage: bench/lookup [--sizes 100,1000,...] [--out bench/lookup.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+import platform
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from muscle_mem_ros import (
+    Matcher,
+    SensorSpec,
+    Snapshot,
+    SqliteStore,
+    Step,
+    ToleranceCheck,
+    ToolKind,
+)
+
+DIMS = 32
+TOL = 0.05
+TASK = 'pick_bin_3'
+SIZES = (100, 1_000, 10_000, 100_000)
+
+
+def pct(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples), q))
+
+
+def ms(x: float) -> str:
+    return f'{x * 1e3:.3f}'
+
+
+def make_step(i: int, k: int, q: np.ndarray) -> Step:
+    goal = (b'\x00\x01\x00\x00' + i.to_bytes(8, 'little') + k.to_bytes(4, 'little')
+            + q.astype('<f8').tobytes())
+    return Step(tool='/arm/follow_joint_trajectory', kind=ToolKind.ACTION,
+                type_name='control_msgs/action/FollowJointTrajectory', payload=goal,
+                payload_json='{"trajectory": "..."}',
+                pre=Snapshot(features={'joints': tuple(q.tolist())}, stamps={'joints': 0.0}),
+                post=Snapshot(features={'joints': tuple((q + 0.1).tolist())},
+                              stamps={'joints': 0.5}),
+                duration=0.5)
+
+
+def query(rng: np.random.Generator, target: np.ndarray) -> np.ndarray:
+    return target + rng.uniform(-0.5 * TOL, 0.5 * TOL, DIMS)
+
+
+def bench_ours(n: int, firsts: np.ndarray, seconds: np.ndarray, work: Path,
+               lookups: int) -> dict[str, object]:
+    path = work / f'lookup_{n}.db'
+    t0 = time.perf_counter()
+    with SqliteStore(path=path) as store, store.batch():
+        for i in range(n):
+            store.add_trajectory(task=TASK, variant='', params_json='{}',
+                                 steps=[make_step(i, 0, firsts[i]), make_step(i, 1, seconds[i])])
+    build = time.perf_counter() - t0
+    size = path.stat().st_size + sum(p.stat().st_size for p in work.glob(path.name + '-*'))
+    check = ToleranceCheck(sensors=[SensorSpec('joints', (TOL,))])
+    rng = np.random.default_rng(7)
+    target = n // 2
+    t0 = time.perf_counter()
+    store = SqliteStore(path=path)
+    opened = time.perf_counter() - t0
+    matcher = Matcher(check=check)
+    t0 = time.perf_counter()
+    kids = store.children(task=TASK, variant='', parent=None)
+    sel = matcher.select(kids, Snapshot(features={'joints': tuple(query(rng, firsts[target]))}))
+    cold = time.perf_counter() - t0
+    expect = kids[target].id
+    assert sel.node is not None and sel.node.id == expect
+    total, child_t, select_t = [], [], []
+    for _ in range(lookups):
+        snap = Snapshot(features={'joints': tuple(query(rng, firsts[target]))})
+        t0 = time.perf_counter()
+        kids = store.children(task=TASK, variant='', parent=None)
+        t1 = time.perf_counter()
+        sel = matcher.select(kids, snap)
+        t2 = time.perf_counter()
+        assert sel.node is not None and sel.node.id == expect, 'wrong candidate'
+        total.append(t2 - t0)
+        child_t.append(t1 - t0)
+        select_t.append(t2 - t1)
+    store.close()
+    return {'build': build, 'size': size, 'nodes': 2 * n, 'open': opened, 'cold': cold,
+            'p50': pct(total, 50), 'p99': pct(total, 99), 'children_p50': pct(child_t, 50),
+            'select_p50': pct(select_t, 50), 'samples': lookups}
+
+
+def bench_muscle_mem(n: int, firsts: np.ndarray, seconds: np.ndarray,
+                     budget: float) -> dict[str, object] | None:
+    try:
+        import muscle_mem as mm
+        from muscle_mem.dispatch.context import RuntimeContext
+        from muscle_mem.storage.types import Arg, Trajectory
+        from muscle_mem.storage.types import Step as MStep
+    except ImportError:
+        return None
+    engine = mm.Engine()
+    state = {'q': firsts[0]}
+
+    def capture(i: int) -> np.ndarray:
+        return state['q']
+
+    def compare(current: np.ndarray, candidate: np.ndarray) -> bool:
+        return bool(np.max(np.abs(current - candidate)) <= TOL)
+
+    @engine.function(pre_check=mm.Check(capture, compare))
+    def move(i: int) -> None:
+        pass
+
+    engine.set_agent(lambda: None).finalize()
+    (tool,) = engine.registry._tools.values()
+
+    def mstep(i: int, q: np.ndarray) -> MStep:
+        return MStep(func_name=tool.func_name, func_hash=tool.func_hash, is_method=False,
+                     args=[Arg(is_param=False, static_value=i)], kwargs={},
+                     pre_check_snapshot=q)
+
+    for i in range(n):
+        engine.db.add_trajectory(Trajectory(tags=[], steps=[mstep(i, firsts[i]),
+                                                            mstep(i, seconds[i])]))
+    engine.current_trajectory = Trajectory(tags=[], steps=[])
+    ctx = RuntimeContext(method_instance=None, params=None)
+    rng = np.random.default_rng(7)
+    target = n // 2
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 200 and (len(times) < 5 or time.perf_counter() - start < budget):
+        state['q'] = query(rng, firsts[target])
+        t0 = time.perf_counter()
+        step, done = next(engine._step_generator(ctx, []))
+        times.append(time.perf_counter() - t0)
+        assert step is not None and not done and step.args[0].static_value == target
+    return {'p50': pct(times, 50), 'p99': pct(times, 99), 'samples': len(times)}
+
+
+def bench_commit(work: Path, rng: np.random.Generator, count: int = 50) -> dict[str, float]:
+    path = work / 'commit20.db'
+    store = SqliteStore(path=path)
+    recorded, merged = [], []
+    for t in range(count):
+        qs = rng.uniform(-np.pi, np.pi, (20, DIMS))
+        steps = [make_step(t, k, qs[k]) for k in range(20)]
+        t0 = time.perf_counter()
+        rec = store.begin(task='teach', variant='', params_json='{}')
+        for s in steps:
+            rec.append(s)
+        rec.commit()
+        recorded.append(time.perf_counter() - t0)
+        qs = rng.uniform(-np.pi, np.pi, (20, DIMS))
+        steps = [make_step(t + count, k, qs[k]) for k in range(20)]
+        t0 = time.perf_counter()
+        store.add_trajectory(task='teach', variant='', params_json='{}', steps=steps)
+        merged.append(time.perf_counter() - t0)
+    store.close()
+    size = path.stat().st_size
+    return {'recorded_p50': pct(recorded, 50), 'recorded_p99': pct(recorded, 99),
+            'merged_p50': pct(merged, 50), 'bytes_per_step': size / (2 * count * 20)}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path('/proc/cpuinfo').read_text().splitlines():
+            if line.startswith('model name'):
+                return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or 'unknown'
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--sizes', default=','.join(map(str, SIZES)))
+    parser.add_argument('--lookups', type=int, default=300)
+    parser.add_argument('--mm-budget', type=float, default=10.0,
+                        help='seconds of muscle-mem lookups per N (at least 5 lookups)')
+    parser.add_argument('--out', type=Path, default=None)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(',')]
+    rng = np.random.default_rng(1)
+    biggest = max(sizes)
+    firsts = rng.uniform(-np.pi, np.pi, (biggest, DIMS))
+    seconds = rng.uniform(-np.pi, np.pi, (biggest, DIMS))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix='mm_bench_') as tmp:
+        work = Path(tmp)
+        for n in sizes:
+            ours = bench_ours(n, firsts[:n], seconds[:n], work, args.lookups)
+            print(f'N={n}: ours p50 {ms(ours["p50"])} ms p99 {ms(ours["p99"])} ms '
+                  f'(build {ours["build"]:.1f} s, cold {ms(ours["cold"])} ms)', flush=True)
+            theirs = bench_muscle_mem(n, firsts[:n], seconds[:n], args.mm_budget)
+            if theirs:
+                print(f'N={n}: muscle-mem p50 {ms(theirs["p50"])} ms p99 {ms(theirs["p99"])} ms '
+                      f'({theirs["samples"]} lookups)', flush=True)
+            rows.append((n, ours, theirs))
+        commit = bench_commit(work, rng)
+    print(f'commit 20 steps: {ms(commit["recorded_p50"])} ms, '
+          f'{commit["bytes_per_step"]:.0f} B/step', flush=True)
+    report = render(rows, commit, args)
+    if args.out:
+        args.out.write_text(report)
+        print(f'wrote {args.out}')
+    else:
+        print(report)
+    return 0
+
+
+def render(rows: list, commit: dict[str, float], args: argparse.Namespace) -> str:
+    import muscle_mem_ros
+    try:
+        from importlib.metadata import version
+        mm_version = version('muscle-mem')
+    except Exception:  # noqa: BLE001
+        mm_version = 'not installed'
+    import scipy
+    lines = [
+        '# Lookup benchmark',
+        '',
+        'Generated by `bench/lookup` (`bench/lookup.py`); numbers below are from one run on:',
+        f'{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, '
+        f'NumPy {np.__version__}, SciPy {scipy.__version__}, SQLite '
+        f'{__import__("sqlite3").sqlite_version}, muscle-mem {mm_version}.',
+        '',
+        '## Workload',
+        '',
+        (__doc__ or '').split('\n\n', 1)[1].split('\nUsage:')[0].strip(),
+        '',
+        '## Lookup latency (ms)',
+        '',
+        '| N trajectories | ours p50 | ours p99 | muscle-mem p50 | muscle-mem p99 | '
+        'speed-up (p50) | ours: children / select p50 | ours cold first lookup | '
+        'samples ours / mm |',
+        '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ]
+    for n, ours, theirs in rows:
+        mm_p50 = ms(theirs['p50']) if theirs else 'n/a'
+        mm_p99 = ms(theirs['p99']) if theirs else 'n/a'
+        ratio = f'{theirs["p50"] / ours["p50"]:.0f}x' if theirs else 'n/a'
+        lines.append(
+            f'| {n:,} | {ms(ours["p50"])} | {ms(ours["p99"])} | {mm_p50} | {mm_p99} | {ratio} | '
+            f'{ms(ours["children_p50"])} / {ms(ours["select_p50"])} | {ms(ours["cold"])} | '
+            f'{ours["samples"]} / {theirs["samples"] if theirs else 0} |')
+    by_n = {n: (ours, theirs) for n, ours, theirs in rows}
+    lines += ['', '## Targets', '']
+    if 100_000 in by_n:
+        p50 = by_n[100_000][0]['p50']
+        lines.append(f'- p50 at N = 100,000: {ms(p50)} ms (target < 2 ms): '
+                     f'{"met" if p50 < 2e-3 else "NOT met"}')
+    if 10_000 in by_n and by_n[10_000][1]:
+        ours, theirs = by_n[10_000]
+        ratio = theirs['p50'] / ours['p50']
+        lines.append(f'- speed-up at N = 10,000: {ratio:.0f}x (target >= 50x): '
+                     f'{"met" if ratio >= 50 else "NOT met"}')
+    if 1_000 in by_n and 100_000 in by_n:
+        growth = by_n[100_000][0]['p50'] / by_n[1_000][0]['p50']
+        lines.append(f'- growth of p50 from N = 1,000 to 100,000: {growth:.1f}x (target < 10x): '
+                     f'{"met" if growth < 10 else "NOT met"}')
+    lines += ['', '## Store (SQLite, WAL, synchronous=NORMAL)', '',
+              '| figure | value |', '|---|---:|']
+    lines.append(f'| record a 20-step trajectory step by step (begin, 20 durable appends, '
+                 f'commit), p50 / p99 | {ms(commit["recorded_p50"])} / '
+                 f'{ms(commit["recorded_p99"])} ms |')
+    lines.append(f'| merge a finished 20-step trajectory in one transaction '
+                 f'(`add_trajectory`), p50 | {ms(commit["merged_p50"])} ms |')
+    lines.append(f'| file size per step (20-step store; pre+post snapshots of 32 floats, '
+                 f'~300-byte goal) | {commit["bytes_per_step"]:.0f} B |')
+    for n, ours, _ in rows:
+        lines.append(f'| N = {n:,}: bulk build (`batch()` + `add_trajectory`) | '
+                     f'{ours["build"]:.2f} s |')
+        lines.append(f'| N = {n:,}: file size per step | {ours["size"] / ours["nodes"]:.0f} B |')
+        lines.append(f'| N = {n:,}: open the store | {ms(ours["open"])} ms |')
+    lines += [
+        '',
+        'Opening is lazy: the constructor checks the header and the meta table and',
+        'reads nothing else. The children of a tree node are read on first use',
+        '("cold first lookup" above: read the rows, unpickle the snapshots, build the',
+        'NumPy matrix and the KD-tree) and then cached; later writes by the same',
+        'process update the cache, writes by other processes are noticed through',
+        '`PRAGMA data_version`.',
+        '',
+        f'muscle-mem lookups ran for up to {args.mm_budget:g} s per N (at least 5);',
+        'the benchmark is not a test and asserts nothing about time.',
+        '',
+    ]
+    del muscle_mem_ros
+    return '\n'.join(lines)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
