@@ -8,8 +8,8 @@ The numbers here must match arm.xml; ``test_sim_physics.py`` checks them against
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+import math
 
 __all__ = [
     'ARM_JOINTS',
@@ -113,7 +113,7 @@ def inverse(target: GraspPoint) -> tuple[float, ...]:
     )
     wrist = -math.pi / 2 - lift - elbow
     joints = (pan, lift, elbow, wrist)
-    for name, value in zip(ARM_JOINTS, joints):
+    for name, value in zip(ARM_JOINTS, joints, strict=True):
         low, high = JOINT_LIMITS[name]
         if not low <= value <= high:
             raise UnreachableError(

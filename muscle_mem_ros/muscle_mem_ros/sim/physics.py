@@ -13,19 +13,18 @@ at the current relative pose; opening the jaws switches it off and the cube drop
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 import enum
 import importlib.resources
 import math
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 import mujoco
-import numpy as np
-
 from muscle_mem_ros.sim import kinematics
 from muscle_mem_ros.sim.trajectory import JointPath
+import numpy as np
 
 __all__ = [
     'GRIPPER_MOTION_TIME',

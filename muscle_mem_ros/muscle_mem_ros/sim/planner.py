@@ -12,9 +12,9 @@ previews and tests.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 import enum
 import math
-from dataclasses import dataclass, replace
 
 from muscle_mem_ros.sim import kinematics
 from muscle_mem_ros.sim.kinematics import GraspPoint
@@ -137,7 +137,7 @@ def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
         return PlannedStep(kind=StepKind.GRIPPER, label='open the gripper', close=False)
     placed = cube.distance_xy(spec.place) <= spec.placed_tolerance and oz < 0.035
     if placed:
-        away = max(abs(a - b) for a, b in zip(view.joints, kinematics.HOME))
+        away = max(abs(a - b) for a, b in zip(view.joints, kinematics.HOME, strict=True))
         if away > spec.home_tolerance:
             return PlannedStep(kind=StepKind.MOVE, label='return home',
                                joints=tuple(kinematics.HOME), duration=spec.move_time)

@@ -19,9 +19,11 @@ import sys
 import threading
 import time
 
+from geometry_msgs.msg import PoseStamped
+from muscle_mem_ros.sim.physics import ArmSim, MotionOutcome
+from muscle_mem_ros.sim.trajectory import JointPath
 import numpy as np
 import rclpy
-from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -32,8 +34,6 @@ from std_srvs.srv import SetBool, Trigger
 
 from muscle_mem_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import MoveObject
-from muscle_mem_ros.sim.physics import ArmSim, MotionOutcome
-from muscle_mem_ros.sim.trajectory import JointPath
 
 __all__ = ['SimRobotNode', 'main']
 
@@ -125,33 +125,35 @@ class SimRobotNode(Node):
             time.sleep(max(0.0, min(next_joint, next_object) - time.monotonic()))
 
     def _publish_joints(self) -> None:
-        state = self._sim.state()
         msg = JointState()
         msg.header.frame_id = self._frame_id
-        msg.name = list(state.joint_names)
-        positions = np.array(state.positions)
-        if self._joint_noise > 0.0:
-            positions = positions + self._rng.normal(0.0, self._joint_noise, positions.shape)
-        msg.position = [float(v) for v in positions]
-        msg.velocity = list(state.velocities)
         with self._publish_lock:
+            # read, stamp and publish together: a message never carries an older state than
+            # one published before it, on either topic
+            state = self._sim.state()
+            positions = np.array(state.positions)
+            if self._joint_noise > 0.0:
+                positions = positions + self._rng.normal(0.0, self._joint_noise, positions.shape)
+            msg.name = list(state.joint_names)
+            msg.position = [float(v) for v in positions]
+            msg.velocity = list(state.velocities)
             msg.header.stamp = self.get_clock().now().to_msg()
             self._joint_pub.publish(msg)
 
     def _publish_object(self) -> None:
-        state = self._sim.state()
         msg = PoseStamped()
         msg.header.frame_id = self._frame_id
-        position = np.array(state.object_position)
-        if self._object_noise > 0.0:
-            position = position + self._rng.normal(0.0, self._object_noise, 3)
-        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (
-            float(v) for v in position
-        )
-        w, x, y, z = state.object_orientation
-        msg.pose.orientation.w, msg.pose.orientation.x = w, x
-        msg.pose.orientation.y, msg.pose.orientation.z = y, z
         with self._publish_lock:
+            state = self._sim.state()
+            position = np.array(state.object_position)
+            if self._object_noise > 0.0:
+                position = position + self._rng.normal(0.0, self._object_noise, 3)
+            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (
+                float(v) for v in position
+            )
+            w, x, y, z = state.object_orientation
+            msg.pose.orientation.w, msg.pose.orientation.x = w, x
+            msg.pose.orientation.y, msg.pose.orientation.z = y, z
             msg.header.stamp = self.get_clock().now().to_msg()
             self._object_pub.publish(msg)
 
@@ -208,7 +210,9 @@ class SimRobotNode(Node):
             goal_handle.abort()
         return result
 
-    def _on_gripper(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+    def _on_gripper(
+        self, request: SetBool.Request, response: SetBool.Response
+    ) -> SetBool.Response:
         motion = self._sim.set_gripper(closed=bool(request.data))
         finished = motion.wait(10.0 / max(self._sim.rtf, 0.1) + 2.0)
         response.success = finished and motion.outcome is MotionOutcome.SUCCEEDED
@@ -257,7 +261,7 @@ def _path_from(traj: object) -> JointPath:
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the sim robot until interrupted; exit code 2 on bad parameters."""
+    """Run the sim robot until interrupted; exit code 1 on bad parameters."""
     rclpy.init(args=args)
     node: SimRobotNode | None = None
     code = 0
@@ -268,7 +272,7 @@ def main(args: list[str] | None = None) -> int:
         executor.spin()
     except ValueError as err:
         rclpy.logging.get_logger('sim_robot').error(str(err))
-        code = 2
+        code = 1
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

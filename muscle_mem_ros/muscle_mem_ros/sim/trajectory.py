@@ -7,8 +7,8 @@ is accepted (time 0), like a ros2_control controller with a first waypoint after
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+import math
 
 import numpy as np
 
