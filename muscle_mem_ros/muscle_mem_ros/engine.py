@@ -30,7 +30,7 @@ muscle-mem 0.1.0 SDK unchanged, with the same builder errors, decorators,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 import functools
 import inspect
 import json
@@ -42,9 +42,10 @@ from typing import Any, TypeVar
 
 from .checks import Check, user_similarity
 from .errors import StoreError
-from .metrics import Metrics
+from .metrics import EngineStats, Metrics
 from .params import CallSpec, MissingParamError, infer
 from .records import Node, Snapshot, Step, StepStatus, ToolKind
+from .resume import Resume, accepts_resume
 from .store import MemoryStore, Recording, Store, open_store
 from .tools import Tool, ToolRegistry
 
@@ -54,49 +55,6 @@ _log = logging.getLogger(__name__)
 
 F = TypeVar('F', bound=Callable[..., Any])
 _FAILED = object()
-
-
-@dataclass(frozen=True)
-class Resume:
-    """Where a replay stopped, passed to agents that can continue from there.
-
-    Attributes:
-        step: Index of the first step the agent has to do (= steps replayed).
-        reason: Why the replay stopped, e.g. 'no recorded step passed its
-            pre-check at step 2'.
-        replayed: Names of the tools replayed in this run, in order.
-    """
-
-    step: int
-    reason: str
-    replayed: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    """Counters of an engine since it was created.
-
-    Attributes:
-        calls: Engine calls.
-        hits: Calls fully served from the cache.
-        misses: Calls that needed the agent (including handoffs).
-        handoffs: Misses after at least one replayed step.
-        steps_replayed: Tool calls replayed.
-        steps_recorded: Tool calls recorded while the agent ran.
-        check_errors: Captures or compares that raised (candidate skipped).
-        tool_errors: Replayed tool calls that raised (handed off to the agent).
-        record_errors: Steps that could not be stored (run not learned).
-    """
-
-    calls: int = 0
-    hits: int = 0
-    misses: int = 0
-    handoffs: int = 0
-    steps_replayed: int = 0
-    steps_recorded: int = 0
-    check_errors: int = 0
-    tool_errors: int = 0
-    record_errors: int = 0
 
 
 class _Run:
@@ -112,17 +70,6 @@ class _Run:
 
 def _task_key(tags: list[str] | tuple[str, ...] | None) -> str:
     return json.dumps(list(tags or []))
-
-
-def _accepts_resume(agent: Callable[..., Any]) -> bool:
-    if getattr(agent, 'supports_resume', False):
-        return True
-    try:
-        parameter = inspect.signature(agent).parameters.get('resume')
-    except (TypeError, ValueError):
-        return False
-    return parameter is not None and parameter.kind in (
-        inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 class Engine:
@@ -183,7 +130,7 @@ class Engine:
         if self._finalized:
             raise ValueError('Engine is finalized and cannot be modified')
         self._agent = agent
-        self._resumable = _accepts_resume(agent)
+        self._resumable = accepts_resume(agent)
         return self
 
     def set_context(self, method_instance: Any) -> Engine:

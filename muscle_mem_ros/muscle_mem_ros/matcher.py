@@ -24,6 +24,7 @@ import threading
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .bulk import gc_paused
 from .checks import ToleranceCheck
 from .records import CheckFailure, CheckResult, CompareMode, Node, Snapshot
 
@@ -159,7 +160,8 @@ class Matcher:
             if block is not None:
                 self._cache.move_to_end(key)
                 return block
-        block = self._build(candidates)
+        with gc_paused():
+            block = self._build(candidates)
         with self._lock:
             self._cache[key] = block
             while len(self._cache) > self._cache_size:

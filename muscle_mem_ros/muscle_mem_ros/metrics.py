@@ -1,18 +1,20 @@
-"""Timing counters with the shape of the original muscle-mem ``engine.metrics``.
+"""What an engine counts: decisions (:class:`EngineStats`) and timings (:class:`Metrics`).
 
-Off by default (``enable()`` turns it on). ``report()`` returns the figures and
-logs them instead of printing them.
+``Metrics`` has the shape of the original muscle-mem ``engine.metrics``: off by
+default (``enable()`` turns it on); ``report()`` returns the figures and logs
+them instead of printing them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 import logging
 import threading
 import time
 
-__all__ = ['Metrics']
+__all__ = ['EngineStats', 'Metrics']
 
 _log = logging.getLogger(__name__)
 
@@ -65,3 +67,30 @@ class Metrics:
                 _log.info('%s: %d calls, %.6f s total, %.6f s avg', name, fig['count'],
                           fig['total_time'], fig['avg_time'])
         return out
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """Counters of an engine since it was created.
+
+    Attributes:
+        calls: Engine calls.
+        hits: Calls fully served from the cache.
+        misses: Calls that needed the agent (including handoffs).
+        handoffs: Misses after at least one replayed step.
+        steps_replayed: Tool calls replayed.
+        steps_recorded: Tool calls recorded while the agent ran.
+        check_errors: Captures or compares that raised (candidate skipped).
+        tool_errors: Replayed tool calls that raised (handed off to the agent).
+        record_errors: Steps that could not be stored (run not learned).
+    """
+
+    calls: int = 0
+    hits: int = 0
+    misses: int = 0
+    handoffs: int = 0
+    steps_replayed: int = 0
+    steps_recorded: int = 0
+    check_errors: int = 0
+    tool_errors: int = 0
+    record_errors: int = 0

@@ -29,78 +29,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 import itertools
-import json
 import logging
 import os
 from pathlib import Path
-import pickle
 import sqlite3
 import threading
 import time
 from typing import Any
 
-import numpy as np
-
+from ..bulk import gc_paused
 from ..errors import StoreCorruptError, StoreError, UnknownTrajectoryError
-from ..records import Node, Snapshot, Step, StepStatus, TaskStats, ToolKind, TrajectoryInfo
-from . import schema
-from .base import NodeList, Recording, RecordingInfo, Store, check_step, step_signature
+from ..records import Node, Step, TaskStats, TrajectoryInfo
+from . import schema, sqltree
+from .base import NodeList, Recording, RecordingInfo, Store, check_step
+from .codec import NODE_COLS, TRAJ_COLS, node_from_row, step_row, trajectory_from_row
 
 __all__ = ['SqliteStore']
 
 _log = logging.getLogger(__name__)
 _store_ids = itertools.count(1)
 
-_NODE_COLS = ('id, parent, depth, tool, kind, type_name, payload, payload_json, pre, post,'
-              ' status, duration, success_count, last_used, terminal, task, variant')
-_TRAJ_COLS = 'id, task, variant, params_json, node_ids, created, last_used, replay_count'
-
-
-def encode_snapshot(snapshot: Snapshot | None) -> bytes | None:
-    """Serialize a snapshot: features as float tuples, the user capture pickled."""
-    if snapshot is None:
-        return None
-    features = {name: tuple(np.asarray(v, dtype=np.float64).reshape(-1).tolist())
-                for name, v in snapshot.features.items()}
-    stamps = {name: float(t) for name, t in snapshot.stamps.items()}
-    clean = Snapshot(features=features, stamps=stamps, taken_at=float(snapshot.taken_at),
-                     user=snapshot.user)
-    try:
-        return pickle.dumps(clean, protocol=5)
-    except Exception as err:
-        raise StoreError(f'cannot store snapshot: user capture is not picklable: {err}') from err
-
-
-def decode_snapshot(data: bytes | None) -> Snapshot | None:
-    """Inverse of :func:`encode_snapshot` (unpickling builds the Snapshot in C: fast)."""
-    if data is None:
-        return None
-    snapshot = pickle.loads(data)
-    if not isinstance(snapshot, Snapshot):
-        raise StoreCorruptError(f'stored snapshot is a {type(snapshot).__name__}')
-    return snapshot
-
-
-def _node(row: tuple[Any, ...]) -> Node:
-    step = Step(tool=row[3], kind=ToolKind(row[4]), type_name=row[5], payload=bytes(row[6]),
-                payload_json=row[7], pre=decode_snapshot(row[8]), post=decode_snapshot(row[9]),
-                status=StepStatus(row[10]), duration=row[11])
-    return Node(id=row[0], parent=row[1], depth=row[2], step=step, success_count=row[12],
-                last_used=row[13], terminal=bool(row[14]))
-
-
-def _traj(row: tuple[Any, ...]) -> TrajectoryInfo:
-    return TrajectoryInfo(id=row[0], task=row[1], variant=row[2], params_json=row[3],
-                          node_ids=tuple(json.loads(row[4])), created=row[5],
-                          last_used=row[6], replay_count=row[7])
-
-
-def _step_row(step: Step) -> tuple[Any, ...]:
-    return (step.tool, step.kind.value, step.type_name, bytes(step.payload), step.payload_json,
-            encode_snapshot(step.pre), encode_snapshot(step.post), step.status.value,
-            float(step.duration))
 
 
 @dataclass
@@ -126,7 +76,7 @@ class _SqliteRecording(Recording):
             store._conn.execute(
                 'INSERT INTO recording_steps (recording, seq, tool, kind, type_name, payload,'
                 ' payload_json, pre, post, status, duration) VALUES (?,?,?,?,?,?,?,?,?,?,?)',
-                (self.id, len(self.steps), *_step_row(step)))
+                (self.id, len(self.steps), *step_row(step)))
         self.steps.append(step)
 
     def commit(self) -> TrajectoryInfo:
@@ -134,8 +84,8 @@ class _SqliteRecording(Recording):
         store = self._store
         with store._lock:
             with store._write():
-                info, touched = store._merge(self.task, self.variant, self.params_json,
-                                             self.parent, self.steps)
+                info, touched = sqltree.merge(store._conn, self.task, self.variant,
+                                             self.params_json, self.parent, self.steps)
                 store._delete_recording(self.id)
             store._refresh(touched)
         self._closed = True
@@ -287,9 +237,10 @@ class SqliteStore(Store):
         kids = self._kids.get(key)
         if kids is None:
             rows = self._conn.execute(
-                f'SELECT {_NODE_COLS} FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
+                f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
                 ' ORDER BY id', key).fetchall()
-            nodes = [_node(r) for r in rows]
+            with gc_paused():
+                nodes = [node_from_row(r) for r in rows]
             kids = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
                          gen=next(self._gens))
             self._kids[key] = kids
@@ -304,18 +255,18 @@ class SqliteStore(Store):
             if key is not None:
                 kids = self._kids[key]
                 return kids.nodes[kids.index[node_id]]
-            row = conn.execute(f'SELECT {_NODE_COLS} FROM nodes WHERE id = ?',
+            row = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ?',
                                (node_id,)).fetchone()
             if row is None:
                 raise UnknownTrajectoryError(f'no node with id {node_id}')
-            return _node(row)
+            return node_from_row(row)
 
     def begin(
         self, *, task: str, variant: str, params_json: str, parent: int | None = None,
     ) -> Recording:
         """Start a recording under ``parent``; its steps are durable as they come."""
         with self._reading() as conn:
-            self._check_parent(task, variant, parent)
+            sqltree.check_parent(self._conn, task, variant, parent)
             with self._write():
                 cur = conn.execute(
                     'INSERT INTO recordings (task, variant, params_json, parent, started)'
@@ -335,89 +286,26 @@ class SqliteStore(Store):
         """Merge a complete list of steps in one transaction."""
         steps = [check_step(s) for s in steps]
         with self._reading():
-            self._check_parent(task, variant, parent)
+            sqltree.check_parent(self._conn, task, variant, parent)
             with self._write():
-                info, touched = self._merge(task, variant, params_json, parent, steps)
+                info, touched = sqltree.merge(self._conn, task, variant, params_json, parent,
+                                              steps)
             self._refresh(touched)
             return info
-
-    def _check_parent(self, task: str, variant: str, parent: int | None) -> None:
-        if parent is None:
-            return
-        row = self._conn.execute('SELECT task, variant FROM nodes WHERE id = ?',
-                                 (parent,)).fetchone()
-        if row is None:
-            raise UnknownTrajectoryError(f'no node with id {parent}')
-        if tuple(row) != (task, variant):
-            raise ValueError(f'node {parent} belongs to task {row[0]!r}, not {task!r}')
-
-    def _merge(
-        self, task: str, variant: str, params_json: str, parent: int | None,
-        steps: Sequence[Step],
-    ) -> tuple[TrajectoryInfo, list[int]]:
-        """Insert/reuse nodes and the trajectory; caller holds the write transaction."""
-        conn = self._conn
-        if not steps and parent is None:
-            raise ValueError('cannot commit an empty trajectory at the root')
-        self._check_parent(task, variant, parent)
-        now = time.time()
-        path: list[int] = []
-        cursor = parent
-        while cursor is not None:
-            path.append(cursor)
-            cursor = conn.execute('SELECT parent FROM nodes WHERE id = ?', (cursor,)).fetchone()[0]
-        path.reverse()
-        depth = len(path)
-        cursor = parent
-        for step in steps:
-            sig = step_signature(step)
-            row = None
-            if sig is not None:
-                row = conn.execute(
-                    'SELECT id FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
-                    ' AND sig = ? LIMIT 1', (task, variant, cursor, sig)).fetchone()
-            if row is not None:
-                nid = row[0]
-            else:
-                nid = conn.execute(
-                    'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name,'
-                    ' payload, payload_json, pre, post, status, duration, sig, success_count,'
-                    ' last_used, terminal) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0)',
-                    (task, variant, cursor, depth, *_step_row(step), sig, now)).lastrowid
-            path.append(nid)
-            cursor = nid
-            depth += 1
-        conn.executemany('UPDATE nodes SET success_count = success_count + 1, last_used = ?'
-                         ' WHERE id = ?', [(now, nid) for nid in path])
-        leaf = path[-1]
-        conn.execute('UPDATE nodes SET terminal = 1 WHERE id = ?', (leaf,))
-        row = conn.execute(f'SELECT {_TRAJ_COLS} FROM trajectories WHERE leaf = ?',
-                           (leaf,)).fetchone()
-        if row is not None:
-            conn.execute('UPDATE trajectories SET last_used = ? WHERE id = ?', (now, row[0]))
-            info = replace(_traj(row), last_used=now)
-        else:
-            tid = conn.execute(
-                'INSERT INTO trajectories (task, variant, params_json, leaf, node_ids, created,'
-                ' last_used, replay_count) VALUES (?,?,?,?,?,?,?,0)',
-                (task, variant, params_json, leaf, json.dumps(path), now, now)).lastrowid
-            info = TrajectoryInfo(id=tid, task=task, variant=variant, params_json=params_json,
-                                  node_ids=tuple(path), created=now, last_used=now)
-        return info, path
 
     def _refresh(self, node_ids: Sequence[int]) -> None:
         """Bring cached child lists up to date with nodes this store just wrote."""
         if not node_ids or not self._kids:
             return
         marks = ','.join('?' * len(node_ids))
-        rows = self._conn.execute(f'SELECT {_NODE_COLS} FROM nodes WHERE id IN ({marks})',
+        rows = self._conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id IN ({marks})',
                                   list(node_ids)).fetchall()
         for row in rows:
             key = (row[15], row[16], row[1])
             kids = self._kids.get(key)
             if kids is None:
                 continue
-            node = _node(row)
+            node = node_from_row(row)
             pos = kids.index.get(node.id)
             if pos is None:
                 kids.index[node.id] = len(kids.nodes)
@@ -435,28 +323,28 @@ class SqliteStore(Store):
     def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
         """Return one trajectory."""
         with self._reading() as conn:
-            row = conn.execute(f'SELECT {_TRAJ_COLS} FROM trajectories WHERE id = ?',
+            row = conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories WHERE id = ?',
                                (trajectory_id,)).fetchone()
             if row is None:
                 raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id}')
-            return _traj(row)
+            return trajectory_from_row(row)
 
     def trajectories(self, *, task: str | None = None) -> list[TrajectoryInfo]:
         """Return every trajectory (of one task), oldest first."""
         with self._reading() as conn:
             if task is None:
-                rows = conn.execute(f'SELECT {_TRAJ_COLS} FROM trajectories ORDER BY id')
+                rows = conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories ORDER BY id')
             else:
-                rows = conn.execute(f'SELECT {_TRAJ_COLS} FROM trajectories WHERE task = ?'
+                rows = conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories WHERE task = ?'
                                     ' ORDER BY id', (task,))
-            return [_traj(r) for r in rows.fetchall()]
+            return [trajectory_from_row(r) for r in rows.fetchall()]
 
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""
         with self._reading() as conn:
-            row = conn.execute(f'SELECT {_TRAJ_COLS} FROM trajectories WHERE leaf = ?',
+            row = conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories WHERE leaf = ?',
                                (node_id,)).fetchone()
-            return None if row is None else _traj(row)
+            return None if row is None else trajectory_from_row(row)
 
     def tasks(self) -> list[TaskStats]:
         """Return per-task counters, sorted by name."""
@@ -488,25 +376,10 @@ class SqliteStore(Store):
                         raise UnknownTrajectoryError(
                             f'no trajectory with id {trajectory_id} in task {task!r}')
                     conn.execute('DELETE FROM trajectories WHERE id = ?', (trajectory_id,))
-                    self._prune(row[1])
+                    sqltree.prune(conn, row[1])
                     n = 1
             self._invalidate()
             return n
-
-    def _prune(self, leaf: int) -> None:
-        """Drop ``leaf`` and its ancestors while no other trajectory needs them."""
-        conn = self._conn
-        conn.execute('UPDATE nodes SET terminal = 0 WHERE id = ?', (leaf,))
-        cursor: int | None = leaf
-        while cursor is not None:
-            row = conn.execute('SELECT parent, terminal FROM nodes WHERE id = ?',
-                               (cursor,)).fetchone()
-            busy = conn.execute('SELECT 1 FROM nodes WHERE parent = ? LIMIT 1',
-                                (cursor,)).fetchone()
-            if row is None or row[1] or busy:
-                return
-            conn.execute('DELETE FROM nodes WHERE id = ?', (cursor,))
-            cursor = row[0]
 
     def note_replay(self, *, trajectory_id: int) -> None:
         """Bump counters and recency along a replayed trajectory."""
@@ -546,7 +419,7 @@ class SqliteStore(Store):
                 'SELECT 0, 0, 0, tool, kind, type_name, payload, payload_json, pre, post,'
                 ' status, duration, 0, 0, 0 FROM recording_steps WHERE recording = ?'
                 ' ORDER BY seq', (recording_id,)).fetchall()
-            return [_node(r).step for r in rows]
+            return [node_from_row(r).step for r in rows]
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""
