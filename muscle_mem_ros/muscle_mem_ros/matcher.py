@@ -73,6 +73,7 @@ class _Block:
     odd_rows: np.ndarray
     tree: cKDTree | None
     tree_rows: np.ndarray | None
+    ids: np.ndarray
 
 
 class Matcher:
@@ -107,6 +108,7 @@ class Matcher:
         self._cache_size = cache_size
         self._rejected_on_hit = rejected_on_hit
         self._cache: OrderedDict[Hashable, _Block] = OrderedDict()
+        self._families: OrderedDict[Hashable, _Block] = OrderedDict()
         self._lock = threading.Lock()
         sensors = check._compiled
         self._tree_ok = all(
@@ -150,9 +152,11 @@ class Matcher:
         """Drop every cached candidate matrix."""
         with self._lock:
             self._cache.clear()
+            self._families.clear()
 
     def _block(self, candidates: Sequence[Node]) -> _Block:
         key = getattr(candidates, 'key', None)
+        family = getattr(candidates, 'family', None)
         if key is None:
             key = ('ids', tuple(node.id for node in candidates))
         with self._lock:
@@ -160,57 +164,119 @@ class Matcher:
             if block is not None:
                 self._cache.move_to_end(key)
                 return block
+            previous = None if family is None else self._families.get(family)
         with gc_paused():
-            block = self._build(candidates)
+            block = None if previous is None else self._extend(previous, candidates)
+            if block is None:
+                block = self._build(candidates)
         with self._lock:
             self._cache[key] = block
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
+            if family is not None:
+                self._families[family] = block
+                self._families.move_to_end(family)
+                while len(self._families) > self._cache_size:
+                    self._families.popitem(last=False)
         return block
 
-    def _build(self, candidates: Sequence[Node]) -> _Block:
+    def _parts(
+        self, candidates: Sequence[Node], ks: Sequence[int | None] | None = None,
+    ) -> tuple[list[_Column | None], np.ndarray, np.ndarray]:
+        """Build the per-sensor matrices; returns (columns, invalid rows, odd rows mask).
+
+        ``ks`` forces each sensor's vector length (to append rows to an existing
+        block); by default the most common recorded length is used.
+        """
         n = len(candidates)
         pres = [node.step.pre for node in candidates]
         invalid = np.fromiter((pre is None for pre in pres), dtype=bool, count=n)
         compared = np.zeros(n, dtype=np.int64)
         odd = np.zeros(n, dtype=bool)
         columns: list[_Column | None] = []
-        for sensor in self.check._compiled:
+        for j, sensor in enumerate(self.check._compiled):
             name = sensor.name
             values = [None if pre is None else pre.features.get(name) for pre in pres]
             lengths = np.fromiter((-1 if v is None else len(v) for v in values), np.int64, n)
             has = lengths >= 0
-            if not has.any():
+            compared += has
+            k = ks[j] if ks is not None else (
+                int(np.bincount(lengths[has]).argmax()) if has.any() else None)
+            if k is None:
+                odd |= has
                 columns.append(None)
                 continue
-            compared += has
-            k = int(np.bincount(lengths[has]).argmax())
             odd |= has & (lengths != k)
             good = has & (lengths == k)
             rec = np.zeros((n, k), dtype=np.float64)
             rows = np.flatnonzero(good)
             if rows.size:
                 rec[rows] = np.asarray([values[i] for i in rows], dtype=np.float64).reshape(-1, k)
-            has = good
             if sensor.tol_for(k) is not None:
-                odd |= has
-            columns.append(_Column(k=k, has=has, rec=rec, rec_n=sensor.normalized(rec)))
+                odd |= good
+            columns.append(_Column(k=k, has=good, rec=rec, rec_n=sensor.normalized(rec)))
         invalid |= compared == 0
         odd &= ~invalid
-        tree = None
-        tree_rows = None
-        if self._tree_ok and n >= self._kdtree_min and all(c is not None for c in columns):
-            clean = ~invalid & ~odd
-            for column in columns:
-                clean &= column.has
-            tree_rows = np.flatnonzero(clean)
-            if tree_rows.size >= self._kdtree_min:
-                data = np.hstack([c.rec_n[tree_rows] for c in columns])
-                tree = cKDTree(data)
-            else:
-                tree_rows = None
-        return _Block(n=n, columns=tuple(columns), invalid=invalid,
-                      odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows)
+        return columns, invalid, odd
+
+    def _tree(
+        self, columns: Sequence[_Column | None], invalid: np.ndarray, odd: np.ndarray,
+    ) -> tuple[cKDTree | None, np.ndarray | None]:
+        """Build the KD-tree over the rows every sensor can score, when it pays off."""
+        n = invalid.size
+        if not self._tree_ok or n < self._kdtree_min or any(c is None for c in columns):
+            return None, None
+        clean = ~invalid & ~odd
+        for column in columns:
+            assert column is not None
+            clean &= column.has
+        rows = np.flatnonzero(clean)
+        if rows.size < self._kdtree_min:
+            return None, None
+        data = np.hstack([c.rec_n[rows] for c in columns if c is not None])
+        return cKDTree(data), rows
+
+    def _build(self, candidates: Sequence[Node]) -> _Block:
+        columns, invalid, odd = self._parts(candidates)
+        tree, tree_rows = self._tree(columns, invalid, odd)
+        ids = np.fromiter((node.id for node in candidates), np.int64, len(candidates))
+        return _Block(n=len(candidates), columns=tuple(columns), invalid=invalid,
+                      odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows, ids=ids)
+
+    def _extend(self, old: _Block, candidates: Sequence[Node]) -> _Block | None:
+        """Append new children to the block of the same set before it grew, or None.
+
+        Stores only append children between removals, so after a branch is
+        learned under a large fan-out the old matrices are reused, the new rows
+        are scored densely beside the old KD-tree, and the tree is rebuilt only
+        once the unindexed tail is large.
+        """
+        n = len(candidates)
+        if n <= old.n:
+            return None
+        ids = np.fromiter((node.id for node in candidates), np.int64, n)
+        if not np.array_equal(ids[:old.n], old.ids):
+            return None
+        ks = [None if c is None else c.k for c in old.columns]
+        tail_columns, tail_invalid, tail_odd = self._parts(candidates[old.n:], ks)
+        columns: list[_Column | None] = []
+        for was, tail in zip(old.columns, tail_columns, strict=True):
+            if was is None or tail is None:
+                columns.append(None)
+                continue
+            columns.append(_Column(k=was.k, has=np.concatenate([was.has, tail.has]),
+                                   rec=np.vstack([was.rec, tail.rec]),
+                                   rec_n=np.vstack([was.rec_n, tail.rec_n])))
+        invalid = np.concatenate([old.invalid, tail_invalid])
+        odd_rows = np.concatenate([old.odd_rows, np.flatnonzero(tail_odd) + old.n])
+        tree, tree_rows = old.tree, old.tree_rows
+        indexed = 0 if tree_rows is None else tree_rows.size
+        if n - indexed > max(256, n // 8) or (tree is None and n >= self._kdtree_min):
+            odd = np.zeros(n, dtype=bool)
+            odd[odd_rows] = True
+            tree, tree_rows = self._tree(columns, invalid, odd)
+        return _Block(n=n, columns=tuple(columns), invalid=invalid, odd_rows=odd_rows,
+                      tree=tree, tree_rows=tree_rows, ids=ids)
 
     def _scores(
         self,

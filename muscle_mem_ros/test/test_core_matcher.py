@@ -165,3 +165,46 @@ def test_cache_follows_store_membership():
 def test_matcher_rejects_user_checks():
     with pytest.raises(TypeError, match='ToleranceCheck'):
         Matcher(check=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize('kind', ['memory', 'sqlite'])
+def test_growing_set_is_extended_and_matches_a_fresh_build(kind, tmp_path):
+    from muscle_mem_ros import SqliteStore
+
+    store = MemoryStore() if kind == 'memory' else SqliteStore(path=tmp_path / 's.db')
+    rng = np.random.default_rng(3)
+    check = ToleranceCheck(sensors=[SensorSpec('q', (0.2, 0.2, 0.2))])
+    xs = []
+
+    def learn(count):
+        for _ in range(count):
+            x = tuple(rng.uniform(-3, 3, 3))
+            xs.append(x)
+            store.add_trajectory(task='t', variant='', params_json='{}', steps=[
+                Step(tool='t', kind=ToolKind.ACTION, type_name='x', payload=repr(x).encode(),
+                     pre=Snapshot(features={'q': x}))])
+
+    def kids():
+        return store.children(task='t', variant='', parent=None)
+
+    m = Matcher(check=check, kdtree_min=64)
+    learn(300)
+    first = m._block(kids())
+    assert first.tree is not None
+    learn(10)
+    grown = m._block(kids())
+    assert grown.tree is first.tree and grown.n == 310  # reused, new rows scored densely
+    for x in xs[-12:]:
+        snap = Snapshot(features={'q': x})
+        fresh = Matcher(check=check, kdtree_min=64).select(kids(), snap)
+        assert m.select(kids(), snap).node.id == fresh.node.id
+    learn(300)
+    assert m._block(kids()).tree is not first.tree  # tail too large: index rebuilt
+    traj = store.trajectories()[5]
+    store.forget(task='t', trajectory_id=traj.id)
+    after = m._block(kids())
+    assert after.n == 609 and traj.node_ids[0] not in after.ids  # removal: full rebuild
+    for x in xs[:3] + xs[6:9]:
+        snap = Snapshot(features={'q': x})
+        assert m.select(kids(), snap).node.id == Matcher(check=check).select(kids(), snap).node.id
+    store.close()

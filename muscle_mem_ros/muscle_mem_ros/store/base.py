@@ -45,11 +45,27 @@ class NodeList(tuple[Node, ...]):
     """
 
     key: tuple[Any, ...]
+    family: tuple[Any, ...] | None
 
-    def __new__(cls, nodes: Sequence[Node] = (), *, key: tuple[Any, ...]) -> NodeList:
-        """Build the sequence; ``key`` identifies its membership."""
+    def __new__(
+        cls,
+        nodes: Sequence[Node] = (),
+        *,
+        key: tuple[Any, ...],
+        family: tuple[Any, ...] | None = None,
+    ) -> NodeList:
+        """Build the sequence.
+
+        Args:
+            nodes: The children, oldest first.
+            key: Identifies this exact membership.
+            family: Identifies the tree node whose children these are, across
+                memberships; children are only appended within a family
+                until one is removed (then the stored list is rebuilt).
+        """
         obj = super().__new__(cls, nodes)
         obj.key = key
+        obj.family = family
         return obj
 
 

@@ -83,7 +83,8 @@ class MemoryStore(Store):
                 return NodeList((), key=(self._uid, task, variant, parent, 0))
             if kids.view is None:
                 kids.view = NodeList([self._nodes[i] for i in kids.ids],
-                                     key=(self._uid, task, variant, parent, kids.gen))
+                                     key=(self._uid, task, variant, parent, kids.gen),
+                                     family=(self._uid, task, variant, parent))
             return kids.view
 
     def node(self, node_id: int) -> Node:

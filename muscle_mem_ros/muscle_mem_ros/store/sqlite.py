@@ -229,7 +229,8 @@ class SqliteStore(Store):
         with self._reading():
             kids = self._load_kids(task, variant, parent)
             if kids.view is None:
-                kids.view = NodeList(kids.nodes, key=(self._uid, task, variant, parent, kids.gen))
+                kids.view = NodeList(kids.nodes, key=(self._uid, task, variant, parent, kids.gen),
+                                     family=(self._uid, task, variant, parent))
             return kids.view
 
     def _load_kids(self, task: str, variant: str, parent: int | None) -> _Kids:
