@@ -15,7 +15,7 @@ resume_from_step, steps, success) so demos and tests can count the agent's calls
 
 Parameters: ``think_time`` (s, 1.5), ``arm_action`` ('arm/follow_joint_trajectory'),
 ``gripper_service`` ('gripper/set'), ``place_x``/``place_y`` (m, 0.3/-0.3),
-``move_time``/``vertical_time`` (s of robot motion, 1.0/0.6), ``step_timeout`` (s, 30.0),
+``move_time``/``vertical_time`` (s of robot motion, 0.8/0.5), ``step_timeout`` (s, 30.0),
 ``max_steps`` (16), ``goal_tolerance`` (rad, 0.005).
 """
 
@@ -78,8 +78,8 @@ class DemoAgentNode(Node):
             self._spec = PickPlaceSpec(
                 place_x=self._number('place_x', 0.3),
                 place_y=self._number('place_y', -0.3),
-                move_time=self._number('move_time', 1.0, minimum=1e-3),
-                vertical_time=self._number('vertical_time', 0.6, minimum=1e-3),
+                move_time=self._number('move_time', 0.8, minimum=1e-3),
+                vertical_time=self._number('vertical_time', 0.5, minimum=1e-3),
             )
         except ValueError as err:
             raise ValueError(f"parameters 'place_x'/'place_y': {err}") from err

@@ -94,7 +94,8 @@ class StoryDriver(Node):
             if self._recording:
                 by_name = dict(zip(msg.name, msg.position, strict=False))
                 if all(n in by_name for n in kinematics.ARM_JOINTS):
-                    self._trace_times.append(time.monotonic() - self._trace_start)
+                    stamp = _ns(msg.header.stamp) * 1e-9
+                    self._trace_times.append(stamp - self._trace_start)
                     self._trace_positions.append(
                         tuple(float(by_name[n]) for n in kinematics.ARM_JOINTS)
                     )
@@ -190,7 +191,7 @@ class StoryDriver(Node):
             self._calls.clear()
             self._events.clear()
             self._trace_times, self._trace_positions = [], []
-            self._trace_start = time.monotonic()
+            self._trace_start = self.get_clock().now().nanoseconds * 1e-9
             self._recording = True
         started = time.monotonic()
         try:

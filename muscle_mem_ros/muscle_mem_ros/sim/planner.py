@@ -78,9 +78,9 @@ class PickPlaceSpec:
     """Grasp-point height for moves above the table, metres."""
     release_height: float = 0.025
     """Grasp-point height when letting go, metres (the cube centre rests at 0.02)."""
-    move_time: float = 1.0
+    move_time: float = 0.8
     """Seconds for moves between hover poses and home."""
-    vertical_time: float = 0.6
+    vertical_time: float = 0.5
     """Seconds for descending, lifting and lowering."""
     align_tolerance: float = 0.015
     """Horizontal distance counting as 'above' a point, metres."""
