@@ -171,7 +171,8 @@ class CacheProcess:
         return self.proc.returncode
 
     def output(self) -> str:
-        self._log_file.flush()
+        if not self._log_file.closed:
+            self._log_file.flush()
         return self.log.read_text()
 
 
@@ -359,6 +360,7 @@ class FakeAgent(Node):
         self.calls: list[AgentCall] = []
         self.fail_next = False
         self.step_delay = 0.0
+        self.canceled = 0
         self._arm = ActionClient(self, FollowJointTrajectory, names.proxy(names.arm),
                                  callback_group=group)
         self._fib = ActionClient(self, Fibonacci, names.proxy(names.fib), callback_group=group)
@@ -412,15 +414,16 @@ class FakeAgent(Node):
             obj = tuple(self._robot.object)
         steps = plan(obj)[goal.resume_from_step:]
         for index, (kind, arg) in enumerate(steps):
+            if self.step_delay:
+                time.sleep(self.step_delay)
             if goal_handle.is_cancel_requested:
+                self.canceled += 1
                 goal_handle.canceled()
                 result.message = 'canceled'
                 return result
             goal_handle.publish_feedback(ExecuteTask.Feedback(
                 mode=ExecuteTask.Feedback.MODE_AGENT, step=goal.resume_from_step + index,
                 total=-1, detail=f'{kind} {arg}'))
-            if self.step_delay:
-                time.sleep(self.step_delay)
             if not self.do(kind, arg):
                 result.message = f'step {kind} failed'
                 goal_handle.abort()
@@ -475,19 +478,39 @@ class Harness:
             pass
 
     def start_cache(self, **overrides: Any) -> CacheProcess:
-        """Start the cache process (store in tmp) and wait until it serves ExecuteTask."""
+        """Start the cache process (store in tmp) and wait until it answers.
+
+        Waits for the ready log line, the ExecuteTask server and an answered
+        ListTasks call: a server seen in the graph can still lose a request sent
+        before the endpoints matched (or be a stopped process's stale entry).
+        """
+        from muscle_mem_interfaces.srv import ListTasks
         values = params(self.names, store=self.tmp / 'cache.db', **overrides)
         params_file = write_params(self.tmp / 'params.yaml', self.names.node, values)
         log = self.tmp / f'cache_{len(list(self.tmp.glob("cache_*.log")))}.log'
         self.cache = CacheProcess(names=self.names, params_file=params_file, log=log)
+        cache = self.cache
+        if not wait_until(lambda: 'behavior cache ready' in cache.output()
+                          or not cache.alive(), 30.0) or not cache.alive():
+            raise RuntimeError(f'cache did not start:\n{cache.output()}')
         if not self.execute_client.wait_for_server(timeout_sec=30.0):
-            raise RuntimeError(f'cache did not start:\n{self.cache.output()}')
-        return self.cache
+            raise RuntimeError(f'cache did not serve ExecuteTask:\n{cache.output()}')
+        for _ in range(30):
+            try:
+                self.call(ListTasks, 'list_tasks', timeout=1.0, task='', with_steps=False)
+                break
+            except TimeoutError:
+                continue
+        else:
+            raise RuntimeError(f'cache did not answer:\n{cache.output()}')
+        return cache
 
     def stop_cache(self) -> int:
+        """Stop the cache process; wait until its servers left the graph."""
         assert self.cache is not None
         code = self.cache.stop()
         self.cache = None
+        wait_until(lambda: not self.execute_client.server_is_ready(), 10.0)
         return code
 
     def close(self) -> None:
@@ -530,7 +553,12 @@ class Harness:
             self._clients[name] = client
         if not client.wait_for_service(timeout_sec=15.0):
             raise RuntimeError(f'service {name} not available')
-        return self.wait(client.call_async(srv_type.Request(**fields)), timeout)
+        future = client.call_async(srv_type.Request(**fields))
+        try:
+            return self.wait(future, timeout)
+        except TimeoutError:
+            client.remove_pending_request(future)
+            raise
 
     def events_of(self, kind: int, task: str | None = None) -> list[CacheEvent]:
         return [e for e in list(self.events) if e.type == kind and (task is None or

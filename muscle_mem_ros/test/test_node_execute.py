@@ -95,6 +95,7 @@ def test_repeat_replays_byte_identical_without_agent(world):
     recorded_grip = h.robot.gripper_requests[-1:]
     calls = len(h.agent.calls)
     arm, fib = len(h.robot.arm_goals), len(h.robot.fib_goals)
+    grip = len(h.robot.gripper_requests)
     run = h.run_task('pick_b')
     assert run.status == GoalStatus.STATUS_SUCCEEDED, run.result.message
     assert run.result.success and run.result.cache_hit, run.result.message
@@ -107,7 +108,7 @@ def test_repeat_replays_byte_identical_without_agent(world):
     assert decode(h.robot.fib_goals[fib:], Fibonacci.Goal) == decode(recorded_fib, Fibonacci.Goal)
     assert [canonical_cdr(g, FollowJointTrajectory.Goal) for g in h.robot.arm_goals[arm:]] == [
         canonical_cdr(g, FollowJointTrajectory.Goal) for g in recorded_arm]
-    assert h.robot.gripper_requests[-1:] == recorded_grip
+    assert h.robot.gripper_requests[grip:] == recorded_grip  # the service tool replayed
     assert h.robot.joints == [OBJECT_HOME[0], OBJECT_HOME[1], 0.5]
     modes = {fb.mode for fb in run.feedback}
     assert modes == {run.feedback[0].MODE_REPLAY}
@@ -291,3 +292,29 @@ def test_joint_state_start_mismatch_misses(world):
     assert not run.result.cache_hit
     assert len(h.agent.calls) == calls + 1
     assert 'joints' in h.agent.calls[-1].resume_reason
+
+
+def test_cancel_while_agent_in_control_cancels_agent_goal(world):
+    h = world
+    h.agent.step_delay = 0.3
+    try:
+        before = snapshot(h, 'pick_k')
+        canceled = h.agent.canceled
+        feedback: list = []
+        handle = h.send_task('pick_k', feedback=feedback)
+        assert handle.accepted
+        assert wait_until(lambda: any(fb.mode == fb.MODE_AGENT for fb in feedback), 10.0)
+        h.wait(handle.cancel_goal_async())
+        wrapped = h.wait(handle.get_result_async())
+        assert wrapped.status == GoalStatus.STATUS_CANCELED
+        assert not wrapped.result.success
+        assert 'canceled' in wrapped.result.message
+        assert wait_until(lambda: h.agent.canceled == canceled + 1)
+    finally:
+        h.agent.step_delay = 0.0
+    assert snapshot(h, 'pick_k') == before  # the partial recording was discarded
+
+
+def snapshot(h: Harness, task: str):
+    listing = h.call(ListTasks, 'list_tasks', task='', with_steps=False)
+    return sorted(t.id for t in listing.trajectories if t.task == task)

@@ -42,20 +42,29 @@ def main(args: Sequence[str] | None = None) -> int:
             logger.fatal(f'bad configuration: {err}')
             return 1
         except Exception as err:
+            if not rclpy.ok():
+                return 0  # SIGINT / SIGTERM while starting
             logger.fatal(f'cannot start: {err!r}')
             return 2
         executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
         executor.add_node(node)
+        code = 0
         try:
             executor.spin()
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
+        except Exception as err:
+            # rclpy can raise from spin when a signal shuts the context down
+            # between two waits; only an error while still running is a failure.
+            if rclpy.ok():
+                logger.fatal(f'executor failed: {err!r}')
+                code = 2
         finally:
             node.cancel_all()
             executor.shutdown(timeout_sec=_SHUTDOWN_WAIT)
             node.close()
             node.destroy_node()
-        return 0
+        return code
     finally:
         rclpy.try_shutdown()
 
