@@ -147,8 +147,10 @@ def test_forget_whole_task_and_wrong_task(store):
     record(store, [step('a')], task='keep')
     with pytest.raises(UnknownTrajectoryError):
         store.forget(task='keep', trajectory_id=a.id)
+    store.note_outcome(task='t', hit=True)
     assert store.forget(task='t') == 2
     assert [t.task for t in store.trajectories()] == ['keep']
+    assert [s.name for s in store.tasks()] == ['keep']  # counters of a forgotten task go too
 
 
 def test_counters(store):

@@ -155,6 +155,7 @@ class MemoryStore(Store):
         with self._lock:
             if trajectory_id is None:
                 doomed = [t.id for t in self._trajs.values() if t.task == task]
+                self._counts.pop(task, None)
             else:
                 traj = self._trajs.get(trajectory_id)
                 if traj is None or traj.task != task:

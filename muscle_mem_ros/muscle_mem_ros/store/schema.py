@@ -7,6 +7,12 @@ written: the SQLite header's ``application_id`` is :data:`APP_ID`, its
 header fields are read straight from the file's first 100 bytes, so a foreign
 or newer file is refused without opening it for writing.
 
+A row in ``recordings`` (with its ``recording_steps``) is a recording in
+progress, i.e. incomplete: steps land there one committed row at a time and
+are never read by the tree queries. Committing deletes those rows in the same
+transaction that merges the steps into ``nodes``, so a crash leaves either the
+incomplete recording or the finished trajectory, never half of one.
+
 Migrations are table-driven: ``MIGRATIONS[v - 1]`` holds the statements that
 take a file from version ``v - 1`` to ``v``; each runs in its own transaction
 together with the ``user_version`` bump, so a crash mid-upgrade leaves the
