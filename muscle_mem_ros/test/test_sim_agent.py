@@ -1,0 +1,107 @@
+"""The demo agent against the sim robot directly (no cache), over real DDS."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from muscle_mem_ros.sim.physics import OBJECT_START
+from muscle_mem_ros.sim.story import PLACE_TARGET
+import pytest
+import rclpy
+from sim_helpers import NodeProcess, SimClient, unique_namespace
+
+
+@pytest.fixture(scope='module')
+def world(tmp_path_factory):
+    namespace = unique_namespace()
+    logs = tmp_path_factory.mktemp('logs')
+    robot = NodeProcess('muscle_mem_ros.sim.robot_node', namespace=namespace,
+                        params={'rtf': 4.0}, log_dir=logs)
+    agent = NodeProcess('muscle_mem_ros.sim.agent_node', namespace=namespace,
+                        params={'think_time': 0.02}, log_dir=logs)
+    rclpy.init()
+    client = SimClient(namespace)
+    try:
+        client.wait_robot()
+        client.wait_agent()
+        yield client
+    finally:
+        client.close()
+        rclpy.try_shutdown()
+        agent.stop()
+        robot.stop()
+        print(agent.log())
+
+
+@pytest.fixture
+def sim(world):
+    world.reset()
+    with world.lock:
+        world.calls.clear()
+    return world
+
+
+def placed_at(position, target, tolerance=0.02) -> bool:
+    return math.hypot(position[0] - target[0], position[1] - target[1]) <= tolerance and (
+        position[2] < 0.03)
+
+
+def announced(sim) -> list[dict]:
+    sim.wait_for(lambda: sum('"end"' in c for c in sim.calls) >= 1, 5.0, 'the end announcement')
+    with sim.lock:
+        return [json.loads(c) for c in sim.calls]
+
+
+def test_pick_and_place_from_home_is_eight_steps_and_places_the_object(sim):
+    feedback: list = []
+    result = sim.run_task(feedback=feedback)
+    assert result.success, result.message
+    assert result.steps_by_agent == 8 and result.steps_replayed == 0
+    assert not result.cache_hit
+    assert placed_at(sim.object_position(), PLACE_TARGET)
+    steps = sorted({f.step for f in feedback})
+    assert steps == list(range(8))
+    assert all(f.mode == f.MODE_AGENT and f.total == -1 for f in feedback)
+    calls = announced(sim)
+    assert [c['event'] for c in calls] == ['start', 'end']
+    assert calls[0]['resume_from_step'] == 0 and calls[1]['steps'] == 8
+    assert calls[1]['success'] is True
+
+
+def test_resume_numbers_steps_from_the_resume_point_and_plans_from_the_state(sim):
+    feedback: list = []
+    result = sim.run_task(resume_from_step=3, feedback=feedback)
+    assert result.success, result.message
+    # the arm is at home and the object at its start: the whole task is still to do
+    assert result.steps_by_agent == 8
+    assert sorted({f.step for f in feedback}) == list(range(3, 11))
+    assert announced(sim)[0]['resume_from_step'] == 3
+
+
+def test_an_object_bumped_mid_task_is_followed(sim):
+    assert sim.move_object((0.45, 0.02, 0.02), after_goals=1).success
+    result = sim.run_task()
+    assert result.success, result.message
+    assert result.steps_by_agent == 9  # above the old spot, then above the new one, ...
+    assert placed_at(sim.object_position(), PLACE_TARGET)
+
+
+def test_place_target_from_the_task_params(sim):
+    result = sim.run_task(params_json='{"place": [0.45, 0.1]}')
+    assert result.success, result.message
+    assert placed_at(sim.object_position(), (0.45, 0.1))
+
+
+@pytest.mark.parametrize('task, params, match', [
+    ('fly_to_the_moon', '', 'unknown task'),
+    ('pick_and_place', '{not json', 'not JSON'),
+    ('pick_and_place', '[1, 2]', 'JSON object'),
+    ('pick_and_place', '{"place": [3.0, 0.0]}', 'within reach'),
+])
+def test_bad_tasks_fail_with_a_reason_and_move_nothing(sim, task, params, match):
+    result = sim.run_task(task, params_json=params)
+    assert not result.success
+    assert match in result.message
+    assert result.steps_by_agent == 0
+    assert sim.object_position() == pytest.approx(OBJECT_START, abs=2e-3)

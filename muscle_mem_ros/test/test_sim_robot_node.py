@@ -1,0 +1,159 @@
+"""The sim robot node over real DDS: topics, the trajectory action, gripper, move and reset."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+
+from action_msgs.msg import GoalStatus
+from muscle_mem_ros.sim import kinematics
+from muscle_mem_ros.sim.kinematics import GraspPoint
+from muscle_mem_ros.sim.physics import OBJECT_START
+import numpy as np
+import pytest
+import rclpy
+from sim_helpers import NodeProcess, SimClient, unique_namespace
+from std_srvs.srv import SetBool
+
+from muscle_mem_interfaces.action import FollowJointTrajectory
+
+ALL_JOINTS = list(kinematics.ARM_JOINTS + kinematics.GRIPPER_JOINTS)
+
+
+@pytest.fixture(scope='module')
+def robot(tmp_path_factory):
+    namespace = unique_namespace()
+    process = NodeProcess('muscle_mem_ros.sim.robot_node', namespace=namespace,
+                          params={'rtf': 4.0}, log_dir=tmp_path_factory.mktemp('logs'))
+    rclpy.init()
+    client = SimClient(namespace)
+    try:
+        client.wait_robot()
+        yield client
+    finally:
+        client.close()
+        rclpy.try_shutdown()
+        process.stop()
+        print(process.log())
+
+
+@pytest.fixture
+def sim(robot):
+    robot.reset()
+    return robot
+
+
+def test_publishes_joint_states_and_object_pose(sim):
+    joints, obj = sim.wait_fresh()
+    assert list(joints.name) == ALL_JOINTS
+    np.testing.assert_allclose(joints.position[:4], kinematics.HOME, atol=1e-3)
+    assert len(joints.velocity) == len(ALL_JOINTS)
+    assert obj.header.frame_id == 'world'
+    p = obj.pose.position
+    np.testing.assert_allclose((p.x, p.y, p.z), OBJECT_START, atol=1e-3)
+    # a steady stream: several messages of each, stamps increasing
+    time.sleep(0.5)
+    with sim.lock:
+        joint_stamps = [m.header.stamp.sec * 1e9 + m.header.stamp.nanosec
+                        for m in sim.joint_msgs[-20:]]
+        objects = len(sim.object_msgs)
+    assert len(joint_stamps) == 20 and objects > 5
+    assert joint_stamps == sorted(joint_stamps)
+
+
+def test_trajectory_goal_reaches_its_target_with_feedback(sim):
+    target = kinematics.inverse(GraspPoint(x=0.45, y=-0.1, z=0.12))
+    feedback: list = []
+    status, result = sim.send_trajectory(kinematics.ARM_JOINTS, [target], [1.0],
+                                         feedback=feedback)
+    assert status == GoalStatus.STATUS_SUCCEEDED
+    assert result.error_code == FollowJointTrajectory.Result.SUCCESSFUL, result.error_string
+    joints, _ = sim.wait_fresh()
+    np.testing.assert_allclose(joints.position[:4], target, atol=0.011)
+    assert feedback, 'no feedback received'
+    assert list(feedback[-1].joint_names) == list(kinematics.ARM_JOINTS)
+    assert len(feedback[-1].desired) == 4 and len(feedback[-1].actual) == 4
+
+
+def test_joint_names_in_any_order_and_subsets(sim):
+    status, result = sim.send_trajectory(['elbow', 'shoulder_pan'], [[-1.8, 0.4]], [0.5])
+    assert result.error_code == FollowJointTrajectory.Result.SUCCESSFUL, result.error_string
+    joints, _ = sim.wait_fresh()
+    assert joints.position[0] == pytest.approx(0.4, abs=0.011)
+    assert joints.position[2] == pytest.approx(-1.8, abs=0.011)
+    assert joints.position[1] == pytest.approx(kinematics.HOME[1], abs=0.011)
+
+
+@pytest.mark.parametrize('names', [['shoulder_pan', 'nonexistent'], ['finger_left'],
+                                   ['elbow', 'elbow']])
+def test_bad_joint_names_are_rejected_and_nothing_moves(sim, names):
+    status, result = sim.send_trajectory(names, [[0.3] * len(names)], [0.5])
+    assert status == GoalStatus.STATUS_ABORTED
+    assert result.error_code == FollowJointTrajectory.Result.INVALID_JOINTS
+    assert 'joint names' in result.error_string
+    joints, _ = sim.wait_fresh()
+    np.testing.assert_allclose(joints.position[:4], kinematics.HOME, atol=1e-3)
+
+
+def test_bad_waypoints_are_invalid_goals(sim):
+    status, result = sim.send_trajectory(['shoulder_pan'], [[0.1], [0.2]], [1.0, 0.5])
+    assert status == GoalStatus.STATUS_ABORTED
+    assert result.error_code == FollowJointTrajectory.Result.INVALID_GOAL
+    assert 'increasing' in result.error_string
+
+
+def test_gripper_service_closes_and_opens_the_jaws(sim):
+    response = sim.call(sim.gripper, SetBool.Request(data=True))
+    assert response.success and response.message == 'closed, nothing grasped'
+    joints, _ = sim.wait_fresh()
+    assert joints.position[4] == pytest.approx(kinematics.GRIPPER_CLOSED, abs=0.05)
+    response = sim.call(sim.gripper, SetBool.Request(data=False))
+    assert response.success and response.message == 'opened'
+
+
+def test_move_object_now_and_bad_requests(sim):
+    response = sim.move_object((0.35, -0.05, 0.02))
+    assert response.success, response.message
+    assert sim.object_position() == pytest.approx((0.35, -0.05, 0.02), abs=2e-3)
+    refused = sim.move_object((0.2, 0.2, 0.02), orientation=(0.0, 0.0, 0.0, 0.0))
+    assert not refused.success and 'quaternion' in refused.message
+    refused = sim.move_object((math.inf, 0.2, 0.02))
+    assert not refused.success and 'finite' in refused.message
+    assert sim.object_position() == pytest.approx((0.35, -0.05, 0.02), abs=2e-3)
+
+
+def test_after_goals_bumps_the_object_when_that_goal_ends(sim):
+    assert sim.move_object((0.3, 0.1, 0.02), after_goals=1).success
+    assert sim.object_position() == pytest.approx(OBJECT_START, abs=2e-3)
+    status, result = sim.send_trajectory(['shoulder_pan'], [[0.3]], [0.5])
+    assert result.error_code == FollowJointTrajectory.Result.SUCCESSFUL
+    # the first object pose stamped after the result already shows the bump
+    assert sim.object_position() == pytest.approx((0.3, 0.1, 0.02), abs=2e-3)
+    sim.send_trajectory(['shoulder_pan'], [[0.0]], [0.5])
+    assert sim.object_position() == pytest.approx((0.3, 0.1, 0.02), abs=2e-3)
+
+
+def test_reset_puts_arm_home_and_object_back(sim):
+    sim.send_trajectory(['shoulder_pan'], [[0.8]], [0.3])
+    sim.move_object((0.25, 0.25, 0.02))
+    sim.move_object((0.3, 0.3, 0.02), after_goals=1)
+    sim.reset()
+    joints, obj = sim.wait_fresh()
+    np.testing.assert_allclose(joints.position[:4], kinematics.HOME, atol=1e-3)
+    p = obj.pose.position
+    np.testing.assert_allclose((p.x, p.y, p.z), OBJECT_START, atol=1e-3)
+    sim.send_trajectory(['shoulder_pan'], [[0.0]], [0.3])  # the pending bump was dropped
+    assert sim.object_position() == pytest.approx(OBJECT_START, abs=2e-3)
+
+
+@pytest.mark.parametrize('param, value', [('rtf', '0.0'), ('joint_noise', '-1.0'),
+                                          ('joint_state_rate', 'nan')])
+def test_bad_parameters_stop_the_node_naming_the_parameter(param, value):
+    proc = subprocess.run(
+        [sys.executable, '-m', 'muscle_mem_ros.sim.robot_node', '--ros-args',
+         '-r', f'__ns:={unique_namespace()}', '-p', f'{param}:={value}'],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert f"'{param}'" in proc.stdout + proc.stderr
