@@ -354,13 +354,15 @@ class Matcher:
             scores[row] = result.score if result.passed else math.inf
 
     def _rank(self, candidates: Sequence[Node], passing: np.ndarray, scores: np.ndarray) -> int:
-        best_row = -1
-        best_key: tuple[float, int, float, int] | None = None
-        for row in passing:
-            node = candidates[int(row)]
-            key = (float(scores[row]), -node.success_count, -node.last_used, node.id)
-            if best_key is None or key < best_key:
-                best_key, best_row = key, int(row)
+        """Pick the best passing row; only exact ties on score reach the Python tie-break."""
+        best_score = scores[passing].min()
+        tied = passing[scores[passing] == best_score]
+        best_row = int(tied[0])
+        if tied.size > 1:
+            def key(row: int) -> tuple[int, float, int]:
+                node = candidates[row]
+                return (-node.success_count, -node.last_used, node.id)
+            best_row = min((int(r) for r in tied), key=key)
         return best_row
 
     def _result(self, node: Node, current: list) -> CheckResult:
