@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from muscle_mem_ros.checks import user_similarity
+import numpy as np
 import pytest
 
 from muscle_mem_ros import Check, CompareMode, SensorSpec, Snapshot, ToleranceCheck
@@ -153,3 +155,11 @@ def test_check_keeps_callbacks_positionally_and_by_keyword():
 
     for check in (Check(capture, compare), Check(capture=capture, compare=compare)):
         assert check.capture is capture and check.compare is compare
+
+
+@pytest.mark.parametrize('value, similarity', [
+    (True, 1.0), (False, 0.0), (0.7, 0.7), (0, 0.0), (-0.5, -0.5), (float('nan'), 0.0),
+    (np.bool_(True), 1.0), (np.float32(0.25), 0.25), ('yes', 1.0), (None, 0.0), ([], 0.0),
+])
+def test_user_compare_results_become_similarities(value, similarity):
+    assert user_similarity(value) == pytest.approx(similarity)
