@@ -16,8 +16,8 @@ never replays blindly; a caller that allows blind replay decides that itself.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Hashable, Sequence
+from dataclasses import dataclass, field
 import math
 import threading
 
@@ -74,6 +74,25 @@ class _Block:
     tree: cKDTree | None
     tree_rows: np.ndarray | None
     ids: np.ndarray
+    tools: np.ndarray
+    masks: dict[frozenset[str], np.ndarray] = field(default_factory=dict)
+
+    def allowed(self, tools: Collection[str]) -> np.ndarray:
+        """Return (and cache) which rows call one of ``tools``."""
+        names = frozenset(tools)
+        mask = self.masks.get(names)
+        if mask is None:
+            mask = np.zeros(self.n, dtype=bool)
+            for name in names:
+                mask |= self.tools == name
+            self.masks[names] = mask
+        return mask
+
+
+def _tool_names(candidates: Sequence[Node]) -> np.ndarray:
+    names = np.empty(len(candidates), dtype=object)
+    names[:] = [node.step.tool for node in candidates]
+    return names
 
 
 class Matcher:
@@ -116,7 +135,12 @@ class Matcher:
             for s in sensors)
 
     def select(
-        self, candidates: Sequence[Node], now: Snapshot, *, now_time: float | None = None,
+        self,
+        candidates: Sequence[Node],
+        now: Snapshot,
+        *,
+        now_time: float | None = None,
+        tools: Collection[str] | None = None,
     ) -> Selection:
         """Return the best passing candidate and the closest failing ones.
 
@@ -129,6 +153,10 @@ class Matcher:
                 other sequence is keyed by its node ids.
             now: Fresh snapshot.
             now_time: Clock for staleness (same clock as ``now.stamps``).
+            tools: If given, only candidates whose ``step.tool`` is one of these
+                are considered (neither selected nor listed as rejected); the
+                filter is vectorized and cached, so pass the store's list whole
+                rather than a filtered copy.
         """
         n = len(candidates)
         if n == 0:
@@ -136,6 +164,9 @@ class Matcher:
         current = self.check.current(now, now_time=now_time)
         block = self._block(candidates)
         scores, tree_used = self._scores(candidates, block, current)
+        allowed = None if tools is None else block.allowed(tools)
+        if allowed is not None:
+            scores[~allowed] = np.inf
         passing = np.flatnonzero(scores <= 1.0)
         node: Node | None = None
         result: CheckResult | None = None
@@ -145,7 +176,8 @@ class Matcher:
             result = self._result(node, current)
         rejected: tuple[tuple[Node, CheckResult], ...] = ()
         if node is None or self._rejected_on_hit:
-            rejected = self._rejected(candidates, block, scores, current, tree_used, passing.size)
+            rejected = self._rejected(candidates, block, scores, current, tree_used, passing.size,
+                                      allowed)
         return Selection(node, result, rejected)
 
     def clear(self) -> None:
@@ -241,7 +273,8 @@ class Matcher:
         tree, tree_rows = self._tree(columns, invalid, odd)
         ids = np.fromiter((node.id for node in candidates), np.int64, len(candidates))
         return _Block(n=len(candidates), columns=tuple(columns), invalid=invalid,
-                      odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows, ids=ids)
+                      odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows, ids=ids,
+                      tools=_tool_names(candidates))
 
     def _extend(self, old: _Block, candidates: Sequence[Node]) -> _Block | None:
         """Append new children to the block of the same set before it grew, or None.
@@ -275,8 +308,9 @@ class Matcher:
             odd = np.zeros(n, dtype=bool)
             odd[odd_rows] = True
             tree, tree_rows = self._tree(columns, invalid, odd)
+        tools = np.concatenate([old.tools, _tool_names(candidates[old.n:])])
         return _Block(n=n, columns=tuple(columns), invalid=invalid, odd_rows=odd_rows,
-                      tree=tree, tree_rows=tree_rows, ids=ids)
+                      tree=tree, tree_rows=tree_rows, ids=ids, tools=tools)
 
     def _scores(
         self,
@@ -378,14 +412,18 @@ class Matcher:
         current: list,
         tree_used: bool,
         n_passing: int,
+        allowed: np.ndarray | None,
     ) -> tuple[tuple[Node, CheckResult], ...]:
         want = self._max_rejected
         if want == 0 or n_passing == block.n:
             return ()
         if tree_used:
             rows = self._nearest_failing(block, scores, current, want + n_passing)
+            if allowed is not None:
+                rows = rows[allowed[rows]]
         else:
-            failing = np.flatnonzero(~(scores <= 1.0))
+            failing = np.flatnonzero(~(scores <= 1.0) if allowed is None
+                                     else ~(scores <= 1.0) & allowed)
             if failing.size > want:
                 part = np.argpartition(scores[failing], want - 1)[:want]
                 failing = failing[part]

@@ -208,3 +208,21 @@ def test_growing_set_is_extended_and_matches_a_fresh_build(kind, tmp_path):
         snap = Snapshot(features={'q': x})
         assert m.select(kids(), snap).node.id == Matcher(check=check).select(kids(), snap).node.id
     store.close()
+
+
+@pytest.mark.parametrize('kdtree_min', [8, 10**9])
+def test_tools_filter_excludes_candidates(kdtree_min):
+    def on(tool, nid, x):
+        base = node(nid, (x,))
+        return Node(id=nid, parent=None, depth=0,
+                    step=Step(tool=tool, kind=ToolKind.ACTION, type_name='x', payload=b'',
+                              pre=base.step.pre))
+
+    cands = [on('/arm', i, 0.5 + i) for i in range(1, 20)] + [on('/gripper', 100, 0.0),
+                                                               on('/arm', 101, 0.3)]
+    m = Matcher(check=CHECK, kdtree_min=kdtree_min)
+    assert m.select(cands, now(q=(0.0,))).node.id == 100
+    assert m.select(cands, now(q=(0.0,)), tools={'/arm'}).node.id == 101
+    sel = m.select(cands, now(q=(-5.0,)), tools=['/gripper'])
+    assert sel.node is None and [n.id for n, _ in sel.rejected] == [100]
+    assert m.select(cands, now(q=(0.0,)), tools=()).node is None
