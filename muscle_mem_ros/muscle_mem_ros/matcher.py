@@ -1,13 +1,10 @@
 """Choose which recorded step to replay next, vectorized over all candidates.
 
-The children of one tree node are the candidates. Their recorded pre
-snapshots are turned once into NumPy matrices (one per sensor, already divided
-by the tolerance) and cached, keyed by the candidate set; each lookup then
-scores every candidate in a few array operations. When every sensor uses box
-tolerances (``CompareMode.ABS``) and the fan-out is large, a
-``scipy.spatial.cKDTree`` over the normalized features answers "who is within
-1 tolerance in every element" with a Chebyshev (p = inf) ball query instead,
-so a lookup costs about log(n), not n.
+The children of one tree node are the candidates. They are indexed once
+(:mod:`muscle_mem_ros.candidates`: NumPy matrices, and a KD-tree for large
+all-ABS sets) and the index is cached, keyed by the candidate set; each lookup
+then scores every candidate in a few array operations, or with one Chebyshev
+ball query (about log(n), not n) when the KD-tree applies.
 
 Candidates whose step has no pre snapshot fail with 'no pre-check': the matcher
 never replays blindly; a caller that allows blind replay decides that itself.
@@ -17,16 +14,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import math
 import threading
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from .bulk import gc_paused
+from .candidates import CandidateIndex, IndexBuilder
 from .checks import ToleranceCheck
-from .records import CheckFailure, CheckResult, CompareMode, Node, Snapshot
+from .records import CheckFailure, CheckResult, Node, Snapshot
 
 __all__ = ['Matcher', 'Selection']
 
@@ -51,48 +48,6 @@ class Selection:
     node: Node | None
     result: CheckResult | None
     rejected: tuple[tuple[Node, CheckResult], ...] = ()
-
-
-@dataclass(frozen=True, eq=False)
-class _Column:
-    """One sensor's recorded vectors for every candidate."""
-
-    k: int
-    has: np.ndarray
-    rec: np.ndarray
-    rec_n: np.ndarray
-
-
-@dataclass(frozen=True, eq=False)
-class _Block:
-    """Everything about one candidate set that does not depend on the current snapshot."""
-
-    n: int
-    columns: tuple[_Column | None, ...]
-    invalid: np.ndarray
-    odd_rows: np.ndarray
-    tree: cKDTree | None
-    tree_rows: np.ndarray | None
-    ids: np.ndarray
-    tools: np.ndarray
-    masks: dict[frozenset[str], np.ndarray] = field(default_factory=dict)
-
-    def allowed(self, tools: Collection[str]) -> np.ndarray:
-        """Return (and cache) which rows call one of ``tools``."""
-        names = frozenset(tools)
-        mask = self.masks.get(names)
-        if mask is None:
-            mask = np.zeros(self.n, dtype=bool)
-            for name in names:
-                mask |= self.tools == name
-            self.masks[names] = mask
-        return mask
-
-
-def _tool_names(candidates: Sequence[Node]) -> np.ndarray:
-    names = np.empty(len(candidates), dtype=object)
-    names[:] = [node.step.tool for node in candidates]
-    return names
 
 
 class Matcher:
@@ -123,16 +78,12 @@ class Matcher:
             raise ValueError('max_rejected >= 0, kdtree_min >= 1 and cache_size >= 1 required')
         self.check = check
         self._max_rejected = max_rejected
-        self._kdtree_min = kdtree_min
         self._cache_size = cache_size
         self._rejected_on_hit = rejected_on_hit
-        self._cache: OrderedDict[Hashable, _Block] = OrderedDict()
-        self._families: OrderedDict[Hashable, _Block] = OrderedDict()
+        self._cache: OrderedDict[Hashable, CandidateIndex] = OrderedDict()
+        self._families: OrderedDict[Hashable, CandidateIndex] = OrderedDict()
         self._lock = threading.Lock()
-        sensors = check._compiled
-        self._tree_ok = all(
-            s.mode is CompareMode.ABS and s.zero_tol is None and bool(np.all(np.isfinite(s.tol)))
-            for s in sensors)
+        self._builder = IndexBuilder(sensors=check._compiled, kdtree_min=kdtree_min)
 
     def select(
         self,
@@ -186,7 +137,7 @@ class Matcher:
             self._cache.clear()
             self._families.clear()
 
-    def _block(self, candidates: Sequence[Node]) -> _Block:
+    def _block(self, candidates: Sequence[Node]) -> CandidateIndex:
         key = getattr(candidates, 'key', None)
         family = getattr(candidates, 'family', None)
         if key is None:
@@ -198,9 +149,9 @@ class Matcher:
                 return block
             previous = None if family is None else self._families.get(family)
         with gc_paused():
-            block = None if previous is None else self._extend(previous, candidates)
+            block = None if previous is None else self._builder.extend(previous, candidates)
             if block is None:
-                block = self._build(candidates)
+                block = self._builder.build(candidates)
         with self._lock:
             self._cache[key] = block
             while len(self._cache) > self._cache_size:
@@ -212,110 +163,10 @@ class Matcher:
                     self._families.popitem(last=False)
         return block
 
-    def _parts(
-        self, candidates: Sequence[Node], ks: Sequence[int | None] | None = None,
-    ) -> tuple[list[_Column | None], np.ndarray, np.ndarray]:
-        """Build the per-sensor matrices; returns (columns, invalid rows, odd rows mask).
-
-        ``ks`` forces each sensor's vector length (to append rows to an existing
-        block); by default the most common recorded length is used.
-        """
-        n = len(candidates)
-        pres = [node.step.pre for node in candidates]
-        invalid = np.fromiter((pre is None for pre in pres), dtype=bool, count=n)
-        compared = np.zeros(n, dtype=np.int64)
-        odd = np.zeros(n, dtype=bool)
-        columns: list[_Column | None] = []
-        for j, sensor in enumerate(self.check._compiled):
-            name = sensor.name
-            values = [None if pre is None else pre.features.get(name) for pre in pres]
-            lengths = np.fromiter((-1 if v is None else len(v) for v in values), np.int64, n)
-            has = lengths >= 0
-            compared += has
-            k = ks[j] if ks is not None else (
-                int(np.bincount(lengths[has]).argmax()) if has.any() else None)
-            if k is None:
-                odd |= has
-                columns.append(None)
-                continue
-            odd |= has & (lengths != k)
-            good = has & (lengths == k)
-            rec = np.zeros((n, k), dtype=np.float64)
-            rows = np.flatnonzero(good)
-            if rows.size:
-                rec[rows] = np.asarray([values[i] for i in rows], dtype=np.float64).reshape(-1, k)
-            if sensor.tol_for(k) is not None:
-                odd |= good
-            columns.append(_Column(k=k, has=good, rec=rec, rec_n=sensor.normalized(rec)))
-        invalid |= compared == 0
-        odd &= ~invalid
-        return columns, invalid, odd
-
-    def _tree(
-        self, columns: Sequence[_Column | None], invalid: np.ndarray, odd: np.ndarray,
-    ) -> tuple[cKDTree | None, np.ndarray | None]:
-        """Build the KD-tree over the rows every sensor can score, when it pays off."""
-        n = invalid.size
-        if not self._tree_ok or n < self._kdtree_min or any(c is None for c in columns):
-            return None, None
-        clean = ~invalid & ~odd
-        for column in columns:
-            assert column is not None
-            clean &= column.has
-        rows = np.flatnonzero(clean)
-        if rows.size < self._kdtree_min:
-            return None, None
-        data = np.hstack([c.rec_n[rows] for c in columns if c is not None])
-        return cKDTree(data), rows
-
-    def _build(self, candidates: Sequence[Node]) -> _Block:
-        columns, invalid, odd = self._parts(candidates)
-        tree, tree_rows = self._tree(columns, invalid, odd)
-        ids = np.fromiter((node.id for node in candidates), np.int64, len(candidates))
-        return _Block(n=len(candidates), columns=tuple(columns), invalid=invalid,
-                      odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows, ids=ids,
-                      tools=_tool_names(candidates))
-
-    def _extend(self, old: _Block, candidates: Sequence[Node]) -> _Block | None:
-        """Append new children to the block of the same set before it grew, or None.
-
-        Stores only append children between removals, so after a branch is
-        learned under a large fan-out the old matrices are reused, the new rows
-        are scored densely beside the old KD-tree, and the tree is rebuilt only
-        once the unindexed tail is large.
-        """
-        n = len(candidates)
-        if n <= old.n:
-            return None
-        ids = np.fromiter((node.id for node in candidates), np.int64, n)
-        if not np.array_equal(ids[:old.n], old.ids):
-            return None
-        ks = [None if c is None else c.k for c in old.columns]
-        tail_columns, tail_invalid, tail_odd = self._parts(candidates[old.n:], ks)
-        columns: list[_Column | None] = []
-        for was, tail in zip(old.columns, tail_columns, strict=True):
-            if was is None or tail is None:
-                columns.append(None)
-                continue
-            columns.append(_Column(k=was.k, has=np.concatenate([was.has, tail.has]),
-                                   rec=np.vstack([was.rec, tail.rec]),
-                                   rec_n=np.vstack([was.rec_n, tail.rec_n])))
-        invalid = np.concatenate([old.invalid, tail_invalid])
-        odd_rows = np.concatenate([old.odd_rows, np.flatnonzero(tail_odd) + old.n])
-        tree, tree_rows = old.tree, old.tree_rows
-        indexed = 0 if tree_rows is None else tree_rows.size
-        if n - indexed > max(256, n // 8) or (tree is None and n >= self._kdtree_min):
-            odd = np.zeros(n, dtype=bool)
-            odd[odd_rows] = True
-            tree, tree_rows = self._tree(columns, invalid, odd)
-        tools = np.concatenate([old.tools, _tool_names(candidates[old.n:])])
-        return _Block(n=n, columns=tuple(columns), invalid=invalid, odd_rows=odd_rows,
-                      tree=tree, tree_rows=tree_rows, ids=ids, tools=tools)
-
     def _scores(
         self,
         candidates: Sequence[Node],
-        block: _Block,
+        block: CandidateIndex,
         current: list[tuple[np.ndarray | None, str | None]],
     ) -> tuple[np.ndarray, bool]:
         """Score all candidates; returns (scores, whether the KD-tree produced them)."""
@@ -341,7 +192,7 @@ class Matcher:
     def _tree_scores(
         self,
         candidates: Sequence[Node],
-        block: _Block,
+        block: CandidateIndex,
         current: list[tuple[np.ndarray | None, str | None]],
     ) -> np.ndarray:
         sensors = self.check._compiled
@@ -361,7 +212,10 @@ class Matcher:
         return scores
 
     def _subset_scores(
-        self, block: _Block, rows: np.ndarray, current: list[tuple[np.ndarray | None, str | None]],
+        self,
+        block: CandidateIndex,
+        rows: np.ndarray,
+        current: list[tuple[np.ndarray | None, str | None]],
     ) -> np.ndarray:
         """Exactly score a few rows with the dense kernels."""
         out = np.zeros(rows.size, dtype=np.float64)
@@ -379,7 +233,7 @@ class Matcher:
         return out
 
     def _rescore_odd(
-        self, candidates: Sequence[Node], block: _Block, scores: np.ndarray, current: list,
+        self, candidates: Sequence[Node], block: CandidateIndex, scores: np.ndarray, current: list,
     ) -> None:
         """Score candidates whose vectors have an unusual length, one by one (rare)."""
         for row in block.odd_rows:
@@ -407,7 +261,7 @@ class Matcher:
     def _rejected(
         self,
         candidates: Sequence[Node],
-        block: _Block,
+        block: CandidateIndex,
         scores: np.ndarray,
         current: list,
         tree_used: bool,
@@ -436,7 +290,7 @@ class Matcher:
         return tuple(out)
 
     def _nearest_failing(
-        self, block: _Block, scores: np.ndarray, current: list, k: int,
+        self, block: CandidateIndex, scores: np.ndarray, current: list, k: int,
     ) -> np.ndarray:
         """Find the closest failing rows with a k-nearest query instead of a full pass."""
         assert block.tree is not None and block.tree_rows is not None

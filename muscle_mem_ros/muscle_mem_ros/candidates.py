@@ -1,0 +1,201 @@
+"""Index a set of candidates once, so that every later lookup is a few array operations.
+
+The recorded pre snapshots of the children of one tree node become one
+NumPy matrix per sensor (raw and divided by the tolerance). When every
+sensor uses box tolerances (``CompareMode.ABS``) and the set is large, a
+``scipy.spatial.cKDTree`` over the normalized features is built as well: a
+Chebyshev (p = inf) ball of radius 1 around the current state holds exactly
+the candidates within tolerance in every element.
+
+A set that only grew (stores append children) is extended instead of
+rebuilt: the old matrices are reused, new rows are scored densely beside the
+old tree, and the tree is rebuilt once the unindexed tail is large.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .checks import _Sensor
+from .records import CompareMode, Node
+
+__all__ = ['CandidateIndex', 'Column', 'IndexBuilder', 'tool_names']
+
+
+@dataclass(frozen=True, eq=False)
+class Column:
+    """One sensor's recorded vectors for every candidate."""
+
+    k: int
+    has: np.ndarray
+    rec: np.ndarray
+    rec_n: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class CandidateIndex:
+    """Everything about one candidate set that does not depend on the current snapshot.
+
+    Immutable once built, except the cache of tool masks.
+
+    Attributes:
+        n: Number of candidates.
+        columns: Per sensor of the check, the recorded vectors (None if no
+            candidate recorded that sensor).
+        invalid: Rows that can never pass (no pre snapshot, nothing to compare).
+        odd_rows: Rows scored one by one (unusual vector length or tolerance).
+        tree: KD-tree over the normalized features of ``tree_rows``, or None.
+        tree_rows: Rows indexed by ``tree``.
+        ids: Node id of every row.
+        tools: ``step.tool`` of every row.
+        masks: Cached results of :meth:`allowed`.
+    """
+
+    n: int
+    columns: tuple[Column | None, ...]
+    invalid: np.ndarray
+    odd_rows: np.ndarray
+    tree: cKDTree | None
+    tree_rows: np.ndarray | None
+    ids: np.ndarray
+    tools: np.ndarray
+    masks: dict[frozenset[str], np.ndarray] = field(default_factory=dict)
+
+    def allowed(self, tools: Collection[str]) -> np.ndarray:
+        """Return (and cache) which rows call one of ``tools``."""
+        names = frozenset(tools)
+        mask = self.masks.get(names)
+        if mask is None:
+            mask = np.zeros(self.n, dtype=bool)
+            for name in names:
+                mask |= self.tools == name
+            self.masks[names] = mask
+        return mask
+
+
+def tool_names(candidates: Sequence[Node]) -> np.ndarray:
+    """Return the ``step.tool`` of every candidate as an object array."""
+    names = np.empty(len(candidates), dtype=object)
+    names[:] = [node.step.tool for node in candidates]
+    return names
+
+
+class IndexBuilder:
+    """Build and extend :class:`CandidateIndex` objects for one check.
+
+    Args:
+        sensors: The check's compiled sensors.
+        kdtree_min: Set size from which an all-ABS check gets a KD-tree.
+    """
+
+    def __init__(self, *, sensors: Sequence[_Sensor], kdtree_min: int) -> None:
+        self._sensors = tuple(sensors)
+        self._kdtree_min = kdtree_min
+        self._tree_ok = all(
+            s.mode is CompareMode.ABS and s.zero_tol is None and bool(np.all(np.isfinite(s.tol)))
+            for s in self._sensors)
+
+    def parts(
+        self, candidates: Sequence[Node], ks: Sequence[int | None] | None = None,
+    ) -> tuple[list[Column | None], np.ndarray, np.ndarray]:
+        """Build the per-sensor matrices; returns (columns, invalid rows, odd rows mask).
+
+        ``ks`` forces each sensor's vector length (to append rows to an existing
+        block); by default the most common recorded length is used.
+        """
+        n = len(candidates)
+        pres = [node.step.pre for node in candidates]
+        invalid = np.fromiter((pre is None for pre in pres), dtype=bool, count=n)
+        compared = np.zeros(n, dtype=np.int64)
+        odd = np.zeros(n, dtype=bool)
+        columns: list[Column | None] = []
+        for j, sensor in enumerate(self._sensors):
+            name = sensor.name
+            values = [None if pre is None else pre.features.get(name) for pre in pres]
+            lengths = np.fromiter((-1 if v is None else len(v) for v in values), np.int64, n)
+            has = lengths >= 0
+            compared += has
+            k = ks[j] if ks is not None else (
+                int(np.bincount(lengths[has]).argmax()) if has.any() else None)
+            if k is None:
+                odd |= has
+                columns.append(None)
+                continue
+            odd |= has & (lengths != k)
+            good = has & (lengths == k)
+            rec = np.zeros((n, k), dtype=np.float64)
+            rows = np.flatnonzero(good)
+            if rows.size:
+                rec[rows] = np.asarray([values[i] for i in rows], dtype=np.float64).reshape(-1, k)
+            if sensor.tol_for(k) is not None:
+                odd |= good
+            columns.append(Column(k=k, has=good, rec=rec, rec_n=sensor.normalized(rec)))
+        invalid |= compared == 0
+        odd &= ~invalid
+        return columns, invalid, odd
+
+    def tree(
+        self, columns: Sequence[Column | None], invalid: np.ndarray, odd: np.ndarray,
+    ) -> tuple[cKDTree | None, np.ndarray | None]:
+        """Build the KD-tree over the rows every sensor can score, when it pays off."""
+        n = invalid.size
+        if not self._tree_ok or n < self._kdtree_min or any(c is None for c in columns):
+            return None, None
+        clean = ~invalid & ~odd
+        for column in columns:
+            assert column is not None
+            clean &= column.has
+        rows = np.flatnonzero(clean)
+        if rows.size < self._kdtree_min:
+            return None, None
+        data = np.hstack([c.rec_n[rows] for c in columns if c is not None])
+        return cKDTree(data), rows
+
+    def build(self, candidates: Sequence[Node]) -> CandidateIndex:
+        """Index a candidate set from scratch."""
+        columns, invalid, odd = self.parts(candidates)
+        tree, tree_rows = self.tree(columns, invalid, odd)
+        ids = np.fromiter((node.id for node in candidates), np.int64, len(candidates))
+        return CandidateIndex(n=len(candidates), columns=tuple(columns), invalid=invalid,
+                      odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows, ids=ids,
+                      tools=tool_names(candidates))
+
+    def extend(self, old: CandidateIndex, candidates: Sequence[Node]) -> CandidateIndex | None:
+        """Append new children to the block of the same set before it grew, or None.
+
+        Stores only append children between removals, so after a branch is
+        learned under a large fan-out the old matrices are reused, the new rows
+        are scored densely beside the old KD-tree, and the tree is rebuilt only
+        once the unindexed tail is large.
+        """
+        n = len(candidates)
+        if n <= old.n:
+            return None
+        ids = np.fromiter((node.id for node in candidates), np.int64, n)
+        if not np.array_equal(ids[:old.n], old.ids):
+            return None
+        ks = [None if c is None else c.k for c in old.columns]
+        tail_columns, tail_invalid, tail_odd = self.parts(candidates[old.n:], ks)
+        columns: list[Column | None] = []
+        for was, tail in zip(old.columns, tail_columns, strict=True):
+            if was is None or tail is None:
+                columns.append(None)
+                continue
+            columns.append(Column(k=was.k, has=np.concatenate([was.has, tail.has]),
+                                   rec=np.vstack([was.rec, tail.rec]),
+                                   rec_n=np.vstack([was.rec_n, tail.rec_n])))
+        invalid = np.concatenate([old.invalid, tail_invalid])
+        odd_rows = np.concatenate([old.odd_rows, np.flatnonzero(tail_odd) + old.n])
+        tree, tree_rows = old.tree, old.tree_rows
+        indexed = 0 if tree_rows is None else tree_rows.size
+        if n - indexed > max(256, n // 8) or (tree is None and n >= self._kdtree_min):
+            odd = np.zeros(n, dtype=bool)
+            odd[odd_rows] = True
+            tree, tree_rows = self.tree(columns, invalid, odd)
+        tools = np.concatenate([old.tools, tool_names(candidates[old.n:])])
+        return CandidateIndex(n=n, columns=tuple(columns), invalid=invalid, odd_rows=odd_rows,
+                      tree=tree, tree_rows=tree_rows, ids=ids, tools=tools)
