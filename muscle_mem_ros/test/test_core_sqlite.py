@@ -244,3 +244,21 @@ def test_second_process_reads_while_first_writes(tmp_path):
     distinct, last = map(int, out.split()[-2:])
     assert last == 40
     assert distinct > 2  # the reader saw the store grow, not just the final state
+
+
+def test_a_failing_merge_leaves_nothing_behind(tmp_path):
+    path = tmp_path / 's.db'
+    bad = Step(tool='b', kind=ToolKind.FUNCTION, type_name='h', payload=b'',
+               pre=Snapshot(user=lambda: 1))
+    with SqliteStore(path=path) as s:
+        s.add_trajectory(task='t', variant='', params_json='{}', steps=[step('keep')])
+        with pytest.raises(StoreError, match='not picklable'):
+            s.add_trajectory(task='t', variant='', params_json='{}',
+                             steps=[step('a'), step('b'), bad])
+        with pytest.raises(StoreError), s.batch():
+            s.add_trajectory(task='t', variant='', params_json='{}', steps=[step('c')])
+            s.add_trajectory(task='t', variant='', params_json='{}', steps=[bad])
+        assert [n.step.tool for n in s.children(task='t', variant='', parent=None)] == ['keep']
+    with SqliteStore(path=path) as s:
+        assert len(s.trajectories()) == 1
+        assert [n.step.tool for n in s.children(task='t', variant='', parent=None)] == ['keep']
