@@ -29,6 +29,9 @@ __all__ = ['Check', 'ToleranceCheck']
 
 T = TypeVar('T')
 
+Current = list[tuple[np.ndarray | None, str | None]]
+"""Per sensor of a check: (current vector, None), or (None, why it cannot be used)."""
+
 _TWO_PI = 2.0 * math.pi
 
 
@@ -192,8 +195,7 @@ class ToleranceCheck:
     def __repr__(self) -> str:
         return f'ToleranceCheck(sensors={list(self.sensors)!r})'
 
-    def current(self, now: Snapshot, *, now_time: float | None = None) -> list[
-            tuple[np.ndarray | None, str | None]]:
+    def current(self, now: Snapshot, *, now_time: float | None = None) -> Current:
         """Read the current vector of every sensor, or why it cannot be used.
 
         Returns:
@@ -201,7 +203,7 @@ class ToleranceCheck:
             with reason 'missing' or 'stale (X s old)'.
         """
         clock = now.taken_at if now_time is None else now_time
-        out: list[tuple[np.ndarray | None, str | None]] = []
+        out: Current = []
         for sensor in self._compiled:
             value = now.features.get(sensor.name)
             if value is None:
@@ -237,7 +239,7 @@ class ToleranceCheck:
         return self.evaluate_current(recorded, self.current(now, now_time=now_time))
 
     def evaluate_current(
-        self, recorded: Snapshot, current: list[tuple[np.ndarray | None, str | None]],
+        self, recorded: Snapshot, current: Current,
     ) -> CheckResult:
         """Like :meth:`evaluate`, with the current vectors already read by :meth:`current`."""
         failures: list[CheckFailure] = []
