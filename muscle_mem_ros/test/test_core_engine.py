@@ -517,3 +517,22 @@ def test_persistent_store_is_used_by_the_next_process(tmp_path: Path):
     assert run(0) == ['True', '3']  # replayed from the file by another process
     assert run(5) == ['False', '8']  # different world: the agent again
     assert run(5) == ['True', '8']
+
+
+def test_metrics_count_phases_when_enabled():
+    engine = Engine()
+
+    @engine.function(pre_check=Check(lambda: 1, lambda a, b: a == b))
+    def act():
+        pass
+
+    engine.set_agent(act)
+    engine()
+    assert engine.metrics.report() == {}  # off by default, like the original
+    engine.metrics.enable()
+    assert engine()
+    report = engine.metrics.report()
+    assert report['lookup']['count'] == 2 and report['replay']['count'] == 1
+    assert report['capture']['count'] == 1 and report['compare']['count'] == 1
+    engine.metrics.reset()
+    assert engine.metrics.report() == {}
