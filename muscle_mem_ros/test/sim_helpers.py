@@ -219,6 +219,15 @@ class SimClient(Node):
         return (p.x, p.y, p.z)
 
 
+def assert_bad_parameter(module: str, param: str, value: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, '-m', module, '--ros-args',
+         '-r', f'__ns:={unique_namespace()}', '-p', f'{param}:={value}'],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert f"'{param}'" in proc.stdout + proc.stderr
+
+
 def _ns(msg: Any) -> int:
     stamp = msg.header.stamp
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)

@@ -9,7 +9,7 @@ from muscle_mem_ros.sim.physics import OBJECT_START
 from muscle_mem_ros.sim.story import PLACE_TARGET
 import pytest
 import rclpy
-from sim_helpers import NodeProcess, SimClient, unique_namespace
+from sim_helpers import NodeProcess, SimClient, assert_bad_parameter, unique_namespace
 
 
 @pytest.fixture(scope='module')
@@ -105,3 +105,9 @@ def test_bad_tasks_fail_with_a_reason_and_move_nothing(sim, task, params, match)
     assert match in result.message
     assert result.steps_by_agent == 0
     assert sim.object_position() == pytest.approx(OBJECT_START, abs=2e-3)
+
+
+@pytest.mark.parametrize('param, value', [('think_time', '-1.0'), ('max_steps', '0'),
+                                          ('place_x', '5.0'), ('arm_action', "''")])
+def test_bad_agent_parameters_stop_it_naming_the_parameter(param, value):
+    assert_bad_parameter('muscle_mem_ros.sim.agent_node', param, value)

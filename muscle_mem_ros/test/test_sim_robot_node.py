@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 import time
 
 from action_msgs.msg import GoalStatus
@@ -14,7 +12,7 @@ from muscle_mem_ros.sim.physics import OBJECT_START
 import numpy as np
 import pytest
 import rclpy
-from sim_helpers import NodeProcess, SimClient, unique_namespace
+from sim_helpers import NodeProcess, SimClient, assert_bad_parameter, unique_namespace
 from std_srvs.srv import SetBool
 
 from muscle_mem_interfaces.action import FollowJointTrajectory
@@ -26,7 +24,7 @@ ALL_JOINTS = list(kinematics.ARM_JOINTS + kinematics.GRIPPER_JOINTS)
 def robot(tmp_path_factory):
     namespace = unique_namespace()
     process = NodeProcess('muscle_mem_ros.sim.robot_node', namespace=namespace,
-                          params={'rtf': 4.0}, log_dir=tmp_path_factory.mktemp('logs'))
+                          params={'rtf': 4}, log_dir=tmp_path_factory.mktemp('logs'))  # int ok
     rclpy.init()
     client = SimClient(namespace)
     try:
@@ -149,11 +147,7 @@ def test_reset_puts_arm_home_and_object_back(sim):
 
 
 @pytest.mark.parametrize('param, value', [('rtf', '0.0'), ('joint_noise', '-1.0'),
-                                          ('joint_state_rate', 'nan')])
+                                          ('joint_state_rate', 'nan'), ('noise_seed', '1.5'),
+                                          ('frame_id', '3')])
 def test_bad_parameters_stop_the_node_naming_the_parameter(param, value):
-    proc = subprocess.run(
-        [sys.executable, '-m', 'muscle_mem_ros.sim.robot_node', '--ros-args',
-         '-r', f'__ns:={unique_namespace()}', '-p', f'{param}:={value}'],
-        capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
-    assert f"'{param}'" in proc.stdout + proc.stderr
+    assert_bad_parameter('muscle_mem_ros.sim.robot_node', param, value)

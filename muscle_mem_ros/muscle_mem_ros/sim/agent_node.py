@@ -22,7 +22,6 @@ Parameters: ``think_time`` (s, 1.5), ``arm_action`` ('arm/follow_joint_trajector
 from __future__ import annotations
 
 import json
-import math
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ from typing import Any
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from muscle_mem_ros.sim import kinematics
+from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string
 from muscle_mem_ros.sim.planner import PickPlaceSpec, PlannedStep, StepKind, WorldView, next_step
 import rclpy
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
@@ -66,21 +66,20 @@ class DemoAgentNode(Node):
             ValueError: a parameter is out of range; the message names it.
         """
         super().__init__(node_name, **kwargs)
-        self._think_time = self._number('think_time', 1.5, minimum=0.0)
-        arm_action = str(self.declare_parameter('arm_action', 'arm/follow_joint_trajectory').value)
-        gripper = str(self.declare_parameter('gripper_service', 'gripper/set').value)
-        self._step_timeout = self._number('step_timeout', 30.0, minimum=1e-3)
-        self._goal_tolerance = self._number('goal_tolerance', 0.005, minimum=0.0)
-        self._max_steps = int(self.declare_parameter('max_steps', 16).value)
-        if self._max_steps < 1:
-            raise ValueError(f"parameter 'max_steps' must be >= 1, got {self._max_steps}")
+        self._think_time = declare_number(self, 'think_time', 1.5, minimum=0.0)
+        arm_action = declare_string(self, 'arm_action', 'arm/follow_joint_trajectory')
+        gripper = declare_string(self, 'gripper_service', 'gripper/set')
+        self._step_timeout = declare_number(self, 'step_timeout', 30.0, minimum=0.0,
+                                            exclusive=True)
+        self._goal_tolerance = declare_number(self, 'goal_tolerance', 0.005, minimum=0.0)
+        self._max_steps = declare_int(self, 'max_steps', 16, minimum=1)
+        place_x = declare_number(self, 'place_x', 0.3)
+        place_y = declare_number(self, 'place_y', -0.3)
+        move_time = declare_number(self, 'move_time', 0.8, minimum=0.0, exclusive=True)
+        vertical_time = declare_number(self, 'vertical_time', 0.5, minimum=0.0, exclusive=True)
         try:
-            self._spec = PickPlaceSpec(
-                place_x=self._number('place_x', 0.3),
-                place_y=self._number('place_y', -0.3),
-                move_time=self._number('move_time', 0.8, minimum=1e-3),
-                vertical_time=self._number('vertical_time', 0.5, minimum=1e-3),
-            )
+            self._spec = PickPlaceSpec(place_x=place_x, place_y=place_y, move_time=move_time,
+                                       vertical_time=vertical_time)
         except ValueError as err:
             raise ValueError(f"parameters 'place_x'/'place_y': {err}") from err
         self._group = ReentrantCallbackGroup()
@@ -109,16 +108,6 @@ class DemoAgentNode(Node):
             f'demo agent up: think {self._think_time} s/step, arm -> {self._arm._action_name}, '
             f'gripper -> {self._gripper.srv_name}'
         )
-
-    def _number(self, name: str, default: float, *, minimum: float | None = None) -> float:
-        value = self.declare_parameter(name, default).value
-        try:
-            number = float(value)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f'parameter {name!r} must be a number, got {value!r}') from err
-        if not math.isfinite(number) or (minimum is not None and number < minimum):
-            raise ValueError(f'parameter {name!r} must be a finite number >= {minimum}')
-        return number
 
     # -- perception ---------------------------------------------------------------------------
 

@@ -110,7 +110,12 @@ def run_story(args: argparse.Namespace, *, out: object = sys.stdout) -> list[Run
                     for failure in outcome.failures:
                         say(f'      ! {failure}')
                     if outcome.check_failure:
-                        say(f'      cache noticed: {outcome.check_failure}')
+                        then = (
+                            f'agent resumed at step {outcome.agent_calls[0]}'
+                            if outcome.agent_calls
+                            else 'a learned branch matched, agent not called'
+                        )
+                        say(f'      cache noticed: {outcome.check_failure}; {then}')
                     children.check()
                 say(rule())
             finally:

@@ -231,9 +231,8 @@ class StoryDriver(Node):
             failed = [e for e in self._events if e.type == CacheEvent.CHECK_FAILED]
         if failed:
             e = failed[0]
-            outcome.check_failure = (
+            outcome.check_failure = e.detail or (
                 f'step {e.step}: {e.sensor} off by {e.deviation:.3f} (tolerance {e.tolerance:g})'
-                + (f' - {e.detail}' if e.detail else '')
             )
         return outcome
 

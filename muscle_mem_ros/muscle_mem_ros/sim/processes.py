@@ -59,7 +59,8 @@ def node_commands(
     python = sys.executable
     return {
         'sim_robot': [
-            python, '-m', 'muscle_mem_ros.sim.robot_node', '--ros-args', '-p', f'rtf:={rtf}',
+            python, '-m', 'muscle_mem_ros.sim.robot_node', '--ros-args',
+            '-p', f'rtf:={float(rtf)}',
         ],
         'behavior_cache': [
             python, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
@@ -67,7 +68,7 @@ def node_commands(
         ],
         'demo_agent': [
             python, '-m', 'muscle_mem_ros.sim.agent_node', '--ros-args',
-            '-p', f'think_time:={think_time}',
+            '-p', f'think_time:={float(think_time)}',
             '-p', 'arm_action:=/muscle_mem/arm/follow_joint_trajectory',
             '-p', 'gripper_service:=/muscle_mem/gripper/set',
         ],

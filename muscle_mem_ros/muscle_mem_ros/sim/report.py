@@ -25,7 +25,7 @@ _COLUMNS = (
     ('agent calls', 12, '<'),
     ('wall s', 7, '>'),
     ('speedup', 7, '>'),
-    ('object', 9, '>'),
+    ('off target', 10, '>'),
     ('result', 6, '<'),
 )
 
@@ -80,7 +80,7 @@ def write_figure(outcomes: Sequence[RunOutcome], path: Path) -> Path:
     from matplotlib import pyplot as plt
     from matplotlib.patches import Patch
 
-    fig, (bars, traces) = plt.subplots(2, 1, figsize=(10, 8.5),
+    fig, (bars, traces) = plt.subplots(2, 1, figsize=(10, 9.5),
                                        gridspec_kw={'height_ratios': [1, 1.4]})
     labels = [f'{o.spec.number}. {o.spec.title}' for o in outcomes]
     times = [o.wall_time if math.isfinite(o.wall_time) else 0.0 for o in outcomes]
@@ -115,7 +115,7 @@ def write_figure(outcomes: Sequence[RunOutcome], path: Path) -> Path:
     traces.set_ylabel('joint position, rad')
     traces.set_title('the same motion: agent run (dashed, thinking between steps) vs replay')
     if agent is not None or replay is not None:
-        traces.legend(fontsize=7, ncol=2, loc='upper right')
+        traces.legend(fontsize=7, ncol=4, loc='upper center', bbox_to_anchor=(0.5, -0.13))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -14,12 +14,12 @@ Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 import time
 
 from geometry_msgs.msg import PoseStamped
+from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string
 from muscle_mem_ros.sim.physics import ArmSim, MotionOutcome
 from muscle_mem_ros.sim.trajectory import JointPath
 import numpy as np
@@ -50,13 +50,15 @@ class SimRobotNode(Node):
             ValueError: a parameter is out of range; the message names it.
         """
         super().__init__(node_name, **kwargs)
-        rtf = self._positive('rtf', 1.0)
-        self._joint_rate = self._positive('joint_state_rate', 120.0)
-        self._object_rate = self._positive('object_pose_rate', 30.0)
-        self._joint_noise = self._non_negative('joint_noise', 0.0)
-        self._object_noise = self._non_negative('object_noise', 0.0)
-        seed = int(self.declare_parameter('noise_seed', 0).value)
-        self._frame_id = str(self.declare_parameter('frame_id', 'world').value)
+        rtf = declare_number(self, 'rtf', 1.0, minimum=0.0, exclusive=True)
+        self._joint_rate = declare_number(self, 'joint_state_rate', 120.0, minimum=0.0,
+                                          exclusive=True)
+        self._object_rate = declare_number(self, 'object_pose_rate', 30.0, minimum=0.0,
+                                           exclusive=True)
+        self._joint_noise = declare_number(self, 'joint_noise', 0.0, minimum=0.0)
+        self._object_noise = declare_number(self, 'object_noise', 0.0, minimum=0.0)
+        seed = declare_int(self, 'noise_seed', 0, minimum=0)
+        self._frame_id = declare_string(self, 'frame_id', 'world')
         self._rng = np.random.default_rng(seed)
         self._sim = ArmSim(rtf=rtf)
         group = ReentrantCallbackGroup()
@@ -94,18 +96,6 @@ class SimRobotNode(Node):
         self._stop.set()
         self._publisher.join(timeout=2.0)
         self._sim.stop()
-
-    def _positive(self, name: str, default: float) -> float:
-        value = float(self.declare_parameter(name, default).value)
-        if not (value > 0.0 and math.isfinite(value)):
-            raise ValueError(f'parameter {name!r} must be a positive number, got {value}')
-        return value
-
-    def _non_negative(self, name: str, default: float) -> float:
-        value = float(self.declare_parameter(name, default).value)
-        if not (value >= 0.0 and math.isfinite(value)):
-            raise ValueError(f'parameter {name!r} must be >= 0, got {value}')
-        return value
 
     # -- publishing -------------------------------------------------------------------------
 
