@@ -119,6 +119,7 @@ def run_story(args: argparse.Namespace, *, out: object = sys.stdout) -> list[Run
                     children.check()
                 say(rule())
             finally:
+                children.stop()  # first, so no message arrives while the driver closes
                 driver.close()
     finally:
         rclpy.try_shutdown()
