@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import json
+import math
 import threading
 import time
 from typing import Any
@@ -58,6 +59,7 @@ class StoryDriver(Node):
         self._object: PoseStamped | None = None
         self._recording = False
         self._trace_start = 0.0
+        self._trace_end = math.inf
         self._trace_times: list[float] = []
         self._trace_positions: list[tuple[float, ...]] = []
         self._calls: list[dict[str, Any]] = []
@@ -68,7 +70,7 @@ class StoryDriver(Node):
         self._reset = self.create_client(Trigger, f'{robot}/reset', callback_group=group)
         self._move = self.create_client(MoveObject, f'{robot}/move_object',
                                         callback_group=group)
-        self.create_subscription(JointState, '/joint_states', self._on_joints, 50,
+        self.create_subscription(JointState, '/joint_states', self._on_joints, 1000,
                                  callback_group=group)
         self.create_subscription(PoseStamped, '/object_pose', self._on_object, 10,
                                  callback_group=group)
@@ -91,10 +93,10 @@ class StoryDriver(Node):
     def _on_joints(self, msg: JointState) -> None:
         with self._lock:
             self._joints = msg
-            if self._recording:
+            stamp = _ns(msg.header.stamp) * 1e-9
+            if self._recording and self._trace_start <= stamp <= self._trace_end:
                 by_name = dict(zip(msg.name, msg.position, strict=False))
                 if all(n in by_name for n in kinematics.ARM_JOINTS):
-                    stamp = _ns(msg.header.stamp) * 1e-9
                     self._trace_times.append(stamp - self._trace_start)
                     self._trace_positions.append(
                         tuple(float(by_name[n]) for n in kinematics.ARM_JOINTS)
@@ -192,11 +194,12 @@ class StoryDriver(Node):
             self._events.clear()
             self._trace_times, self._trace_positions = [], []
             self._trace_start = self.get_clock().now().nanoseconds * 1e-9
+            self._trace_end = math.inf
             self._recording = True
         started = time.monotonic()
         try:
             handle = self._wait(self._task.send_goal_async(ExecuteTask.Goal(task=TASK)),
-                                timeout=10.0, what='goal acceptance')
+                                timeout=30.0, what='goal acceptance')
             if not handle.accepted:
                 outcome.message = 'the cache rejected the task'
                 return outcome
@@ -211,11 +214,9 @@ class StoryDriver(Node):
         except TimeoutError as err:
             outcome.message = str(err)
         finally:
+            done_at = self.get_clock().now().nanoseconds
             with self._lock:
-                self._recording = False
-                outcome.trace_times = self._trace_times
-                outcome.trace_positions = self._trace_positions
-        done_at = self.get_clock().now().nanoseconds
+                self._trace_end = done_at * 1e-9
         time.sleep(0.3)  # late announcements and events
         try:
             obj = self._wait_fresh(done_at, timeout=5.0)
@@ -224,6 +225,9 @@ class StoryDriver(Node):
         except DriverError as err:
             outcome.message += f'; {err}'
         with self._lock:
+            self._recording = False
+            outcome.trace_times = self._trace_times
+            outcome.trace_positions = self._trace_positions
             outcome.agent_calls = tuple(
                 int(c.get('resume_from_step', -1)) for c in self._calls
                 if c.get('event') == 'start'
