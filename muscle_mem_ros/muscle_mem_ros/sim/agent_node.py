@@ -29,9 +29,6 @@ from typing import Any
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string
-from muscle_mem_ros.sim.planner import PickPlaceSpec, PlannedStep, StepKind, WorldView, next_step
 import rclpy
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -45,6 +42,9 @@ from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_ros.sim import kinematics
+from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string
+from muscle_mem_ros.sim.planner import PickPlaceSpec, PlannedStep, StepKind, WorldView, next_step
 
 __all__ = ['DemoAgentNode', 'TASK_NAME', 'main']
 

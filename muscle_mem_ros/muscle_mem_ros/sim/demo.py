@@ -68,8 +68,9 @@ def run_story(args: argparse.Namespace, *, out: object = sys.stdout) -> list[Run
         NodeProcessError: a node exited early.
         DriverError: a node did not come up or stopped answering.
     """
-    from muscle_mem_ros.sim.driver import StoryDriver
     import rclpy
+
+    from muscle_mem_ros.sim.driver import StoryDriver
 
     def say(line: str) -> None:
         print(line, file=out, flush=True)  # type: ignore[call-overload]

@@ -22,9 +22,10 @@ import threading
 import time
 
 import mujoco
+import numpy as np
+
 from muscle_mem_ros.sim import kinematics
 from muscle_mem_ros.sim.trajectory import JointPath
-import numpy as np
 
 __all__ = [
     'GRIPPER_MOTION_TIME',
