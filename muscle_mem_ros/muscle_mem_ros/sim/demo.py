@@ -28,7 +28,7 @@ from muscle_mem_ros.sim.processes import (
     node_commands,
 )
 from muscle_mem_ros.sim.report import HEADER, format_row, rule, write_figure
-from muscle_mem_ros.sim.story import STORY, RunOutcome, judge
+from muscle_mem_ros.sim.story import STORY, RunMode, RunOutcome, judge
 
 __all__ = ['main', 'parse_args', 'run_story']
 
@@ -110,6 +110,9 @@ def run_story(args: argparse.Namespace, *, out: object = sys.stdout) -> list[Run
                     say(format_row(outcome, baseline=baseline))
                     for failure in outcome.failures:
                         say(f'      ! {failure}')
+                    if spec.number == 1 and outcome.mode is RunMode.REPLAY and args.store:
+                        say(f'      ! {args.store} already knew the task: the story needs a '
+                            'fresh store (omit --store)')
                     if outcome.check_failure:
                         then = (
                             f'agent resumed at step {outcome.agent_calls[0]}'
