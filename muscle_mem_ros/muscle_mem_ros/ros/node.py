@@ -10,7 +10,8 @@ Node name ``muscle_mem``. Interfaces (relative names resolve under the node):
 * topic ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, 1 Hz): mode, hit
   rate, steps saved, store health.
 * one proxy per configured action or service (:mod:`.proxy`), subscriptions to
-  the configured sensors (:mod:`.sensors`).
+  the configured sensors (:mod:`.sensors`, on a hidden helper node
+  ``_<name>_sensors`` with its own executor thread).
 
 Parameters are described in :mod:`.config` and the package's
 ``config/behavior_cache.yaml``. ``cache_mode`` may be changed at run time
@@ -93,10 +94,7 @@ class BehaviorCacheNode(RosNode):
         self._guard = TaskGuard()
         self._counts = {'runs': 0, 'hits': 0}
         self._counts_lock = threading.Lock()
-        self.hub = SensorHub(
-            node=self, sensors=self.config.sensors, callback_group=self._group,
-            on_error=self._sensor_error,
-        )
+        self.hub = SensorHub(node=self, sensors=self.config.sensors, on_error=self._sensor_error)
         self.recorder = Recorder(store=self.store)
         self.proxies: dict[str, ToolProxy] = {
             tool.server: make_proxy(
@@ -265,8 +263,9 @@ class BehaviorCacheNode(RosNode):
             self.handlers.cancel.cancel()
 
     def close(self) -> None:
-        """Cancel whatever runs, discard an unfinished recording, close the store."""
+        """Cancel what runs, stop the sensors, discard an open recording, close the store."""
         self.cancel_all()
+        self.hub.close()
         try:
             if self.recorder.active is not None:
                 self.recorder.finish(save=False)
