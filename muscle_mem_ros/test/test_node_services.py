@@ -255,6 +255,10 @@ def test_off_mode_passes_through_and_stores_nothing(world):
     assert h.agent.calls[-1].resume_from_step == 0
     assert len(h.robot.arm_goals) == arm + 2
     assert snapshot_store(h) == before
+    refused = h.call(Replay, 'replay', task='svc_off')
+    assert not refused.success and 'off' in refused.message
+    refused = h.call(StartRecording, 'start_recording', task='svc_off', params_json='')
+    assert not refused.success and 'off' in refused.message
 
 
 def test_bad_mode_is_refused(world):

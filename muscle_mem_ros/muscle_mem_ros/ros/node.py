@@ -124,6 +124,7 @@ class BehaviorCacheNode(RosNode):
         self.handlers = CacheServices(
             store=self.store, replayer=self.replayer, recorder=self.recorder,
             guard=self._guard, sink=self.publish_event, logger=self.get_logger(),
+            mode=lambda: self._mode,
         )
         self._task_tokens: dict[bytes, CancelToken] = {}
         self._execute_server = ActionServer(

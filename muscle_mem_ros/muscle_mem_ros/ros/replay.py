@@ -226,11 +226,13 @@ class Replayer:
             return DryRun(False, choice.node, f'server {tool.tool.server} is not available')
         return DryRun(True, choice.node, 'the first step passes its pre-check')
 
-    def _total(self, task: str, variant: str, node: Node) -> int:
+    @staticmethod
+    def _total(paths: Sequence[tuple[int, tuple[int, ...]]], node: Node) -> int:
+        """Length of the most replayed learned trajectory through ``node`` (-1 if none)."""
         best = (-1, 0)
-        for info in self._store.trajectories(task=task):
-            if info.variant == variant and node.id in info.node_ids:
-                best = max(best, (info.replay_count, len(info.node_ids)))
+        for replays, node_ids in paths:
+            if node.id in node_ids:
+                best = max(best, (replays, len(node_ids)))
         return best[1] if best[0] >= 0 else -1
 
     def walk(
@@ -252,6 +254,8 @@ class Replayer:
             path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
         """
         self._fresh()
+        paths = [(t.replay_count, t.node_ids) for t in self._store.trajectories(task=task)
+                 if t.variant == variant]
         parent: Node | None = None
         depth = 0
         replayed = 0
@@ -284,7 +288,7 @@ class Replayer:
             step = node.step
             tool = self._tools[step.tool]
             reporter.progress(
-                step=depth, total=self._total(task, variant, node),
+                step=depth, total=self._total(paths, node),
                 detail=f'step {depth}: {step.tool}',
             )
             out = tool.call(step.payload, timeout=self.step_timeout, cancel=cancel)

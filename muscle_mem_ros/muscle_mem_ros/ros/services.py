@@ -10,7 +10,8 @@ Replay never calls the agent. With a trajectory id, only that trajectory's
 path is followed and its own params are used (the request's params must then
 be empty or equal). ``dry_run`` checks only whether the first step would
 replay now (its pre-check against the current sensors, and the server being
-available) and moves nothing.
+available) and moves nothing. With ``cache_mode`` off, Replay and
+StartRecording refuse (the cache is disabled).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError, UnknownTrajectoryError
 from muscle_mem_ros.records import CheckFailure
+from muscle_mem_ros.ros.config import CacheMode
 from muscle_mem_ros.ros.convert import canonical_params, task_info, trajectory_info
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.replay import Replayer, WalkOutcome
@@ -65,6 +67,7 @@ class CacheServices:
         guard: One activity at a time.
         sink: Publishes events (same signature as the task runner's).
         logger: The node's logger.
+        mode: Returns the current cache mode (Replay and StartRecording refuse in ``off``).
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class CacheServices:
         guard: TaskGuard,
         sink: Callable[..., None],
         logger: Any,
+        mode: Callable[[], CacheMode] = lambda: CacheMode.LEARN,
     ) -> None:
         self._store = store
         self._replayer = replayer
@@ -83,6 +87,7 @@ class CacheServices:
         self._guard = guard
         self._sink = sink
         self._log = logger
+        self._mode = mode
         self.cancel: CancelToken | None = None
 
     def _known(self, task: str) -> bool:
@@ -116,6 +121,9 @@ class CacheServices:
             response.message = f'bad request: {err}'
             return response
         response.trajectory_id = request.trajectory_id
+        if self._mode() is CacheMode.OFF:
+            response.message = 'cache_mode is off: nothing is replayed'
+            return response
         if request.dry_run:
             dry = self._replayer.dry_run(task=task, variant=variant, path=path)
             response.success = dry.would_replay
@@ -234,6 +242,9 @@ class CacheServices:
             variant = canonical_params(request.params_json)
         except ValueError as err:
             response.message = f'bad request: {err}'
+            return response
+        if self._mode() is CacheMode.OFF:
+            response.message = 'cache_mode is off: nothing is recorded'
             return response
         holder = self._guard.claim(f"manual recording of task '{task}'")
         if holder is not None:
