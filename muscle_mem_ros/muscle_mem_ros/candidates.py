@@ -148,7 +148,7 @@ class IndexBuilder:
         clean = ~invalid & ~odd
         for column in columns:
             assert column is not None
-            clean &= column.has
+            clean &= column.has & np.all(np.isfinite(column.rec_n), axis=1)
         rows = np.flatnonzero(clean)
         if rows.size < self._kdtree_min:
             return None, None

@@ -200,7 +200,7 @@ class ToleranceCheck:
 
         Returns:
             Per sensor, in order: (vector, None) when usable, else (None, reason)
-            with reason 'missing' or 'stale (X s old)'.
+            with reason 'missing', 'stale (X s old)' or 'not finite ...'.
         """
         clock = now.taken_at if now_time is None else now_time
         out: Current = []
@@ -219,7 +219,11 @@ class ToleranceCheck:
                 if age > max_age:
                     out.append((None, f'stale ({age:.3g} s old)'))
                     continue
-            out.append((np.asarray(value, dtype=np.float64).reshape(-1), None))
+            vector = np.asarray(value, dtype=np.float64).reshape(-1)
+            if not np.all(np.isfinite(vector)):
+                out.append((None, 'not finite (NaN or inf now)'))
+                continue
+            out.append((vector, None))
         return out
 
     def evaluate(

@@ -226,3 +226,19 @@ def test_tools_filter_excludes_candidates(kdtree_min):
     sel = m.select(cands, now(q=(-5.0,)), tools=['/gripper'])
     assert sel.node is None and [n.id for n, _ in sel.rejected] == [100]
     assert m.select(cands, now(q=(0.0,)), tools=()).node is None
+
+
+@pytest.mark.parametrize('kdtree_min', [8, 10**9])
+def test_non_finite_values_fail_safe(kdtree_min):
+    rng = np.random.default_rng(4)
+    cands = [node(i, tuple(rng.uniform(-1, 1, 3))) for i in range(1, 100)]
+    cands.append(node(100, (float('nan'), 0.0, 0.0)))
+    m = Matcher(check=ToleranceCheck(sensors=[SensorSpec('q', (0.5,))]), kdtree_min=kdtree_min)
+    target = cands[4].step.pre.features['q']
+    assert m.select(cands, now(q=target)).node.id == 5
+    for bad in (float('nan'), float('inf')):
+        sel = m.select(cands, now(q=(target[0], bad, target[2])))
+        assert sel.node is None
+        assert sel.rejected[0][1].failures[0].reason.startswith('not finite')
+    sel = m.select(cands, now(q=(float('nan'), 0.0, 0.0)))
+    assert sel.node is None  # a recorded NaN never matches, not even NaN
