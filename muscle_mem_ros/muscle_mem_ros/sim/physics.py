@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-import enum
 import importlib.resources
 import math
 import threading
@@ -25,14 +24,15 @@ import mujoco
 import numpy as np
 
 from muscle_mem_ros.sim import kinematics
+from muscle_mem_ros.sim.motion import Motion, MotionOutcome, SimState
 from muscle_mem_ros.sim.trajectory import JointPath
 
 __all__ = [
+    'DEFAULT_GOAL_TOLERANCE',
     'GRIPPER_MOTION_TIME',
+    'OBJECT_START',
+    'SETTLE_TIME',
     'ArmSim',
-    'Motion',
-    'MotionOutcome',
-    'SimState',
     'default_model_path',
 ]
 
@@ -52,81 +52,6 @@ SETTLE_TIME = 1.0
 def default_model_path() -> str:
     """Return the path of the MJCF file shipped with the package."""
     return str(importlib.resources.files('muscle_mem_ros.sim') / 'arm.xml')
-
-
-class MotionOutcome(enum.Enum):
-    """How a commanded motion ended."""
-
-    SUCCEEDED = 'succeeded'
-    """The motion finished within tolerance."""
-    TOLERANCE_VIOLATED = 'tolerance_violated'
-    """The trajectory's time ran out before the joints were within the goal tolerance."""
-    PREEMPTED = 'preempted'
-    """A newer command of the same kind, a cancel or a reset replaced it."""
-
-
-@dataclass(frozen=True)
-class SimState:
-    """One consistent reading of the simulation."""
-
-    sim_time: float
-    """Simulated seconds since the simulator was created."""
-    joint_names: tuple[str, ...]
-    """Arm joints then jaw joints."""
-    positions: tuple[float, ...]
-    """Joint positions, radians, in ``joint_names`` order."""
-    velocities: tuple[float, ...]
-    """Joint velocities, radians per second."""
-    object_position: tuple[float, float, float]
-    """Cube centre, world frame, metres."""
-    object_orientation: tuple[float, float, float, float]
-    """Cube orientation as a quaternion (w, x, y, z)."""
-    holding: bool
-    """True while the cube is welded to the gripper."""
-    gripper_closed: bool
-    """True when the jaws were last commanded closed."""
-
-
-class Motion:
-    """A command in progress; finished by the physics loop.
-
-    Attributes:
-        kind: 'trajectory' or 'gripper'.
-    """
-
-    def __init__(self, *, kind: str) -> None:
-        self.kind = kind
-        self._done = threading.Event()
-        self._outcome: MotionOutcome | None = None
-        self._message = ''
-        self.desired: tuple[float, ...] = ()
-        self.actual: tuple[float, ...] = ()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the motion ends; return False on timeout."""
-        return self._done.wait(timeout)
-
-    @property
-    def done(self) -> bool:
-        """True once the motion has ended."""
-        return self._done.is_set()
-
-    @property
-    def outcome(self) -> MotionOutcome | None:
-        """How it ended, None while it runs."""
-        return self._outcome
-
-    @property
-    def message(self) -> str:
-        """A human-readable account of the ending."""
-        return self._message
-
-    def _finish(self, outcome: MotionOutcome, message: str) -> None:
-        if self._done.is_set():
-            return
-        self._outcome = outcome
-        self._message = message
-        self._done.set()
 
 
 @dataclass
@@ -331,7 +256,7 @@ class ArmSim:
         motion = Motion(kind='gripper')
         with self._lock:
             if self._gripper_motion is not None:
-                self._gripper_motion._finish(MotionOutcome.PREEMPTED, 'preempted')
+                self._gripper_motion.finish(MotionOutcome.PREEMPTED, 'preempted')
             if not closed:
                 self._release()
             self._gripper_closed = closed
@@ -380,7 +305,7 @@ class ArmSim:
             if self._tracking is not None:
                 self._end_tracking(MotionOutcome.PREEMPTED, 'reset')
             if self._gripper_motion is not None:
-                self._gripper_motion._finish(MotionOutcome.PREEMPTED, 'reset')
+                self._gripper_motion.finish(MotionOutcome.PREEMPTED, 'reset')
                 self._gripper_motion = None
             self._bumps.clear()
             self._release()
@@ -438,7 +363,7 @@ class ArmSim:
             if bump.remaining <= 0:
                 self._bumps.remove(bump)
                 self._teleport(bump.position, bump.orientation)
-        tracking.motion._finish(outcome, message)
+        tracking.motion.finish(outcome, message)
 
     def _step_once(self) -> None:
         d = self._data
@@ -469,5 +394,5 @@ class ArmSim:
                 message = 'closed, holding the object' if d.eq_active[self._weld] else (
                     'closed, nothing grasped'
                 )
-            gripper._finish(MotionOutcome.SUCCEEDED, message)
+            gripper.finish(MotionOutcome.SUCCEEDED, message)
         mujoco.mj_step(self._model, d)

@@ -31,8 +31,9 @@ from std_srvs.srv import SetBool, Trigger
 
 from muscle_mem_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import MoveObject
+from muscle_mem_ros.sim.motion import MotionOutcome
 from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string
-from muscle_mem_ros.sim.physics import ArmSim, MotionOutcome
+from muscle_mem_ros.sim.physics import ArmSim
 from muscle_mem_ros.sim.trajectory import JointPath
 
 __all__ = ['SimRobotNode', 'main']

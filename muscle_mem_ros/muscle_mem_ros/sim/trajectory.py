@@ -8,7 +8,6 @@ is accepted (time 0), like a ros2_control controller with a first waypoint after
 from __future__ import annotations
 
 from collections.abc import Sequence
-import math
 
 import numpy as np
 
@@ -111,7 +110,3 @@ class JointPath:
     def __repr__(self) -> str:
         kind = 'cubic' if self._v is not None else 'linear'
         return f'JointPath({self._t.size} waypoints, {self.duration:.3g} s, {kind})'
-
-
-def _finite(value: float) -> bool:
-    return math.isfinite(value)
