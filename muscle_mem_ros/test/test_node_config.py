@@ -136,6 +136,13 @@ def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     assert words in message
 
 
+def test_agent_must_not_be_the_cache_itself(tmp_path):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db', agent_action='~/execute_task')
+    with pytest.raises(ConfigError, match="agent_action: .* this node's own ExecuteTask"):
+        load_values(tmp_path, values)
+
+
 def test_proxy_equal_to_server_is_refused(tmp_path):
     names = Names.unique()
     values = params(names, store=tmp_path / 'c.db',

@@ -345,9 +345,17 @@ def load_config(node: RosNode) -> NodeConfig:
                 f'{proxies[tool.proxy]}'
             )
         proxies[tool.proxy] = f'{group}.{tool.name}'
+    agent_action = reader.string('agent_action', '')
+    if agent_action:
+        try:
+            agent_full = node.resolve_service_name(agent_action)
+        except Exception as err:  # rclpy raises several types for invalid names
+            raise ConfigError(f'agent_action: invalid name ({err})') from err
+        if agent_full == node.resolve_service_name('~/execute_task'):
+            raise ConfigError(f"agent_action: {agent_full!r} is this node's own ExecuteTask")
     config = NodeConfig(
         store_path=store_path,
-        agent_action=reader.string('agent_action', ''),
+        agent_action=agent_action,
         cache_mode=mode,
         step_timeout=reader.number('step_timeout', 30.0),
         post_check_timeout=reader.number('post_check_timeout', 2.0),
