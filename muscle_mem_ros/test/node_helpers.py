@@ -301,13 +301,18 @@ class FakeRobot(Node):
                     self.arm_canceled += 1
                     goal_handle.canceled()
                     return result
-                time.sleep(0.01)
+                feedback = FollowJointTrajectory.Feedback(joint_names=JOINT_NAMES)
+                with self._lock:
+                    feedback.actual = list(self.joints)
+                goal_handle.publish_feedback(feedback)
+                time.sleep(0.02)
             points = goal.trajectory.points
             if points:
                 with self._lock:
                     self.joints = list(points[-1].positions)
             self._count_call()
             goal_handle.succeed()
+            result.error_string = 'reached'
             return result
         finally:
             self.arm_active.clear()

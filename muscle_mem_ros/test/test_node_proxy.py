@@ -1,0 +1,107 @@
+"""The proxies outside a task: transparent pass-through of goals, feedback, cancel, results.
+
+Nothing is recorded unless a task or a manual recording is active.
+"""
+
+from __future__ import annotations
+
+from action_msgs.msg import GoalStatus
+from node_helpers import JOINT_NAMES, Harness, wait_until
+import pytest
+from rclpy.action import ActionClient
+from std_srvs.srv import SetBool
+from test_msgs.action import Fibonacci
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_interfaces.srv import ListTasks
+
+
+@pytest.fixture(scope='module')
+def harness(tmp_path_factory):
+    h = Harness(tmp=tmp_path_factory.mktemp('proxy'))
+    h.start_cache(**{'actions.ghost': {
+        'server': f'/{h.names.prefix}/ghost', 'type': 'test_msgs/action/Fibonacci'}})
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def world(harness):
+    harness.robot.reset()
+    yield harness
+    assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
+
+
+def arm_goal(positions):
+    goal = FollowJointTrajectory.Goal()
+    goal.trajectory.joint_names = JOINT_NAMES
+    goal.trajectory.points = [JointTrajectoryPoint(positions=positions)]
+    return goal
+
+
+def proxy_client(h: Harness, action_type, server: str) -> ActionClient:
+    client = ActionClient(h.client, action_type, h.names.proxy(server))
+    assert client.wait_for_server(timeout_sec=15.0)
+    return client
+
+
+def test_goal_feedback_and_result_pass_through(world):
+    h = world
+    client = proxy_client(h, FollowJointTrajectory, h.names.arm)
+    h.robot.arm_delay = 0.3
+    feedback: list = []
+    before = len(h.robot.arm_goals)
+    handle = h.wait(client.send_goal_async(
+        arm_goal([0.5, 0.4, 0.3]), feedback_callback=lambda m: feedback.append(m.feedback)))
+    assert handle.accepted
+    wrapped = h.wait(handle.get_result_async())
+    assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
+    assert wrapped.result.error_string == 'reached'
+    assert len(h.robot.arm_goals) == before + 1
+    assert feedback and list(feedback[0].joint_names) == JOINT_NAMES
+    assert h.robot.joints == [0.5, 0.4, 0.3]
+    fib = proxy_client(h, Fibonacci, h.names.fib)
+    handle = h.wait(fib.send_goal_async(Fibonacci.Goal(order=6)))
+    wrapped = h.wait(handle.get_result_async())
+    assert list(wrapped.result.sequence) == [0, 1, 1, 2, 3, 5, 8]
+
+
+def test_cancel_of_proxied_goal_cancels_the_real_goal(world):
+    h = world
+    client = proxy_client(h, FollowJointTrajectory, h.names.arm)
+    h.robot.arm_delay = 10.0
+    canceled = h.robot.arm_canceled
+    handle = h.wait(client.send_goal_async(arm_goal([0.1, 0.1, 0.1])))
+    assert wait_until(h.robot.arm_active.is_set, 10.0)
+    h.wait(handle.cancel_goal_async())
+    wrapped = h.wait(handle.get_result_async())
+    assert wrapped.status == GoalStatus.STATUS_CANCELED
+    assert h.robot.arm_canceled == canceled + 1
+
+
+def test_abort_and_missing_server_reach_the_caller(world):
+    h = world
+    client = proxy_client(h, FollowJointTrajectory, h.names.arm)
+    h.robot.abort_next = 1
+    handle = h.wait(client.send_goal_async(arm_goal([0.2, 0.2, 0.2])))
+    wrapped = h.wait(handle.get_result_async())
+    assert wrapped.status == GoalStatus.STATUS_ABORTED
+    assert wrapped.result.error_string == 'aborted by the test'
+    ghost = proxy_client(h, Fibonacci, f'/{h.names.prefix}/ghost')
+    handle = h.wait(ghost.send_goal_async(Fibonacci.Goal(order=3)))
+    wrapped = h.wait(handle.get_result_async())
+    assert wrapped.status == GoalStatus.STATUS_ABORTED
+
+
+def test_service_proxy_and_nothing_recorded_outside_a_task(world):
+    h = world
+    before = h.call(ListTasks, 'list_tasks', task='', with_steps=False)
+    client = h.client.create_client(SetBool, h.names.proxy(h.names.gripper))
+    assert client.wait_for_service(timeout_sec=15.0)
+    response = h.wait(client.call_async(SetBool.Request(data=True)))
+    assert response.success and response.message == 'closed'
+    assert h.robot.gripper_requests[-1] is True
+    after = h.call(ListTasks, 'list_tasks', task='', with_steps=False)
+    assert [t.id for t in after.trajectories] == [t.id for t in before.trajectories]
+    assert not after.trajectories
