@@ -27,10 +27,10 @@ def world(tmp_path_factory):
         client.wait_agent()
         yield client
     finally:
+        agent.stop()  # first: no message may arrive while the client is destroyed
+        robot.stop()
         client.close()
         rclpy.try_shutdown()
-        agent.stop()
-        robot.stop()
         print(agent.log())
 
 

@@ -36,8 +36,8 @@ def robot(ros, tmp_path_factory):
         client.wait_robot()
         yield client
     finally:
+        process.stop()  # first: no message may arrive while the client is destroyed
         client.close()
-        process.stop()
         print(process.log())
 
 
@@ -179,5 +179,5 @@ def test_sensor_noise_is_added_when_asked(ros, tmp_path):
         assert abs(np.mean(xs) - OBJECT_START[0]) < 0.01
         assert max(abs(p) for p in pans) < 0.1
     finally:
-        client.close()
         process.stop()
+        client.close()
