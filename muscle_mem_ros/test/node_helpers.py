@@ -512,10 +512,20 @@ class Harness:
 
     def stop_cache(self) -> int:
         """Stop the cache process; wait until its servers left the graph."""
+        return self.stop_cache_with(signal.SIGTERM)
+
+    def stop_cache_with(self, sig: int) -> int:
+        """Send ``sig`` to the cache process and wait for its exit code.
+
+        After a clean exit, also wait until its servers left the graph (quick);
+        a killed process stays in the graph until its discovery lease ends, which
+        start_cache copes with (it waits for an answer from the new process).
+        """
         assert self.cache is not None
-        code = self.cache.stop()
+        code = self.cache.stop(sig)
         self.cache = None
-        wait_until(lambda: not self.execute_client.server_is_ready(), 10.0)
+        if sig != signal.SIGKILL:
+            wait_until(lambda: not self.execute_client.server_is_ready(), 2.0)
         return code
 
     def close(self) -> None:

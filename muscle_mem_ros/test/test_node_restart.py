@@ -12,6 +12,7 @@ from node_helpers import Harness, wait_until
 import pytest
 
 from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_interfaces.srv import Replay, StartRecording
 
 
 @pytest.fixture(scope='module')
@@ -99,3 +100,20 @@ def test_missing_agent_is_a_clear_failure(world, tmp_path):
     assert not run.result.success
     assert 'no agent configured' in run.result.message
     assert h.cache is not None and h.cache.alive()
+
+
+def test_crash_during_recording_never_replays_half_a_demonstration(world, tmp_path):
+    h = world
+    store = str(tmp_path / 'crash.db')
+    h.start_cache(store_path=store)
+    assert h.call(StartRecording, 'start_recording', task='half', params_json='').success
+    assert h.agent.do('arm', [0.3, 0.2, 0.1])
+    assert h.stop_cache_with(signal.SIGKILL) == -signal.SIGKILL
+    h.robot.reset()
+    cache = h.start_cache(store_path=store)
+    assert wait_until(lambda: 'never finished' in cache.output(), 10.0)
+    response = h.call(Replay, 'replay', task='half', dry_run=True)
+    assert not response.success and 'unknown task' in response.message
+    run = h.run_task('half')
+    assert not run.result.cache_hit  # learned now from the agent, from the start
+    assert h.agent.calls[-1].resume_from_step == 0

@@ -144,11 +144,24 @@ class BehaviorCacheNode(RosNode):
             self.create_service(srv_type, name, handler, callback_group=self._group)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, self._group)
+        self._report_incomplete()
         self.get_logger().info(
             f'behavior cache ready: mode {self._mode.value}, store {self.config.store_path}, '
             f'{len(self.config.sensors)} sensors, {len(self.proxies)} tools, agent '
             f"{self.config.agent_action or '(none)'}"
         )
+
+    def _report_incomplete(self) -> None:
+        """Warn about recordings an earlier run left unfinished (kept, never replayed)."""
+        try:
+            unfinished = self.store.incomplete_recordings()
+        except (MuscleMemError, AttributeError):
+            return
+        for info in unfinished:
+            self.get_logger().warning(
+                f"recording {info.id} of task '{info.task}' ({info.step_count} steps) was "
+                'never finished (the process stopped during it); it is never replayed'
+            )
 
     @property
     def mode(self) -> CacheMode:

@@ -5,7 +5,8 @@ either the agent's part of an ExecuteTask (started at a handoff, under the
 last replayed node) or a manual one (StartRecording / StopRecording, teach by
 teleop). While one is active every successful call through any proxy is
 appended to it, durably, as it finishes. Calls still in flight when it ends
-are not recorded.
+are not recorded. Calls made concurrently (an arm goal and a gripper request
+at once) are recorded in the order they finish and replayed one after another.
 """
 
 from __future__ import annotations
