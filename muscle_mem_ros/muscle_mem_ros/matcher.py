@@ -131,6 +131,11 @@ class Matcher:
                                       allowed)
         return Selection(node, result, rejected)
 
+    def warm(self, candidates: Sequence[Node]) -> None:
+        """Build and cache the index of a candidate set now (e.g. at startup), not on first use."""
+        if len(candidates):
+            self._block(candidates)
+
     def clear(self) -> None:
         """Drop every cached candidate matrix."""
         with self._lock:

@@ -242,3 +242,13 @@ def test_non_finite_values_fail_safe(kdtree_min):
         assert sel.rejected[0][1].failures[0].reason.startswith('not finite')
     sel = m.select(cands, now(q=(float('nan'), 0.0, 0.0)))
     assert sel.node is None  # a recorded NaN never matches, not even NaN
+
+
+def test_warm_builds_the_index_ahead():
+    cands = [node(i, (float(i),)) for i in range(1, 100)]
+    m = Matcher(check=CHECK)
+    m.warm(cands)
+    block = m._block(cands)
+    m.warm(cands)
+    assert m._block(cands) is block and block.tree is not None
+    assert m.select(cands, now(q=(3.1,))).node.id == 3

@@ -262,3 +262,13 @@ def test_a_failing_merge_leaves_nothing_behind(tmp_path):
     with SqliteStore(path=path) as s:
         assert len(s.trajectories()) == 1
         assert [n.step.tool for n in s.children(task='t', variant='', parent=None)] == ['keep']
+
+
+def test_preload_reads_first_steps_ahead(tmp_path):
+    path = tmp_path / 's.db'
+    make_store(path, n=4)
+    with SqliteStore(path=path) as s:
+        s.add_trajectory(task='other', variant='v', params_json='{}', steps=[step('z')])
+        assert s.preload(task='t') == 4
+        assert s.preload() == 5
+        assert len(s.children(task='t', variant='', parent=None)) == 4

@@ -254,6 +254,15 @@ class Store(abc.ABC):
     def incomplete_recordings(self) -> list[RecordingInfo]:
         """Return recordings that were started and never finished (never replayed)."""
 
+    def preload(self, *, task: str | None = None) -> int:
+        """Read the first steps of every tree (of one task) into memory ahead of use.
+
+        A persistent store reads lazily; a node can call this at startup so the
+        first lookup does not pay for reading a large tree. Returns the number
+        of first-step nodes now in memory (0 for stores that are always loaded).
+        """
+        return 0
+
     @contextmanager
     def batch(self) -> Iterator[None]:
         """Group many writes into one transaction (bulk loading); a no-op in memory."""

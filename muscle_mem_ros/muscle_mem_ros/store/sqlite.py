@@ -249,6 +249,16 @@ class SqliteStore(Store):
                 self._where[n.id] = key
         return kids
 
+    def preload(self, *, task: str | None = None) -> int:
+        """Load the first steps of every (task, variant) tree, or of one task's trees."""
+        with self._reading() as conn:
+            if task is None:
+                keys = conn.execute('SELECT DISTINCT task, variant FROM trajectories').fetchall()
+            else:
+                keys = conn.execute('SELECT DISTINCT task, variant FROM trajectories'
+                                    ' WHERE task = ?', (task,)).fetchall()
+            return sum(len(self._load_kids(t, v, None).nodes) for t, v in keys)
+
     def node(self, node_id: int) -> Node:
         """Return one node."""
         with self._reading() as conn:
