@@ -141,7 +141,9 @@ class BehaviorCacheNode(RosNode):
             (StartRecording, '~/start_recording', handlers.start_recording),
             (StopRecording, '~/stop_recording', handlers.stop_recording),
         ):
-            self.create_service(srv_type, name, handler, callback_group=self._group)
+            self.create_service(
+                srv_type, name, self._guarded(name, handler), callback_group=self._group
+            )
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, self._group)
         self._report_incomplete()
@@ -150,6 +152,18 @@ class BehaviorCacheNode(RosNode):
             f'{len(self.config.sensors)} sensors, {len(self.proxies)} tools, agent '
             f"{self.config.agent_action or '(none)'}"
         )
+
+    def _guarded(self, name: str, handler: Any) -> Any:
+        """Wrap a service handler: an unexpected error answers success=false, never kills."""
+        def call(request: Any, response: Any) -> Any:
+            try:
+                return handler(request, response)
+            except Exception as err:  # the node must outlive any bad request
+                self.get_logger().error(f'{name}: {err!r}')
+                response.success = False
+                response.message = f'internal error: {err}'
+                return response
+        return call
 
     def _report_incomplete(self) -> None:
         """Warn about recordings an earlier run left unfinished (kept, never replayed)."""
@@ -206,9 +220,9 @@ class BehaviorCacheNode(RosNode):
 
     def _cancel_task(self, goal_handle: Any) -> CancelResponse:
         token = self._task_tokens.get(bytes(goal_handle.goal_id.uuid))
-        if token is None:
-            return CancelResponse.REJECT
-        token.cancel()
+        if token is not None:
+            token.cancel()
+        # Not started yet: _execute sees is_cancel_requested and stops at once.
         return CancelResponse.ACCEPT
 
     def _execute(self, goal_handle: Any) -> Any:
@@ -233,6 +247,12 @@ class BehaviorCacheNode(RosNode):
         except Exception as err:  # keep the node alive; the client gets the reason
             self.get_logger().error(f"task '{goal.task}' failed: {err!r}")
             self.publish_event(kind=CacheEvent.ERROR, task=goal.task, step=-1, detail=str(err))
+            session = self.recorder.active
+            if session is not None and not session.manual:
+                try:
+                    self.recorder.finish(save=False)
+                except MuscleMemError:
+                    pass
             if goal_handle.is_active:
                 goal_handle.abort()
             return ExecuteTask.Result(success=False, message=f'internal error: {err}')
@@ -257,7 +277,7 @@ class BehaviorCacheNode(RosNode):
             })
             status.level = DiagnosticStatus.OK
             status.message = 'ok'
-        except MuscleMemError as err:
+        except Exception as err:  # diagnostics report store trouble, never raise
             values['store'] = f'error: {err}'
             status.level = DiagnosticStatus.ERROR
             status.message = f'store error: {err}'

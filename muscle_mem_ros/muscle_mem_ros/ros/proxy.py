@@ -40,13 +40,14 @@ from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node as RosNode
 from rclpy.serialization import deserialize_message, serialize_message
 
+from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
 from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.ros.config import ToolConfig
 from muscle_mem_ros.ros.introspection import message_to_json
 from muscle_mem_ros.ros.recorder import Recorder, Session
 from muscle_mem_ros.ros.sensors import SensorHub
-from muscle_mem_ros.ros.sync import CancelToken, wait_future
+from muscle_mem_ros.ros.sync import CancelToken, cancel_when_accepted, wait_future
 
 __all__ = ['ActionProxy', 'CallOutcome', 'ServiceProxy', 'ToolProxy', 'make_proxy']
 
@@ -168,7 +169,12 @@ class ToolProxy:
             status=out.status,
             duration=out.ended - out.started,
         )
-        if session is not self._recorder.active or not session.append(step):
+        try:
+            appended = session is self._recorder.active and session.append(step)
+        except MuscleMemError as err:  # the call itself succeeded: say so, log the loss
+            self._log.error(f'{self.tool.proxy}: step not recorded: {err}')
+            return
+        if not appended:
             self._log.warning(f'{self.tool.proxy}: recording ended during the call; not recorded')
 
 
@@ -213,6 +219,8 @@ class ActionProxy(ToolProxy):
         token = CancelToken()
         with self._tokens_lock:
             self._tokens[key] = token
+        if goal_handle.is_cancel_requested:  # canceled before this callback ran
+            token.cancel()
         try:
             session = self._recorder.active
             pre = self._pre(session)
@@ -231,6 +239,11 @@ class ActionProxy(ToolProxy):
                     self._log.warning(f'{self.tool.proxy}: {out.detail}')
                 goal_handle.abort()
             return out.response if out.response is not None else self.tool.interface.Result()
+        except Exception as err:  # never let one goal take the node down
+            self._log.error(f'{self.tool.proxy}: {err!r}')
+            if goal_handle.is_active:
+                goal_handle.abort()
+            return self.tool.interface.Result()
         finally:
             with self._tokens_lock:
                 self._tokens.pop(key, None)
@@ -245,13 +258,15 @@ class ActionProxy(ToolProxy):
         def outcome(status: StepStatus, detail: str, response: Any = None) -> CallOutcome:
             return CallOutcome(status, detail, started, time.monotonic(), response)
 
+        if cancel.cancelled:
+            return outcome(StepStatus.CANCELED, 'canceled')
         if not self._client.server_is_ready() and not self._client.wait_for_server(
             timeout_sec=min(timeout, _SERVER_WAIT)
         ):
             return outcome(StepStatus.FAILED, f'action server {server} not available')
         send = self._client.send_goal_async(message, feedback_callback=feedback)
         if not wait_future(send, timeout, cancel):
-            send.add_done_callback(_cancel_when_accepted)
+            cancel_when_accepted(send)
             if cancel.cancelled:
                 return outcome(StepStatus.CANCELED, 'canceled')
             return outcome(StepStatus.FAILED, f'{server} did not answer the goal in {timeout} s')
@@ -277,12 +292,6 @@ class ActionProxy(ToolProxy):
         if status == GoalStatus.STATUS_CANCELED:
             return outcome(StepStatus.CANCELED, f'{server} canceled the goal', wrapped.result)
         return outcome(StepStatus.FAILED, f'{server} aborted the goal', wrapped.result)
-
-
-def _cancel_when_accepted(future: Any) -> None:
-    handle = future.result()
-    if handle is not None and handle.accepted:
-        handle.cancel_goal_async()
 
 
 def _service_succeeded(response: Any) -> bool:
@@ -315,14 +324,19 @@ class ServiceProxy(ToolProxy):
         return bool(self._client.service_is_ready())
 
     def _serve(self, request: Any, response: Any) -> Any:
-        session = self._recorder.active
-        pre = self._pre(session)
-        out = self._send(request, timeout=self._forward_timeout, cancel=CancelToken())
-        if out.response is None:
-            self._log.error(f'{self.tool.proxy}: {out.detail}; answering with a default response')
+        try:
+            session = self._recorder.active
+            pre = self._pre(session)
+            out = self._send(request, timeout=self._forward_timeout, cancel=CancelToken())
+            if out.response is None:
+                self._log.error(
+                    f'{self.tool.proxy}: {out.detail}; answering with a default response')
+                return response
+            self._record(session, request, pre, out)
+            return out.response
+        except Exception as err:  # never let one request take the node down
+            self._log.error(f'{self.tool.proxy}: {err!r}')
             return response
-        self._record(session, request, pre, out)
-        return out.response
 
     def _send(
         self, message: Any, *, timeout: float, cancel: CancelToken,
@@ -334,6 +348,8 @@ class ServiceProxy(ToolProxy):
         def outcome(status: StepStatus, detail: str, response: Any = None) -> CallOutcome:
             return CallOutcome(status, detail, started, time.monotonic(), response)
 
+        if cancel.cancelled:
+            return outcome(StepStatus.CANCELED, 'canceled')
         if not self._client.service_is_ready() and not self._client.wait_for_service(
             timeout_sec=min(timeout, _SERVER_WAIT)
         ):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ['CancelToken', 'TaskGuard', 'wait_future']
+__all__ = ['CancelToken', 'TaskGuard', 'cancel_when_accepted', 'wait_future']
 
 
 class CancelToken:
@@ -70,6 +70,19 @@ def wait_future(future: Any, timeout: float | None, cancel: CancelToken | None =
         if cancel is not None:
             cancel.unregister(event)
     return bool(future.done())
+
+
+def cancel_when_accepted(send_future: Any) -> None:
+    """Cancel an action goal as soon as the server accepts it (the caller gave up waiting).
+
+    Args:
+        send_future: The future of ``ActionClient.send_goal_async``.
+    """
+    def on_done(future: Any) -> None:
+        handle = future.result()
+        if handle is not None and handle.accepted:
+            handle.cancel_goal_async()
+    send_future.add_done_callback(on_done)
 
 
 class TaskGuard:

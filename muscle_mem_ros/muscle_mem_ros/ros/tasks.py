@@ -37,7 +37,7 @@ from muscle_mem_ros.ros.config import CacheMode
 from muscle_mem_ros.ros.convert import canonical_params
 from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
 from muscle_mem_ros.ros.replay import Replayer, WalkOutcome, WalkResult
-from muscle_mem_ros.ros.sync import CancelToken, wait_future
+from muscle_mem_ros.ros.sync import CancelToken, cancel_when_accepted, wait_future
 from muscle_mem_ros.store import Store
 
 __all__ = ['EventSink', 'TaskRunner']
@@ -48,6 +48,14 @@ _CANCEL_GRACE = 2.0
 
 EventSink = Callable[..., None]
 """``sink(kind=, task=, step=, trajectory_id=, detail=, failure=)`` publishes a CacheEvent."""
+
+
+def _end_canceled(goal_handle: Any) -> None:
+    """End a goal stopped by a cancel: CANCELED if the client asked, else (shutdown) ABORTED."""
+    if goal_handle.is_cancel_requested:
+        goal_handle.canceled()
+    else:
+        goal_handle.abort()
 
 
 class _TaskReporter:
@@ -135,7 +143,7 @@ class TaskRunner:
             self.steps_replayed_total += walk.steps_replayed
             result.steps_replayed = walk.steps_replayed
             if walk.outcome is WalkOutcome.CANCELED:
-                goal_handle.canceled()
+                _end_canceled(goal_handle)
                 result.message = f'canceled at step {walk.resume_step}'
                 return result
             if walk.outcome is WalkOutcome.COMPLETE:
@@ -222,7 +230,7 @@ class TaskRunner:
                 self._recorder.finish(save=False)
             message = status_text or (agent_result.message if agent_result else 'agent failed')
             if cancel.cancelled:
-                goal_handle.canceled()
+                _end_canceled(goal_handle)
                 result.message = f'canceled while the agent was in control: {message}'
                 return result
             return self._fail(goal_handle, result, task, f'agent failed: {message}')
@@ -260,6 +268,7 @@ class TaskRunner:
         """Send ``goal`` to the agent and wait; return (result or None, failure text)."""
         send = agent.send_goal_async(goal, feedback_callback=feedback)
         if not wait_future(send, self._agent_timeout, cancel):
+            cancel_when_accepted(send)
             return None, 'canceled' if cancel.cancelled else 'agent did not answer the goal'
         handle = send.result()
         if handle is None or not handle.accepted:
