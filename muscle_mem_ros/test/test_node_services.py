@@ -129,6 +129,18 @@ def test_replay_bad_requests_change_nothing(world, fields, expected):
     assert len(h.robot.arm_goals) == arm
 
 
+def test_odd_ids_are_answered_not_fatal(world):
+    h = world
+    for tid in (-1, -(2 ** 62), 2 ** 62):
+        got = h.call(GetTrajectory, 'get_trajectory', trajectory_id=tid)
+        assert not got.success and got.message
+        replay = h.call(Replay, 'replay', task='svc_odd', trajectory_id=tid, dry_run=True)
+        assert not replay.success and replay.message
+        forget = h.call(Forget, 'forget', task='svc_odd', trajectory_id=tid)
+        assert not forget.success and forget.message
+    assert h.call(ListTasks, 'list_tasks', task='', with_steps=False).success
+
+
 def test_replay_trajectory_of_other_task_is_refused(world):
     h = world
     tid = learn(h, 'svc_owner')
