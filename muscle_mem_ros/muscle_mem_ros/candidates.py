@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+import threading
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -26,14 +27,61 @@ from .records import CompareMode, Node
 __all__ = ['CandidateIndex', 'Column', 'IndexBuilder', 'tool_names']
 
 
+class _Storage:
+    """Row storage with spare capacity, shared by successive indexes of a growing set.
+
+    Each index views the first ``n`` rows; rows beyond ``filled`` are free. An
+    extension claims rows atomically, so two extensions of the same index never
+    write the same rows (the loser copies into fresh storage instead).
+    """
+
+    def __init__(self, rec: np.ndarray, rec_n: np.ndarray, filled: int) -> None:
+        self.rec = rec
+        self.rec_n = rec_n
+        self.filled = filled
+        self._lock = threading.Lock()
+
+    def claim(self, start: int, stop: int) -> bool:
+        """Reserve rows [start, stop) if ``start`` is the end of the used rows and they fit."""
+        with self._lock:
+            if self.filled != start or stop > self.rec.shape[0]:
+                return False
+            self.filled = stop
+            return True
+
+
 @dataclass(frozen=True, eq=False)
 class Column:
-    """One sensor's recorded vectors for every candidate."""
+    """One sensor's recorded vectors for every candidate.
+
+    Attributes:
+        k: Vector length.
+        has: Rows that recorded this sensor with length ``k``.
+        rec: (n, k) recorded vectors, raw units (zeros where not ``has``).
+        rec_n: ``rec`` divided by the tolerance.
+        storage: Where ``rec``/``rec_n`` live when they have spare rows to grow into.
+    """
 
     k: int
     has: np.ndarray
     rec: np.ndarray
     rec_n: np.ndarray
+    storage: _Storage | None = None
+
+    def grown(self, tail: Column, n_old: int) -> Column:
+        """Return this column with ``tail``'s rows appended, in place when storage allows."""
+        n = n_old + tail.rec.shape[0]
+        has = np.concatenate([self.has, tail.has])
+        storage = self.storage
+        if storage is None or not storage.claim(n_old, n):
+            capacity = max(n, n_old + n_old // 2)
+            storage = _Storage(np.empty((capacity, self.k)), np.empty((capacity, self.k)), n)
+            storage.rec[:n_old] = self.rec
+            storage.rec_n[:n_old] = self.rec_n
+        storage.rec[n_old:n] = tail.rec
+        storage.rec_n[n_old:n] = tail.rec_n
+        return Column(k=self.k, has=has, rec=storage.rec[:n], rec_n=storage.rec_n[:n],
+                      storage=storage)
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,16 +209,17 @@ class IndexBuilder:
         tree, tree_rows = self.tree(columns, invalid, odd)
         ids = np.fromiter((node.id for node in candidates), np.int64, len(candidates))
         return CandidateIndex(n=len(candidates), columns=tuple(columns), invalid=invalid,
-                      odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows, ids=ids,
-                      tools=tool_names(candidates))
+                              odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows,
+                              ids=ids, tools=tool_names(candidates))
 
     def extend(self, old: CandidateIndex, candidates: Sequence[Node]) -> CandidateIndex | None:
         """Append new children to the block of the same set before it grew, or None.
 
         Stores only append children between removals, so after a branch is
-        learned under a large fan-out the old matrices are reused, the new rows
-        are scored densely beside the old KD-tree, and the tree is rebuilt only
-        once the unindexed tail is large.
+        learned under a large fan-out the old matrices are reused (grown in
+        place into spare rows, 50% headroom), the new rows are scored densely
+        beside the old KD-tree, and the tree is rebuilt only once the
+        unindexed tail is large.
         """
         n = len(candidates)
         if n <= old.n:
@@ -185,9 +234,7 @@ class IndexBuilder:
             if was is None or tail is None:
                 columns.append(None)
                 continue
-            columns.append(Column(k=was.k, has=np.concatenate([was.has, tail.has]),
-                                   rec=np.vstack([was.rec, tail.rec]),
-                                   rec_n=np.vstack([was.rec_n, tail.rec_n])))
+            columns.append(was.grown(tail, old.n))
         invalid = np.concatenate([old.invalid, tail_invalid])
         odd_rows = np.concatenate([old.odd_rows, np.flatnonzero(tail_odd) + old.n])
         tree, tree_rows = old.tree, old.tree_rows
@@ -198,4 +245,4 @@ class IndexBuilder:
             tree, tree_rows = self.tree(columns, invalid, odd)
         tools = np.concatenate([old.tools, tool_names(candidates[old.n:])])
         return CandidateIndex(n=n, columns=tuple(columns), invalid=invalid, odd_rows=odd_rows,
-                      tree=tree, tree_rows=tree_rows, ids=ids, tools=tools)
+                              tree=tree, tree_rows=tree_rows, ids=ids, tools=tools)

@@ -194,11 +194,15 @@ def test_growing_set_is_extended_and_matches_a_fresh_build(kind, tmp_path):
     learn(10)
     grown = m._block(kids())
     assert grown.tree is first.tree and grown.n == 310  # reused, new rows scored densely
+    learn(5)
+    again = m._block(kids())
+    assert np.shares_memory(again.columns[0].rec, grown.columns[0].rec)  # grown in place
+    assert np.array_equal(again.columns[0].rec[:310], grown.columns[0].rec)
     for x in xs[-12:]:
         snap = Snapshot(features={'q': x})
         fresh = Matcher(check=check, kdtree_min=64).select(kids(), snap)
         assert m.select(kids(), snap).node.id == fresh.node.id
-    learn(300)
+    learn(295)
     assert m._block(kids()).tree is not first.tree  # tail too large: index rebuilt
     traj = store.trajectories()[5]
     store.forget(task='t', trajectory_id=traj.id)
@@ -252,3 +256,16 @@ def test_warm_builds_the_index_ahead():
     m.warm(cands)
     assert m._block(cands) is block and block.tree is not None
     assert m.select(cands, now(q=(3.1,))).node.id == 3
+
+
+def test_two_extensions_of_one_index_never_share_rows():
+    from muscle_mem_ros.candidates import IndexBuilder
+
+    builder = IndexBuilder(sensors=CHECK._compiled, kdtree_min=10**9)
+    base = [node(i, (float(i),)) for i in range(1, 11)]
+    old = builder.extend(builder.build(base[:5]), base[:6])  # now has spare rows
+    a = builder.extend(old, base[:6] + [node(50, (50.0,))])
+    b = builder.extend(old, base[:6] + [node(60, (60.0,))])
+    assert a.columns[0].rec[6, 0] == 50.0 and b.columns[0].rec[6, 0] == 60.0
+    assert np.shares_memory(a.columns[0].rec, old.columns[0].rec)
+    assert not np.shares_memory(b.columns[0].rec, old.columns[0].rec)
