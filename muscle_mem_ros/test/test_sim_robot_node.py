@@ -13,6 +13,7 @@ import pytest
 import rclpy
 from sim_helpers import NodeProcess, SimClient, assert_bad_parameter, unique_namespace
 from std_srvs.srv import SetBool
+from trajectory_msgs.msg import JointTrajectoryPoint
 
 from muscle_mem_interfaces.action import FollowJointTrajectory
 
@@ -83,6 +84,27 @@ def test_trajectory_goal_reaches_its_target_with_feedback(sim):
     assert feedback, 'no feedback received'
     assert list(feedback[-1].joint_names) == list(kinematics.ARM_JOINTS)
     assert len(feedback[-1].desired) == 4 and len(feedback[-1].actual) == 4
+
+
+def test_cancel_stops_the_arm_where_it_is(sim):
+    goal = FollowJointTrajectory.Goal()
+    goal.trajectory.joint_names = ['shoulder_pan']
+    point = JointTrajectoryPoint(positions=[1.5])
+    point.time_from_start.sec = 8
+    goal.trajectory.points = [point]
+    feedback: list = []
+    handle = sim.result_of(sim.arm.send_goal_async(
+        goal, feedback_callback=lambda fb: feedback.append(fb.feedback)))
+    assert handle.accepted
+    sim.wait_for(lambda: len(feedback) >= 3 and feedback[-1].actual[0] > 0.05,
+                 what='the arm to start moving')
+    sim.result_of(handle.cancel_goal_async())
+    response = sim.result_of(handle.get_result_async())
+    assert response.status == GoalStatus.STATUS_CANCELED
+    stopped = sim.wait_fresh()[0].position[0]
+    assert 0.05 < stopped < 1.4
+    sim.wait_fresh(sim.now_ns() + 200_000_000)
+    assert sim.wait_fresh()[0].position[0] == pytest.approx(stopped, abs=0.02)
 
 
 def test_joint_names_in_any_order_and_subsets(sim):

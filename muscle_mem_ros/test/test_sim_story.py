@@ -33,16 +33,24 @@ EXPECTED = [
 ]
 
 
-@pytest.fixture(scope='module')
-def story(tmp_path_factory):
-    out = tmp_path_factory.mktemp('demo')
+def run_demo(out, *extra: str):
     proc = subprocess.run(
         [sys.executable, '-m', 'muscle_mem_ros.sim.demo', '--think-time', '0.05',
-         '--rtf', '4', '--output-dir', str(out)],
+         '--rtf', '4', '--output-dir', str(out), *extra],
         capture_output=True, text=True, timeout=300)
     summary_path = out / 'sim_demo.json'
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
     return proc, summary, out
+
+
+@pytest.fixture(scope='module')
+def store(tmp_path_factory):
+    return tmp_path_factory.mktemp('store') / 'cache.db'
+
+
+@pytest.fixture(scope='module')
+def story(tmp_path_factory, store):
+    return run_demo(tmp_path_factory.mktemp('demo'), '--store', str(store))
 
 
 def test_the_story_holds_and_the_demo_exits_0(story):
@@ -82,6 +90,21 @@ def test_the_figure_is_a_png(story):
     png = out / 'sim_demo.png'
     assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert (out / 'logs' / 'behavior_cache.log').is_file()
+
+
+def test_the_story_again_on_a_store_that_knows_it_does_not_hold(story, store, tmp_path):
+    assert story[0].returncode == 0  # the learned store comes from the first story
+    proc, summary, _ = run_demo(tmp_path, '--store', str(store))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert 'the story did NOT hold' in proc.stdout
+    assert 'already knew the task' in proc.stdout
+    assert summary is not None
+    assert summary[0]['mode'] == 'replay' and not summary[0]['held']
+    assert summary[0]['agent_calls'] == []
+    # everything else replays from the store and still places the object
+    assert all(run['mode'] == 'replay' for run in summary)
+    assert all(math.hypot(r['final_object'][0] - PLACE_TARGET[0],
+                          r['final_object'][1] - PLACE_TARGET[1]) < 0.03 for r in summary)
 
 
 # -- judging, ROS-free ---------------------------------------------------------------------
