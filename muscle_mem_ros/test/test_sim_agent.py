@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import math
 
+from action_msgs.msg import GoalStatus
 from muscle_mem_ros.sim.physics import OBJECT_START
 from muscle_mem_ros.sim.story import PLACE_TARGET
 import pytest
 import rclpy
 from sim_helpers import NodeProcess, SimClient, assert_bad_parameter, unique_namespace
+
+from muscle_mem_interfaces.action import ExecuteTask
 
 
 @pytest.fixture(scope='module')
@@ -111,3 +114,23 @@ def test_bad_tasks_fail_with_a_reason_and_move_nothing(sim, task, params, match)
                                           ('place_x', '5.0'), ('arm_action', "''")])
 def test_bad_agent_parameters_stop_it_naming_the_parameter(param, value):
     assert_bad_parameter('muscle_mem_ros.sim.agent_node', param, value)
+
+
+def test_cancel_stops_the_task_and_the_arm(sim):
+    feedback: list = []
+    handle = sim.result_of(sim.agent.send_goal_async(
+        ExecuteTask.Goal(task='pick_and_place'),
+        feedback_callback=lambda fb: feedback.append(fb.feedback)))
+    assert handle.accepted
+    sim.wait_for(lambda: any(f.detail.startswith('step 1: descend') for f in feedback),
+                 what='the agent to start step 1')
+    sim.result_of(handle.cancel_goal_async())
+    response = sim.result_of(handle.get_result_async())
+    assert response.status == GoalStatus.STATUS_CANCELED
+    assert response.result.steps_by_agent < 8
+    first = sim.wait_fresh()[0].position[:4]
+    second = sim.wait_fresh(sim.now_ns() + 300_000_000)[0].position[:4]
+    assert second == pytest.approx(first, abs=0.01)
+    # the agent takes the next task
+    sim.reset()
+    assert sim.run_task().success

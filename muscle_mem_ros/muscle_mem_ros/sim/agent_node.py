@@ -56,6 +56,10 @@ class _TaskFailed(Exception):
     """A step could not be planned or executed; the message says why."""
 
 
+class _TaskCanceled(Exception):
+    """The task was canceled while a step was in flight (the step's goal was canceled)."""
+
+
 class DemoAgentNode(Node):
     """Serves ``~/execute_task`` and plans the pick-and-place step by step."""
 
@@ -193,12 +197,15 @@ class DemoAgentNode(Node):
                     result.steps_by_agent = done
                     return result
                 self._feedback(goal_handle, index, f'step {index}: {step.label}')
-                self._send(step)
+                self._send(step, goal_handle)
                 since = self.get_clock().now().nanoseconds
                 done += 1
             result.success = True
             result.message = f'pick_and_place done: {done} step(s) from step {start_step}'
             goal_handle.succeed()
+        except _TaskCanceled:
+            result.message = f'canceled during step {start_step + done}'
+            goal_handle.canceled()
         except _TaskFailed as err:
             result.success = False
             result.message = f'step {start_step + done}: {err}'
@@ -250,13 +257,13 @@ class DemoAgentNode(Node):
 
     # -- acting -------------------------------------------------------------------------------
 
-    def _send(self, step: PlannedStep) -> None:
+    def _send(self, step: PlannedStep, task: ServerGoalHandle) -> None:
         if step.kind is StepKind.GRIPPER:
             self._call_gripper(step)
         else:
-            self._move(step)
+            self._move(step, task)
 
-    def _move(self, step: PlannedStep) -> None:
+    def _move(self, step: PlannedStep, task: ServerGoalHandle) -> None:
         if not self._arm.wait_for_server(timeout_sec=self._step_timeout):
             raise _TaskFailed(f'action server {self._arm._action_name} not available')
         goal = FollowJointTrajectory.Goal()
@@ -273,7 +280,18 @@ class DemoAgentNode(Node):
         handle = self._wait(self._arm.send_goal_async(goal), 'goal acceptance')
         if not handle.accepted:
             raise _TaskFailed(f'{step.label}: goal rejected')
-        response = self._wait(handle.get_result_async(), 'trajectory result')
+        result = handle.get_result_async()
+        deadline = time.monotonic() + self._step_timeout
+        while not result.done():
+            if task.is_cancel_requested:
+                handle.cancel_goal_async()
+                self._wait(result, 'the canceled trajectory to stop')
+                raise _TaskCanceled()
+            if time.monotonic() > deadline:
+                handle.cancel_goal_async()
+                raise _TaskFailed(f'{step.label}: no result within {self._step_timeout} s')
+            time.sleep(0.02)
+        response = self._wait(result, 'trajectory result')
         code = response.result.error_code
         if code != FollowJointTrajectory.Result.SUCCESSFUL:
             raise _TaskFailed(f'{step.label}: error {code} {response.result.error_string}')

@@ -181,7 +181,8 @@ class SimRobotNode(Node):
                 return result
             if not goal_handle.is_active:
                 self._sim.cancel(motion)
-                break
+                result.error_string = 'goal no longer active'
+                return result
             feedback.header.stamp = self.get_clock().now().to_msg()
             feedback.desired = list(motion.desired)
             feedback.actual = list(motion.actual)
