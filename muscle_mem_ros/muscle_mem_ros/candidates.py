@@ -26,6 +26,9 @@ from .records import CompareMode, Node
 
 __all__ = ['CandidateIndex', 'Column', 'IndexBuilder', 'tool_names']
 
+_HEADROOM_FROM = 1024
+"""Sets at least this large get spare rows when first indexed."""
+
 
 class _Storage:
     """Row storage with spare capacity, shared by successive indexes of a growing set.
@@ -148,12 +151,17 @@ class IndexBuilder:
             for s in self._sensors)
 
     def parts(
-        self, candidates: Sequence[Node], ks: Sequence[int | None] | None = None,
+        self,
+        candidates: Sequence[Node],
+        ks: Sequence[int | None] | None = None,
+        *,
+        headroom: bool = False,
     ) -> tuple[list[Column | None], np.ndarray, np.ndarray]:
         """Build the per-sensor matrices; returns (columns, invalid rows, odd rows mask).
 
         ``ks`` forces each sensor's vector length (to append rows to an existing
-        block); by default the most common recorded length is used.
+        block); by default the most common recorded length is used. With
+        ``headroom``, large sets get 25% spare rows to grow into.
         """
         n = len(candidates)
         pres = [node.step.pre for node in candidates]
@@ -175,13 +183,18 @@ class IndexBuilder:
                 continue
             odd |= has & (lengths != k)
             good = has & (lengths == k)
-            rec = np.zeros((n, k), dtype=np.float64)
+            capacity = n + n // 4 if headroom and n >= _HEADROOM_FROM else n
+            storage = _Storage(np.zeros((capacity, k)), np.zeros((capacity, k)), n)
+            rec = storage.rec[:n]
             rows = np.flatnonzero(good)
             if rows.size:
                 rec[rows] = np.asarray([values[i] for i in rows], dtype=np.float64).reshape(-1, k)
             if sensor.tol_for(k) is not None:
                 odd |= good
-            columns.append(Column(k=k, has=good, rec=rec, rec_n=sensor.normalized(rec)))
+            rec_n = storage.rec_n[:n]
+            rec_n[:] = sensor.normalized(rec)
+            columns.append(Column(k=k, has=good, rec=rec, rec_n=rec_n,
+                                  storage=storage if capacity > n else None))
         invalid |= compared == 0
         odd &= ~invalid
         return columns, invalid, odd
@@ -205,7 +218,7 @@ class IndexBuilder:
 
     def build(self, candidates: Sequence[Node]) -> CandidateIndex:
         """Index a candidate set from scratch."""
-        columns, invalid, odd = self.parts(candidates)
+        columns, invalid, odd = self.parts(candidates, headroom=True)
         tree, tree_rows = self.tree(columns, invalid, odd)
         ids = np.fromiter((node.id for node in candidates), np.int64, len(candidates))
         return CandidateIndex(n=len(candidates), columns=tuple(columns), invalid=invalid,
