@@ -20,6 +20,7 @@ from pathlib import Path
 import sys
 import tempfile
 import time
+from typing import TextIO
 
 from muscle_mem_ros.sim.processes import (
     ChildProcesses,
@@ -61,7 +62,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_story(args: argparse.Namespace, *, out: object = sys.stdout) -> list[RunOutcome]:
+def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[RunOutcome]:
     """Start the nodes, perform the story and return the judged outcomes.
 
     Raises:
@@ -73,7 +74,7 @@ def run_story(args: argparse.Namespace, *, out: object = sys.stdout) -> list[Run
     from muscle_mem_ros.sim.driver import StoryDriver
 
     def say(line: str) -> None:
-        print(line, file=out, flush=True)  # type: ignore[call-overload]
+        print(line, file=out, flush=True)
 
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     output_dir: Path = args.output_dir
