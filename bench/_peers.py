@@ -16,7 +16,12 @@ do, so every check of the benchmark passes. On SIGUSR1 it prints one JSON line w
 message counts so far and the monotonic time, from which the benchmark computes the achieved
 rates over its measurement window.
 
-Usage: _peers.py server --prefix P | _peers.py sensors --prefix P [--joint-hz 1000] [--scan-hz 40]
+``relay``: the least a Python action proxy does, for reference: serves the same type at
+``/<prefix>/relay`` and forwards each goal to the controller from an ``async`` execute
+callback on a single-threaded executor (rclpy's default ``result_timeout``, like the node).
+
+Usage: _peers.py server|relay --prefix P [--result-timeout 1]
+       _peers.py sensors --prefix P [--joint-hz 1000] [--scan-hz 40]
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ import sys
 import time
 from typing import Any
 
+from action_msgs.msg import GoalStatus
 import rclpy
-from rclpy.action import ActionServer, GoalResponse
+from rclpy.action import ActionClient, ActionServer, GoalResponse
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -66,6 +72,32 @@ def run_server(prefix: str, result_timeout: int) -> None:
     ActionServer(node, FollowJointTrajectory, f'/{prefix}/arm/follow_joint_trajectory', execute,
                  goal_callback=on_goal, result_timeout=result_timeout)
     node.create_service(Trigger, f'/{prefix}/arrivals', dump)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+def run_relay(prefix: str) -> None:
+    """Forward goals from ``/<prefix>/relay`` to the controller: the least a Python proxy does."""
+    node = Node('bench_relay', start_parameter_services=False)
+    client = ActionClient(node, FollowJointTrajectory, f'/{prefix}/arm/follow_joint_trajectory')
+
+    async def execute(goal_handle: Any) -> Any:
+        handle = await client.send_goal_async(goal_handle.request)
+        if handle is None or not handle.accepted:
+            goal_handle.abort()
+            return FollowJointTrajectory.Result()
+        wrapped = await handle.get_result_async()
+        if wrapped.status == GoalStatus.STATUS_SUCCEEDED:
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        return wrapped.result
+
+    ActionServer(node, FollowJointTrajectory, f'/{prefix}/relay', execute)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
@@ -122,7 +154,7 @@ def run_sensors(prefix: str, joint_hz: float, scan_hz: float) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('role', choices=('server', 'sensors'))
+    parser.add_argument('role', choices=('server', 'relay', 'sensors'))
     parser.add_argument('--prefix', required=True)
     parser.add_argument('--joint-hz', type=float, default=1000.0)
     parser.add_argument('--scan-hz', type=float, default=40.0)
@@ -132,6 +164,8 @@ def main() -> int:
     try:
         if args.role == 'server':
             run_server(args.prefix, args.result_timeout)
+        elif args.role == 'relay':
+            run_relay(args.prefix)
         else:
             run_sensors(args.prefix, args.joint_hz, args.scan_hz)
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Behavior-cache node: replay overhead per step, proxy overhead per goal, idle CPU.
 
-Four processes on loopback (real rclpy, Fast DDS, SQLite), all started by this script:
+Five processes on loopback (real rclpy, Fast DDS, SQLite), all started by this script:
 
 * the controller (``_peers.py server``): a zero-duration
   ``muscle_mem_interfaces/action/FollowJointTrajectory`` server that succeeds every goal at
@@ -10,6 +10,8 @@ Four processes on loopback (real rclpy, Fast DDS, SQLite), all started by this s
   lists all goals the server keeps, and with back-to-back goals a 10 s window makes every
   client deserialize hundreds of entries per message, a cost that grows through the run and
   would swamp what is measured here;
+* a minimal relay (``_peers.py relay``), for reference: the least any rclpy action proxy
+  costs on the machine;
 * the sensors (``_peers.py sensors``): ``JointState`` (7 joints) at 1 kHz and ``LaserScan``
   (1080 beams) at 40 Hz, constant values, so every check passes;
 * the cache node (``_node_host.py``): the real ``behavior_cache`` main with two timing
@@ -143,6 +145,7 @@ class Client:
         server = f'/{prefix}/arm/follow_joint_trajectory'
         self.direct = self._action(FollowJointTrajectory, server, 'direct')
         self.proxy = self._action(FollowJointTrajectory, f'{cache}/arm', 'proxied')
+        self.relay = self._action(FollowJointTrajectory, f'/{prefix}/relay', 'relayed')
         self.execute = self._action(ExecuteTask, f'{cache}/execute_task', 'task')
         services = self._node('services')
         self.replay = services.create_client(Replay, f'{cache}/replay')
@@ -176,7 +179,7 @@ class Client:
 
     def ready(self, timeout: float = WAIT) -> None:
         deadline = time.monotonic() + timeout
-        for action in (self.direct, self.proxy, self.execute):
+        for action in (self.direct, self.proxy, self.relay, self.execute):
             while not action.server_is_ready():
                 if time.monotonic() > deadline:
                     raise TimeoutError('action servers not discovered (is the node running?)')
@@ -240,6 +243,8 @@ def read_timings(path: Path) -> tuple[dict[str, bool], list[tuple[str, int, int]
         item = json.loads(line)
         if item[0] == 'probes':
             probes = item[1]
+        elif item[0] == 'whatif':
+            probes['whatif: ' + ', '.join(item[1])] = False
         else:
             records.append((item[0], int(item[1]), int(item[2])))
     return probes, records
@@ -317,13 +322,14 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     res: dict[str, Any] = {'loadavg_start': os.getloadavg()}
     server = Peer('controller', [py, str(peers), 'server', '--prefix', prefix, '--result-timeout',
                                  str(args.result_timeout)], work / 'server.log')
+    relay = Peer('relay', [py, str(peers), 'relay', '--prefix', prefix], work / 'relay.log')
     sensors = Peer('sensors', [py, str(peers), 'sensors', '--prefix', prefix, '--joint-hz',
                                str(args.joint_hz), '--scan-hz', str(args.scan_hz)],
                    work / 'sensors.log', lines=True)
     cache = Peer('cache', [py, str(HERE / '_node_host.py'), '--ros-args', '-r',
                            f'__node:={node_name}', '--params-file', str(params_file)],
                  work / 'cache.log', env={**os.environ, 'MM_BENCH_TIMINGS': str(timings)})
-    peers_all = (server, sensors, cache)
+    peers_all = (server, relay, sensors, cache)
     rclpy.init()
     client = Client(prefix=prefix, cache=f'/{node_name}')
     try:
@@ -334,26 +340,43 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for peer in peers_all:
             if not peer.alive():
                 raise RuntimeError(f'{peer.name} exited: {peer.log.read_text()[-2000:]}')
+        # The node's own client must have discovered the controller too.
+        deadline = time.monotonic() + 90.0
+        while True:
+            try:
+                client.round_trip(client.proxy, make_goal(0))
+                client.round_trip(client.relay, make_goal(0))
+                break
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         # Warm-up: discovery, first-use allocations, the node's first sensor messages.
         for i in range(args.warmup):
             client.round_trip(client.direct, make_goal(i))
             client.round_trip(client.proxy, make_goal(i))
+            client.round_trip(client.relay, make_goal(i))
         time.sleep(1.0)
 
         # Proxy pass-through, interleaved in alternating order.
-        direct, proxied = [], []
-        own_cpu: dict[str, list[float]] = {'direct': [], 'proxied': []}
+        direct, proxied, relayed = [], [], []
+        own_cpu: dict[str, list[float]] = {'direct': [], 'proxied': [], 'relayed': []}
         cpu0 = _cpu_all(cache, server)
+        r0 = relay.cpu_seconds()
+        order = ((client.direct, direct, 'direct'), (client.proxy, proxied, 'proxied'),
+                 (client.relay, relayed, 'relayed'))
         for i in range(args.passthrough):
-            order = ((client.direct, direct, 'direct'), (client.proxy, proxied, 'proxied'))
-            for cl, out, kind in (order if i % 2 == 0 else order[::-1]):
+            for k in range(3):  # rotate the order: each kind goes first, second, third
+                cl, out, kind = order[(i + k) % 3]
                 c0 = time.process_time()
                 out.append(client.round_trip(cl, make_goal(i)))
                 own_cpu[kind].append(time.process_time() - c0)
         res['pass_client_cpu'] = own_cpu
-        res['pass_direct'], res['pass_proxy'] = direct, proxied
+        res['pass_direct'], res['pass_proxy'], res['pass_relay'] = direct, proxied, relayed
         res['pass_paired'] = [p - d for d, p in zip(direct, proxied, strict=True)]
+        res['pass_relay_paired'] = [p - d for d, p in zip(direct, relayed, strict=True)]
         res['pass_cpu'] = _cpu_delta(cpu0, _cpu_all(cache, server))
+        res['pass_cpu']['relay'] = relay.cpu_seconds() - r0
 
         # Learn one long task through the proxy (teach: start, goals, stop).
         answer = client.call(client.start, StartRecording.Request(task=TASK))
@@ -431,7 +454,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     finally:
         client.destroy()
         rclpy.try_shutdown()
-        for peer in (cache, sensors, server):
+        for peer in (cache, sensors, relay, server):
             peer.stop()
     time.sleep(0.3)
     res['probes'], records = read_timings(timings)
@@ -468,9 +491,11 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
                     f'N {len(over[path])}) | {verdict(p50, 2e-3)} |')
     added = pct(res['pass_proxy'], 50) - pct(res['pass_direct'], 50)
     paired = res['pass_paired']
+    relay_added = pct(res['pass_relay'], 50) - pct(res['pass_direct'], 50)
     rows.append(f'| 2. proxy pass-through, added per goal | p50 < 1 ms | {ms(added)} ms '
                 f'(paired differences: p50 {ms(pct(paired, 50))}, p90 {ms(pct(paired, 90))}, '
-                f'p99 {ms(pct(paired, 99))}, N {len(paired)}) | {verdict(added, 1e-3)} |')
+                f'p99 {ms(pct(paired, 99))}, N {len(paired)}; a minimal rclpy relay adds '
+                f'{ms(relay_added)} ms in the same run) | {verdict(added, 1e-3)} |')
     cpu = res['cpu']
     rows.append(f"| 3. node CPU, idle, 1 kHz JointState + 40 Hz LaserScan | < 10% of one core "
                 f"| {100 * cpu['node']:.1f}% (over {cpu['window']:.1f} s) "
@@ -497,9 +522,10 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         '',
         '## Setup',
         '',
-        'Four processes on one machine, all started by the benchmark: a zero-duration '
+        'Five processes on one machine, all started by the benchmark: a zero-duration '
         'controller (`muscle_mem_interfaces/action/FollowJointTrajectory`, succeeds every '
-        'goal at once, notes the arrival time of each goal request), a sensor publisher '
+        'goal at once, notes the arrival time of each goal request), a minimal relay '
+        '(reference for part 2), a sensor publisher '
         f'(`JointState`, 7 joints, at {args.joint_hz:g} Hz and `LaserScan`, 1080 beams, at '
         f'{args.scan_hz:g} Hz, constant values, best-effort sensor QoS), the cache node (the '
         'real `behavior_cache` main, run through `_node_host.py`, which wraps '
@@ -514,9 +540,9 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         'single-threaded executor. Goals: 7 joints, 3 waypoints. Times: `time.monotonic_ns` '
         '(one clock for all processes) and `perf_counter`.',
         '',
-        f"Phases in order: warm-up ({args.warmup} direct + {args.warmup} proxied goals); "
-        f"pass-through ({args.passthrough} direct and {args.passthrough} proxied goals, "
-        f"interleaved, order alternating); learning a {args.steps}-step task through the proxy "
+        f"Phases in order: warm-up ({args.warmup} goals each direct, proxied, relayed); "
+        f"pass-through ({args.passthrough} goals each direct, proxied, relayed, "
+        f"interleaved, order rotating); learning a {args.steps}-step task through the proxy "
         f"(StartRecording, {args.steps} goals, StopRecording); {args.rounds} rounds of "
         f"[{args.steps} direct goals back to back, one replay by `~/replay`, one by "
         f"`~/execute_task`]; {len(r['execute_other']['total'])} ExecuteTask replays after "
@@ -598,16 +624,19 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         'receiving the sensor streams). Latency on a loaded machine is CPU plus waiting for a '
         'core; these figures show the work itself.',
         '',
-        '| figure | node | controller | benchmark client |',
+        '| figure | cache node (or relay) | controller | benchmark client |',
         '|---|---:|---:|---:|',
         f"| direct goal (bursts of the rounds) | - "
         f"| {net_ms(direct_cpu, len(res['direct']), 'server')} "
         f"| {net_ms(direct_cpu, len(res['direct']), 'bench')} |",
-        f"| pass-through phase, per proxied goal (controller: both kinds of goal) "
+        f"| pass-through phase, per proxied goal (controller: per goal of any kind) "
         f"| {net_ms([res['pass_cpu']], args.passthrough)} "
-        f"| {net_ms([res['pass_cpu']], 2 * args.passthrough, 'server')} "
-        f"| direct {1e3 * np.mean(res['pass_client_cpu']['direct']):.2f}, "
-        f"proxied {1e3 * np.mean(res['pass_client_cpu']['proxied']):.2f} |",
+        f"| {net_ms([res['pass_cpu']], 3 * args.passthrough, 'server')} "
+        f"| {1e3 * np.mean(res['pass_client_cpu']['proxied']):.2f} "
+        f"(direct goals: {1e3 * np.mean(res['pass_client_cpu']['direct']):.2f}) |",
+        f"| pass-through phase, per relayed goal (minimal relay, for reference) "
+        f"| {net_ms([res['pass_cpu']], args.passthrough, 'relay')} | "
+        f"| {1e3 * np.mean(res['pass_client_cpu']['relayed']):.2f} |",
     ]
     for path, label in (('execute', 'ExecuteTask'), ('service', '`~/replay`'),
                         ('execute_other', f'ExecuteTask, {args.other} other variants')):
@@ -621,14 +650,19 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         '## 2. Proxy pass-through',
         '',
         'Outside a task (nothing recorded), agent -> proxy -> controller against agent -> '
-        'controller, both from the same client, interleaved goal by goal. Added = p50(proxied) '
-        '- p50(direct); the paired column is the per-pair difference.',
+        'controller, from the same kind of client, interleaved goal by goal (order rotating). '
+        'Added = p50(proxied) - p50(direct); the paired rows are per-goal differences. For '
+        'reference, the same through a minimal Python relay (`_peers.py relay`: an rclpy '
+        'action server whose `async` execute callback forwards to an action client, one '
+        'single-threaded executor, nothing else): what any rclpy proxy costs on this machine.',
         '',
         '| figure (ms) | p50 | p90 | p99 | N |',
         '|---|---:|---:|---:|---:|',
         f"| direct | {stats(res['pass_direct'])} |",
-        f"| through the proxy | {stats(res['pass_proxy'])} |",
-        f'| paired difference (proxied - direct) | {stats(res["pass_paired"])} |',
+        f"| through the cache's proxy | {stats(res['pass_proxy'])} |",
+        f"| through the minimal relay | {stats(res['pass_relay'])} |",
+        f'| paired difference, proxy - direct | {stats(res["pass_paired"])} |',
+        f'| paired difference, relay - direct | {stats(res["pass_relay_paired"])} |',
         f'| while recording (teach): one goal through the proxy, incl. its post-snapshot wait '
         f'| {stats(learn)} |',
         '',
@@ -651,8 +685,8 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
     ]
     missing = [k for k, v in res['probes'].items() if not v]
     if missing:
-        lines.insert(6, f'**Probes missing: {", ".join(missing)}** (the node changed); '
-                        'their columns are empty.\n')
+        lines.insert(6, f'**Probes missing or node modified: {", ".join(missing)}** '
+                        '(a what-if run, or the node changed).\n')
     return '\n'.join(lines)
 
 
