@@ -20,7 +20,10 @@ rates over its measurement window.
 ``/<prefix>/relay`` and forwards each goal to the controller from an ``async`` execute
 callback on a single-threaded executor (rclpy's default ``result_timeout``, like the node).
 
-Usage: _peers.py server|relay --prefix P [--result-timeout 1]
+``listen``: subscribes to the two sensor topics (depth 1, best effort) and never takes a
+message, for reference: the CPU floor of a process receiving these streams (DDS threads only).
+
+Usage: _peers.py server|relay|listen --prefix P [--result-timeout 1]
        _peers.py sensors --prefix P [--joint-hz 1000] [--scan-hz 40]
 """
 
@@ -39,7 +42,7 @@ import rclpy
 from rclpy.action import ActionClient, ActionServer, GoalResponse
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState, LaserScan
 from std_srvs.srv import Trigger
 
@@ -106,6 +109,18 @@ def run_relay(prefix: str) -> None:
         pass
 
 
+def run_listen(prefix: str) -> None:
+    """Subscribe to the sensor topics and never take a message: the floor of receiving them."""
+    node = Node('bench_listen', start_parameter_services=False)
+    qos = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                     reliability=ReliabilityPolicy.BEST_EFFORT)
+    node.create_subscription(JointState, f'/{prefix}/joint_states', lambda _m: None, qos,
+                             raw=True)
+    node.create_subscription(LaserScan, f'/{prefix}/scan', lambda _m: None, qos, raw=True)
+    while rclpy.ok():
+        time.sleep(0.2)
+
+
 def run_sensors(prefix: str, joint_hz: float, scan_hz: float) -> None:
     node = Node('bench_sensors', start_parameter_services=False)
     joints_pub = node.create_publisher(JointState, f'/{prefix}/joint_states',
@@ -154,7 +169,7 @@ def run_sensors(prefix: str, joint_hz: float, scan_hz: float) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('role', choices=('server', 'relay', 'sensors'))
+    parser.add_argument('role', choices=('server', 'relay', 'sensors', 'listen'))
     parser.add_argument('--prefix', required=True)
     parser.add_argument('--joint-hz', type=float, default=1000.0)
     parser.add_argument('--scan-hz', type=float, default=40.0)
@@ -166,6 +181,8 @@ def main() -> int:
             run_server(args.prefix, args.result_timeout)
         elif args.role == 'relay':
             run_relay(args.prefix)
+        elif args.role == 'listen':
+            run_listen(args.prefix)
         else:
             run_sensors(args.prefix, args.joint_hz, args.scan_hz)
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -432,20 +432,24 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 'arrivals': arrivals, 'window': (t0, t1),
                 'cpu': _cpu_delta(cpu0, _cpu_all(cache, server))})
 
-        # Idle CPU: nothing runs; the node only receives the sensor streams.
+        # Idle CPU: nothing runs; the node only receives the sensor streams. A listener that
+        # never takes a message gives the floor (DDS receive threads) in the same window.
+        listen = Peer('listen', [py, str(peers), 'listen', '--prefix', prefix],
+                      work / 'listen.log')
         time.sleep(args.cpu_warmup)
         os.kill(sensors.proc.pid, signal.SIGUSR1)
         c0, w0 = cache.cpu_seconds(), time.monotonic()
-        s0 = sensors.cpu_seconds()
+        s0, l0 = sensors.cpu_seconds(), listen.cpu_seconds()
         time.sleep(args.cpu_seconds)
         c1, w1 = cache.cpu_seconds(), time.monotonic()
-        s1 = sensors.cpu_seconds()
+        s1, l1 = sensors.cpu_seconds(), listen.cpu_seconds()
+        listen.stop()
         os.kill(sensors.proc.pid, signal.SIGUSR1)
         first = json.loads(sensors.lines.get(timeout=5))
         last = json.loads(sensors.lines.get(timeout=5))
         span = last['t'] - first['t']
         res['cpu'] = {'node': (c1 - c0) / (w1 - w0), 'window': w1 - w0,
-                      'publisher': (s1 - s0) / (w1 - w0),
+                      'publisher': (s1 - s0) / (w1 - w0), 'floor': (l1 - l0) / (w1 - w0),
                       'joint_hz': (last['joint_states'] - first['joint_states']) / span,
                       'scan_hz': (last['scan'] - first['scan']) / span}
         for peer in peers_all:
@@ -519,6 +523,10 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         '| metric | target | measured | result |',
         '|---|---|---|---|',
         *rows,
+        '',
+        '## Reading the results',
+        '',
+        *reading(res),
         '',
         '## Setup',
         '',
@@ -675,9 +683,12 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         f"(targets {args.joint_hz:g} / {args.scan_hz:g} Hz) and used "
         f"{100 * cpu['publisher']:.1f}% of a core.",
         '',
-        f"| node CPU, % of one core | {100 * cpu['node']:.1f} |",
+        '| process | CPU, % of one core |',
         '|---|---:|',
-        f"| publisher CPU, % of one core | {100 * cpu['publisher']:.1f} |",
+        f"| cache node | {100 * cpu['node']:.1f} |",
+        f"| publisher | {100 * cpu['publisher']:.1f} |",
+        f"| floor: a process subscribed to both topics that never takes a message "
+        f"(`_peers.py listen`) | {100 * cpu['floor']:.1f} |",
         '',
         'The benchmark is not a test and asserts nothing about time; the pass/fail column '
         'only compares the figures with the targets of the issue.',
@@ -688,6 +699,47 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         lines.insert(6, f'**Probes missing or node modified: {", ".join(missing)}** '
                         '(a what-if run, or the node changed).\n')
     return '\n'.join(lines)
+
+
+def reading(res: dict[str, Any]) -> list[str]:
+    """A few sentences relating the figures to each other (all from this run)."""
+    r = res['replays']
+    direct50 = pct(res['direct'], 50)
+    out = []
+    for path, label in (('execute', 'ExecuteTask'), ('service', '`~/replay`')):
+        fig = r[path]
+        if not fig['call']:
+            continue
+        out.append(
+            f"- Replay, {label}: between two goals the node's own work (pre and post "
+            f"snapshots and checks, store, event, feedback) takes {ms(pct(fig['rest'], 50))} ms "
+            f"p50; its replayed call takes {ms(pct(fig['call'], 50))} ms p50 against "
+            f"{ms(direct50)} ms for the plain client, i.e. "
+            f"{ms(pct(fig['call'], 50) - direct50)} ms more.")
+    direct = pct(res['pass_direct'], 50)
+    added = pct(res['pass_proxy'], 50) - direct
+    relay = pct(res['pass_relay'], 50) - direct
+    cpu = res['pass_cpu']
+    n = len(res['pass_proxy'])
+    idle = res['cpu']['node']
+    node_cpu = (cpu['node'] - idle * cpu['wall']) / n
+    relay_cpu = cpu['relay'] / n
+    client = res['pass_client_cpu']
+    out += [
+        f"- Pass-through: the cache's proxy adds {ms(added)} ms p50, a minimal rclpy relay "
+        f"{ms(relay)} ms ({added / relay:.2f}x); CPU per forwarded goal: node "
+        f"{1e3 * node_cpu:.2f} ms, relay {1e3 * relay_cpu:.2f} ms. A plain round trip here is "
+        f"{ms(direct)} ms p50, so one more rclpy hop (goal, accept, result request, result, "
+        f"status) costs more than the 1 ms target on this machine whatever the proxy does.",
+        f"- The agent's own CPU per goal: {1e3 * np.mean(client['direct']):.2f} ms direct, "
+        f"{1e3 * np.mean(client['proxied']):.2f} ms through the proxy, "
+        f"{1e3 * np.mean(client['relayed']):.2f} ms through the relay. The proxy and the relay "
+        f"keep finished goals 10 s (rclpy's default) and every status message lists all of "
+        f"them, so at back-to-back rates the agent's cost per goal grows with the rate.",
+        f"- Idle: node {100 * idle:.1f}% of a core; a process that only holds the two "
+        f"subscriptions (never takes a message) {100 * res['cpu']['floor']:.1f}%.",
+    ]
+    return out
 
 
 def _version(dist: str) -> str:
