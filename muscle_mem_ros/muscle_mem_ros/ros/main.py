@@ -22,9 +22,11 @@ from muscle_mem_ros.errors import ConfigError
 
 __all__ = ['EXECUTOR_THREADS', 'main']
 
-EXECUTOR_THREADS = 8
-"""Worker threads: a running task blocks one while it waits on a controller,
-each proxied call in flight blocks one, the rest deliver results and messages."""
+EXECUTOR_THREADS = 3
+"""Worker threads. A running task (or Replay call) blocks one while it waits on a
+controller or the agent; proxied calls are coroutines and block none (a
+recording's post-snapshot wait blocks one briefly). Few threads: every callback
+is handed to the pool, and on two cores more threads only add contention."""
 
 _SHUTDOWN_WAIT = 5.0
 

@@ -23,10 +23,12 @@ recording or a Forget. A second ExecuteTask goal while one runs is accepted
 and at once aborted with ``success=false`` and a message naming the running
 activity (a plain goal rejection could not say why).
 
-Callback groups: every server, client and subscription is in a reentrant
-group and the node runs in a ``MultiThreadedExecutor`` (see :mod:`.main`), so a
-callback blocked waiting for a controller's result never starves the callbacks
-that deliver that result.
+Callback groups: every server, client and timer is in a reentrant group and
+the node runs in a ``MultiThreadedExecutor`` (see :mod:`.main`). The only
+callbacks that block a thread are a running task or Replay call (one at a
+time) and, while recording, a proxied call's post-snapshot wait (bounded, and
+served by the sensor thread); proxied calls are coroutines. So the threads
+that deliver results are never all blocked.
 """
 
 from __future__ import annotations
@@ -100,7 +102,6 @@ class BehaviorCacheNode(RosNode):
             tool.server: make_proxy(
                 node=self, tool=tool, hub=self.hub, recorder=self.recorder,
                 callback_group=self._group, post_timeout=self.config.post_check_timeout,
-                forward_timeout=self.config.agent_timeout,
             )
             for tool in self.config.tools
         }

@@ -22,8 +22,11 @@ callback no way to wait for the server's answer); a service response with a
 boolean ``success`` field set to false (``std_srvs/srv/SetBool``,
 ``std_srvs/srv/Trigger``) counts as a failed step.
 
-The same objects execute steps during replay (:meth:`ToolProxy.call`), through
-the same clients.
+Serving is asynchronous (coroutine callbacks): a proxied call in flight holds
+no executor thread, it waits as long as the real server takes, and the
+caller's cancel is forwarded. The same objects execute steps during replay
+(:meth:`ToolProxy.call`, blocking, with the per-step timeout), through the same
+clients.
 """
 
 from __future__ import annotations
@@ -86,7 +89,6 @@ class ToolProxy:
         recorder: The active recording, if any.
         callback_group: Group for the server and client callbacks (reentrant).
         post_timeout: Max seconds to wait for sensor data newer than a call's end.
-        forward_timeout: Max seconds a proxied (agent) call may take.
     """
 
     kind: ToolKind
@@ -100,7 +102,6 @@ class ToolProxy:
         recorder: Recorder,
         callback_group: CallbackGroup,
         post_timeout: float,
-        forward_timeout: float,
     ) -> None:
         self.tool = tool
         self._node = node
@@ -108,7 +109,6 @@ class ToolProxy:
         self._recorder = recorder
         self._group = callback_group
         self._post_timeout = post_timeout
-        self._forward_timeout = forward_timeout
         self._log = node.get_logger()
 
     @property
@@ -189,8 +189,8 @@ class ActionProxy(ToolProxy):
         self._client = ActionClient(
             self._node, tool.interface, tool.server, callback_group=self._group
         )
-        self._tokens: dict[bytes, CancelToken] = {}
-        self._tokens_lock = threading.Lock()
+        self._handles: dict[bytes, Any] = {}
+        self._handles_lock = threading.Lock()
         self._server = ActionServer(
             self._node, tool.interface, tool.proxy, self._serve,
             goal_callback=lambda _goal: GoalResponse.ACCEPT,
@@ -208,45 +208,60 @@ class ActionProxy(ToolProxy):
         return bool(self._client.server_is_ready())
 
     def _on_cancel(self, goal_handle: Any) -> CancelResponse:
-        with self._tokens_lock:
-            token = self._tokens.get(bytes(goal_handle.goal_id.uuid))
-        if token is not None:
-            token.cancel()
+        with self._handles_lock:
+            handle = self._handles.get(bytes(goal_handle.goal_id.uuid))
+        if handle is not None:
+            handle.cancel_goal_async()
+        # Not forwarded yet: _serve sees is_cancel_requested once the real goal exists.
         return CancelResponse.ACCEPT
 
-    def _serve(self, goal_handle: Any) -> Any:
+    async def _serve(self, goal_handle: Any) -> Any:
+        """Forward one proxied goal (a coroutine: waiting holds no executor thread)."""
         key = bytes(goal_handle.goal_id.uuid)
-        token = CancelToken()
-        with self._tokens_lock:
-            self._tokens[key] = token
-        if goal_handle.is_cancel_requested:  # canceled before this callback ran
-            token.cancel()
+        empty = self.tool.interface.Result()
         try:
             session = self._recorder.active
             pre = self._pre(session)
             goal = goal_handle.request
-            out = self._send(
-                goal, timeout=self._forward_timeout, cancel=token,
-                feedback=lambda msg: goal_handle.publish_feedback(msg.feedback),
-            )
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+                return empty
+            if not self._client.server_is_ready() and not self._client.wait_for_server(
+                timeout_sec=_SERVER_WAIT
+            ):
+                self._log.warning(f'{self.tool.proxy}: {self.tool.server} not available')
+                goal_handle.abort()
+                return empty
+            started = time.monotonic()
+            handle = await self._client.send_goal_async(
+                goal, feedback_callback=lambda msg: goal_handle.publish_feedback(msg.feedback))
+            if handle is None or not handle.accepted:
+                self._log.warning(f'{self.tool.proxy}: {self.tool.server} rejected the goal')
+                goal_handle.abort()
+                return empty
+            with self._handles_lock:
+                self._handles[key] = handle
+            if goal_handle.is_cancel_requested:
+                handle.cancel_goal_async()
+            wrapped = await handle.get_result_async()
+            out = CallOutcome(_status(wrapped.status), '', started, time.monotonic(),
+                              wrapped.result)
             if out.status is StepStatus.SUCCEEDED:
                 self._record(session, goal, pre, out)
                 goal_handle.succeed()
             elif out.status is StepStatus.CANCELED and goal_handle.is_cancel_requested:
                 goal_handle.canceled()
             else:
-                if out.detail:
-                    self._log.warning(f'{self.tool.proxy}: {out.detail}')
                 goal_handle.abort()
-            return out.response if out.response is not None else self.tool.interface.Result()
+            return wrapped.result
         except Exception as err:  # never let one goal take the node down
             self._log.error(f'{self.tool.proxy}: {err!r}')
             if goal_handle.is_active:
                 goal_handle.abort()
-            return self.tool.interface.Result()
+            return empty
         finally:
-            with self._tokens_lock:
-                self._tokens.pop(key, None)
+            with self._handles_lock:
+                self._handles.pop(key, None)
 
     def _send(
         self, message: Any, *, timeout: float, cancel: CancelToken,
@@ -286,12 +301,19 @@ class ActionProxy(ToolProxy):
                 response,
             )
         wrapped = result.result()
-        status = wrapped.status
-        if status == GoalStatus.STATUS_SUCCEEDED:
-            return outcome(StepStatus.SUCCEEDED, '', wrapped.result)
-        if status == GoalStatus.STATUS_CANCELED:
-            return outcome(StepStatus.CANCELED, f'{server} canceled the goal', wrapped.result)
-        return outcome(StepStatus.FAILED, f'{server} aborted the goal', wrapped.result)
+        status = _status(wrapped.status)
+        detail = {StepStatus.SUCCEEDED: '', StepStatus.CANCELED: f'{server} canceled the goal',
+                  StepStatus.FAILED: f'{server} aborted the goal'}[status]
+        return outcome(status, detail, wrapped.result)
+
+
+def _status(goal_status: int) -> StepStatus:
+    """Map an action_msgs GoalStatus code to a step status."""
+    if goal_status == GoalStatus.STATUS_SUCCEEDED:
+        return StepStatus.SUCCEEDED
+    if goal_status == GoalStatus.STATUS_CANCELED:
+        return StepStatus.CANCELED
+    return StepStatus.FAILED
 
 
 def _service_succeeded(response: Any) -> bool:
@@ -323,17 +345,23 @@ class ServiceProxy(ToolProxy):
         """True when the real service is discovered."""
         return bool(self._client.service_is_ready())
 
-    def _serve(self, request: Any, response: Any) -> Any:
+    async def _serve(self, request: Any, response: Any) -> Any:
+        """Forward one proxied request (a coroutine: waiting holds no executor thread)."""
         try:
             session = self._recorder.active
             pre = self._pre(session)
-            out = self._send(request, timeout=self._forward_timeout, cancel=CancelToken())
-            if out.response is None:
-                self._log.error(
-                    f'{self.tool.proxy}: {out.detail}; answering with a default response')
+            if not self._client.service_is_ready() and not self._client.wait_for_service(
+                timeout_sec=_SERVER_WAIT
+            ):
+                self._log.error(f'{self.tool.proxy}: {self.tool.server} not available; '
+                                'answering with a default response')
                 return response
-            self._record(session, request, pre, out)
-            return out.response
+            started = time.monotonic()
+            answer = await self._client.call_async(request)
+            status = StepStatus.SUCCEEDED if _service_succeeded(answer) else StepStatus.FAILED
+            self._record(session, request, pre,
+                         CallOutcome(status, '', started, time.monotonic(), answer))
+            return answer
         except Exception as err:  # never let one request take the node down
             self._log.error(f'{self.tool.proxy}: {err!r}')
             return response

@@ -15,7 +15,10 @@ a snapshot is taken (before and after each step), and cached per message so
 two snapshots of the same message deserialize it once.
 
 All times are ``time.monotonic()`` seconds, the clock of ``Snapshot.stamps``
-and of the staleness test (``max_age``). A sensor that never sent anything is
+and of the staleness test (``max_age``). A message's stamp is when the
+middleware received it (its rmw reception time moved onto that clock), not when
+this thread got to it, so "data newer than the step's end" really was sent
+after the step ended. A sensor that never sent anything is
 absent from the snapshot, so a check on it fails as 'missing'. The first
 message of each sensor is decoded on arrival, to check its length against the
 configured tolerance as early as possible.
@@ -115,14 +118,14 @@ class SensorHub:
                 wait_set.wait(-1)
                 for pointer in wait_set.get_ready_entities('subscription'):
                     sub, latest = by_pointer[pointer]
-                    raw = None
+                    taken = last = None
                     while True:
                         taken = sub.handle.take_message(sub.msg_type, True)
                         if taken is None:
                             break
-                        raw = taken[0]
-                    if raw is not None:
-                        self._store(latest, raw)
+                        last = taken
+                    if last is not None:
+                        self._store(latest, last[0], _arrival(last[1]))
         except Exception:  # the context was shut down under us: nothing left to receive
             pass
         finally:
@@ -156,8 +159,7 @@ class SensorHub:
         """The capture clock (monotonic seconds)."""
         return time.monotonic()
 
-    def _store(self, latest: _Latest, raw: bytes) -> None:
-        stamp = time.monotonic()
+    def _store(self, latest: _Latest, raw: bytes, stamp: float) -> None:
         with self._cond:
             latest.raw = raw
             latest.stamp = stamp
@@ -250,3 +252,17 @@ class SensorHub:
             return self._latest[name].raw
 
 
+
+
+def _arrival(info: Any) -> float:
+    """When the middleware received a message, on the monotonic clock.
+
+    The rmw reception time (system clock) is moved onto the monotonic clock, so
+    a message that arrived before a step ended never counts as newer than the
+    step because this thread drained it late. Without a reception time: now.
+    """
+    now = time.monotonic()
+    received = info.get('received_timestamp', 0) if isinstance(info, dict) else 0
+    if not received:
+        return now
+    return min(now, now - (time.time() - received * 1e-9))
