@@ -58,6 +58,11 @@ _CANCEL_GRACE = 2.0
 """Seconds to wait for a canceled goal's result before giving up on it."""
 _SERVER_WAIT = 2.0
 """Seconds to wait for a server that is not discovered yet."""
+_RESULT_KEEP = 2
+"""Seconds a proxied goal's result stays available after it finished. Callers
+ask for it at once; rclpy's default of 10 s makes every status message carry
+hundreds of finished goals when goals come back to back, which every client
+then parses."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,7 @@ class ActionProxy(ToolProxy):
             goal_callback=lambda _goal: GoalResponse.ACCEPT,
             cancel_callback=self._on_cancel,
             callback_group=self._group,
+            result_timeout=_RESULT_KEEP,
         )
 
     @property
