@@ -13,6 +13,13 @@ Each wrapped call appends ``[kind, start_ns, end_ns]`` (``time.monotonic_ns``) t
 that a daemon thread writes, as JSON lines, to the file named by ``MM_BENCH_TIMINGS``
 every 0.1 s, so the benchmark can read them while the node runs. If a probed method
 does not exist (the node changed), that probe is left out and the benchmark says so.
+
+Diagnostics, off in the benchmark: ``MM_BENCH_EXTRA_PROBES=1`` also times
+``SensorHub.capture``, ``Replayer._choose``, ``Replayer._candidates``,
+``Replayer._post_check`` and ``BehaviorCacheNode.publish_event`` (read them with
+``bench/node --keep-timings FILE``); ``MM_BENCH_WHATIF=result_timeout=N`` runs the node with
+its proxies' action servers keeping finished goals N s instead of rclpy's 10 s (the
+report then says that the node was modified).
 """
 
 from __future__ import annotations
@@ -57,42 +64,6 @@ def _writer(path: str) -> None:
             out.flush()
 
 
-def _sampler(path: str, period: float = 0.001) -> None:
-    """Sample every other thread's Python stack; write counts to ``path`` on each flush.
-
-    A diagnostic (``MM_BENCH_SAMPLE=<file>``), off in the benchmark: counts, per thread
-    sample, the leaf frame (file:function:line) and every function on the stack
-    (inclusive), so where the node spends its time can be read without a profiler.
-    """
-    import collections
-
-    leaves: collections.Counter[str] = collections.Counter()
-    inclusive: collections.Counter[str] = collections.Counter()
-    me = threading.get_ident()
-    last = time.monotonic()
-    samples = 0
-    while True:
-        time.sleep(period)
-        for ident, frame in sys._current_frames().items():
-            if ident == me:
-                continue
-            code = frame.f_code
-            leaves[f'{code.co_filename}:{code.co_name}:{frame.f_lineno}'] += 1
-            seen = set()
-            while frame is not None:
-                key = f'{frame.f_code.co_filename}:{frame.f_code.co_name}'
-                if key not in seen:
-                    seen.add(key)
-                    inclusive[key] += 1
-                frame = frame.f_back
-        samples += 1
-        if time.monotonic() - last > 1.0:
-            last = time.monotonic()
-            with open(path, 'w', encoding='utf-8') as out:
-                json.dump({'samples': samples, 'leaves': leaves.most_common(80),
-                           'inclusive': inclusive.most_common(120)}, out, indent=0)
-
-
 def _what_if(spec: str) -> list[str]:
     """Apply experimental changes to the node (``MM_BENCH_WHATIF``); never in the benchmark.
 
@@ -118,19 +89,27 @@ def main() -> int:
     from muscle_mem_ros.ros.sensors import SensorHub
 
     path = os.environ.get('MM_BENCH_TIMINGS', '')
+    whatif = _what_if(os.environ.get('MM_BENCH_WHATIF', ''))
     probes = {'wait': _probe(SensorHub, 'wait_newer', 'wait'),
               'call': _probe(ActionProxy, 'call', 'call')}
+    if os.environ.get('MM_BENCH_EXTRA_PROBES'):  # diagnostics: where a replayed step goes
+        from muscle_mem_ros.ros.node import BehaviorCacheNode
+        from muscle_mem_ros.ros.replay import Replayer
+
+        probes.update({
+            'capture': _probe(SensorHub, 'capture', 'capture'),
+            'choose': _probe(Replayer, '_choose', 'choose'),
+            'candidates': _probe(Replayer, '_candidates', 'candidates'),
+            'post': _probe(Replayer, '_post_check', 'post'),
+            'event': _probe(BehaviorCacheNode, 'publish_event', 'event'),
+        })
     if path:
         with open(path, 'w', encoding='utf-8') as out:
             out.write(json.dumps(['probes', probes]) + '\n')
         threading.Thread(target=_writer, args=(path,), daemon=True).start()
-    whatif = _what_if(os.environ.get('MM_BENCH_WHATIF', ''))
     if path and whatif:
         with open(path, 'a', encoding='utf-8') as out:
             out.write(json.dumps(['whatif', whatif]) + '\n')
-    sample = os.environ.get('MM_BENCH_SAMPLE', '')
-    if sample:
-        threading.Thread(target=_sampler, args=(sample,), daemon=True).start()
     return node_main.main([sys.argv[0], *sys.argv[1:]])
 
 

@@ -461,6 +461,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for peer in (cache, sensors, relay, server):
             peer.stop()
     time.sleep(0.3)
+    if args.keep_timings is not None:
+        args.keep_timings.write_bytes(timings.read_bytes())
     res['probes'], records = read_timings(timings)
     for path, runs in res['replays'].items():
         merged: dict[str, list[float]] = {}
@@ -766,6 +768,8 @@ def main() -> int:
     parser.add_argument('--cpu-seconds', type=float, default=10.0)
     parser.add_argument('--cpu-warmup', type=float, default=3.0)
     parser.add_argument('--out', type=Path, default=HERE / 'node.md')
+    parser.add_argument('--keep-timings', type=Path, default=None,
+                        help="copy the node's probe records (JSON lines) here")
     args = parser.parse_args()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix='mm_bench_node_') as tmp:
