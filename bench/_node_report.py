@@ -218,7 +218,8 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         'Added = p50(proxied) - p50(direct); the paired rows are per-goal differences. For '
         'reference, the same through a minimal Python relay (`_peers.py relay`: an rclpy '
         'action server whose `async` execute callback forwards to an action client, one '
-        'single-threaded executor, nothing else): what any rclpy proxy costs on this machine.',
+        'single-threaded executor, keeping finished goals as long as the controller, nothing '
+        'else): what any rclpy proxy costs on this machine.',
         '',
         '| figure (ms) | p50 | p90 | p99 | N |',
         '|---|---:|---:|---:|---:|',
@@ -289,9 +290,10 @@ def reading(res: dict[str, Any]) -> list[str]:
         f"status) costs more than the 1 ms target on this machine whatever the proxy does.",
         f"- The agent's own CPU per goal: {1e3 * np.mean(client['direct']):.2f} ms direct, "
         f"{1e3 * np.mean(client['proxied']):.2f} ms through the proxy, "
-        f"{1e3 * np.mean(client['relayed']):.2f} ms through the relay. The proxy and the relay "
-        f"keep finished goals 10 s (rclpy's default) and every status message lists all of "
-        f"them, so at back-to-back rates the agent's cost per goal grows with the rate.",
+        f"{1e3 * np.mean(client['relayed']):.2f} ms through the relay. An action server's "
+        f"status messages list every goal it still keeps (rclpy: finished goals for "
+        f"`result_timeout`, 10 s by default), so at back-to-back rates a long keep time makes "
+        f"the agent's cost per goal grow with the rate.",
         f"- Idle: node {100 * idle:.1f}% of a core; a process that only holds the two "
         f"subscriptions (never takes a message) {100 * res['cpu']['floor']:.1f}%.",
     ]

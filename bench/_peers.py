@@ -18,7 +18,7 @@ rates over its measurement window.
 
 ``relay``: the least a Python action proxy does, for reference: serves the same type at
 ``/<prefix>/relay`` and forwards each goal to the controller from an ``async`` execute
-callback on a single-threaded executor (rclpy's default ``result_timeout``, like the node).
+callback on a single-threaded executor, keeping finished goals ``--result-timeout`` s.
 
 ``listen``: subscribes to the two sensor topics (depth 1, best effort) and never takes a
 message, for reference: the CPU floor of a process receiving these streams (DDS threads only).
@@ -83,7 +83,7 @@ def run_server(prefix: str, result_timeout: int) -> None:
         pass
 
 
-def run_relay(prefix: str) -> None:
+def run_relay(prefix: str, result_timeout: int) -> None:
     """Forward goals from ``/<prefix>/relay`` to the controller: the least a Python proxy does."""
     node = Node('bench_relay', start_parameter_services=False)
     client = ActionClient(node, FollowJointTrajectory, f'/{prefix}/arm/follow_joint_trajectory')
@@ -100,7 +100,8 @@ def run_relay(prefix: str) -> None:
             goal_handle.abort()
         return wrapped.result
 
-    ActionServer(node, FollowJointTrajectory, f'/{prefix}/relay', execute)
+    ActionServer(node, FollowJointTrajectory, f'/{prefix}/relay', execute,
+                 result_timeout=result_timeout)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
@@ -180,7 +181,7 @@ def main() -> int:
         if args.role == 'server':
             run_server(args.prefix, args.result_timeout)
         elif args.role == 'relay':
-            run_relay(args.prefix)
+            run_relay(args.prefix, args.result_timeout)
         elif args.role == 'listen':
             run_listen(args.prefix)
         else:

@@ -302,7 +302,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     res: dict[str, Any] = {'loadavg_start': os.getloadavg()}
     server = Peer('controller', [py, str(peers), 'server', '--prefix', prefix, '--result-timeout',
                                  str(args.result_timeout)], work / 'server.log')
-    relay = Peer('relay', [py, str(peers), 'relay', '--prefix', prefix], work / 'relay.log')
+    relay = Peer('relay', [py, str(peers), 'relay', '--prefix', prefix, '--result-timeout',
+                           str(args.result_timeout)], work / 'relay.log')
     sensors = Peer('sensors', [py, str(peers), 'sensors', '--prefix', prefix, '--joint-hz',
                                str(args.joint_hz), '--scan-hz', str(args.scan_hz)],
                    work / 'sensors.log', lines=True)
