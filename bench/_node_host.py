@@ -2,7 +2,7 @@
 """Run the behavior-cache executable (``muscle_mem_ros.ros.main.main``) with timing probes.
 
 The node is the real one, started by its own ``main`` with the command line given
-here (``--ros-args ...``). Before it starts, two methods are wrapped at class level,
+here (``--ros-args ...``). Before it starts, methods are wrapped at class level,
 without changing what they do:
 
 * ``SensorHub.wait_newer``: the wait for sensor data newer than a step's end (the
@@ -14,12 +14,13 @@ that a daemon thread writes, as JSON lines, to the file named by ``MM_BENCH_TIMI
 every 0.1 s, so the benchmark can read them while the node runs. If a probed method
 does not exist (the node changed), that probe is left out and the benchmark says so.
 
-Diagnostics, off in the benchmark: ``MM_BENCH_EXTRA_PROBES=1`` also times
-``SensorHub.capture``, ``Replayer._choose``, ``Replayer._candidates``,
-``Replayer._post_check`` and ``BehaviorCacheNode.publish_event`` (read them with
-``bench/node --keep-timings FILE``); ``MM_BENCH_WHATIF=result_timeout=N`` runs the node with
-its proxies' action servers keeping finished goals N s instead of rclpy's 10 s (the
-report then says that the node was modified).
+Unless ``MM_BENCH_PARTS=0``, five more probes split a replayed step into its parts:
+``SensorHub.capture``, ``Replayer._choose`` (pre-check: capture and match),
+``Replayer._candidates`` (store lookup), ``Replayer._post_check`` (wait, capture,
+compare) and ``BehaviorCacheNode.publish_event``; a few microseconds each.
+A diagnostic, off in the benchmark: ``MM_BENCH_WHATIF=result_timeout=N`` runs the node with
+its proxies' action servers keeping finished goals N s (the report then says that the node
+was modified).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def main() -> int:
     whatif = _what_if(os.environ.get('MM_BENCH_WHATIF', ''))
     probes = {'wait': _probe(SensorHub, 'wait_newer', 'wait'),
               'call': _probe(ActionProxy, 'call', 'call')}
-    if os.environ.get('MM_BENCH_EXTRA_PROBES'):  # diagnostics: where a replayed step goes
+    if os.environ.get('MM_BENCH_PARTS', '1') != '0':  # where a replayed step's work goes
         from muscle_mem_ros.ros.node import BehaviorCacheNode
         from muscle_mem_ros.ros.replay import Replayer
 

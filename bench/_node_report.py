@@ -160,6 +160,22 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         if fig['call']:
             lines += [f"| {label}: replayed call in the node | {stats(fig['call'])} |",
                       f"| {label}: rest of the step in the node | {stats(fig['rest'])} |"]
+    parts = res['parts']
+    names = (('choose', 'pre-check (`Replayer._choose`: fresh snapshot, match candidates)'),
+             ('candidates', 'store lookup of the candidates (`Replayer._candidates`)'),
+             ('post_logic', 'post-check without its sensor wait (snapshot, compare)'),
+             ('capture', 'one snapshot (`SensorHub.capture`; part of the two above)'),
+             ('event', 'one event published (`publish_event`)'))
+    if any(parts.get(k) for k, _ in names):
+        lines += [
+            '',
+            'Parts of the node\'s work per replayed step (all replays; probes around these '
+            'methods):',
+            '',
+            '| part (ms) | p50 | p90 | p99 | N |',
+            '|---|---:|---:|---:|---:|',
+        ]
+        lines += [f'| {label} | {stats(parts[k])} |' for k, label in names if parts.get(k)]
     lines += [
         '',
         'Whole replays (wall time of the call, seen by the client), against the same number '

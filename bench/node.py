@@ -445,6 +445,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.keep_timings is not None:
         args.keep_timings.write_bytes(timings.read_bytes())
     res['probes'], records = read_timings(timings)
+    res['windows'] = [one['window'] for runs in res['replays'].values() for one in runs]
     for path, runs in res['replays'].items():
         merged: dict[str, list[float]] = {}
         for one in runs:
@@ -453,8 +454,27 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         merged['total'] = [(one['window'][1] - one['window'][0]) / 1e9 for one in runs]
         merged['cpu'] = [one['cpu'] for one in runs]
         res['replays'][path] = merged
+    res['parts'] = step_parts(res['windows'], records)
     res['loadavg_end'] = os.getloadavg()
     return res
+
+
+def step_parts(windows: list[tuple[int, int]],
+               records: list[tuple[str, int, int]]) -> dict[str, list[float]]:
+    """Durations (s) of the node's parts of a replayed step, inside the replay windows.
+
+    ``post_logic`` is a post-check minus the sensor wait inside it.
+    """
+    inside = [(k, s, e) for k, s, e in records if any(lo <= s <= hi for lo, hi in windows)]
+    waits = [(s, e) for k, s, e in inside if k == 'wait']
+    parts: dict[str, list[float]] = {}
+    for kind, s, e in inside:
+        if kind in ('capture', 'choose', 'candidates', 'event'):
+            parts.setdefault(kind, []).append((e - s) / 1e9)
+        elif kind == 'post':
+            wait = sum(we - ws for ws, we in waits if s <= ws <= e)
+            parts.setdefault('post_logic', []).append((e - s - wait) / 1e9)
+    return parts
 
 
 def main() -> int:
