@@ -287,8 +287,8 @@ def reading(res: dict[str, Any]) -> list[str]:
             f"- Replay, {label}: between two goals the node's own work (pre and post "
             f"snapshots and checks, store, event, feedback) takes {ms(pct(fig['rest'], 50))} ms "
             f"p50; its replayed call takes {ms(pct(fig['call'], 50))} ms p50 against "
-            f"{ms(direct50)} ms for the plain client, i.e. "
-            f"{ms(pct(fig['call'], 50) - direct50)} ms more.")
+            f"{ms(direct50)} ms for the plain client (difference "
+            f"{1e3 * (pct(fig['call'], 50) - direct50):+.3f} ms).")
     direct = pct(res['pass_direct'], 50)
     added = pct(res['pass_proxy'], 50) - direct
     relay = pct(res['pass_relay'], 50) - direct
