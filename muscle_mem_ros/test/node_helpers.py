@@ -541,7 +541,10 @@ class Harness:
         if not future.done():
             done.wait(timeout)
         if not future.done():
-            raise TimeoutError('no answer')
+            tail = ''
+            if self.cache is not None:
+                tail = '\n'.join(self.cache.output().splitlines()[-20:])
+            raise TimeoutError(f'no answer in {timeout} s; end of the cache log:\n{tail}')
         return future.result()
 
     def send_task(self, task: str, params_json: str = '',
