@@ -78,6 +78,9 @@ def test_resume_numbers_steps_from_the_resume_point_and_plans_from_the_state(sim
     assert result.success, result.message
     # the arm is at home and the object at its start: the whole task is still to do
     assert result.steps_by_agent == 8
+    # feedback travels on a topic, the result on a service: the last one may trail the result
+    sim.wait_for(lambda: 10 in {f.step for f in list(feedback)}, timeout=5.0,
+                 what='feedback for the last step')
     assert sorted({f.step for f in feedback}) == list(range(3, 11))
     assert announced(sim)[0]['resume_from_step'] == 3
 
