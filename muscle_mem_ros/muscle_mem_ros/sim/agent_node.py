@@ -29,11 +29,9 @@ from typing import Any
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-import rclpy
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
@@ -43,7 +41,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
 from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string
+from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_ros.sim.planner import PickPlaceSpec, PlannedStep, StepKind, WorldView, next_step
 
 __all__ = ['DemoAgentNode', 'TASK_NAME', 'main']
@@ -327,25 +325,7 @@ def _fmt(point: object) -> str:
 
 def main(args: list[str] | None = None) -> int:
     """Run the demo agent until interrupted; exit code 1 on bad parameters."""
-    rclpy.init(args=args)
-    node: DemoAgentNode | None = None
-    code = 0
-    try:
-        node = DemoAgentNode()
-        executor = MultiThreadedExecutor(num_threads=4)
-        executor.add_node(node)
-        executor.spin()
-    except ValueError as err:
-        rclpy.logging.get_logger('demo_agent').error(str(err))
-        code = 1
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return code
+    return spin_node(DemoAgentNode, name='demo_agent', args=args)
 
 
 if __name__ == '__main__':

@@ -1,18 +1,26 @@
 """Declare and check the sim nodes' ROS parameters, naming the parameter in every error.
 
+``spin_node`` is the sim nodes' shared ``main``: a bad parameter (a ``ValueError`` from the
+declare helpers) becomes exit code 1 with the message logged, like the cache's own main.
+
 Numbers are declared with dynamic typing so ``-p rtf:=2`` (an integer on the command line)
 is accepted as 2.0 instead of failing deep inside rclpy with a type exception.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 from rcl_interfaces.msg import ParameterDescriptor
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
-__all__ = ['declare_int', 'declare_number', 'declare_string']
+__all__ = ['declare_int', 'declare_number', 'declare_string', 'spin_node']
+
+N = TypeVar('N', bound=Node)
 
 _DYNAMIC = ParameterDescriptor(dynamic_typing=True)
 
@@ -65,3 +73,41 @@ def declare_string(node: Node, name: str, default: str) -> str:
 
 def _declare(node: Node, name: str, default: Any) -> Any:
     return node.declare_parameter(name, default, _DYNAMIC).value
+
+
+def spin_node(
+    make_node: Callable[[], N], *, name: str, args: list[str] | None = None,
+    on_exit: Callable[[N], None] | None = None,
+) -> int:
+    """Create a node, spin it on a multi-threaded executor until interrupted, clean up.
+
+    Args:
+        make_node: Builds the node (after ``rclpy.init``); raises ValueError on a bad parameter.
+        name: Logger name for the startup error.
+        args: Command-line arguments for ``rclpy.init``.
+        on_exit: Called with the node before it is destroyed (stop its threads).
+
+    Returns:
+        The exit code: 0, or 1 for a bad parameter.
+    """
+    rclpy.init(args=args)
+    node: N | None = None
+    code = 0
+    try:
+        node = make_node()
+        executor = MultiThreadedExecutor(num_threads=4)
+        executor.add_node(node)
+        executor.spin()
+    except ValueError as err:
+        rclpy.logging.get_logger(name).error(str(err))
+        code = 1
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            if on_exit is not None:
+                on_exit(node)
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return code

@@ -20,11 +20,9 @@ import time
 
 from geometry_msgs.msg import PoseStamped
 import numpy as np
-import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
@@ -32,7 +30,7 @@ from std_srvs.srv import SetBool, Trigger
 from muscle_mem_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import MoveObject
 from muscle_mem_ros.sim.motion import MotionOutcome
-from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string
+from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_ros.sim.physics import ArmSim
 from muscle_mem_ros.sim.trajectory import JointPath
 
@@ -254,26 +252,7 @@ def _path_from(traj: object) -> JointPath:
 
 def main(args: list[str] | None = None) -> int:
     """Run the sim robot until interrupted; exit code 1 on bad parameters."""
-    rclpy.init(args=args)
-    node: SimRobotNode | None = None
-    code = 0
-    try:
-        node = SimRobotNode()
-        executor = MultiThreadedExecutor(num_threads=4)
-        executor.add_node(node)
-        executor.spin()
-    except ValueError as err:
-        rclpy.logging.get_logger('sim_robot').error(str(err))
-        code = 1
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.shutdown()
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return code
+    return spin_node(SimRobotNode, name='sim_robot', args=args, on_exit=SimRobotNode.shutdown)
 
 
 if __name__ == '__main__':
