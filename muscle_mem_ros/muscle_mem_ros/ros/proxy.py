@@ -42,6 +42,7 @@ from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalRespons
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node as RosNode
 from rclpy.serialization import deserialize_message, serialize_message
+from rclpy.task import Future
 
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
@@ -92,8 +93,11 @@ class ToolProxy:
         tool: The tool's configuration.
         hub: Sensor capture for pre and post snapshots.
         recorder: The active recording, if any.
-        callback_group: Group for the server and client callbacks (reentrant).
+        callback_group: Group for the server and client callbacks: reentrant, else
+            a pending coroutine (a forwarded call) would keep its own client's
+            response from being delivered.
         post_timeout: Max seconds to wait for sensor data newer than a call's end.
+        logger: Where to log (default: ``node``'s logger).
     """
 
     kind: ToolKind
@@ -107,6 +111,7 @@ class ToolProxy:
         recorder: Recorder,
         callback_group: CallbackGroup,
         post_timeout: float,
+        logger: Any = None,
     ) -> None:
         self.tool = tool
         self._node = node
@@ -114,7 +119,7 @@ class ToolProxy:
         self._recorder = recorder
         self._group = callback_group
         self._post_timeout = post_timeout
-        self._log = node.get_logger()
+        self._log = logger if logger is not None else node.get_logger()
 
     @property
     def payload_type(self) -> type:
@@ -145,6 +150,30 @@ class ToolProxy:
 
     def _pre(self, session: Session | None) -> Snapshot | None:
         return self._hub.capture() if session is not None else None
+
+    async def _record_aside(
+        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
+    ) -> None:
+        """Run :meth:`_record` in a thread of its own and await it.
+
+        Its post-snapshot wait blocks (up to ``post_timeout``); the proxy
+        node's single executor thread must keep serving other calls meanwhile.
+        """
+        if session is None:
+            return
+        done: Future = Future(executor=self._node.executor)
+        done.add_done_callback(lambda _f: None)  # completing it wakes the executor
+
+        def work() -> None:
+            try:
+                self._record(session, message, pre, out)
+            except Exception as err:  # logged; the call itself succeeded
+                self._log.error(f'{self.tool.proxy}: recording the step failed: {err!r}')
+            finally:
+                done.set_result(None)
+
+        threading.Thread(target=work, name=f'record {self.tool.proxy}', daemon=True).start()
+        await done
 
     def _record(
         self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
@@ -253,7 +282,7 @@ class ActionProxy(ToolProxy):
             out = CallOutcome(_status(wrapped.status), '', started, time.monotonic(),
                               wrapped.result)
             if out.status is StepStatus.SUCCEEDED:
-                self._record(session, goal, pre, out)
+                await self._record_aside(session, goal, pre, out)
                 goal_handle.succeed()
             elif out.status is StepStatus.CANCELED and goal_handle.is_cancel_requested:
                 goal_handle.canceled()
@@ -365,8 +394,8 @@ class ServiceProxy(ToolProxy):
             started = time.monotonic()
             answer = await self._client.call_async(request)
             status = StepStatus.SUCCEEDED if _service_succeeded(answer) else StepStatus.FAILED
-            self._record(session, request, pre,
-                         CallOutcome(status, '', started, time.monotonic(), answer))
+            await self._record_aside(
+                session, request, pre, CallOutcome(status, '', started, time.monotonic(), answer))
             return answer
         except Exception as err:  # never let one request take the node down
             self._log.error(f'{self.tool.proxy}: {err!r}')
