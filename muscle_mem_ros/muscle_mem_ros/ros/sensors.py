@@ -1,23 +1,24 @@
 """Sensor capture: the latest message per topic, features extracted on demand.
 
-Subscriptions are raw (serialized CDR bytes): the callback stores a reference
-to the bytes and a receive time, nothing else, so a 1 kHz topic costs one
-small callback per message and no deserialization. They live on a hidden
-helper node (``_<node>_sensors``, same namespace, same global remappings)
-that no executor spins: one thread waits on all the subscriptions and, when
-woken, takes every pending message and keeps the last of each (the same wait
-set calls ``rclpy.wait_for_message`` uses). Measured on this project's 2-core
-machines with a 1 kHz JointState and a 40 Hz LaserScan, rclpy's
-MultiThreadedExecutor (a thread-pool hand-off per message) used most of a
-core and a SingleThreadedExecutor about a quarter; high-rate topics also never
-queue behind the task callbacks this way. Features are extracted when
-a snapshot is taken (before and after each step), and cached per message so
-two snapshots of the same message deserialize it once.
+Subscriptions are raw (serialized CDR bytes) with a history of one message
+(KEEP_LAST 1), and messages are NOT taken as they arrive: the middleware keeps
+the newest one, and a snapshot takes it (:meth:`SensorHub.capture`), so a 1 kHz
+topic costs no Python work between snapshots. Measured on this project's
+2-core machines with a 1 kHz JointState and a 40 Hz LaserScan: taking every
+message (one wake-up per message) cost the idle node about three times a
+process that never takes. The subscriptions live on a hidden helper node
+(``_<node>_sensors``, same namespace, same global remappings) that no executor
+spins. One thread waits on them only while someone needs fresh data: a
+:meth:`SensorHub.wait_newer` call (data newer than a step's end) or a sensor
+that has not sent its first message yet; otherwise it sleeps on guard
+conditions. Features are extracted when a snapshot is taken (before and after
+each step), and cached per message so two snapshots of the same message
+deserialize it once.
 
 All times are ``time.monotonic()`` seconds, the clock of ``Snapshot.stamps``
 and of the staleness test (``max_age``). A message's stamp is when the
 middleware received it (its rmw reception time moved onto that clock), not when
-this thread got to it, so "data newer than the step's end" really was sent
+it was taken, so "data newer than the step's end" really was sent
 after the step ended. A sensor that never sent anything is
 absent from the snapshot, so a check on it fails as 'missing'. The first
 message of each sensor is decoded on arrival, to check its length against the
@@ -35,7 +36,7 @@ import rclpy
 from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node as RosNode
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_sensor_data
 from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerGuardCondition
 
@@ -78,6 +79,7 @@ class SensorHub:
         on_error: Callable[[str], None] | None = None,
     ) -> None:
         self._cond = threading.Condition()
+        self._take_lock = threading.Lock()
         self._waiters = 0
         self._latest = {s.name: _Latest(s) for s in sensors}
         self._on_error = on_error or (lambda _m: None)
@@ -85,7 +87,9 @@ class SensorHub:
         self._thread: threading.Thread | None = None
         self._context = node.context
         self._stop = GuardCondition(callback=None, callback_group=None, context=node.context)
+        self._arm = GuardCondition(callback=None, callback_group=None, context=node.context)
         self._stopping = False
+        self._subs: list[tuple[Any, _Latest]] = []
         if not sensors:
             return
         name = f'_{node.get_name()}_sensors'
@@ -93,39 +97,42 @@ class SensorHub:
             name, context=node.context, namespace=node.get_namespace(),
             cli_args=['--ros-args', '-r', f'__node:={name}'], start_parameter_services=False,
         )
+        qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST, depth=1,
+            reliability=qos_profile_sensor_data.reliability,
+            durability=qos_profile_sensor_data.durability,
+        )
         self._subs = [
             (self._node.create_subscription(
-                s.msg_type, s.topic, lambda _raw: None, qos_profile_sensor_data, raw=True),
+                s.msg_type, s.topic, lambda _raw: None, qos, raw=True),
              self._latest[s.name])
             for s in sensors
         ]
         self._thread = threading.Thread(target=self._receive, name=name, daemon=True)
         self._thread.start()
 
+    def _wanted(self) -> list[Any]:
+        """Subscriptions to wait on: all while someone waits, else those never heard from."""
+        if self._waiters:
+            return [sub for sub, _latest in self._subs]
+        return [sub for sub, latest in self._subs if not latest.seen]
+
     def _receive(self) -> None:
-        """Wait on the subscriptions; take every pending message, keep the last of each."""
+        """While armed, wait on the subscriptions and take what arrives; else sleep."""
         context = self._context
         sigint = SignalHandlerGuardCondition(context=context)
         try:
-            wait_set = _rclpy.WaitSet(len(self._subs), 2, 0, 0, 0, 0, context.handle)
-            by_pointer = {sub.handle.pointer: (sub, latest) for sub, latest in self._subs}
+            wait_set = _rclpy.WaitSet(len(self._subs), 3, 0, 0, 0, 0, context.handle)
             while not self._stopping and context.ok():
                 wait_set.clear_entities()
-                for sub, _latest in self._subs:
+                for sub in self._wanted():
                     wait_set.add_subscription(sub.handle)
                 wait_set.add_guard_condition(self._stop.handle)
+                wait_set.add_guard_condition(self._arm.handle)
                 wait_set.add_guard_condition(sigint.handle)
                 wait_set.wait(-1)
-                for pointer in wait_set.get_ready_entities('subscription'):
-                    sub, latest = by_pointer[pointer]
-                    taken = last = None
-                    while True:
-                        taken = sub.handle.take_message(sub.msg_type, True)
-                        if taken is None:
-                            break
-                        last = taken
-                    if last is not None:
-                        self._store(latest, last[0], _arrival(last[1]))
+                if wait_set.get_ready_entities('subscription'):
+                    self._refresh()
         except Exception:  # the context was shut down under us: nothing left to receive
             pass
         finally:
@@ -133,6 +140,22 @@ class SensorHub:
                 sigint.destroy()
             except Exception:
                 pass
+
+    def _refresh(self) -> None:
+        """Take the newest pending message of every sensor (the history holds one)."""
+        with self._take_lock:
+            for sub, latest in self._subs:
+                last = None
+                while True:
+                    try:
+                        taken = sub.handle.take_message(sub.msg_type, True)
+                    except Exception:  # destroyed while closing
+                        taken = None
+                    if taken is None:
+                        break
+                    last = taken
+                if last is not None:
+                    self._store(latest, last[0], _arrival(last[1]))
 
     def close(self) -> None:
         """Stop the receive thread and destroy the helper node."""
@@ -210,6 +233,7 @@ class SensorHub:
 
     def capture(self) -> Snapshot:
         """Take a snapshot of every sensor that has data, with receive stamps."""
+        self._refresh()
         with self._cond:
             current = [(latest, latest.raw, latest.stamp) for latest in self._latest.values()]
         features: dict[str, tuple[float, ...]] = {}
@@ -225,6 +249,7 @@ class SensorHub:
 
     def lagging(self, since: float) -> list[str]:
         """Names of sensors with no message received after ``since``."""
+        self._refresh()
         with self._cond:
             return [n for n, latest in self._latest.items() if latest.stamp <= since]
 
@@ -235,9 +260,12 @@ class SensorHub:
             True when all have; False on timeout (see :meth:`lagging`).
         """
         deadline = time.monotonic() + timeout
+        self._refresh()
         with self._cond:
             self._waiters += 1
             try:
+                if self._waiters == 1:
+                    self._arm.trigger()  # the receive thread starts taking
                 while any(latest.stamp <= since for latest in self._latest.values()):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or not self._cond.wait(remaining):
@@ -248,6 +276,7 @@ class SensorHub:
 
     def latest_raw(self, name: str) -> Any:
         """The latest raw message of sensor ``name`` (None if none yet); for tests and tools."""
+        self._refresh()
         with self._cond:
             return self._latest[name].raw
 
@@ -259,7 +288,7 @@ def _arrival(info: Any) -> float:
 
     The rmw reception time (system clock) is moved onto the monotonic clock, so
     a message that arrived before a step ended never counts as newer than the
-    step because this thread drained it late. Without a reception time: now.
+    step because it was taken late. Without a reception time: now.
     """
     now = time.monotonic()
     received = info.get('received_timestamp', 0) if isinstance(info, dict) else 0
