@@ -19,9 +19,8 @@ Unless ``MM_BENCH_PARTS=0``, five more probes split a replayed step into its par
 ``Replayer._candidates`` (store lookup), ``Replayer._post_check`` (wait, capture,
 compare) and ``BehaviorCacheNode.publish_event``; a few microseconds each.
 A diagnostic, off in the benchmark: ``MM_BENCH_WHATIF=result_timeout=N`` runs the node with
-its proxies' action servers keeping finished goals N s, ``MM_BENCH_WHATIF=helper_node`` with
-the proxies' servers and clients on a hidden node spun by its own single-threaded executor
-(the report then says that the node was modified).
+its proxies' action servers keeping finished goals N s (the report then says that the node
+was modified). (The former ``helper_node`` what-if is now how the node works.)
 """
 
 from __future__ import annotations
@@ -66,42 +65,6 @@ def _writer(path: str) -> None:
             out.flush()
 
 
-def _helper_node_proxies(proxy: Any) -> None:
-    """What-if ``helper_node``: the proxies' servers and clients on a hidden node of their own.
-
-    That node is spun by its own single-threaded executor thread (the proxies serve as
-    coroutines, so nothing there blocks), like ``_peers.py relay``.
-    """
-    import rclpy
-    from rclpy.action import ActionClient, ActionServer
-    from rclpy.executors import SingleThreadedExecutor
-
-    helpers: dict[int, Any] = {}
-
-    def helper_of(node: Any) -> Any:
-        helper = helpers.get(id(node))
-        if helper is None:
-            name = f'_{node.get_name()}_proxies'
-            helper = rclpy.create_node(name, context=node.context,
-                                       namespace=node.get_namespace(),
-                                       cli_args=['--ros-args', '-r', f'__node:={name}'],
-                                       start_parameter_services=False)
-            executor = SingleThreadedExecutor(context=node.context)
-            executor.add_node(helper)
-            threading.Thread(target=executor.spin, daemon=True).start()
-            helpers[id(node)] = helper
-        return helper
-
-    def server(node: Any, *args: Any, callback_group: Any = None, **kwargs: Any) -> Any:
-        return ActionServer(helper_of(node), *args, **kwargs)
-
-    def client(node: Any, *args: Any, callback_group: Any = None, **kwargs: Any) -> Any:
-        return ActionClient(helper_of(node), *args, **kwargs)
-
-    proxy.ActionServer = server
-    proxy.ActionClient = client
-
-
 def _what_if(spec: str) -> list[str]:
     """Apply experimental changes to the node (``MM_BENCH_WHATIF``); never in the benchmark.
 
@@ -115,9 +78,6 @@ def _what_if(spec: str) -> list[str]:
         if item.startswith('result_timeout='):
             proxy.ActionServer = functools.partial(  # type: ignore[misc]
                 ActionServer, result_timeout=int(item.split('=', 1)[1]))
-            applied.append(item)
-        elif item == 'helper_node':
-            _helper_node_proxies(proxy)
             applied.append(item)
         else:
             raise SystemExit(f'MM_BENCH_WHATIF: unknown item {item!r}')

@@ -147,9 +147,9 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
     lines += [
         '',
         'Inside the node (probes): the replayed call (send, accept, result; the node\'s own '
-        'client in its multi-threaded executor) against the direct round trip, and the rest of '
-        'each step (time between two calls minus the call and the sensor wait: checks, store, '
-        'events, feedback, thread hand-offs).',
+        'client, served by its proxy node\'s single-threaded executor thread) against the '
+        'direct round trip, and the rest of each step (time between two calls minus the call '
+        'and the sensor wait: checks, store, events, feedback, thread hand-offs).',
         '',
         '| figure (ms) | p50 | p90 | p99 | N |',
         '|---|---:|---:|---:|---:|',
