@@ -171,7 +171,9 @@ class DemoAgentNode(Node):
             spec = self._task_spec(goal.task, goal.params_json)
             if goal.resume_reason:
                 self.get_logger().info(f'resuming at step {start_step}: {goal.resume_reason}')
-            since = 0
+            # plan only from data stamped after the task arrived: on a handoff the world may
+            # have changed just before (a bump the cache's post-check caught)
+            since = self.get_clock().now().nanoseconds
             while True:
                 thinking_since = time.monotonic()
                 view = self._perceive(after=since, timeout=self._step_timeout)
