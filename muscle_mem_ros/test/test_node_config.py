@@ -12,7 +12,7 @@ from pathlib import Path
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, ToolKind
 from muscle_mem_ros.ros.config import DEFAULT_STORE_PATH, CacheMode, load_config
-from node_helpers import Names, params, run_cache_to_exit, write_params
+from node_helpers import CacheProcess, Names, params, run_cache_to_exit, wait_until, write_params
 import pytest
 import rclpy
 from rclpy.node import Node
@@ -189,3 +189,20 @@ def test_unreadable_store_is_a_startup_error(tmp_path):
     assert done.returncode == 1, done.stderr
     assert 'bad configuration: store_path:' in done.stderr
     assert store.read_bytes() == before
+
+
+@pytest.mark.parametrize('overrides, warning', [
+    ({'actions': None, 'services': None}, 'no actions or services configured'),
+    ({'sensors': None}, 'no sensors configured'),
+])
+def test_a_cache_that_cannot_do_anything_says_so(tmp_path, overrides, warning):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'cache.db', **overrides)
+    cache = CacheProcess(names=names, log=tmp_path / 'cache.log',
+                         params_file=write_params(tmp_path / 'p.yaml', names.node, values))
+    try:
+        assert wait_until(lambda: 'behavior cache ready' in cache.output(), timeout=30.0), \
+            cache.output()
+        assert wait_until(lambda: warning in cache.output(), timeout=5.0), cache.output()
+    finally:
+        assert cache.stop() == 0

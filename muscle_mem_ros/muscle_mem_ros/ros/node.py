@@ -168,6 +168,14 @@ class BehaviorCacheNode(RosNode):
             f'{len(self.config.sensors)} sensors, {len(self.proxies)} tools, agent '
             f"{self.config.agent_action or '(none)'}"
         )
+        if not self.proxies:
+            self.get_logger().warning(
+                'no actions or services configured: nothing can be recorded or replayed '
+                '(was the params file found and does its top key match the node name?)')
+        elif not self.config.sensors and not self.config.allow_unchecked_replay:
+            self.get_logger().warning(
+                'no sensors configured: recorded steps have no checks and are never replayed '
+                '(set allow_unchecked_replay to replay blindly)')
 
     def _start_proxy_node(self) -> None:
         """Create the hidden proxy node and its single-threaded executor thread."""
