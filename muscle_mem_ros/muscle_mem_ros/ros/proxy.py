@@ -101,6 +101,8 @@ class ToolProxy:
     """
 
     kind: ToolKind
+    _server_kind = 'server'
+    """How errors name the real server ('action server', 'service')."""
 
     def __init__(
         self,
@@ -146,6 +148,25 @@ class ToolProxy:
         self, message: Any, *, timeout: float, cancel: CancelToken,
         feedback: Callable[[Any], None] | None = None,
     ) -> CallOutcome:
+        """Send ``message`` to the real server, unless canceled or the server is absent."""
+        started = time.monotonic()
+        if cancel.cancelled:
+            return _ended(started, StepStatus.CANCELED, 'canceled')
+        if not self.ready() and not self._wait_ready(min(timeout, _SERVER_WAIT)):
+            return _ended(started, StepStatus.FAILED,
+                          f'{self._server_kind} {self.tool.server} not available')
+        return self._exchange(message, started=started, timeout=timeout, cancel=cancel,
+                              feedback=feedback)
+
+    def _wait_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the real server; True once it is discovered."""
+        raise NotImplementedError
+
+    def _exchange(
+        self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None,
+    ) -> CallOutcome:
+        """Send to the discovered server and wait for the outcome."""
         raise NotImplementedError
 
     def _pre(self, session: Session | None) -> Snapshot | None:
@@ -298,31 +319,26 @@ class ActionProxy(ToolProxy):
             with self._handles_lock:
                 self._handles.pop(key, None)
 
-    def _send(
-        self, message: Any, *, timeout: float, cancel: CancelToken,
-        feedback: Callable[[Any], None] | None = None,
+    _server_kind = 'action server'
+
+    def _wait_ready(self, timeout: float) -> bool:
+        return bool(self._client.wait_for_server(timeout_sec=timeout))
+
+    def _exchange(
+        self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None,
     ) -> CallOutcome:
-        started = time.monotonic()
         server = self.tool.server
-
-        def outcome(status: StepStatus, detail: str, response: Any = None) -> CallOutcome:
-            return CallOutcome(status, detail, started, time.monotonic(), response)
-
-        if cancel.cancelled:
-            return outcome(StepStatus.CANCELED, 'canceled')
-        if not self._client.server_is_ready() and not self._client.wait_for_server(
-            timeout_sec=min(timeout, _SERVER_WAIT)
-        ):
-            return outcome(StepStatus.FAILED, f'action server {server} not available')
         send = self._client.send_goal_async(message, feedback_callback=feedback)
         if not wait_future(send, timeout, cancel):
             cancel_when_accepted(send)
             if cancel.cancelled:
-                return outcome(StepStatus.CANCELED, 'canceled')
-            return outcome(StepStatus.FAILED, f'{server} did not answer the goal in {timeout} s')
+                return _ended(started, StepStatus.CANCELED, 'canceled')
+            return _ended(started, StepStatus.FAILED,
+                          f'{server} did not answer the goal in {timeout} s')
         handle = send.result()
         if handle is None or not handle.accepted:
-            return outcome(StepStatus.FAILED, f'{server} rejected the goal')
+            return _ended(started, StepStatus.FAILED, f'{server} rejected the goal')
         result = handle.get_result_async()
         remaining = max(0.0, timeout - (time.monotonic() - started))
         if not wait_future(result, remaining, cancel):
@@ -330,16 +346,17 @@ class ActionProxy(ToolProxy):
             wait_future(result, _CANCEL_GRACE)
             response = result.result().result if result.done() else None
             if cancel.cancelled:
-                return outcome(StepStatus.CANCELED, 'canceled', response)
-            return outcome(
-                StepStatus.FAILED, f'{server} timed out after {timeout:g} s (goal canceled)',
+                return _ended(started, StepStatus.CANCELED, 'canceled', response)
+            return _ended(
+                started, StepStatus.FAILED,
+                f'{server} timed out after {timeout:g} s (goal canceled)',
                 response,
             )
         wrapped = result.result()
         status = _status(wrapped.status)
         detail = {StepStatus.SUCCEEDED: '', StepStatus.CANCELED: f'{server} canceled the goal',
                   StepStatus.FAILED: f'{server} aborted the goal'}[status]
-        return outcome(status, detail, wrapped.result)
+        return _ended(started, status, detail, wrapped.result)
 
 
 def _status(goal_status: int) -> StepStatus:
@@ -401,36 +418,37 @@ class ServiceProxy(ToolProxy):
             self._log.error(f'{self.tool.proxy}: {err!r}')
             return response
 
-    def _send(
-        self, message: Any, *, timeout: float, cancel: CancelToken,
-        feedback: Callable[[Any], None] | None = None,
+    _server_kind = 'service'
+
+    def _wait_ready(self, timeout: float) -> bool:
+        return bool(self._client.wait_for_service(timeout_sec=timeout))
+
+    def _exchange(
+        self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None,
     ) -> CallOutcome:
-        started = time.monotonic()
         server = self.tool.server
-
-        def outcome(status: StepStatus, detail: str, response: Any = None) -> CallOutcome:
-            return CallOutcome(status, detail, started, time.monotonic(), response)
-
-        if cancel.cancelled:
-            return outcome(StepStatus.CANCELED, 'canceled')
-        if not self._client.service_is_ready() and not self._client.wait_for_service(
-            timeout_sec=min(timeout, _SERVER_WAIT)
-        ):
-            return outcome(StepStatus.FAILED, f'service {server} not available')
         future = self._client.call_async(message)
         if not wait_future(future, timeout, cancel):
             self._client.remove_pending_request(future)
             if cancel.cancelled:
-                return outcome(StepStatus.CANCELED, 'canceled')
-            return outcome(StepStatus.FAILED, f'{server} did not answer in {timeout:g} s')
+                return _ended(started, StepStatus.CANCELED, 'canceled')
+            return _ended(started, StepStatus.FAILED, f'{server} did not answer in {timeout:g} s')
         response = future.result()
         if not _service_succeeded(response):
             message_text = getattr(response, 'message', '')
-            return outcome(
-                StepStatus.FAILED, f'{server} answered success=false {message_text!r}'.strip(),
+            return _ended(
+                started, StepStatus.FAILED,
+                f'{server} answered success=false {message_text!r}'.strip(),
                 response,
             )
-        return outcome(StepStatus.SUCCEEDED, '', response)
+        return _ended(started, StepStatus.SUCCEEDED, '', response)
+
+
+def _ended(
+    started: float, status: StepStatus, detail: str, response: Any = None,
+) -> CallOutcome:
+    return CallOutcome(status, detail, started, time.monotonic(), response)
 
 
 def make_proxy(**kwargs: Any) -> ToolProxy:
