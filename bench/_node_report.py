@@ -101,7 +101,11 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         'client parse a status array of hundreds of goals per message at back-to-back rates, '
         'growing through the run). Clients in the benchmark are plain rclpy: `send_goal_async`, '
         'then `get_result_async`, each awaited with `spin_until_future_complete` on a '
-        'single-threaded executor. Goals: 7 joints, 3 waypoints. Times: `time.monotonic_ns` '
+        'single-threaded executor. Every action client here (benchmark, relay, node) is '
+        "rclpy's with the one fix the node carries (`muscle_mem_ros.ros.action_client`): "
+        'rclpy 9.1.2 leaks one future per goal into the client (ros2/rclpy#1532) and walks '
+        'them all on every message, so a stock client gets slower with each goal it sends. '
+        'Goals: 7 joints, 3 waypoints. Times: `time.monotonic_ns` '
         '(one clock for all processes) and `perf_counter`.',
         '',
         f"Phases in order: warm-up ({args.warmup} goals each direct, proxied, relayed); "
@@ -235,7 +239,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         'reference, the same through a minimal Python relay (`_peers.py relay`: an rclpy '
         'action server whose `async` execute callback forwards to an action client, one '
         'single-threaded executor, keeping finished goals as long as the controller, nothing '
-        'else): what any rclpy proxy costs on this machine.',
+        'else): the usual way to write an rclpy proxy.',
         '',
         '| figure (ms) | p50 | p90 | p99 | N |',
         '|---|---:|---:|---:|---:|',
@@ -302,8 +306,11 @@ def reading(res: dict[str, Any]) -> list[str]:
         f"- Pass-through: the cache's proxy adds {ms(added)} ms p50, a minimal rclpy relay "
         f"{ms(relay)} ms ({added / relay:.2f}x); CPU per forwarded goal: node "
         f"{1e3 * node_cpu:.2f} ms, relay {1e3 * relay_cpu:.2f} ms. A plain round trip here is "
-        f"{ms(direct)} ms p50, so one more rclpy hop (goal, accept, result request, result, "
-        f"status) costs more than the 1 ms target on this machine whatever the proxy does.",
+        f"{ms(direct)} ms p50. The proxy sends the goal on from its goal callback, before it "
+        f"answers the agent, which saves the relay's hand-over to the execute callback; both "
+        f"still pay rclpy's executor (a Python loop that rebuilds its wait set and polls every "
+        f"pending coroutine on each wake-up) for every message of the extra hop: goal, accept, "
+        f"result request, result, status.",
         f"- The agent's own CPU per goal: {1e3 * np.mean(client['direct']):.2f} ms direct, "
         f"{1e3 * np.mean(client['proxied']):.2f} ms through the proxy, "
         f"{1e3 * np.mean(client['relayed']):.2f} ms through the relay. An action server's "

@@ -38,8 +38,9 @@ import time
 from typing import Any
 
 from action_msgs.msg import GoalStatus
+from muscle_mem_ros.ros.action_client import ActionClient
 import rclpy
-from rclpy.action import ActionClient, ActionServer, GoalResponse
+from rclpy.action import ActionServer, GoalResponse
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data

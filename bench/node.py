@@ -54,9 +54,9 @@ from _peers import HOME, JOINTS
 from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
+from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.store import SqliteStore
 import rclpy
-from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.serialization import serialize_message

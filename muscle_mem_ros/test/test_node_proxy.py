@@ -6,6 +6,7 @@ Nothing is recorded unless a task or a manual recording is active.
 from __future__ import annotations
 
 from action_msgs.msg import GoalStatus
+from muscle_mem_ros.ros.action_client import ActionClient as FixedActionClient
 from node_helpers import JOINT_NAMES, Harness, wait_until
 import pytest
 from rclpy.action import ActionClient
@@ -105,3 +106,21 @@ def test_service_proxy_and_nothing_recorded_outside_a_task(world):
     after = h.call(ListTasks, 'list_tasks', task='', with_steps=False)
     assert [t.id for t in after.trajectories] == [t.id for t in before.trajectories]
     assert not after.trajectories
+
+
+def test_action_client_keeps_no_future_per_goal(world):
+    """rclpy 9.1.2 leaks a future per goal into the client's list (ros2/rclpy#1532).
+
+    The executor walks that list whenever the client has data, so the proxy,
+    which sends every goal of every task, would slow down with each one. The
+    project's client drops the orphan; results still arrive.
+    """
+    h = world
+    client = FixedActionClient(h.client, Fibonacci, h.names.fib)
+    assert client.wait_for_server(timeout_sec=15.0)
+    for order in range(1, 41):
+        handle = h.wait(client.send_goal_async(Fibonacci.Goal(order=order)))
+        wrapped = h.wait(handle.get_result_async())
+        assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
+        assert len(wrapped.result.sequence) == order + 1
+    assert wait_until(lambda: len(client._futures) <= 1, timeout=5.0), len(client._futures)

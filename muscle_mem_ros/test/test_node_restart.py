@@ -40,6 +40,9 @@ def test_restart_keeps_the_cache(world, tmp_path):
     h.robot.reset()
     calls = len(h.agent.calls)
     cache = h.start_cache(store_path=str(store))
+    # The learned tree's first step is read and indexed at startup, not by the first task.
+    warmed = 'store: 1 first step(s) loaded and indexed'
+    assert wait_until(lambda: warmed in cache.output(), 10.0), cache.output()
     run = h.run_task('persist')
     assert run.result.cache_hit, run.result.message
     assert run.result.trajectory_id == learned.result.trajectory_id

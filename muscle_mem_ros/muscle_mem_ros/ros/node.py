@@ -40,12 +40,13 @@ needs a thread it holds.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 import rclpy
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node as RosNode
@@ -63,6 +64,7 @@ from muscle_mem_interfaces.srv import (
 )
 from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import CheckFailure
+from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.config import CacheMode, NodeConfig, load_config, parse_cache_mode
 from muscle_mem_ros.ros.proxy import ToolProxy, make_proxy
 from muscle_mem_ros.ros.recorder import Recorder
@@ -98,6 +100,7 @@ class BehaviorCacheNode(RosNode):
             raise ConfigError(f'store_path: cannot open {self.config.store_path!r}: {err}') \
                 from err
         self._store_error = ''
+        self._closing = False
         self._group = ReentrantCallbackGroup()
         self._events = self.create_publisher(CacheEvent, '~/events', 50)
         self._diagnostics = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
@@ -163,6 +166,7 @@ class BehaviorCacheNode(RosNode):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, self._group)
         self._report_incomplete()
+        threading.Thread(target=self._warm, name=f'{self.get_name()} warm', daemon=True).start()
         self.get_logger().info(
             f'behavior cache ready: mode {self._mode.value}, store {self.config.store_path}, '
             f'{len(self.config.sensors)} sensors, {len(self.proxies)} tools, agent '
@@ -210,6 +214,18 @@ class BehaviorCacheNode(RosNode):
                 response.message = f'internal error: {err}'
                 return response
         return call
+
+    def _warm(self) -> None:
+        """Load and index the store's first steps in the background (see ``Replayer.warm``)."""
+        started = time.monotonic()
+        try:
+            count = self.replayer.warm()
+        except Exception as err:  # closing, or a store problem the first task will report
+            if not self._closing:
+                self.get_logger().warning(f'store: could not preload first steps: {err!r}')
+            return
+        took = time.monotonic() - started
+        self.get_logger().info(f'store: {count} first step(s) loaded and indexed in {took:.2f} s')
 
     def _report_incomplete(self) -> None:
         """Warn about recordings an earlier run left unfinished (kept, never replayed)."""
@@ -344,6 +360,7 @@ class BehaviorCacheNode(RosNode):
 
     def close(self) -> None:
         """Cancel what runs, stop the sensors, discard an open recording, close the store."""
+        self._closing = True
         self.cancel_all()
         self.hub.close()
         if self._proxy_executor is not None:

@@ -18,7 +18,9 @@ rejected are forwarded but not recorded.
 
 Two proxy-specific decisions: the proxy accepts every goal and aborts it if the
 real server rejects it or is not available (the action protocol gives a goal
-callback no way to wait for the server's answer); a service response with a
+callback no way to wait for the server's answer; the goal callback does send
+the goal on at once, which takes one executor hand-over off every proxied
+goal); a service response with a
 boolean ``success`` field set to false (``std_srvs/srv/SetBool``,
 ``std_srvs/srv/Trigger``) counts as a failed step.
 
@@ -38,7 +40,7 @@ import time
 from typing import Any
 
 from action_msgs.msg import GoalStatus
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node as RosNode
 from rclpy.serialization import deserialize_message, serialize_message
@@ -46,6 +48,7 @@ from rclpy.task import Future
 
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
+from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.ros.config import ToolConfig
 from muscle_mem_ros.ros.introspection import message_to_json
@@ -59,7 +62,7 @@ _CANCEL_GRACE = 2.0
 """Seconds to wait for a canceled goal's result before giving up on it."""
 _SERVER_WAIT = 2.0
 """Seconds to wait for a server that is not discovered yet."""
-_RESULT_KEEP = 2
+_RESULT_KEEP = 1
 """Seconds a proxied goal's result stays available after it finished. Callers
 ask for it at once; rclpy's default of 10 s makes every status message carry
 hundreds of finished goals when goals come back to back, which every client
@@ -246,9 +249,10 @@ class ActionProxy(ToolProxy):
         )
         self._handles: dict[bytes, Any] = {}
         self._handles_lock = threading.Lock()
+        self._forwarded: dict[int, _Forward] = {}
         self._server = ActionServer(
             self._node, tool.interface, tool.proxy, self._serve,
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            goal_callback=self._on_goal,
             cancel_callback=self._on_cancel,
             callback_group=self._group,
             result_timeout=_RESULT_KEEP,
@@ -271,26 +275,42 @@ class ActionProxy(ToolProxy):
         # Not forwarded yet: _serve sees is_cancel_requested once the real goal exists.
         return CancelResponse.ACCEPT
 
+    def _on_goal(self, goal: Any) -> GoalResponse:
+        """Forward ``goal`` at once and accept it here.
+
+        Sending from the goal callback, before the proxy even answers the
+        caller, takes the executor's hand-over to the execute callback off the
+        goal's path (:meth:`_serve` picks the call up). Without a discovered
+        server the goal is still accepted; :meth:`_serve` waits for the server,
+        then aborts.
+        """
+        if self._client.server_is_ready():
+            forward = _Forward(goal=goal, session=self._recorder.active)
+            forward.pre = self._pre(forward.session)
+            forward.started = time.monotonic()
+            forward.sent = self._client.send_goal_async(goal, feedback_callback=forward.feedback)
+            self._forwarded[id(goal)] = forward
+        return GoalResponse.ACCEPT
+
     async def _serve(self, goal_handle: Any) -> Any:
-        """Forward one proxied goal (a coroutine: waiting holds no executor thread)."""
+        """Finish one proxied goal (a coroutine: waiting holds no executor thread)."""
         key = bytes(goal_handle.goal_id.uuid)
         empty = self.tool.interface.Result()
+        goal = goal_handle.request
+        forward = self._forwarded.pop(id(goal), None)
         try:
-            session = self._recorder.active
-            pre = self._pre(session)
-            goal = goal_handle.request
-            if goal_handle.is_cancel_requested:
-                goal_handle.canceled()
-                return empty
-            if not self._client.server_is_ready() and not self._client.wait_for_server(
-                timeout_sec=_SERVER_WAIT
-            ):
-                self._log.warning(f'{self.tool.proxy}: {self.tool.server} not available')
-                goal_handle.abort()
-                return empty
-            started = time.monotonic()
-            handle = await self._client.send_goal_async(
-                goal, feedback_callback=lambda msg: goal_handle.publish_feedback(msg.feedback))
+            if forward is None:  # the server was not there when the goal came
+                if not self._client.wait_for_server(timeout_sec=_SERVER_WAIT):
+                    self._log.warning(f'{self.tool.proxy}: {self.tool.server} not available')
+                    goal_handle.abort()
+                    return empty
+                forward = _Forward(goal=goal, session=self._recorder.active)
+                forward.pre = self._pre(forward.session)
+                forward.started = time.monotonic()
+                forward.sent = self._client.send_goal_async(
+                    goal, feedback_callback=forward.feedback)
+            forward.attach(goal_handle)
+            handle = await forward.sent
             if handle is None or not handle.accepted:
                 self._log.warning(f'{self.tool.proxy}: {self.tool.server} rejected the goal')
                 goal_handle.abort()
@@ -300,10 +320,10 @@ class ActionProxy(ToolProxy):
             if goal_handle.is_cancel_requested:
                 handle.cancel_goal_async()
             wrapped = await handle.get_result_async()
-            out = CallOutcome(_status(wrapped.status), '', started, time.monotonic(),
+            out = CallOutcome(_status(wrapped.status), '', forward.started, time.monotonic(),
                               wrapped.result)
             if out.status is StepStatus.SUCCEEDED:
-                await self._record_aside(session, goal, pre, out)
+                await self._record_aside(forward.session, goal, forward.pre, out)
                 goal_handle.succeed()
             elif out.status is StepStatus.CANCELED and goal_handle.is_cancel_requested:
                 goal_handle.canceled()
@@ -357,6 +377,35 @@ class ActionProxy(ToolProxy):
         detail = {StepStatus.SUCCEEDED: '', StepStatus.CANCELED: f'{server} canceled the goal',
                   StepStatus.FAILED: f'{server} aborted the goal'}[status]
         return _ended(started, status, detail, wrapped.result)
+
+
+class _Forward:
+    """One proxied goal on its way to the real server.
+
+    Sent from the goal callback, finished by the execute callback. Feedback that
+    arrives before the proxy's goal handle exists is kept and published once it does.
+    """
+
+    def __init__(self, *, goal: Any, session: Session | None) -> None:
+        self.goal = goal  # keeps id(goal), the key in ActionProxy._forwarded, unique
+        self.session = session
+        self.pre: Snapshot | None = None
+        self.started = 0.0
+        self.sent: Future | None = None
+        self._handle: Any = None
+        self._early: list[Any] = []
+
+    def feedback(self, message: Any) -> None:
+        if self._handle is None:
+            self._early.append(message.feedback)
+        else:
+            self._handle.publish_feedback(message.feedback)
+
+    def attach(self, goal_handle: Any) -> None:
+        self._handle = goal_handle
+        for feedback in self._early:
+            goal_handle.publish_feedback(feedback)
+        self._early.clear()
 
 
 def _status(goal_status: int) -> StepStatus:

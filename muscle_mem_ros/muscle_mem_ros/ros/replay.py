@@ -157,8 +157,34 @@ class Replayer:
         self.step_timeout = step_timeout
         self._post_timeout = post_timeout
 
+    def _usable(self, candidates: Sequence[Node]) -> Sequence[Node]:
+        """The candidates whose tool is configured (the same list object when all are).
+
+        Keeping the store's list keeps its identity, under which the matcher
+        caches the candidates' index.
+        """
+        if all(c.step.tool in self._tools for c in candidates):
+            return candidates
+        return [c for c in candidates if c.step.tool in self._tools]
+
+    def warm(self) -> int:
+        """Read every tree's first steps and index them for matching, ahead of the first task.
+
+        A persistent store reads lazily, and the matcher indexes a candidate set
+        on first use: without this the first task after a start pays both (seconds
+        for a tree with 100 000 first steps). Returns the number of first steps.
+        """
+        self._store.preload()
+        count = 0
+        for task, variant in sorted({(t.task, t.variant) for t in self._store.trajectories()}):
+            usable = self._usable(self._store.children(task=task, variant=variant, parent=None))
+            if self._matcher is not None:
+                self._matcher.warm(usable)
+            count += len(usable)
+        return count
+
     def _choose(self, candidates: Sequence[Node], step: int) -> _Choice:
-        usable = [c for c in candidates if c.step.tool in self._tools]
+        usable = self._usable(candidates)
         if not usable:
             if not candidates:
                 return _Choice(None, f'nothing learned for step {step}', None)

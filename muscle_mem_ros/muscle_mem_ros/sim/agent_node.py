@@ -29,7 +29,7 @@ from typing import Any
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -40,6 +40,7 @@ from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.sim import kinematics
 from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_ros.sim.planner import PickPlaceSpec, PlannedStep, StepKind, WorldView, next_step

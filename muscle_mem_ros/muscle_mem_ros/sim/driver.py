@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped
-from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
 from rclpy.executors import MultiThreadedExecutor
@@ -29,6 +28,7 @@ from std_srvs.srv import Trigger
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import MoveObject
+from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.sim import kinematics
 from muscle_mem_ros.sim.story import RunOutcome, RunSpec
 

@@ -1,0 +1,56 @@
+"""An rclpy ``ActionClient`` that does not slow down with every goal it sends.
+
+rclpy 9.1.2 (the Kilted release on PyPI) registers two futures with the
+client for each ``send_goal_async`` and only ever completes the second one
+(ros2/rclpy#1532, fixed upstream in October 2025, after this release). The
+first one stays in the client's future list for good, and the executor walks
+that list every time the client has data (a goal response, a result, every
+status message). A client that sent N goals therefore pays O(N) per message:
+in the node benchmark that list walk was the single largest cost of the
+proxy thread after a few thousand goals, and it is a memory leak for a
+long-running node.
+
+:class:`ActionClient` drops the orphaned future right after the goal is sent.
+It uses only ``add_future``/``remove_future``, the public ``Waitable`` hooks,
+so on an rclpy without the bug it finds nothing to drop and changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from rclpy.action import ActionClient as _RclpyActionClient
+
+__all__ = ['ActionClient']
+
+
+class ActionClient(_RclpyActionClient):
+    """``rclpy.action.ActionClient`` without the per-goal future leak of rclpy 9.1.2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._sending = threading.local()
+        super().__init__(*args, **kwargs)
+
+    def add_future(self, future: Any) -> None:
+        """Register ``future`` with the executor; note it if a goal is being sent."""
+        added = getattr(self._sending, 'added', None)
+        if added is not None:
+            added.append(future)
+        super().add_future(future)
+
+    def send_goal_async(self, goal: Any, feedback_callback: Any = None,
+                        goal_uuid: Any = None) -> Any:
+        """Send ``goal`` as rclpy does, then unregister any future it will never complete."""
+        self._sending.added = added = []
+        try:
+            future = super().send_goal_async(goal, feedback_callback, goal_uuid)
+        finally:
+            self._sending.added = None
+        for orphan in added:
+            if orphan is not future:
+                try:
+                    self.remove_future(orphan)
+                except ValueError:  # already gone: nothing to drop
+                    pass
+        return future
