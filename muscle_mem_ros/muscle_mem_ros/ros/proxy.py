@@ -284,12 +284,16 @@ class ActionProxy(ToolProxy):
         server the goal is still accepted; :meth:`_serve` waits for the server,
         then aborts.
         """
-        if self._client.server_is_ready():
-            forward = _Forward(goal=goal, session=self._recorder.active)
-            forward.pre = self._pre(forward.session)
-            forward.started = time.monotonic()
-            forward.sent = self._client.send_goal_async(goal, feedback_callback=forward.feedback)
-            self._forwarded[id(goal)] = forward
+        try:
+            if self._client.server_is_ready():
+                forward = _Forward(goal=goal, session=self._recorder.active)
+                forward.pre = self._pre(forward.session)
+                forward.started = time.monotonic()
+                forward.sent = self._client.send_goal_async(
+                    goal, feedback_callback=forward.feedback)
+                self._forwarded[id(goal)] = forward
+        except Exception as err:  # _serve tries again and aborts the goal with the reason
+            self._log.error(f'{self.tool.proxy}: forwarding failed: {err!r}')
         return GoalResponse.ACCEPT
 
     async def _serve(self, goal_handle: Any) -> Any:
