@@ -18,6 +18,9 @@ The proxies' servers and clients live on another hidden node,
 pass-through goal then never goes through the main pool's thread hand-offs
 (measured: about half the added latency). Proxied calls are coroutines and
 block nothing there; a recording's post snapshot waits in a thread of its own.
+rclpy's experimental ``EventsExecutor`` would be cheaper per message, but in
+rclpy 9.1.2 it never runs an accepted action goal's execute callback (checked
+with one action server and one client), so it cannot serve the proxies.
 
 Parameters are described in :mod:`.config` and the package's
 ``config/behavior_cache.yaml``. ``cache_mode`` may be changed at run time
