@@ -110,9 +110,13 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         '',
         f"Phases in order: warm-up ({args.warmup} goals each direct, proxied, relayed); "
         f"pass-through ({args.passthrough} goals each direct, proxied, relayed, "
-        f"interleaved, order rotating); learning a {args.steps}-step task through the proxy "
+        f"interleaved, order rotating, one per {1e3 / args.scan_hz:g} ms; then "
+        f"{args.passthrough_b2b} each back to back); learning a {args.steps}-step task "
+        f"through the proxy "
         f"(StartRecording, {args.steps} goals, StopRecording); {args.rounds} rounds of "
-        f"[{args.steps} direct goals back to back, one replay by `~/replay`, one by "
+        f"[{args.steps} direct goals, one per {1e3 / args.scan_hz:g} ms (a replay's pace: the "
+        f"controller's status messages then list as many goals as during a replay), one replay "
+        f"by `~/replay`, one by "
         f"`~/execute_task`]; {len(r['execute_other']['total'])} ExecuteTask replays after "
         f"{args.other} trajectories of {args.other_steps} steps under other params of the same "
         f"task were written to the store (from this process, while the node ran: "
@@ -210,7 +214,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         '',
         '| figure | cache node (or relay) | controller | benchmark client |',
         '|---|---:|---:|---:|',
-        f"| direct goal (bursts of the rounds) | - "
+        f"| direct goal (the rounds' reference goals) | - "
         f"| {net_ms(direct_cpu, len(res['direct']), 'server')} "
         f"| {net_ms(direct_cpu, len(res['direct']), 'bench')} |",
         f"| pass-through phase, per proxied goal (controller: per goal of any kind) "
@@ -229,12 +233,15 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         lines.append(f'| replayed step, {label} | {net_ms(cpus, count)} '
                      f"| {net_ms(cpus, count, 'server')} | - |")
     learn = res['learn']
+    b2b = res['pass_b2b']
     lines += [
         '',
         '## 2. Proxy pass-through',
         '',
         'Outside a task (nothing recorded), agent -> proxy -> controller against agent -> '
-        'controller, from the same kind of client, interleaved goal by goal (order rotating). '
+        'controller, from the same kind of client, interleaved goal by goal (order rotating), '
+        f'one goal (of any path) per {1e3 / args.scan_hz:g} ms: the pace of a replay, and '
+        'still far faster than an agent that plans each step. '
         'Added = p50(proxied) - p50(direct); the paired rows are per-goal differences. For '
         'reference, the same through a minimal Python relay (`_peers.py relay`: an rclpy '
         'action server whose `async` execute callback forwards to an action client, one '
@@ -250,6 +257,21 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         f'| paired difference, relay - direct | {stats(res["pass_relay_paired"])} |',
         f'| while recording (teach): one goal through the proxy, incl. its post-snapshot wait '
         f'| {stats(learn)} |',
+        '',
+        'The same back to back (each goal sent as soon as the previous one ended), for '
+        'comparison: every process stays busy, so no hop waits for a sleeping thread to wake, '
+        "but every action server's status message (three per goal) lists the some hundred "
+        'goals it kept for `result_timeout` (1 s here), which each client and the proxy parse:',
+        '',
+        '| figure (ms) | p50 | p90 | p99 | N |',
+        '|---|---:|---:|---:|---:|',
+        f"| direct, back to back | {stats(b2b['direct'])} |",
+        f"| through the cache's proxy, back to back | {stats(b2b['proxied'])} |",
+        f"| through the minimal relay, back to back | {stats(b2b['relayed'])} |",
+        f"| paired difference, proxy - direct, back to back "
+        f"| {stats([p - d for d, p in zip(b2b['direct'], b2b['proxied'], strict=True)])} |",
+        f"| paired difference, relay - direct, back to back "
+        f"| {stats([p - d for d, p in zip(b2b['direct'], b2b['relayed'], strict=True)])} |",
         '',
         '## 3. Idle CPU',
         '',
@@ -302,6 +324,8 @@ def reading(res: dict[str, Any]) -> list[str]:
     node_cpu = (cpu['node'] - idle * cpu['wall']) / n
     relay_cpu = cpu['relay'] / n
     client = res['pass_client_cpu']
+    b2b = res['pass_b2b']
+    b2b_direct = pct(b2b['direct'], 50)
     out += [
         f"- Pass-through: the cache's proxy adds {ms(added)} ms p50, a minimal rclpy relay "
         f"{ms(relay)} ms ({added / relay:.2f}x); CPU per forwarded goal: node "
@@ -312,7 +336,10 @@ def reading(res: dict[str, Any]) -> list[str]:
         f"pending coroutine on each wake-up) for every message of the extra hop: goal, accept, "
         f"result request, result, status. rclpy's C++ `EventsExecutor` would cut that "
         f"loop's share, but in rclpy 9.1.2 it never runs an accepted action goal's execute "
-        f"callback, so it cannot serve the proxies.",
+        f"callback, so it cannot serve the proxies. Back to back the proxy adds "
+        f"{ms(pct(b2b['proxied'], 50) - b2b_direct)} ms and the relay "
+        f"{ms(pct(b2b['relayed'], 50) - b2b_direct)} ms: how much a hop costs here depends on "
+        f"the machine's state as much as on the proxy.",
         f"- The agent's own CPU per goal: {1e3 * np.mean(client['direct']):.2f} ms direct, "
         f"{1e3 * np.mean(client['proxied']):.2f} ms through the proxy, "
         f"{1e3 * np.mean(client['relayed']):.2f} ms through the relay. An action server's "

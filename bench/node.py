@@ -25,8 +25,8 @@ Five processes on loopback (real rclpy, Fast DDS, SQLite), all started by this s
 
 Phases, in one run: warm-up; proxy pass-through (direct and proxied goals interleaved);
 learning one task of ``--steps`` goals through the proxy (StartRecording, goals,
-StopRecording); ``--rounds`` rounds of [a burst of ``--steps`` direct goals, one replay by
-the ``~/replay`` service, one replay by ``~/execute_task``]; the same ExecuteTask replay
+StopRecording); ``--rounds`` rounds of [``--steps`` direct goals at the replay's pace, one
+replay by the ``~/replay`` service, one replay by ``~/execute_task``]; the same ExecuteTask replay
 after ``--other`` trajectories of other parameter variants of the same task were written
 to the store; idle CPU of the node over ``--cpu-seconds``.
 
@@ -71,6 +71,24 @@ HERE = Path(__file__).resolve().parent
 TASK = 'inspect_rack'
 ARM_TYPE = 'muscle_mem_interfaces/action/FollowJointTrajectory'
 WAIT = 30.0
+
+
+def paced(send: Any, count: int, period: float) -> list[float]:
+    """Call ``send(i)`` ``count`` times, starting one call per ``period`` s; return the results.
+
+    The direct reference goes at a replay's pace (a replay waits for the slowest
+    sensor between steps): the controller's status messages list every goal it
+    kept for ``result_timeout``, so back-to-back goals would make them several
+    times longer than during a replay and slow the reference down.
+    """
+    out = []
+    start = time.monotonic()
+    for i in range(count):
+        out.append(send(i))
+        delay = start + (i + 1) * period - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    return out
 
 
 def make_goal(i: int) -> Any:
@@ -339,25 +357,38 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             client.round_trip(client.relay, make_goal(i))
         time.sleep(1.0)
 
-        # Proxy pass-through, interleaved in alternating order.
-        direct, proxied, relayed = [], [], []
-        own_cpu: dict[str, list[float]] = {'direct': [], 'proxied': [], 'relayed': []}
-        cpu0 = _cpu_all(cache, server)
-        r0 = relay.cpu_seconds()
-        order = ((client.direct, direct, 'direct'), (client.proxy, proxied, 'proxied'),
-                 (client.relay, relayed, 'relayed'))
-        for i in range(args.passthrough):
-            for k in range(3):  # rotate the order: each kind goes first, second, third
-                cl, out, kind = order[(i + k) % 3]
+        # Proxy pass-through, interleaved in alternating order: at a replay's pace (the
+        # figures judged against the target), then back to back (shown for comparison).
+        order = ((client.direct, 'direct'), (client.proxy, 'proxied'), (client.relay, 'relayed'))
+
+        def passthrough(count: int, period: float) -> dict[str, Any]:
+            times: dict[str, list[float]] = {'direct': [], 'proxied': [], 'relayed': []}
+            own_cpu: dict[str, list[float]] = {'direct': [], 'proxied': [], 'relayed': []}
+
+            def send(j: int) -> float:
+                i, k = divmod(j, 3)  # rotate the order: each kind goes first, second, third
+                cl, kind = order[(i + k) % 3]
                 c0 = time.process_time()
-                out.append(client.round_trip(cl, make_goal(i)))
+                times[kind].append(client.round_trip(cl, make_goal(i)))
                 own_cpu[kind].append(time.process_time() - c0)
-        res['pass_client_cpu'] = own_cpu
+                return 0.0
+
+            cpu0 = _cpu_all(cache, server)
+            r0 = relay.cpu_seconds()
+            paced(send, 3 * count, period)
+            cpu = _cpu_delta(cpu0, _cpu_all(cache, server))
+            cpu['relay'] = relay.cpu_seconds() - r0
+            return {'times': times, 'client_cpu': own_cpu, 'cpu': cpu}
+
+        paced_run = passthrough(args.passthrough, 1.0 / args.scan_hz)
+        times = paced_run['times']
+        direct, proxied, relayed = times['direct'], times['proxied'], times['relayed']
+        res['pass_client_cpu'] = paced_run['client_cpu']
         res['pass_direct'], res['pass_proxy'], res['pass_relay'] = direct, proxied, relayed
         res['pass_paired'] = [p - d for d, p in zip(direct, proxied, strict=True)]
         res['pass_relay_paired'] = [p - d for d, p in zip(direct, relayed, strict=True)]
-        res['pass_cpu'] = _cpu_delta(cpu0, _cpu_all(cache, server))
-        res['pass_cpu']['relay'] = relay.cpu_seconds() - r0
+        res['pass_cpu'] = paced_run['cpu']
+        res['pass_b2b'] = passthrough(args.passthrough_b2b, 0.0)['times']
 
         # Learn one long task through the proxy (teach: start, goals, stop).
         answer = client.call(client.start, StartRecording.Request(task=TASK))
@@ -376,8 +407,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         time.sleep(0.5)
         for _round in range(args.rounds):
             cpu0 = _cpu_all(cache, server)
-            res['direct'] += [client.round_trip(client.direct, make_goal(i))
-                              for i in range(args.steps)]
+            res['direct'] += paced(lambda i: client.round_trip(client.direct, make_goal(i)),
+                                   args.steps, 1.0 / args.scan_hz)
             res['direct_cpu'].append(_cpu_delta(cpu0, _cpu_all(cache, server)))
             client.take_arrivals()
             for path in ('service', 'execute'):
@@ -481,7 +512,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--steps', type=int, default=100, help='steps of the learned task')
     parser.add_argument('--rounds', type=int, default=5, help='replays per path')
-    parser.add_argument('--passthrough', type=int, default=500, help='goals per side')
+    parser.add_argument('--passthrough', type=int, default=500,
+                        help="goals per path at a replay's pace")
+    parser.add_argument('--passthrough-b2b', type=int, default=200,
+                        help='goals per path back to back (for comparison)')
     parser.add_argument('--warmup', type=int, default=50)
     parser.add_argument('--other', type=int, default=200,
                         help='trajectories of other params written before the last replays')
