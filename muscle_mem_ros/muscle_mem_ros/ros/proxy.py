@@ -286,15 +286,18 @@ class ActionProxy(ToolProxy):
         """
         try:
             if self._client.server_is_ready():
-                forward = _Forward(goal=goal, session=self._recorder.active)
-                forward.pre = self._pre(forward.session)
-                forward.started = time.monotonic()
-                forward.sent = self._client.send_goal_async(
-                    goal, feedback_callback=forward.feedback)
-                self._forwarded[id(goal)] = forward
+                self._forwarded[id(goal)] = self._forward(goal)
         except Exception as err:  # _serve tries again and aborts the goal with the reason
             self._log.error(f'{self.tool.proxy}: forwarding failed: {err!r}')
         return GoalResponse.ACCEPT
+
+    def _forward(self, goal: Any) -> _Forward:
+        """Take the pre snapshot if recording, then send ``goal`` to the real server."""
+        forward = _Forward(goal=goal, session=self._recorder.active)
+        forward.pre = self._pre(forward.session)
+        forward.started = time.monotonic()
+        forward.sent = self._client.send_goal_async(goal, feedback_callback=forward.feedback)
+        return forward
 
     async def _serve(self, goal_handle: Any) -> Any:
         """Finish one proxied goal (a coroutine: waiting holds no executor thread)."""
@@ -304,15 +307,14 @@ class ActionProxy(ToolProxy):
         forward = self._forwarded.pop(id(goal), None)
         try:
             if forward is None:  # the server was not there when the goal came
+                if goal_handle.is_cancel_requested:
+                    goal_handle.canceled()
+                    return empty
                 if not self._client.wait_for_server(timeout_sec=_SERVER_WAIT):
                     self._log.warning(f'{self.tool.proxy}: {self.tool.server} not available')
                     goal_handle.abort()
                     return empty
-                forward = _Forward(goal=goal, session=self._recorder.active)
-                forward.pre = self._pre(forward.session)
-                forward.started = time.monotonic()
-                forward.sent = self._client.send_goal_async(
-                    goal, feedback_callback=forward.feedback)
+                forward = self._forward(goal)
             forward.attach(goal_handle)
             handle = await forward.sent
             if handle is None or not handle.accepted:
