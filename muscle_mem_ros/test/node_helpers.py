@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 import uuid
 
@@ -471,6 +472,7 @@ class Harness:
         self.executor = MultiThreadedExecutor(num_threads=8, context=self.context)
         for node in (self.robot, self.agent, self.client):
             self.executor.add_node(node)
+        self.spin_error = ''
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
         self.cache: CacheProcess | None = None
@@ -479,8 +481,9 @@ class Harness:
     def _spin(self) -> None:
         try:
             self.executor.spin()
-        except Exception:  # context shut down at teardown
-            pass
+        except Exception as err:  # context shut down at teardown, or a callback raised
+            if rclpy.ok(context=self.context):
+                self.spin_error = ''.join(traceback.format_exception(err))
 
     def start_cache(self, **overrides: Any) -> CacheProcess:
         """Start the cache process (store in tmp) and wait until it answers.
@@ -544,7 +547,8 @@ class Harness:
             tail = ''
             if self.cache is not None:
                 tail = '\n'.join(self.cache.output().splitlines()[-20:])
-            raise TimeoutError(f'no answer in {timeout} s; end of the cache log:\n{tail}')
+            died = f'\nthe test executor died:\n{self.spin_error}' if self.spin_error else ''
+            raise TimeoutError(f'no answer in {timeout} s; end of the cache log:\n{tail}{died}')
         return future.result()
 
     def send_task(self, task: str, params_json: str = '',
