@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 import platform
 from typing import Any
 
+from _common import cpu_name, ms, pct
 import numpy as np
 from rclpy.utilities import get_rmw_implementation_identifier
-
-
-def pct(xs: Any, q: float) -> float:
-    return float(np.percentile(np.asarray(xs, dtype=float), q))
-
-
-def ms(x: float) -> str:
-    return f'{x * 1e3:.3f}'
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path('/proc/cpuinfo').read_text().splitlines():
-            if line.startswith('model name'):
-                return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or 'unknown'
 
 
 def stats(xs: list[float]) -> str:

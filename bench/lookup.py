@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 
+from _common import cpu_name, ms, pct
 import numpy as np
 
 from muscle_mem_ros import (
@@ -49,14 +50,6 @@ DIMS = 32
 TOL = 0.05
 TASK = 'pick_bin_3'
 SIZES = (100, 1_000, 10_000, 100_000)
-
-
-def pct(samples: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples), q))
-
-
-def ms(x: float) -> str:
-    return f'{x * 1e3:.3f}'
 
 
 def make_step(i: int, k: int, q: np.ndarray) -> Step:
@@ -200,16 +193,6 @@ def bench_commit(work: Path, rng: np.random.Generator, count: int = 50) -> dict[
     size = path.stat().st_size
     return {'recorded_p50': pct(recorded, 50), 'recorded_p99': pct(recorded, 99),
             'merged_p50': pct(merged, 50), 'bytes_per_step': size / (2 * count * 20)}
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path('/proc/cpuinfo').read_text().splitlines():
-            if line.startswith('model name'):
-                return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or 'unknown'
 
 
 def main() -> int:
