@@ -267,6 +267,7 @@ class SensorHub:
                 self._report(latest, f'sensors.{config.name}: cannot read {config.topic}: {err}')
                 continue
             state.apply(names, columns, stamp)
+            latest.problem = ''
         complete = all(t != float('-inf') for t in state.stamps)
         with self._cond:
             latest.raw = pending[-1][0]
@@ -426,7 +427,7 @@ class SensorHub:
 
 
 def _qos(depth: int) -> QoSProfile:
-    """Sensor-data QoS (best effort, volatile) keeping the last ``depth`` messages."""
+    """Return sensor-data QoS (best effort, volatile) keeping the last ``depth`` messages."""
     return QoSProfile(
         history=HistoryPolicy.KEEP_LAST, depth=depth,
         reliability=qos_profile_sensor_data.reliability,
