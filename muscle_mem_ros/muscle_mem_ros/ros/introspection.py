@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -84,6 +85,12 @@ def resolve_type(name: str, *, kind: str) -> type:
     """
     if kind not in _KINDS:
         raise ValueError(f'kind must be one of {_KINDS}, not {kind!r}')
+    return _resolve(name, kind)
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(name: str, kind: str) -> type:
+    """Resolve as :func:`resolve_type` does; successes are cached (files are looked at once)."""
     if not isinstance(name, str):
         raise TypeResolutionError(f"{name!r} is not a type name like 'pkg/{kind}/Name'")
     parts = name.strip().split('/')
