@@ -11,7 +11,7 @@ from pathlib import Path
 
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, ToolKind
-from muscle_mem_ros.ros.config import DEFAULT_STORE_PATH, CacheMode, load_config
+from muscle_mem_ros.ros.config import CacheMode, DEFAULT_STORE_PATH, load_config, NODE_OPTIONS
 from node_helpers import CacheProcess, Names, params, run_cache_to_exit, wait_until, write_params
 import pytest
 import rclpy
@@ -24,7 +24,7 @@ def load_file(path: Path, node_name: str = 'muscle_mem'):
     context = rclpy.Context()
     rclpy.init(context=context, args=['--ros-args', '--params-file', str(path)])
     try:
-        node = Node(node_name, context=context)
+        node = Node(node_name, context=context, **NODE_OPTIONS)
         try:
             return load_config(node)
         finally:
@@ -206,3 +206,87 @@ def test_a_cache_that_cannot_do_anything_says_so(tmp_path, overrides, warning):
         assert wait_until(lambda: warning in cache.output(), timeout=5.0), cache.output()
     finally:
         assert cache.stop() == 0
+
+
+@pytest.mark.parametrize('parameter, type_name', [
+    ('sensors.object.type', 'this/msg/X'),
+    ('sensors.object.type', '.evil/msg/X'),
+    ('sensors.object.type', 'os/msg/Path'),
+    ('services.gripper.type', 'std_srvs/srv/__class__'),
+    ('actions.arm.type', 'rclpy/action/ActionServer'),
+    ('actions.arm.type', 'rclpy/action/Goal'),
+    ('sensors.object.type', 'geometry_msgs/srv/Pose'),
+])
+def test_a_type_that_is_not_an_interface_exits_1_without_importing_it(
+        tmp_path, parameter, type_name):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db', **{parameter: type_name})
+    done = run_cache_to_exit(names=names, values=values, tmp=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f'bad configuration: {parameter}:' in done.stderr
+    assert 'The Zen of Python' not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize('overrides, parameter, words', [
+    ({'agent_acton': '/agent/execute_task'}, 'agent_acton', 'did you mean agent_action?'),
+    ({'step_timout': 5.0}, 'step_timout', 'did you mean step_timeout?'),
+    ({'sensors.object.tolerence': [0.1]}, 'sensors.object.tolerence',
+     'did you mean tolerance?'),
+    ({'actions.arm.sever': '/x'}, 'actions.arm.sever', 'did you mean server?'),
+    ({'sensorz': {'a': {'topic': '/a'}}}, 'sensorz.a.topic', 'did you mean sensors?'),
+    ({'zzz': 1}, 'zzz', 'known: store_path'),
+    ({'step_timeout': {'x': 1.0}}, 'step_timeout.x', "'step_timeout' is a value"),
+    ({'sensors.object': '/x'}, 'sensors.object', 'must be a map'),
+])
+def test_unknown_parameter_at_any_level_exits_1_with_a_suggestion(
+        tmp_path, overrides, parameter, words):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db', **overrides)
+    done = run_cache_to_exit(names=names, values=values, tmp=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f'bad configuration: {parameter}: unknown parameter' in done.stderr or \
+        f'bad configuration: {parameter}: must be a map' in done.stderr, done.stderr
+    assert words in done.stderr
+    assert not (tmp_path / 'c.db').exists()
+
+
+def test_parameters_that_ros_itself_reads_are_accepted(tmp_path):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'cache.db', use_sim_time=False,
+                    start_type_description_service=True,
+                    qos_overrides={'/parameter_events': {'publisher': {'depth': 1000}}})
+    cache = CacheProcess(names=names, log=tmp_path / 'cache.log',
+                         params_file=write_params(tmp_path / 'p.yaml', names.node, values))
+    try:
+        assert wait_until(lambda: 'behavior cache ready' in cache.output()
+                          or not cache.alive(), timeout=30.0), cache.output()
+        assert cache.alive(), cache.output()
+    finally:
+        assert cache.stop() == 0
+
+
+def test_legacy_list_form_is_deprecated_and_undeclared(tmp_path, capfd):
+    path = tmp_path / 'p.yaml'
+    path.write_text(
+        'muscle_mem:\n'
+        '  ros__parameters:\n'
+        '    sensors: [scan]\n'
+        '    sensors.scan.topic: /scan\n'
+        '    sensors.scan.type: sensor_msgs/msg/LaserScan\n'
+        '    sensors.scan.fields: [ranges]\n'
+        '    sensors.scan.tolerance: 0.05\n'
+    )
+    context = rclpy.Context()
+    rclpy.init(context=context, args=['--ros-args', '--params-file', str(path)])
+    try:
+        node = Node('muscle_mem', context=context, **NODE_OPTIONS)
+        try:
+            config = load_config(node)
+            assert [s.name for s in config.sensors] == ['scan']
+            assert not node.has_parameter('sensors')
+            assert node.has_parameter('sensors.scan.topic')
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+    assert 'sensors: a list of names is deprecated' in capfd.readouterr().err

@@ -51,6 +51,45 @@ def test_resolve_type_errors(name, kind, words):
         resolve_type(name, kind=kind)
 
 
+@pytest.mark.parametrize('name, kind, words', [
+    ('this/msg/X', 'msg', "'this' is a module, not a ROS interface package"),
+    ('.evil/msg/X', 'msg', 'not a ROS package name'),
+    ('Sensor_msgs/msg/JointState', 'msg', 'not a ROS package name'),
+    ('sensor__msgs/msg/JointState', 'msg', 'not a ROS package name'),
+    ('std_srvs/srv/__class__', 'srv', 'not an interface name'),
+    ('sensor_msgs/msg/jointState', 'msg', 'not an interface name'),
+    ('sensor_msgs/msg/Joint.State', 'msg', 'not an interface name'),
+    ('rclpy/action/ActionServer', 'action', "'rclpy' is not a ROS interface package"),
+    ('json/msg/JSONDecoder', 'msg', "'json' is not a ROS interface package"),
+    ('geometry_msgs/srv/Pose', 'srv', "'geometry_msgs' has no srv types"),
+    ('sensor_msgs/nope/JointState', 'msg', "'nope' is not one of msg|srv|action"),
+])
+def test_resolve_type_imports_nothing_that_is_not_an_interface(name, kind, words, capfd):
+    before = set(sys.modules)
+    with pytest.raises(TypeResolutionError, match=words):
+        resolve_type(name, kind=kind)
+    assert not {m for m in set(sys.modules) - before if m.split('.')[0] in ('this', 'json')}
+    assert 'The Zen of Python' not in capfd.readouterr().out
+
+
+def test_resolve_type_refuses_a_class_rosidl_did_not_generate(tmp_path, monkeypatch):
+    package = tmp_path / 'fake_msgs'
+    (package / 'msg').mkdir(parents=True)
+    (package / '__init__.py').write_text('')
+    (package / 'fake_msgs_s__rosidl_typesupport_c.so').write_bytes(b'')
+    (package / 'msg' / '__init__.py').write_text(
+        'class Thing:\n    pass\n\n\nNotAClass = 3\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TypeResolutionError, match='not a generated ROS msg type'):
+        resolve_type('fake_msgs/msg/Thing', kind='msg')
+    with pytest.raises(TypeResolutionError, match='not a class'):
+        resolve_type('fake_msgs/msg/NotAClass', kind='msg')
+    with pytest.raises(TypeResolutionError, match="has no 'Missing'"):
+        resolve_type('fake_msgs/msg/Missing', kind='msg')
+    for name in [m for m in sys.modules if m.startswith('fake_msgs')]:
+        monkeypatch.delitem(sys.modules, name)
+
+
 def test_canonical_type_name():
     assert canonical_type_name('test_msgs/Fibonacci', kind='action') == \
         'test_msgs/action/Fibonacci'

@@ -1,17 +1,34 @@
 """ROS parameters -> a typed, validated node configuration.
 
-Parameters follow the nav2 / ros2_control convention: a list of names, then
-per-name sub-keys::
+Sensors, actions and services are maps from a name to that item's keys::
 
     muscle_mem:
       ros__parameters:
-        sensors: [joints, object]
-        sensors.joints.topic: /joint_states      # or a nested map under sensors.joints:
-        ...
+        sensors:
+          joints: {topic: /joint_states, type: sensor_msgs/msg/JointState, ...}
+          object: {topic: /object_pose, ...}
+        actions:
+          arm: {server: /arm/follow_joint_trajectory, type: ...}
 
-The list may be left out when the per-name keys are written as nested maps
-(``sensors: {joints: {topic: ...}}``): the names are then taken from the keys,
-in file order. With an explicit list, keys of a name not in it are an error.
+(``sensors.joints.topic: /joint_states`` is the same parameter written flat.)
+The names are the keys, in file order; order carries no meaning (snapshots and
+checks go by name). Every declared parameter is a leaf that no other declared
+name uses as a prefix, so ``ros2 param dump`` writes a params file that starts
+the same node again.
+
+The older nav2-style list (``sensors: [joints, object]`` beside the per-name
+keys) is still accepted with a deprecation warning: it then selects which names
+exist (keys of a name not in it are an error), and it is undeclared once read,
+because a parameter that is both a value and a prefix cannot be dumped.
+
+The node must be created with :data:`NODE_OPTIONS`
+(``automatically_declare_parameters_from_overrides``), so every parameter given
+in a params file or on the command line is declared and visible through rclpy's
+public ``list_parameters``. A given name that nothing reads is an error, at
+every level (``agent_acton``, ``sensors.joints.tolerence``), with the nearest
+known name suggested. Parameters that rclpy itself declares or reads
+(``use_sim_time``, ``start_type_description_service``, ``qos_overrides.*``)
+are left alone.
 
 Every value is checked at startup; a bad one raises :class:`ConfigError` whose
 message starts with the parameter's full name (``sensors.joints.tolerance: must
@@ -25,27 +42,40 @@ a variable-length sequence (``position``, ``ranges``) the length is checked
 against the first message received; a mismatch is then logged as an error
 naming the parameter and the sensor is left out of every snapshot, so checks
 involving it fail (never pass).
+
+Selection by name: a sensor with ``joints: [shoulder, elbow]`` reads, from a
+message with a ``name`` array and value arrays parallel to it (a
+``sensor_msgs/msg/JointState``), the values of those names only, in that
+order, field after field (all positions, then all velocities). Values are kept
+per name across messages, so several publishers on one topic (an arm's
+broadcaster and a gripper driver) make one feature vector; its size is
+``len(fields) * len(joints)``, known at startup. See :mod:`.sensors`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+import difflib
 from enum import Enum
 import math
 import os
 from typing import Any
 
 from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.srv import ListParameters
 from rclpy.node import Node as RosNode
 
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
 from muscle_mem_ros.ros.introspection import (
-    FieldExtractor,
-    TypeResolutionError,
     canonical_type_name,
+    check_name_array,
     compile_field_path,
+    compile_named_fields,
+    FieldExtractor,
+    NamedFields,
     resolve_type,
+    TypeResolutionError,
 )
 
 __all__ = [
@@ -54,12 +84,17 @@ __all__ = [
     'SensorConfig',
     'ToolConfig',
     'DEFAULT_STORE_PATH',
+    'NODE_OPTIONS',
     'load_config',
     'parse_cache_mode',
 ]
 
 DEFAULT_STORE_PATH = '~/.ros/muscle_mem/cache.db'
 """Where the cache lives unless ``store_path`` says otherwise."""
+
+NODE_OPTIONS: dict[str, Any] = {'automatically_declare_parameters_from_overrides': True}
+"""Keyword arguments of ``rclpy.node.Node`` that :func:`load_config` needs: every
+given parameter is declared, so the public ``list_parameters`` sees it."""
 
 
 class CacheMode(Enum):
@@ -88,6 +123,10 @@ class SensorConfig:
         tolerance: One value, or one per element of the flattened feature.
         mode: How deviations are reduced to a score.
         max_age: Seconds after which a reading counts as stale.
+        joints: Element names selected from the message's ``name`` array, in
+            feature order; empty for positional reading.
+        by_name: Reads the ``name`` array and the value arrays parallel to it
+            (set when ``joints`` is).
     """
 
     name: str
@@ -98,10 +137,14 @@ class SensorConfig:
     tolerance: tuple[float, ...]
     mode: CompareMode
     max_age: float
+    joints: tuple[str, ...] = ()
+    by_name: NamedFields | None = None
 
     @property
     def size(self) -> int | None:
-        """Length of the feature vector when fixed by the type, else None."""
+        """Length of the feature vector when fixed by the type or the names, else None."""
+        if self.joints:
+            return len(self.extractors) * len(self.joints)
         sizes = [e.size for e in self.extractors]
         return None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
 
@@ -155,8 +198,17 @@ class NodeConfig:
         return self.actions + self.services
 
 
-_SENSOR_KEYS = ('topic', 'type', 'fields', 'tolerance', 'mode', 'max_age')
+_TOP_KEYS = (
+    'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
+    'agent_timeout', 'allow_unchecked_replay',
+)
+_SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
 _TOOL_KEYS = ('server', 'type', 'proxy')
+_GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS}
+_ROS_PARAMETERS = ('use_sim_time', 'start_type_description_service')
+"""Parameters rclpy declares on every node; a params file may set them."""
+_ROS_PREFIXES = ('qos_overrides.',)
+"""Prefixes of parameters rclpy reads when a publisher or subscription allows QoS overrides."""
 
 
 def parse_cache_mode(value: Any, *, parameter: str = 'cache_mode') -> CacheMode:
@@ -184,6 +236,12 @@ class _Reader:
         value = self._node.get_parameter(name).value
         return default if value is None else value
 
+    def optional(self, name: str) -> Any:
+        """Return the value of ``name`` if it was given, else None (and declare nothing)."""
+        if not self._node.has_parameter(name):
+            return None
+        return self.get(name, None)
+
     def string(self, name: str, default: str | None = None) -> str:
         value = self.get(name, default)
         if value is None:
@@ -206,27 +264,106 @@ class _Reader:
             raise ConfigError(f'{name}: must be true or false, got {value!r}')
         return value
 
-    def names(self, name: str) -> list[str]:
-        overrides = getattr(self._node, '_parameter_overrides', {})
-        if name not in overrides:
-            inferred: list[str] = []
-            for key in overrides:
-                group, _, rest = key.partition('.')
-                item = rest.partition('.')[0]
-                if group == name and item and item not in inferred:
-                    inferred.append(item)
-            self.get(name, inferred)
-        value = self.get(name, [])
-        if isinstance(value, str):
-            value = [value] if value else []
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f'{name}: must be a list of names, got {value!r}')
-        for item in value:
-            if not item or '.' in item or '/' in item:
-                raise ConfigError(f"{name}: '{item}' is not a valid name (no dots or slashes)")
-        if len(set(value)) != len(value):
-            raise ConfigError(f'{name}: names must be unique, got {list(value)!r}')
-        return list(value)
+
+def _names(name: str, value: Any, what: str) -> list[str]:
+    """
+    Validate a list of unique names (a string is a list of one).
+
+    :param name: the parameter, for the error message.
+    :param value: its value.
+    :param what: what the names name, for the error message (``a name``, ``a joint``).
+    :return: the names.
+    :raises ConfigError: not a list of unique, non-empty strings.
+    """
+    if isinstance(value, str):
+        value = [value] if value else []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f'{name}: must be a list of names, got {value!r}')
+    for item in value:
+        if not item.strip():
+            raise ConfigError(f'{name}: {item!r} is not {what}')
+    if len(set(value)) != len(value):
+        raise ConfigError(f'{name}: names must be unique, got {list(value)!r}')
+    return list(value)
+
+
+def _unknown(name: str, word: str, known: tuple[str, ...]) -> ConfigError:
+    """Return the error for an unknown parameter, suggesting the nearest known word."""
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    hint = f'did you mean {close[0]}?' if close else f'known: {", ".join(known)}'
+    return ConfigError(f'{name}: unknown parameter, {hint}')
+
+
+def _layout(given: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """
+    Check every given parameter name against the known layout.
+
+    :param given: the names of the node's declared parameters, in declaration order.
+    :return: the item names of each group (``sensors`` -> ``['joints', 'object']``, in
+        order of first appearance), and the groups given in the deprecated list form.
+    :raises ConfigError: a name nothing reads, naming it and the nearest known name.
+    """
+    items: dict[str, list[str]] = {group: [] for group in _GROUP_KEYS}
+    legacy: list[str] = []
+    for name in given:
+        if name in _ROS_PARAMETERS or name.startswith(_ROS_PREFIXES):
+            continue
+        parts = name.split('.')
+        head = parts[0]
+        if head in _GROUP_KEYS:
+            keys = _GROUP_KEYS[head]
+            if len(parts) == 1:
+                legacy.append(head)
+                continue
+            if len(parts) == 2:
+                raise ConfigError(
+                    f'{name}: must be a map of keys ({", ".join(keys)}), not a value'
+                )
+            if parts[2] not in keys:
+                raise _unknown(name, parts[2], keys)
+            if len(parts) > 3:
+                raise ConfigError(
+                    f"{name}: unknown parameter ('{'.'.join(parts[:3])}' is a value, not a map)"
+                )
+            if parts[1] not in items[head]:
+                items[head].append(parts[1])
+        elif head in _TOP_KEYS:
+            if len(parts) > 1:
+                raise ConfigError(f"{name}: unknown parameter ('{head}' is a value, not a map)")
+        else:
+            raise _unknown(name, head, _TOP_KEYS + tuple(_GROUP_KEYS))
+    return items, legacy
+
+
+def _legacy_names(node: RosNode, group: str, found: list[str], given: list[str]) -> list[str]:
+    """
+    Read a deprecated ``sensors: [a, b]`` list, check it against the keys, undeclare it.
+
+    The list is undeclared once read: a parameter that is both a value and a
+    prefix of others cannot be written by ``ros2 param dump``.
+
+    :param node: the node.
+    :param group: ``sensors``, ``actions`` or ``services``.
+    :param found: the item names found in the keys.
+    :param given: every given parameter name (for the error message).
+    :return: the listed names.
+    :raises ConfigError: not a list of names, or keys of a name not in the list.
+    """
+    value = node.get_parameter(group).value
+    listed = _names(group, [] if value is None else value, 'a name')
+    for item in listed:
+        if '.' in item or '/' in item:
+            raise ConfigError(f"{group}: '{item}' is not a valid name (no dots or slashes)")
+    for item in found:
+        if item not in listed:
+            key = next(n for n in given if n.startswith(f'{group}.{item}.'))
+            raise ConfigError(f"{key}: '{item}' is not listed in the '{group}' parameter")
+    node.undeclare_parameter(group)
+    node.get_logger().warning(
+        f'{group}: a list of names is deprecated (ros2 param dump cannot write it); '
+        f'the names are the keys of {group}.<name>.*: remove the list'
+    )
+    return listed
 
 
 def _tolerance(reader: _Reader, prefix: str, mode: CompareMode, size: int | None) -> tuple:
@@ -270,15 +407,34 @@ def _sensor(reader: _Reader, name: str) -> SensorConfig:
             extractors.append(compile_field_path(msg_type, path))
         except TypeResolutionError as err:
             raise ConfigError(f'{prefix}.fields: {err}') from err
+    joints: tuple[str, ...] = ()
+    by_name: NamedFields | None = None
+    value = reader.optional(f'{prefix}.joints')
+    if value is not None:
+        joints = tuple(_names(f'{prefix}.joints', value, 'a name'))
+        if not joints:
+            raise ConfigError(f'{prefix}.joints: must name at least one element')
+        try:
+            check_name_array(msg_type)
+        except TypeResolutionError as err:
+            raise ConfigError(f'{prefix}.joints: {err}') from err
+        try:
+            by_name = compile_named_fields(msg_type, fields)
+        except TypeResolutionError as err:
+            raise ConfigError(f'{prefix}.fields: {err}') from err
     mode = _compare_mode(reader.string(f'{prefix}.mode', 'abs'), f'{prefix}.mode')
-    sizes = [e.size for e in extractors]
-    size = None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+    if joints:
+        size: int | None = len(extractors) * len(joints)
+    else:
+        sizes = [e.size for e in extractors]
+        size = None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
     tolerance = _tolerance(reader, prefix, mode, size)
     max_age = reader.number(f'{prefix}.max_age', 1.0)
     return SensorConfig(
         name=name, topic=topic, type_name=canonical_type_name(type_name, kind='msg'),
         msg_type=msg_type,
         extractors=tuple(extractors), tolerance=tolerance, mode=mode, max_age=max_age,
+        joints=joints, by_name=by_name,
     )
 
 
@@ -317,11 +473,20 @@ def _tool(reader: _Reader, node: RosNode, group: str, name: str, kind: ToolKind)
 
 
 def load_config(node: RosNode) -> NodeConfig:
-    """Declare the node's parameters, read and validate them.
-
-    Raises:
-        ConfigError: The first bad parameter; the message starts with its name.
     """
+    Read and validate the node's parameters, declaring those not given.
+
+    The node must have been created with :data:`NODE_OPTIONS`, so that every
+    given parameter is declared and listed by ``list_parameters``.
+
+    :param node: the node whose parameters are read.
+    :return: the validated configuration.
+    :raises ConfigError: the first bad or unknown parameter; the message starts with its name.
+    """
+    given = list(node.list_parameters([], ListParameters.Request.DEPTH_RECURSIVE).names)
+    items, legacy = _layout(given)
+    for group in legacy:
+        items[group] = _legacy_names(node, group, items[group], given)
     reader = _Reader(node=node)
     store_path = reader.string('store_path', DEFAULT_STORE_PATH)
     if not store_path:
@@ -329,12 +494,12 @@ def load_config(node: RosNode) -> NodeConfig:
     if store_path != ':memory:':
         store_path = os.path.expanduser(store_path)
     mode = parse_cache_mode(reader.string('cache_mode', CacheMode.LEARN.value))
-    sensors = tuple(_sensor(reader, n) for n in reader.names('sensors'))
+    sensors = tuple(_sensor(reader, n) for n in items['sensors'])
     actions = tuple(
-        _tool(reader, node, 'actions', n, ToolKind.ACTION) for n in reader.names('actions')
+        _tool(reader, node, 'actions', n, ToolKind.ACTION) for n in items['actions']
     )
     services = tuple(
-        _tool(reader, node, 'services', n, ToolKind.SERVICE) for n in reader.names('services')
+        _tool(reader, node, 'services', n, ToolKind.SERVICE) for n in items['services']
     )
     proxies: dict[str, str] = {}
     for tool in actions + services:
@@ -353,7 +518,7 @@ def load_config(node: RosNode) -> NodeConfig:
             raise ConfigError(f'agent_action: invalid name ({err})') from err
         if agent_full == node.resolve_service_name('~/execute_task'):
             raise ConfigError(f"agent_action: {agent_full!r} is this node's own ExecuteTask")
-    config = NodeConfig(
+    return NodeConfig(
         store_path=store_path,
         agent_action=agent_action,
         cache_mode=mode,
@@ -365,20 +530,3 @@ def load_config(node: RosNode) -> NodeConfig:
         actions=actions,
         services=services,
     )
-    _reject_unknown(node, reader.declared)
-    return config
-
-
-def _reject_unknown(node: RosNode, declared: set[str]) -> None:
-    """Fail on overrides under sensors./actions./services. that nothing reads (typos)."""
-    overrides = getattr(node, '_parameter_overrides', {})
-    for name in sorted(overrides):
-        group, _, rest = name.partition('.')
-        if group in ('sensors', 'actions', 'services') and rest and name not in declared:
-            item, _, key = rest.partition('.')
-            known = _SENSOR_KEYS if group == 'sensors' else _TOOL_KEYS
-            if key in known:
-                raise ConfigError(f"{name}: '{item}' is not listed in the '{group}' parameter")
-            raise ConfigError(
-                f'{name}: unknown parameter (known keys: {", ".join(known)})'
-            )

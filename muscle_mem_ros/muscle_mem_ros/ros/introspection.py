@@ -15,18 +15,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+import functools
 import hashlib
 import importlib
+import importlib.util
 import json
 import math
+from pathlib import Path
 import re
 from typing import Any
 
+from rclpy.type_support import check_for_type_support
+
 __all__ = [
+    'NAME_FIELD',
     'FieldExtractor',
+    'NamedFields',
     'TypeResolutionError',
     'canonical_type_name',
+    'check_name_array',
     'compile_field_path',
+    'compile_named_fields',
     'encode_string',
     'message_to_json',
     'resolve_type',
@@ -40,6 +49,12 @@ _STRING_RE = re.compile(r'^w?string(<=\d+)?$')
 _SEQ_RE = re.compile(r'^sequence<(.+?)(?:,\s*(\d+))?>$')
 _ARRAY_RE = re.compile(r'^(.+)\[(\d+)\]$')
 _KINDS = ('msg', 'srv', 'action')
+_PACKAGE_RE = re.compile(r'^(?!.*__)(?!.*_$)[a-z][a-z0-9_]*$')
+"""A ROS package name (REP 144; rosidl's own check)."""
+_TYPE_RE = re.compile(r'^[A-Z][A-Za-z0-9]*$')
+"""An interface name: UpperCamelCase letters and digits (rosidl's rule)."""
+_PARTS = {'srv': ('Request', 'Response'), 'action': ('Goal', 'Result', 'Feedback')}
+"""The generated message classes a service or action class carries."""
 
 
 class TypeResolutionError(ValueError):
@@ -47,39 +62,142 @@ class TypeResolutionError(ValueError):
 
 
 def resolve_type(name: str, *, kind: str) -> type:
-    """Import the interface class named ``pkg/<kind>/Name``.
+    """
+    Import the generated ROS interface class named ``pkg/<kind>/Name``.
 
-    Args:
-        name: Full type name, for example ``geometry_msgs/msg/PoseStamped``.
-            ``pkg/Name`` is accepted as a short form for ``pkg/<kind>/Name``.
-        kind: ``msg``, ``srv`` or ``action``; the name must be of that kind.
+    Nothing is imported before the name is known to denote a generated
+    interface: the shape is checked first (``pkg`` a ROS package name, ``Name``
+    an UpperCamel identifier), then the package is located without importing it
+    and must carry rosidl's Python type support next to a ``<kind>`` subpackage.
+    Only then is ``pkg.<kind>`` imported, and the attribute must be a class that
+    rosidl generated (its metaclass, its type support, for a message its field
+    table, for a service ``Request``/``Response``, for an action
+    ``Goal``/``Result``/``Feedback``). So ``this/msg/X`` does not print the Zen
+    of Python and ``rclpy/action/ActionServer`` is refused before anything
+    touches the middleware.
 
-    Returns:
-        The generated Python class.
-
-    Raises:
-        TypeResolutionError: Malformed name, wrong kind, package or type not found.
+    :param name: full type name, for example ``geometry_msgs/msg/PoseStamped``;
+        ``pkg/Name`` is accepted as a short form of ``pkg/<kind>/Name``.
+    :param kind: ``msg``, ``srv`` or ``action``; the name must be of that kind.
+    :return: the generated Python class.
+    :raises TypeResolutionError: malformed name, wrong kind, not an interface
+        package, type not found or not a generated interface.
     """
     if kind not in _KINDS:
         raise ValueError(f'kind must be one of {_KINDS}, not {kind!r}')
+    return _resolve(name, kind)
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(name: str, kind: str) -> type:
+    """Resolve as :func:`resolve_type` does; successes are cached (files are looked at once)."""
+    if not isinstance(name, str):
+        raise TypeResolutionError(f"{name!r} is not a type name like 'pkg/{kind}/Name'")
     parts = name.strip().split('/')
     if len(parts) == 2:
         parts = [parts[0], kind, parts[1]]
     if len(parts) != 3 or not all(parts):
         raise TypeResolutionError(f"'{name}' is not a type name like 'pkg/{kind}/Name'")
     pkg, got_kind, type_name = parts
+    if got_kind not in _KINDS:
+        raise TypeResolutionError(
+            f"'{name}': '{got_kind}' is not one of {'|'.join(_KINDS)} "
+            f"(a type name looks like 'pkg/{kind}/Name')"
+        )
     if got_kind != kind:
         raise TypeResolutionError(f"'{name}' is a '{got_kind}' type, expected a '{kind}' type")
+    if not _PACKAGE_RE.match(pkg):
+        raise TypeResolutionError(
+            f"'{name}': '{pkg}' is not a ROS package name (lowercase letters, digits and "
+            'single underscores, starting with a letter)'
+        )
+    if not _TYPE_RE.match(type_name):
+        raise TypeResolutionError(
+            f"'{name}': '{type_name}' is not an interface name (UpperCamelCase letters and "
+            'digits)'
+        )
+    problem = _not_an_interface_package(pkg, kind)
+    if problem:
+        raise TypeResolutionError(f"unknown type '{name}': {problem}")
     try:
         module = importlib.import_module(f'{pkg}.{kind}')
-    except ImportError as err:
+    except Exception as err:  # a broken package may raise anything while importing
         raise TypeResolutionError(
             f"unknown type '{name}': interface package '{pkg}' is not importable ({err})"
         ) from err
-    cls = getattr(module, type_name, None)
-    if not isinstance(cls, type):
+    cls = vars(module).get(type_name)
+    if cls is None:
         raise TypeResolutionError(f"unknown type '{name}': '{pkg}.{kind}' has no '{type_name}'")
+    problem = _not_generated(cls, kind)
+    if problem:
+        raise TypeResolutionError(f"'{name}' is not a generated ROS {kind} type: {problem}")
+    try:
+        check_for_type_support(cls)
+    except Exception as err:  # NoTypeSupportImportedException, ImportError, ...
+        raise TypeResolutionError(
+            f"'{name}': its type support cannot be loaded ({err!r})"
+        ) from err
     return cls
+
+
+def _not_an_interface_package(pkg: str, kind: str) -> str:
+    """
+    Say why ``pkg`` is not a rosidl-generated Python interface package ('' if it is).
+
+    Locates the package with :func:`importlib.util.find_spec` on its top-level
+    name, which does not execute it, and looks at its files: rosidl's
+    generator writes ``<pkg>_s__rosidl_typesupport_c*`` beside the package's
+    ``__init__.py`` and one subpackage per interface kind.
+
+    :param pkg: the package name (already checked to be a valid ROS package name).
+    :param kind: ``msg``, ``srv`` or ``action``.
+    :return: the reason, or '' for an interface package with a ``kind`` subpackage.
+    """
+    try:
+        spec = importlib.util.find_spec(pkg)
+    except (ImportError, ValueError) as err:
+        return f"interface package '{pkg}' is not importable ({err})"
+    if spec is None:
+        return f"interface package '{pkg}' is not importable (no module named '{pkg}')"
+    locations = list(spec.submodule_search_locations or ())
+    if not locations:
+        return f"'{pkg}' is a module, not a ROS interface package"
+    support = f'{pkg}_s__rosidl_typesupport_c'
+    generated = [Path(loc) for loc in locations if any(Path(loc).glob(f'{support}*'))]
+    if not generated:
+        return f"'{pkg}' is not a ROS interface package (no rosidl type support in it)"
+    if not any((loc / kind / '__init__.py').is_file() for loc in generated):
+        return f"interface package '{pkg}' has no {kind} types"
+    return ''
+
+
+def _not_generated(cls: Any, kind: str) -> str:
+    """
+    Say why ``cls`` is not a class rosidl generated for ``kind`` ('' if it is).
+
+    :param cls: the attribute found in ``pkg.<kind>``.
+    :param kind: ``msg``, ``srv`` or ``action``.
+    :return: the reason, or ''.
+    """
+    if not isinstance(cls, type):
+        return f'{type(cls).__name__} object, not a class'
+    meta = type(cls)
+    if not meta.__name__.startswith('Metaclass_') or \
+            not callable(getattr(meta, '__import_type_support__', None)) or \
+            not hasattr(cls, '_TYPE_SUPPORT'):
+        return f'{cls.__qualname__} has no rosidl metaclass and type support'
+    if kind == 'msg':
+        if not callable(getattr(cls, 'get_fields_and_field_types', None)):
+            return f'{cls.__qualname__} has no field table'
+        return ''
+    for part in _PARTS[kind]:
+        inner = getattr(cls, part, None)
+        if inner is None:
+            return f'{cls.__qualname__} has no {part}'
+        problem = _not_generated(inner, 'msg')
+        if problem:
+            return f'{cls.__qualname__}.{part}: {problem}'
+    return ''
 
 
 def canonical_type_name(name: str, *, kind: str) -> str:
@@ -209,6 +327,80 @@ def compile_field_path(msg_cls: type, path: str) -> FieldExtractor:
             value = getattr(value, name)
         return flatten(value)
     return FieldExtractor(path=path, size=size, extract=extract)
+
+
+NAME_FIELD = 'name'
+"""The array of element names a sensor selects from (``sensor_msgs/msg/JointState``)."""
+
+
+@dataclass(frozen=True)
+class NamedFields:
+    """
+    Compiled by-name reading: a message -> its names and the value arrays parallel to them.
+
+    ``read(msg)`` returns ``(names, columns)``: the message's ``name`` array and,
+    per configured field, its values as floats, or None when that array's
+    length differs from the names' (ROS leaves an unused array empty, as a
+    gripper driver does with ``velocity``), so those values are not updated.
+    """
+
+    paths: tuple[str, ...]
+    read: Callable[[Any], tuple[list[str], list[list[float] | None]]]
+
+
+def check_name_array(msg_cls: type) -> None:
+    """
+    Check that ``msg_cls`` has a ``name`` array of strings to select elements by.
+
+    :param msg_cls: a generated message class.
+    :raises TypeResolutionError: it has none.
+    """
+    fields = _fields(msg_cls)
+    type_str = fields.get(NAME_FIELD, '')
+    inner = _SEQ_RE.match(type_str) or _ARRAY_RE.match(type_str)
+    if inner is None or not _STRING_RE.match(inner.group(1)):
+        label = f"{msg_cls.__module__.split('.')[0]}/{msg_cls.__name__}"
+        raise TypeResolutionError(
+            f"{label} has no '{NAME_FIELD}' array of strings to select elements by "
+            f"(fields: {', '.join(fields) or 'none'})"
+        )
+
+
+def compile_named_fields(msg_cls: type, paths: list[str] | tuple[str, ...]) -> NamedFields:
+    """
+    Compile reading ``paths`` by element name: each must be a numeric array beside ``name``.
+
+    :param msg_cls: a generated message class with a ``name`` array.
+    :param paths: field names such as ``position``, ``velocity``, ``effort``.
+    :return: the compiled reader.
+    :raises TypeResolutionError: no ``name`` array, or a path that is not a
+        top-level array of numbers.
+    """
+    check_name_array(msg_cls)
+    fields = _fields(msg_cls)
+    for path in paths:
+        type_str = fields.get(path.strip(), '')
+        inner = _SEQ_RE.match(type_str) or _ARRAY_RE.match(type_str)
+        if path.strip() == NAME_FIELD or inner is None or inner.group(1) not in _NUMERIC:
+            arrays = [
+                n for n, t in fields.items()
+                if n != NAME_FIELD and (m := _SEQ_RE.match(t) or _ARRAY_RE.match(t))
+                and m.group(1) in _NUMERIC
+            ]
+            raise TypeResolutionError(
+                f"'{path}': selecting by '{NAME_FIELD}' needs arrays of numbers beside it "
+                f"(here: {', '.join(arrays) or 'none'})"
+            )
+    names = tuple(p.strip() for p in paths)
+
+    def read(msg: Any) -> tuple[list[str], list[list[float] | None]]:
+        keys = list(getattr(msg, NAME_FIELD))
+        columns: list[list[float] | None] = []
+        for name in names:
+            values = getattr(msg, name)
+            columns.append([float(v) for v in values] if len(values) == len(keys) else None)
+        return keys, columns
+    return NamedFields(paths=names, read=read)
 
 
 def _plain(value: Any) -> Any:

@@ -68,7 +68,9 @@ from muscle_mem_interfaces.srv import (
 from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.ros.config import CacheMode, NodeConfig, load_config, parse_cache_mode
+from muscle_mem_ros.ros.config import (
+    CacheMode, load_config, NODE_OPTIONS, NodeConfig, parse_cache_mode,
+)
 from muscle_mem_ros.ros.proxy import ToolProxy, make_proxy
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.replay import Replayer
@@ -94,7 +96,12 @@ class BehaviorCacheNode(RosNode):
     """
 
     def __init__(self, *, node_name: str = 'muscle_mem', **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
+        try:
+            super().__init__(node_name, **{**NODE_OPTIONS, **kwargs})
+        except ValueError as err:  # rclpy cannot declare a given parameter of no value
+            raise ConfigError(
+                f'parameters: one is given with no value (an empty list [] or null), which '
+                f'ROS cannot declare: remove it or give it a value ({err})') from err
         self.config: NodeConfig = load_config(self)
         self._mode = self.config.cache_mode
         try:

@@ -23,6 +23,21 @@ after the step ended. A sensor that never sent anything is
 absent from the snapshot, so a check on it fails as 'missing'. The first
 message of each sensor is decoded on arrival, to check its length against the
 configured tolerance as early as possible.
+
+Sensors that select elements by name (``joints: [...]``, see :mod:`.config`)
+cannot use the newest message alone: several publishers share the topic (an
+arm's ``joint_state_broadcaster`` and a gripper driver), each with its own
+names, and the newest message may carry none of the configured ones. Their
+subscription keeps a deeper history (:data:`BY_NAME_DEPTH` messages), and the
+receive thread drains it every :data:`DRAIN_PERIOD` seconds, keeping the newest
+raw message of each publisher (by publisher GID) without decoding it. A
+snapshot decodes those few messages (one per publisher), in arrival order, into
+the latest value per (field, name); a name none has sent yet makes the sensor
+absent, so its checks fail as 'missing'. The sensor's stamp is that of its
+oldest value, so ``max_age`` and "newer than the step's end" hold for every
+configured name. Cost while idle: 1/DRAIN_PERIOD wake-ups per second and one
+take per message (no deserialization), only for such sensors; messages are
+lost only if more than BY_NAME_DEPTH arrive within one period (4 kHz).
 """
 
 from __future__ import annotations
@@ -43,13 +58,19 @@ from rclpy.signals import SignalHandlerGuardCondition
 from muscle_mem_ros.records import Snapshot
 from muscle_mem_ros.ros.config import SensorConfig
 
-__all__ = ['SensorHub']
+__all__ = ['BY_NAME_DEPTH', 'DRAIN_PERIOD', 'SensorHub']
+
+BY_NAME_DEPTH = 200
+"""History depth of a by-name sensor's subscription: messages kept between two drains."""
+
+DRAIN_PERIOD = 0.05
+"""Seconds between two drains of the by-name sensors' subscriptions while nothing waits."""
 
 
 class _Latest:
     """Latest raw message of one sensor and the features of the last one decoded."""
 
-    __slots__ = ('config', 'raw', 'stamp', 'decoded', 'invalid', 'problem', 'seen')
+    __slots__ = ('config', 'raw', 'stamp', 'decoded', 'invalid', 'problem', 'seen', 'by_name')
 
     def __init__(self, config: SensorConfig) -> None:
         self.config = config
@@ -59,6 +80,51 @@ class _Latest:
         self.invalid = False
         self.problem = ''
         self.seen = False
+        self.by_name = _ByName(config) if config.by_name is not None else None
+
+
+class _ByName:
+    """
+    Latest value per (field, name) of a sensor that selects elements by name.
+
+    ``pending`` holds the newest raw message of each publisher not merged yet;
+    ``merge`` decodes them in arrival order. ``features`` is None while a
+    configured name has not been seen in every configured field.
+    """
+
+    __slots__ = ('index', 'width', 'values', 'stamps', 'pending', 'features', 'first', 'noted')
+
+    def __init__(self, config: SensorConfig) -> None:
+        self.index = {name: i for i, name in enumerate(config.joints)}
+        self.width = len(config.joints)
+        size = self.width * len(config.extractors)
+        self.values = [0.0] * size
+        self.stamps = [float('-inf')] * size
+        self.pending: dict[bytes, tuple[bytes, float]] = {}
+        self.features: tuple[float, ...] | None = None
+        self.first = float('inf')
+        self.noted = False
+
+    def apply(self, names: list[str], columns: list[list[float] | None], stamp: float) -> None:
+        """Take the values of the configured names from one decoded message."""
+        for column_index, column in enumerate(columns):
+            if column is None:
+                continue
+            base = column_index * self.width
+            for name, value in zip(names, column, strict=True):
+                at = self.index.get(name)
+                if at is not None:
+                    self.values[base + at] = value
+                    self.stamps[base + at] = stamp
+        self.first = min(self.first, stamp)
+
+    def unseen(self, joints: Sequence[str]) -> list[str]:
+        """Return the configured names missing from at least one configured field."""
+        return [
+            name for j, name in enumerate(joints)
+            if any(self.stamps[k + j] == float('-inf')
+                   for k in range(0, len(self.stamps), self.width))
+        ]
 
 
 class SensorHub:
@@ -90,6 +156,7 @@ class SensorHub:
         self._arm = GuardCondition(callback=None, callback_group=None, context=node.context)
         self._stopping = False
         self._subs: list[tuple[Any, _Latest]] = []
+        self._drained: list[tuple[Any, _Latest]] = []
         if not sensors:
             return
         name = f'_{node.get_name()}_sensors'
@@ -97,17 +164,14 @@ class SensorHub:
             name, context=node.context, namespace=node.get_namespace(),
             cli_args=['--ros-args', '-r', f'__node:={name}'], start_parameter_services=False,
         )
-        qos = QoSProfile(
-            history=HistoryPolicy.KEEP_LAST, depth=1,
-            reliability=qos_profile_sensor_data.reliability,
-            durability=qos_profile_sensor_data.durability,
-        )
         self._subs = [
             (self._node.create_subscription(
-                s.msg_type, s.topic, lambda _raw: None, qos, raw=True),
+                s.msg_type, s.topic, lambda _raw: None,
+                _qos(BY_NAME_DEPTH if s.by_name is not None else 1), raw=True),
              self._latest[s.name])
             for s in sensors
         ]
+        self._drained = [(sub, x) for sub, x in self._subs if x.by_name is not None]
         self._thread = threading.Thread(target=self._receive, name=name, daemon=True)
         self._thread.start()
 
@@ -121,6 +185,7 @@ class SensorHub:
         """While armed, wait on the subscriptions and take what arrives; else sleep."""
         context = self._context
         sigint = SignalHandlerGuardCondition(context=context)
+        timeout = int(DRAIN_PERIOD * 1e9) if self._drained else -1
         try:
             wait_set = _rclpy.WaitSet(len(self._subs), 3, 0, 0, 0, 0, context.handle)
             while not self._stopping and context.ok():
@@ -130,9 +195,13 @@ class SensorHub:
                 wait_set.add_guard_condition(self._stop.handle)
                 wait_set.add_guard_condition(self._arm.handle)
                 wait_set.add_guard_condition(sigint.handle)
-                wait_set.wait(-1)
+                wait_set.wait(timeout)
                 if wait_set.get_ready_entities('subscription'):
                     self._refresh()
+                elif self._drained:
+                    with self._take_lock:
+                        for sub, latest in self._drained:
+                            self._take_by_name(sub, latest)
         except Exception:  # the context was shut down under us: nothing left to receive
             pass
         finally:
@@ -145,6 +214,10 @@ class SensorHub:
         """Take the newest pending message of every sensor (the history holds one)."""
         with self._take_lock:
             for sub, latest in self._subs:
+                if latest.by_name is not None:
+                    self._take_by_name(sub, latest)
+                    self._merge(latest)
+                    continue
                 last = None
                 while True:
                     try:
@@ -156,6 +229,53 @@ class SensorHub:
                     last = taken
                 if last is not None:
                     self._store(latest, last[0], _arrival(last[1]))
+
+    def _take_by_name(self, sub: Any, latest: _Latest) -> None:
+        """Take every queued message of a by-name sensor; keep each publisher's newest."""
+        state = latest.by_name
+        assert state is not None
+        while True:
+            try:
+                taken = sub.handle.take_message(sub.msg_type, True)
+            except Exception:  # destroyed while closing
+                taken = None
+            if taken is None:
+                return
+            raw, info = taken
+            gid = info.get('publisher_gid') if isinstance(info, dict) else None
+            key = gid.get('data') if isinstance(gid, dict) else None
+            if key is None:  # no publisher identity from this rmw: decode every message
+                state.pending[b''] = (raw, _arrival(info))
+                self._merge(latest)
+            else:
+                state.pending[key] = (raw, _arrival(info))
+
+    def _merge(self, latest: _Latest) -> None:
+        """Decode each publisher's newest message, oldest first, into the values by name."""
+        state = latest.by_name
+        assert state is not None
+        if not state.pending:
+            return
+        pending = sorted(state.pending.values(), key=lambda item: item[1])
+        state.pending.clear()
+        config = latest.config
+        assert config.by_name is not None
+        for raw, stamp in pending:
+            try:
+                names, columns = config.by_name.read(deserialize_message(raw, config.msg_type))
+            except Exception as err:  # a malformed message must not stop capture
+                self._report(latest, f'sensors.{config.name}: cannot read {config.topic}: {err}')
+                continue
+            state.apply(names, columns, stamp)
+            latest.problem = ''
+        complete = all(t != float('-inf') for t in state.stamps)
+        with self._cond:
+            latest.raw = pending[-1][0]
+            state.features = tuple(state.values) if complete else None
+            latest.stamp = min(state.stamps) if complete else float('-inf')
+            latest.seen = True
+            if self._waiters:
+                self._cond.notify_all()
 
     def close(self) -> None:
         """Stop the receive thread and destroy the helper node."""
@@ -235,17 +355,42 @@ class SensorHub:
         """Take a snapshot of every sensor that has data, with receive stamps."""
         self._refresh()
         with self._cond:
-            current = [(latest, latest.raw, latest.stamp) for latest in self._latest.values()]
+            current = [
+                (latest, latest.raw, latest.stamp,
+                 None if latest.by_name is None else latest.by_name.features)
+                for latest in self._latest.values()
+            ]
         features: dict[str, tuple[float, ...]] = {}
         stamps: dict[str, float] = {}
-        for latest, raw, stamp in current:
+        for latest, raw, stamp, by_name in current:
             if raw is None:
                 continue
-            values = self._features(latest, raw)
+            if latest.by_name is not None:
+                if by_name is None:
+                    self._note_unseen(latest)
+                    continue
+                values: tuple[float, ...] | None = by_name
+            else:
+                values = self._features(latest, raw)
             if values is not None:
                 features[latest.config.name] = values
                 stamps[latest.config.name] = stamp
         return Snapshot(features=features, stamps=stamps, taken_at=time.monotonic())
+
+    def _note_unseen(self, latest: _Latest) -> None:
+        """Say once which configured names a by-name sensor has not received (checks fail)."""
+        state = latest.by_name
+        assert state is not None
+        config = latest.config
+        if state.noted or time.monotonic() - state.first < config.max_age:
+            return  # the other publishers may not have spoken yet
+        state.noted = True
+        missing = ', '.join(state.unseen(config.joints))
+        fields = ', '.join(config.by_name.paths) if config.by_name else ''
+        self._on_error(
+            f'sensors.{config.name}.joints: {missing} not received on {config.topic} '
+            f'(with a value in each of: {fields}); checks on this sensor fail until it is'
+        )
 
     def lagging(self, since: float) -> list[str]:
         """Names of sensors with no message received after ``since``."""
@@ -281,6 +426,13 @@ class SensorHub:
             return self._latest[name].raw
 
 
+def _qos(depth: int) -> QoSProfile:
+    """Return sensor-data QoS (best effort, volatile) keeping the last ``depth`` messages."""
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST, depth=depth,
+        reliability=qos_profile_sensor_data.reliability,
+        durability=qos_profile_sensor_data.durability,
+    )
 
 
 def _arrival(info: Any) -> float:
