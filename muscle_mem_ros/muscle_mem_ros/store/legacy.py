@@ -6,8 +6,8 @@ Up to schema version 2, snapshots (the ``pre``/``post`` columns) were pickled
 pickled :class:`~muscle_mem_ros.params.CallSpec`. A store file may come from
 anywhere, so the conversion reads those pickles with :class:`RestrictedUnpickler`:
 it resolves only the classes the old code wrote (``Snapshot``, ``CallSpec``,
-``Arg``, and NumPy's array and scalar reconstruction for captures that held
-arrays); every other global (``os.system``, ``builtins.open``, ...) is refused
+``Arg``, and NumPy's array, dtype and scalar reconstruction for captures
+that held arrays); every other global (``os.system``, ``builtins.open``, ...) is refused
 before anything is called, so a crafted ``__reduce__`` never runs. Built-in
 containers and numbers (tuple, list, dict, float, str, ...) need no global and
 load as usual. A store opened with ``allow_pickle=True`` (the Python API user
@@ -84,6 +84,9 @@ def _allowed() -> dict[tuple[str, str], Any]:
     for module in ('numpy.core.multiarray', 'numpy._core.multiarray'):
         table[(module, '_reconstruct')] = reconstruct
         table[(module, 'scalar')] = scalar
+    frombuffer = np.ndarray.__reduce_ex__(np.zeros(1), 5)[0]
+    for module in ('numpy.core.numeric', 'numpy._core.numeric'):
+        table[(module, '_frombuffer')] = frombuffer
     return table
 
 

@@ -176,6 +176,9 @@ class SqliteStore(Store):
             raise self._access_error(err) or err
         if fresh:
             self._create_file()
+        elif not os.access(self.file, os.W_OK):
+            raise self._access_error(PermissionError(f'{self.file} is not writable')) or \
+                StoreAccessError(f'{self.file}: cannot open store: not writable')
         try:
             self._conn = sqlite3.connect(str(self.file), timeout=timeout, isolation_level=None,
                                          check_same_thread=False)
@@ -241,8 +244,9 @@ class SqliteStore(Store):
                        'the store cannot be created there')
         if problem is None:
             return None
+        cause = err.__cause__ if isinstance(err, StoreError) and err.__cause__ else err
         access = StoreAccessError(f'{self.file}: cannot open store: {problem}; the file is '
-                                  f'untouched (underlying error: {err})')
+                                  f'untouched (SQLite/OS said: {cause})')
         access.__cause__ = err
         return access
 
@@ -370,6 +374,13 @@ class SqliteStore(Store):
                                      family=(self._uid, task, variant, parent))
             return kids.view
 
+    def _node(self, row: tuple[Any, ...]) -> Node:
+        """Decode one node row; a row that cannot be read safely names itself in the error."""
+        try:
+            return node_from_row(row, self._allow_pickle)
+        except StoreError as err:
+            raise type(err)(f'{self.file}: node {row[0]}: {err}') from err
+
     def _load_kids(self, task: str, variant: str, parent: int | None) -> _Kids:
         key = (task, variant, parent)
         kids = self._kids.get(key)
@@ -378,7 +389,7 @@ class SqliteStore(Store):
                 f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
                 ' ORDER BY id', key).fetchall()
             with gc_paused():
-                nodes = [node_from_row(r, self._allow_pickle) for r in rows]
+                nodes = [self._node(r) for r in rows]
             kids = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
                          gen=next(self._gens))
             self._kids[key] = kids
@@ -407,7 +418,7 @@ class SqliteStore(Store):
                                (node_id,)).fetchone()
             if row is None:
                 raise UnknownTrajectoryError(f'no node with id {node_id}')
-            return node_from_row(row, self._allow_pickle)
+            return self._node(row)
 
     def begin(
         self, *, task: str, variant: str, params_json: str, parent: int | None = None,
@@ -460,7 +471,7 @@ class SqliteStore(Store):
             kids = self._kids.get(key)
             if kids is None:
                 continue
-            node = node_from_row(row, self._allow_pickle)
+            node = self._node(row)
             pos = kids.index.get(node.id)
             if pos is None:
                 kids.index[node.id] = len(kids.nodes)
