@@ -40,6 +40,7 @@ from rclpy.node import Node as RosNode
 
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
+from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
 from muscle_mem_ros.ros.introspection import (
     FieldExtractor,
     TypeResolutionError,
@@ -148,6 +149,8 @@ class NodeConfig:
     sensors: tuple[SensorConfig, ...]
     actions: tuple[ToolConfig, ...]
     services: tuple[ToolConfig, ...]
+    abandoned_recording_retention: float = DEFAULT_ABANDONED_RETENTION
+    """Seconds; recordings abandoned by a stopped process are purged at start once this old."""
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:
@@ -364,9 +367,19 @@ def load_config(node: RosNode) -> NodeConfig:
         sensors=sensors,
         actions=actions,
         services=services,
+        abandoned_recording_retention=_retention(reader),
     )
     _reject_unknown(node, reader.declared)
     return config
+
+
+def _retention(reader: _Reader) -> float:
+    """Read ``abandoned_recording_retention`` (seconds, >= 0; 0 purges every abandoned one)."""
+    value = reader.number('abandoned_recording_retention', DEFAULT_ABANDONED_RETENTION,
+                          positive=False)
+    if value < 0:
+        raise ConfigError(f'abandoned_recording_retention: must be >= 0 seconds, got {value!r}')
+    return value
 
 
 def _reject_unknown(node: RosNode, declared: set[str]) -> None:
