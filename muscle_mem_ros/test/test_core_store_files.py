@@ -1,5 +1,5 @@
 """
-Store files on disk: private modes, read-only places named as such, live versus abandoned recordings.
+Store files on disk: private modes, read-only places named, live versus abandoned recordings.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import sys
 import textwrap
 
 from core_helpers import subprocess_env
+from muscle_mem_ros import Snapshot, SqliteStore, Step, StoreAccessError, ToolKind
 from muscle_mem_ros.store import open_store, schema
 import pytest
-
-from muscle_mem_ros import Snapshot, SqliteStore, Step, StoreAccessError, ToolKind
 
 
 def step(name: str) -> Step:
@@ -121,7 +120,7 @@ def test_new_store_in_a_read_only_directory_names_the_cause(tmp_path):
     assert list(directory.iterdir()) == []
 
 
-RECORDER = textwrap.dedent('''
+RECORDER = textwrap.dedent("""
     import sys, time
     from muscle_mem_ros import SqliteStore, Snapshot, Step, ToolKind
     s = SqliteStore(path=sys.argv[1])
@@ -133,7 +132,7 @@ RECORDER = textwrap.dedent('''
         s.close()
         print('CLOSED', flush=True)
         sys.stdin.readline()
-''')
+""")
 
 
 @contextmanager

@@ -15,12 +15,6 @@ import pickle
 import sqlite3
 import time
 
-from muscle_mem_ros.params import Arg, CallSpec
-from muscle_mem_ros.store import open_store, schema
-from muscle_mem_ros.store.values import Blobs, write_container
-import numpy as np
-import pytest
-
 from muscle_mem_ros import (
     Check,
     Engine,
@@ -31,6 +25,11 @@ from muscle_mem_ros import (
     StorePickleError,
     ToolKind,
 )
+from muscle_mem_ros.params import Arg, CallSpec
+from muscle_mem_ros.store import open_store, schema
+from muscle_mem_ros.store.values import Blobs, write_container
+import numpy as np
+import pytest
 
 
 class Evil:
@@ -76,15 +75,15 @@ def old_store(path: Path, rows: list[dict], trajectories: list[list[int]],
                      (i, *full.values()))
     for ids in trajectories:
         conn.execute('UPDATE nodes SET terminal = 1 WHERE id = ?', (ids[-1],))
-        conn.execute("INSERT INTO trajectories (task, variant, params_json, leaf, node_ids,"
+        conn.execute('INSERT INTO trajectories (task, variant, params_json, leaf, node_ids,'
                      " created, last_used, replay_count) SELECT task, '', '{}', id, ?, 1, 1, 0"
-                     " FROM nodes WHERE id = ?", (json.dumps(ids), ids[-1]))
+                     ' FROM nodes WHERE id = ?', (json.dumps(ids), ids[-1]))
     for steps in recordings:
-        rec = conn.execute("INSERT INTO recordings (task, variant, params_json, parent, started)"
+        rec = conn.execute('INSERT INTO recordings (task, variant, params_json, parent, started)'
                            " VALUES ('t', '', '{}', NULL, ?)", (time.time(),)).lastrowid
         for seq, st in enumerate(steps):
-            conn.execute("INSERT INTO recording_steps (recording, seq, tool, kind, type_name,"
-                         " payload, payload_json, pre, post, status, duration) VALUES"
+            conn.execute('INSERT INTO recording_steps (recording, seq, tool, kind, type_name,'
+                         ' payload, payload_json, pre, post, status, duration) VALUES'
                          " (?, ?, 'r', 'action', 'pkg/action/A', X'00', '{}', ?, NULL,"
                          " 'succeeded', 0.0)", (rec, seq, st['pre']))
     conn.execute('PRAGMA wal_checkpoint(TRUNCATE)')
@@ -126,8 +125,8 @@ def test_the_payload_would_run_code(tmp_path):
 def test_crafted_old_store_runs_no_code_in_the_node_path(tmp_path):
     marker = tmp_path / 'pwned'
     path = tmp_path / 'cache.db'
-    old_store(path, [{'pre': old_snapshot(0.0)}, {'parent': 1, 'depth': 1,
-                                                   'pre': evil_snapshot(marker)},
+    old_store(path, [{'pre': old_snapshot(0.0)},
+                     {'parent': 1, 'depth': 1, 'pre': evil_snapshot(marker)},
                      {'pre': old_snapshot(3.0)}],
               [[1, 2], [3]], recordings=[[{'pre': evil_snapshot(marker)}]])
     store = open_store(str(path))  # what the node does at startup
@@ -137,9 +136,9 @@ def test_crafted_old_store_runs_no_code_in_the_node_path(tmp_path):
         # The poisoned node, the trajectory through it and the recording are gone; the rest stays.
         assert [[n.step.tool for n in store.path(t.id)] for t in store.trajectories()] == [['a3']]
         assert store.incomplete_recordings() == []
-        assert store.migration_dropped.nodes == [2, 1] and store.migration_dropped.recordings == [1]
-        assert any('io.open' in r or 'builtins.open' in r
-                   for r in store.migration_dropped.reasons)
+        dropped = store.migration_dropped
+        assert dropped.nodes == [2, 1] and dropped.recordings == [1]
+        assert any('io.open' in r or 'builtins.open' in r for r in dropped.reasons)
         assert store.backup == tmp_path / 'cache.db.v2.bak'
     finally:
         store.close()
@@ -332,4 +331,3 @@ def test_python_api_needs_allow_pickle_for_arbitrary_objects(tmp_path):
     conn.close()
     with pytest.raises(ValueError, match='allow_pickle'):
         Engine(store=SqliteStore(path=tmp_path / 'other.db'), allow_pickle=True)
-

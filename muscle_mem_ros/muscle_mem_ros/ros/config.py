@@ -40,7 +40,6 @@ from rclpy.node import Node as RosNode
 
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
-from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
 from muscle_mem_ros.ros.introspection import (
     FieldExtractor,
     TypeResolutionError,
@@ -48,6 +47,7 @@ from muscle_mem_ros.ros.introspection import (
     compile_field_path,
     resolve_type,
 )
+from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
 
 __all__ = [
     'CacheMode',

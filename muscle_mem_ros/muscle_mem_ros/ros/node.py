@@ -233,7 +233,7 @@ class BehaviorCacheNode(RosNode):
         self.get_logger().info(f'store: {count} first step(s) loaded and indexed in {took:.2f} s')
 
     def _report_incomplete(self) -> None:
-        """Warn about recordings an earlier run abandoned (kept, never replayed); note live ones."""
+        """Warn about recordings an earlier run abandoned (never replayed); note live ones."""
         purged = getattr(self.store, 'purged', 0)
         if purged:
             self.get_logger().info(

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from ..records import Node, Step, TaskStats, ToolKind, TrajectoryInfo
 from .values import Blobs, pack, UnsafeValueError
+from ..records import Node, Step, TaskStats, ToolKind, TrajectoryInfo
 
 __all__ = ['NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature']
 

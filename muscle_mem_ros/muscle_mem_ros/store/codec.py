@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from .values import Blobs, pack, read_container, unpack, UnsafeValueError, write_container
 from ..errors import StoreCorruptError, StoreError
 from ..records import Node, Snapshot, Step, StepStatus, ToolKind, TrajectoryInfo
-from .values import Blobs, pack, read_container, unpack, UnsafeValueError, write_container
 
 __all__ = ['decode_snapshot', 'encode_snapshot', 'NODE_COLS', 'node_from_row', 'SNAPSHOT_MAGIC',
            'step_row', 'TRAJ_COLS', 'trajectory_from_row']

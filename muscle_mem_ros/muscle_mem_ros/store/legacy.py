@@ -32,10 +32,10 @@ import pickle
 import sqlite3
 from typing import Any
 
-from ..errors import StoreCorruptError
-from ..records import Snapshot, Step, StepStatus, ToolKind
 from .base import step_signature
 from .codec import encode_snapshot
+from ..errors import StoreCorruptError
+from ..records import Snapshot, Step, StepStatus, ToolKind
 
 __all__ = ['convert_rows', 'Dropped', 'RestrictedUnpickler']
 
@@ -60,8 +60,8 @@ class RestrictedUnpickler(pickle.Unpickler):
             return allowed[(module, name)]
         except KeyError:
             raise pickle.UnpicklingError(
-                f'refused to load {module}.{name} from a stored pickle (only the old '
-                'store format\'s own classes are allowed)') from None
+                f'refused to load {module}.{name} from a stored pickle (only the classes '
+                'the old store format wrote are allowed)') from None
 
     def persistent_load(self, pid: Any) -> Any:
         """Refuse persistent ids (the old format never wrote them)."""

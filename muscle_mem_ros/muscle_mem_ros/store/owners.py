@@ -99,7 +99,7 @@ class Owner:
             os.close(fd)
 
     def release(self) -> None:
-        """Drop the lock and its file; this store's unfinished recordings now count as abandoned."""
+        """Drop the lock and its file: this store's unfinished recordings are abandoned now."""
         fd, self._fd = self._fd, None
         if fd is None:
             return

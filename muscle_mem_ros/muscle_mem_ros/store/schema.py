@@ -37,8 +37,8 @@ import sqlite3
 import struct
 from typing import Any
 
-from ..errors import StoreCorruptError, StoreVersionError
 from .legacy import convert_rows, Dropped
+from ..errors import StoreCorruptError, StoreVersionError
 
 __all__ = ['APP_ID', 'backup', 'MAGIC', 'MIGRATIONS', 'SCHEMA_VERSION', 'inspect_file',
            'migrate']

@@ -101,9 +101,9 @@ class _SqliteRecording(Recording):
         store = self._store
         with store._lock:
             with store._write():
-                info, touched = sqltree.merge(store._conn, self.task, self.variant,
-                                             self.params_json, self.parent, self.steps,
-                                             allow_pickle=store.allow_pickle)
+                info, touched = sqltree.merge(
+                    store._conn, self.task, self.variant, self.params_json, self.parent,
+                    self.steps, allow_pickle=store.allow_pickle)
                 store._delete_recording(self.id)
             store._refresh(touched)
         self._closed = True
@@ -118,32 +118,27 @@ class _SqliteRecording(Recording):
 
 
 class SqliteStore(Store):
-    """Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
+    """
+    Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
 
-    Args:
-        path: Store file (kept as ``file``); parent directories are created; ``~`` is
-            expanded.
-        synchronous: SQLite ``synchronous`` level. ``NORMAL`` (default) survives
-            a process crash; ``FULL`` also survives power loss, slower.
-        timeout: Seconds to wait for another process's write lock.
-        allow_pickle: Store user captures and call arguments that are not JSON data
-            or NumPy arrays by pickling them, and unpickle such values when
-            reading. Only for files you trust as you would any pickle (Python API);
-            the ROS node never sets it. Recorded in the file's meta table.
-        abandoned_retention: Seconds; on open, incomplete recordings whose process
-            is gone and that started longer ago than this are deleted. None keeps
-            them forever.
-
-    Attributes:
-        backup: Path of the copy made before a schema migration on open, or None.
-        migration_dropped: What that migration could not convert (None if none ran).
-        purged: Abandoned recordings deleted on open.
-
-    Raises:
-        StoreAccessError: The file or its directory cannot be read or written
-            (permission denied, read-only); the message names which.
-        StoreCorruptError: Not a store, unreadable, or corrupt (file untouched).
-        StoreVersionError: Written by a newer schema (file untouched).
+    :param path: Store file (kept as ``file``); missing directories are created (0700),
+        a new file is 0600; ``~`` is expanded.
+    :param synchronous: SQLite ``synchronous`` level. ``NORMAL`` (default) survives a
+        process crash; ``FULL`` also survives power loss, slower.
+    :param timeout: Seconds to wait for another process's write lock.
+    :param allow_pickle: Store user captures and call arguments that are not JSON data or
+        NumPy arrays by pickling them, and unpickle such values when reading. Only for
+        files you trust as you would any pickle (Python API); the ROS node never sets it.
+        Recorded in the file's meta table.
+    :param abandoned_retention: Seconds; on open, incomplete recordings whose process is
+        gone and that started longer ago than this are deleted. None keeps them.
+    :ivar backup: Path of the copy made before a schema migration on open, or None.
+    :ivar migration_dropped: What that migration could not convert (None if none ran).
+    :ivar purged: Abandoned recordings deleted on open.
+    :raises StoreAccessError: The file or its directory cannot be read or written
+        (permission denied, read-only); the message names which.
+    :raises StoreCorruptError: Not a store, unreadable, or corrupt (file untouched).
+    :raises StoreVersionError: Written by a newer schema (file untouched).
     """
 
     def __init__(
@@ -278,8 +273,8 @@ class SqliteStore(Store):
             if self._allow_pickle and not conn.execute(
                     "SELECT 1 FROM meta WHERE key = 'allow_pickle'").fetchone():
                 with self._write():
-                    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES"
-                                 " ('allow_pickle', '1')")
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('allow_pickle', '1')")
             elif conn.execute("SELECT 1 FROM meta WHERE key = 'allow_pickle'").fetchone():
                 _log.warning('%s: this store was used with allow_pickle=True; values it holds '
                              'as pickles are refused (StorePickleError), never unpickled',
@@ -595,7 +590,7 @@ class SqliteStore(Store):
 
     def purge_abandoned(self, *, older_than: float = 0.0) -> int:
         """
-        Delete incomplete recordings whose process is gone and that started over ``older_than`` s ago.
+        Delete incomplete recordings whose process is gone, started over ``older_than`` s ago.
 
         A recording another running process is making (its owner lock is held)
         is never deleted. Nothing of an incomplete recording was ever in the
