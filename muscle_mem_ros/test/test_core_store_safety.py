@@ -331,3 +331,34 @@ def test_python_api_needs_allow_pickle_for_arbitrary_objects(tmp_path):
     conn.close()
     with pytest.raises(ValueError, match='allow_pickle'):
         Engine(store=SqliteStore(path=tmp_path / 'other.db'), allow_pickle=True)
+
+
+def test_damaged_values_are_store_errors_never_anything_else():
+    from muscle_mem_ros.store.codec import decode_snapshot, encode_snapshot
+    good = encode_snapshot(Snapshot(
+        features={'q': (1.0, 2.0)}, stamps={'q': 3.0}, taken_at=4.0,
+        user={'a': np.arange(4).reshape(2, 2), 'b': (1, [2.5, None]), 3: b'xy'}))
+    rng = np.random.default_rng(3)
+    variants = [good[:n] for n in range(len(good))]
+    for _ in range(2000):
+        data = bytearray(good)
+        for i in rng.integers(0, len(data), size=rng.integers(1, 4)):
+            data[i] = int(rng.integers(0, 256))
+        variants.append(bytes(data))
+    header = good[8:8 + int.from_bytes(good[4:8], 'little')].decode()
+    for old, new in (('"<i8"', '"|O"'), ('"<i8"', '"<M8"'), ('[2,2]', '[1,1]'),
+                     ('[2,2]', '[' + ','.join(['1'] * 70) + ',4]'), ('"d"', '"p"'),
+                     ('"t"', '"z"'), ('"b":2', '"b":99')):
+        assert old in header
+        text = header.replace(old, new, 1).encode()
+        variants.append(good[:4] + len(text).to_bytes(4, 'little') + text +
+                        good[8 + len(header):])
+    outcomes = set()
+    for data in variants:
+        try:
+            decode_snapshot(data)
+            outcomes.add('decoded')
+        except StoreError as err:
+            outcomes.add(type(err).__name__)
+    assert outcomes <= {'decoded', 'StoreCorruptError', 'StorePickleError'}
+    assert 'StoreCorruptError' in outcomes

@@ -143,24 +143,31 @@ def unpack(data: Any, blobs: list[bytes], *, allow_pickle: bool = False) -> Any:
     :raises StorePickleError: a pickled value and ``allow_pickle`` is False.
     :raises StoreCorruptError: the structure is malformed.
     """
+    try:
+        return _unpack(data, blobs, allow_pickle)
+    except (TypeError, ValueError, RecursionError, MemoryError) as err:
+        raise _bad(repr(err)) from err
+
+
+def _unpack(data: Any, blobs: list[bytes], allow_pickle: bool) -> Any:
     kind = type(data)
     if data is None or kind in (bool, int, float, str):
         return data
     if kind is list:
-        return [unpack(v, blobs, allow_pickle=allow_pickle) for v in data]
+        return [_unpack(v, blobs, allow_pickle) for v in data]
     if kind is not dict or len(data) != 1:
         raise _bad(f'unexpected {kind.__name__}')
     (tag, body), = data.items()
     if tag == 't' and type(body) is list:
-        return tuple(unpack(v, blobs, allow_pickle=allow_pickle) for v in body)
+        return tuple(_unpack(v, blobs, allow_pickle) for v in body)
     if tag == 'd' and type(body) is list:
         out = {}
         for pair in body:
             if type(pair) is not list or len(pair) != 2:
                 raise _bad('dict entry')
-            key = unpack(pair[0], blobs, allow_pickle=allow_pickle)
+            key = _unpack(pair[0], blobs, allow_pickle)
             try:
-                out[key] = unpack(pair[1], blobs, allow_pickle=allow_pickle)
+                out[key] = _unpack(pair[1], blobs, allow_pickle)
             except TypeError as err:
                 raise _bad(f'dict key: {err}') from err
         return out
