@@ -194,3 +194,19 @@ def test_own_recordings_are_live_and_abandoned_ones_are_purged_on_open(tmp_path)
         pass
     with SqliteStore(path=path, abandoned_retention=0.0) as s:
         assert s.purged == 1 and s.incomplete_recordings() == []
+
+
+def test_lock_files_of_stopped_processes_are_swept_on_open(tmp_path):
+    path = tmp_path / 'cache.db'
+    with recorder(path):
+        pass  # killed while recording: its lock file stays, named by the recording
+    owners = tmp_path / 'cache.db-owners'
+    assert len(list(owners.iterdir())) == 1
+    conn = sqlite3.connect(path)
+    conn.execute('DELETE FROM recordings')  # no recording names that owner any more
+    conn.commit()
+    conn.close()
+    (owners / 'not-a-token').write_text('')
+    with SqliteStore(path=path) as s:
+        assert s.incomplete_recordings() == []
+        assert [p.name for p in owners.iterdir()] == ['not-a-token']  # only ours are touched

@@ -9,7 +9,9 @@ kernel drops a ``flock`` when its process dies however it dies (SIGKILL, power
 loss aside), so another process asks "is it alive?" by trying to take the
 same lock without blocking: it gets it only if the owner is gone. This works
 for any number of processes on one host, across PID namespaces that share the
-file system, and is immune to PID reuse.
+file system, and is immune to PID reuse. The lock files of processes that
+stopped are deleted with their purged recordings, or when a store is opened
+and no recording names them any more.
 
 Across hosts: a store file is not shared between machines (SQLite's WAL mode
 needs shared memory, so every process using the file runs on one host). On a
@@ -136,6 +138,16 @@ class Owner:
         finally:
             os.close(fd)
         return False
+
+    def sweep(self, referenced: set[str]) -> None:
+        """Remove the lock files of gone owners that no recording names any more."""
+        try:
+            names = [p.name for p in self.dir.iterdir()]
+        except OSError:
+            return
+        for name in names:
+            if name not in referenced:
+                self.forget(name)
 
     def forget(self, token: str | None) -> None:
         """Remove a gone owner's lock file (only after its lock was found free)."""

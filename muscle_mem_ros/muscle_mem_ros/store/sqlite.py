@@ -192,8 +192,16 @@ class SqliteStore(Store):
         if abandoned_retention is not None:
             try:
                 self.purged = self.purge_abandoned(older_than=abandoned_retention)
+                if not self.purged:
+                    self._sweep_owners()
             except StoreError as err:
                 _log.warning('%s: could not purge abandoned recordings: %s', self.file, err)
+
+    def _sweep_owners(self) -> None:
+        """Delete lock files of stopped processes that no recording names (see :mod:`.owners`)."""
+        with self._reading() as conn:
+            names = {r[0] for r in conn.execute('SELECT DISTINCT owner FROM recordings')}
+        self._owner.sweep({n for n in names if n is not None})
 
     @property
     def allow_pickle(self) -> bool:
@@ -608,10 +616,7 @@ class SqliteStore(Store):
         with self._lock, self._write():
             for rec_id, _ in doomed:
                 self._delete_recording(rec_id)
-        with self._reading() as conn:
-            still = {r[0] for r in conn.execute('SELECT DISTINCT owner FROM recordings')}
-        for token in {t for _, t in doomed} - still:
-            self._owner.forget(token)
+        self._sweep_owners()
         _log.info('%s: purged %d abandoned incomplete recording(s)', self.file, len(doomed))
         return len(doomed)
 
