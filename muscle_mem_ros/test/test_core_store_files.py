@@ -1,6 +1,4 @@
-"""
-Store files on disk: private modes, read-only places named, live versus abandoned recordings.
-"""
+"""Store files on disk: private modes, read-only places named, live versus abandoned recordings."""
 
 from __future__ import annotations
 

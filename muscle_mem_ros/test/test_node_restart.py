@@ -142,7 +142,7 @@ class _Evil:
 
 
 def _crafted_old_store(path: Path, marker: Path) -> None:
-    """A schema-2 (pickled) store whose first step's pre snapshot runs code when unpickled."""
+    """Write a schema-2 (pickled) store whose first step's pre snapshot runs code if unpickled."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute('PRAGMA journal_mode = WAL')
     schema.migrate(conn, current=0, target=2)
@@ -157,7 +157,7 @@ def _crafted_old_store(path: Path, marker: Path) -> None:
 
 
 def _crafted_current_store(path: Path, marker: Path) -> None:
-    """A current-schema store whose first step's pre column holds a raw code-running pickle."""
+    """Write a current-schema store whose first step's pre column is a code-running pickle."""
     with SqliteStore(path=path) as s:
         s.add_trajectory(task='evil', variant='{}', params_json='{}', steps=[
             Step(tool='arm', kind=ToolKind.ACTION, type_name='x/action/Y', payload=b'\0')])

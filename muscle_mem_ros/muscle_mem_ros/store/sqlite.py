@@ -51,14 +51,14 @@ import threading
 import time
 from typing import Any
 
-from ..bulk import gc_paused
-from ..errors import StoreAccessError, StoreCorruptError, StoreError, UnknownTrajectoryError
-from ..records import Node, Step, TaskStats, TrajectoryInfo
 from . import schema, sqltree
-from .base import NodeList, Recording, RecordingInfo, Store, check_step
+from .base import check_step, NodeList, Recording, RecordingInfo, Store
 from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
 from .legacy import Dropped
 from .owners import HOST, make_dirs, Owner
+from ..bulk import gc_paused
+from ..errors import StoreAccessError, StoreCorruptError, StoreError, UnknownTrajectoryError
+from ..records import Node, Step, TaskStats, TrajectoryInfo
 
 __all__ = ['DEFAULT_ABANDONED_RETENTION', 'SqliteStore']
 
@@ -168,7 +168,10 @@ class SqliteStore(Store):
         try:
             fresh = schema.inspect_file(self.file)
         except StoreCorruptError as err:
-            raise self._access_error(err) or err
+            access = self._access_error(err)
+            if access is None:
+                raise
+            raise access from err
         if fresh:
             self._create_file()
         elif not os.access(self.file, os.W_OK):
@@ -184,7 +187,10 @@ class SqliteStore(Store):
             self._open(fresh, synchronous.upper())
         except StoreError as err:
             self._conn.close()
-            raise self._access_error(err) or err
+            access = self._access_error(err)
+            if access is None:
+                raise
+            raise access from err
         except BaseException:
             self._conn.close()
             raise
