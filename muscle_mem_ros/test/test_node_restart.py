@@ -6,8 +6,10 @@ or a restart on the same store file).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 import pickle
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -15,7 +17,7 @@ import sys
 import textwrap
 
 from core_helpers import subprocess_env
-from node_helpers import Harness, wait_until
+from node_helpers import Harness, Names, params, run_cache_to_exit, wait_until
 import pytest
 
 from muscle_mem_interfaces.msg import CacheEvent
@@ -233,3 +235,30 @@ def test_live_recordings_elsewhere_are_not_unfinished_and_dead_ones_are_purged(w
     assert 'never finished' not in cache.output()
     with SqliteStore(path=store) as s:
         assert s.incomplete_recordings() == []
+
+
+def test_a_healthy_store_in_a_read_only_directory_is_named_as_such(tmp_path):
+    directory = tmp_path / 'ro'
+    directory.mkdir()
+    store = directory / 'cache.db'
+    with SqliteStore(path=store) as s:
+        s.add_trajectory(task='t', variant='{}', params_json='{}', steps=[
+            Step(tool='arm', kind=ToolKind.ACTION, type_name='x/action/Y', payload=b'g')])
+    if os.geteuid() == 0:  # root writes anywhere chmod allows: use the immutable flag
+        chattr = shutil.which('chattr')
+        if chattr is None or subprocess.run([chattr, '+i', str(directory)]).returncode:
+            pytest.skip('running as root without chattr: cannot make a read-only directory')
+        undo = [chattr, '-i', str(directory)]
+    else:
+        directory.chmod(0o555)
+        undo = ['chmod', '755', str(directory)]
+    try:
+        names = Names.unique()
+        done = run_cache_to_exit(names=names, values=params(names, store=store), tmp=tmp_path)
+    finally:
+        subprocess.run(undo, check=True)
+    assert done.returncode == 1, done.stderr
+    assert 'bad configuration: store_path:' in done.stderr
+    assert 'is read-only or not writable' in done.stderr and 'corrupt' not in done.stderr
+    with SqliteStore(path=store) as s:
+        assert len(s.trajectories()) == 1
