@@ -303,7 +303,7 @@ def render(rows: list, commit: dict[str, float], args: argparse.Namespace) -> st
         '',
         'Opening is lazy: the constructor checks the header and the meta table and',
         'reads nothing else. The children of a tree node are read on first use',
-        '("cold first lookup" above: read the rows, unpickle the snapshots, build the',
+        '("cold first lookup" above: read the rows, decode the snapshots, build the',
         'NumPy matrix and the KD-tree) and then cached; later writes by the same',
         'process update the cache, writes by other processes are noticed through',
         '`PRAGMA data_version`. "Learn one more, then lookup" commits one new 2-step',

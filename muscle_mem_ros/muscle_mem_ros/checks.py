@@ -40,8 +40,9 @@ class Check(Generic[T]):
 
     Same shape as the original muscle-mem ``Check``. ``capture`` is called with
     the tool's arguments (for a method tool, the context object first) and
-    returns any value; for a persistent engine that value is pickled into the
-    store. ``compare(current, candidate)`` returns a bool, or a float
+    returns any value; a persistent engine stores it as JSON data or NumPy
+    arrays (anything else only with ``allow_pickle=True``).
+    ``compare(current, candidate)`` returns a bool, or a float
     similarity: a truthy value passes (a float > 0), and among passing
     candidates a higher float ranks better (``True`` counts as 1.0).
 

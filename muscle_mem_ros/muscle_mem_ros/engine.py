@@ -20,9 +20,14 @@ muscle-mem 0.1.0 SDK unchanged, with the same builder errors, decorators,
   is not replayed, the error is logged and counted in :attr:`Engine.stats`.
   A replayed tool that raises, or a failed post-check, hands off to the agent
   the same way (the original raised).
-* ``Engine(store='cache.db')`` keeps what it learns in SQLite; captures and
-  call arguments are pickled into the file (open only files you trust). The
-  default is in memory, like the original.
+* ``Engine(store='cache.db')`` keeps what it learns in SQLite. Captures and
+  call arguments are stored as JSON data and NumPy arrays, never pickled, so
+  opening a file from elsewhere runs no code from it; a capture or argument
+  that is anything else is not learned (counted in ``record_errors``) unless
+  the engine is built with ``allow_pickle=True``, which pickles it into the
+  file and unpickles it on read: only for files you trust like your own code.
+  The default is in memory, like the original, where objects are kept as they
+  are.
 * A run whose agent raises is not stored; a tool call that raises is not
   recorded (the agent sees the exception as before).
 """
@@ -77,12 +82,23 @@ class Engine:
 
     Args:
         store: Where to keep what is learned: a :class:`~muscle_mem_ros.store.Store`,
-            a path to an SQLite file (persistent; captures and arguments are
-            pickled into it), or None / ':memory:' for memory (the default).
+            a path to an SQLite file (persistent), or None / ':memory:' for memory
+            (the default).
+        allow_pickle: Let a persistent store pickle captures and arguments that
+            are not JSON data or NumPy arrays, and unpickle them when reading (a
+            pickle runs code when loaded: only for a file you trust). Off by
+            default; a Store instance must have been opened with it.
     """
 
-    def __init__(self, *, store: Store | str | os.PathLike[str] | None = None) -> None:
-        self._store = store if isinstance(store, Store) else open_store(store)
+    def __init__(
+        self, *, store: Store | str | os.PathLike[str] | None = None, allow_pickle: bool = False,
+    ) -> None:
+        if isinstance(store, Store):
+            if allow_pickle and not store.allow_pickle:
+                raise ValueError('allow_pickle=True needs a store opened with allow_pickle=True')
+            self._store = store
+        else:
+            self._store = open_store(store, allow_pickle=allow_pickle)
         self._registry = ToolRegistry()
         self._agent: Callable[..., Any] | None = None
         self._resumable = False
@@ -254,8 +270,8 @@ class Engine:
 
     def _payload(self, spec: CallSpec) -> bytes:
         try:
-            return spec.encode()
-        except Exception:  # noqa: BLE001 - unpicklable arguments
+            return spec.encode(allow_pickle=self._store.allow_pickle)
+        except Exception:  # noqa: BLE001 - arguments that cannot be stored
             if not isinstance(self._store, MemoryStore):
                 raise
             ref = b'ref:%d' % len(self._refs)
@@ -264,7 +280,9 @@ class Engine:
 
     def _spec(self, payload: bytes) -> CallSpec:
         ref = self._refs.get(payload)
-        return ref if ref is not None else CallSpec.decode(payload)
+        if ref is not None:
+            return ref
+        return CallSpec.decode(payload, allow_pickle=self._store.allow_pickle)
 
     def __call__(self, *args: Any, tags: list[str] | None = None,
                  params: dict[str, Any] | None = None, **kwargs: Any) -> bool:

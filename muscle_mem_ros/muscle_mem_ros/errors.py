@@ -12,8 +12,10 @@ __all__ = [
     'ConfigError',
     'MuscleMemError',
     'ReplayError',
+    'StoreAccessError',
     'StoreCorruptError',
     'StoreError',
+    'StorePickleError',
     'StoreVersionError',
     'UnknownTrajectoryError',
 ]
@@ -24,13 +26,31 @@ class MuscleMemError(Exception):
 
 
 class StoreError(MuscleMemError):
-    """A store operation failed (I/O, SQLite, an unpicklable capture)."""
+    """A store operation failed (I/O, SQLite, a capture that cannot be stored)."""
 
 
 class StoreCorruptError(StoreError):
     """The file is not a muscle_mem store, is unreadable, or is corrupt.
 
     The file is left exactly as it was found.
+    """
+
+
+class StoreAccessError(StoreError):
+    """
+    The store file or its directory cannot be read or written (permissions, read-only).
+
+    The message names the cause (for example a read-only directory, where SQLite
+    cannot create the ``-wal`` and ``-shm`` files it needs); the file is untouched.
+    """
+
+
+class StorePickleError(StoreError):
+    """
+    A stored value is a pickled Python object and the store does not allow pickle.
+
+    Only a store opened with ``allow_pickle=True`` (a trusted file, Python API)
+    unpickles; every other reader refuses the value and never runs its code.
     """
 
 

@@ -6,8 +6,11 @@ the value; a later replay with ``params={'name': 'Jane'}`` calls the tool with
 'Jane'. As in the original muscle-mem, matching is by ``==`` and when several
 parameters match, the last one in the dict wins.
 
-The stored form of a call is a pickled :class:`CallSpec`, so that payloads are
-compared and replayed byte for byte.
+The stored form of a call is a :class:`CallSpec` in the store's safe format
+(JSON plus typed blobs, see :mod:`muscle_mem_ros.store.values`), so that
+payloads are compared and replayed byte for byte and reading one never runs
+code. Arguments must be JSON data, tuples, bytes or NumPy arrays; anything else
+is pickled only when the engine allows it (``Engine(..., allow_pickle=True)``).
 """
 
 from __future__ import annotations
@@ -15,10 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 import json
-import pickle
 from typing import Any
 
-__all__ = ['Arg', 'CallSpec', 'infer', 'MissingParamError']
+from .errors import StoreCorruptError
+from .store.values import Blobs, pack, read_container, unpack, write_container
+
+__all__ = ['Arg', 'CALL_MAGIC', 'CallSpec', 'infer', 'MissingParamError']
+
+
+CALL_MAGIC = b'MMC1'
+"""First bytes of a stored Python call."""
 
 
 class MissingParamError(KeyError):
@@ -58,17 +67,53 @@ class CallSpec:
         return (tuple(a.resolve(params) for a in self.args),
                 {k: a.resolve(params) for k, a in self.kwargs})
 
-    def encode(self) -> bytes:
-        """Pickle the spec (raises what pickle raises for unpicklable values)."""
-        return pickle.dumps(self, protocol=4)
+    def encode(self, *, allow_pickle: bool = False) -> bytes:
+        """
+        Return the stored form: a ``MMC1`` container of the safe format.
+
+        The header is ``{"a": [arg, ...], "k": [[name, arg], ...]}`` where an
+        argument is ``{"r": parameter name}`` or ``{"v": tagged value}``.
+
+        :param allow_pickle: Pickle arguments that are not JSON data or NumPy arrays.
+        :return: The bytes; equal calls give equal bytes.
+        :raises UnsafeValueError: an argument is not storable safely (a ``TypeError``).
+        :raises pickle.PicklingError: with ``allow_pickle``, an unpicklable argument.
+        """
+        blobs = Blobs()
+
+        def arg(a: Arg) -> dict[str, Any]:
+            if a.param is not None:
+                return {'r': a.param}
+            return {'v': pack(a.value, blobs, allow_pickle=allow_pickle)}
+
+        header = {'a': [arg(a) for a in self.args], 'k': [[k, arg(a)] for k, a in self.kwargs]}
+        return write_container(CALL_MAGIC, header, blobs)
 
     @staticmethod
-    def decode(data: bytes) -> CallSpec:
-        """Inverse of :meth:`encode`."""
-        spec = pickle.loads(data)
-        if not isinstance(spec, CallSpec):
-            raise TypeError(f'payload is not a CallSpec but {type(spec).__name__}')
-        return spec
+    def decode(data: bytes, *, allow_pickle: bool = False) -> CallSpec:
+        """
+        Inverse of :meth:`encode`; never runs stored code.
+
+        :param data: A stored payload.
+        :param allow_pickle: Unpickle pickled arguments (trusted stores only).
+        :return: The spec.
+        :raises StoreCorruptError: not a call in the safe format.
+        :raises StorePickleError: a pickled argument and ``allow_pickle`` is False.
+        """
+        header, blobs = read_container(CALL_MAGIC, data)
+
+        def arg(item: Any) -> Arg:
+            if type(item) is dict and len(item) == 1 and type(item.get('r')) is str:
+                return Arg(param=item['r'])
+            if type(item) is dict and len(item) == 1 and 'v' in item:
+                return Arg(value=unpack(item['v'], blobs, allow_pickle=allow_pickle))
+            raise StoreCorruptError(f'stored call argument is malformed: {item!r:.80}')
+
+        try:
+            return CallSpec(args=tuple(arg(a) for a in header['a']),
+                            kwargs=tuple((str(k), arg(a)) for k, a in header['k']))
+        except (KeyError, TypeError, ValueError) as err:
+            raise StoreCorruptError(f'stored call is malformed: {err!r}') from err
 
     def describe(self) -> str:
         """Return a readable JSON rendering (for inspection only)."""

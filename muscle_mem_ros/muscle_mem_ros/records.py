@@ -33,7 +33,7 @@ class ToolKind(Enum):
     SERVICE = 'service'
     """A request sent to a ROS service; payload is the request as CDR bytes."""
     FUNCTION = 'function'
-    """A decorated Python function or method (Python API); payload is pickled arguments."""
+    """A decorated Python function or method (Python API); payload is its stored arguments."""
 
 
 class StepStatus(Enum):
@@ -94,7 +94,8 @@ class Snapshot:
         stamps: Feature name -> time the underlying message was received
             (seconds, same clock as ``taken_at``).
         taken_at: When the snapshot was taken.
-        user: Opaque result of a user ``Check.capture`` (Python API), or None.
+        user: Result of a user ``Check.capture`` (Python API), or None. A persistent
+            store keeps JSON data and NumPy arrays; other objects need ``allow_pickle``.
     """
 
     features: dict[str, tuple[float, ...]] = field(default_factory=dict)
@@ -114,7 +115,8 @@ class Step:
         type_name: Interface type (``test_msgs/action/Fibonacci``), or for a
             Python function a hash of its source.
         payload: What replay sends: CDR bytes of the goal or request, or the
-            pickled arguments of a Python call. Replayed byte-identical.
+            arguments of a Python call (:meth:`~muscle_mem_ros.params.CallSpec.encode`,
+            JSON plus typed blobs, never a pickle unless allowed). Replayed byte-identical.
         payload_json: The same payload, readable, for inspection only.
         pre: Snapshot taken just before the call, or None if unchecked.
         post: Snapshot taken just after the call, or None if unchecked.

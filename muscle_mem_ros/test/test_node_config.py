@@ -77,6 +77,7 @@ def test_defaults_and_list_form(tmp_path):
     assert config.cache_mode is CacheMode.LEARN
     assert config.agent_action == ''
     assert config.step_timeout == 30.0
+    assert config.abandoned_recording_retention == 7 * 24 * 3600.0
     (scan,) = config.sensors
     assert scan.type_name == 'sensor_msgs/msg/LaserScan'
     assert scan.tolerance == (0.05,)
@@ -125,6 +126,7 @@ def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
     ({'step_timeout': 0.0}, 'step_timeout', '> 0'),
     ({'post_check_timeout': 'soon'}, 'post_check_timeout', 'number'),
     ({'allow_unchecked_replay': 'yes'}, 'allow_unchecked_replay', 'true or false'),
+    ({'abandoned_recording_retention': -1.0}, 'abandoned_recording_retention', '>= 0'),
 ])
 def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     names = Names.unique()

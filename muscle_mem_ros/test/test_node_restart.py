@@ -6,13 +6,24 @@ or a restart on the same store file).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+import pickle
+import shutil
 import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
 
-from node_helpers import Harness, wait_until
+from core_helpers import subprocess_env
+from node_helpers import Harness, Names, params, run_cache_to_exit, wait_until
 import pytest
 
 from muscle_mem_interfaces.msg import CacheEvent
-from muscle_mem_interfaces.srv import Replay, StartRecording
+from muscle_mem_interfaces.srv import Forget, Replay, StartRecording
+from muscle_mem_ros import Snapshot, SqliteStore, Step, ToolKind
+from muscle_mem_ros.store import schema
 
 
 @pytest.fixture(scope='module')
@@ -120,3 +131,134 @@ def test_crash_during_recording_never_replays_half_a_demonstration(world, tmp_pa
     run = h.run_task('half')
     assert not run.result.cache_hit  # learned now from the agent, from the start
     assert h.agent.calls[-1].resume_from_step == 0
+
+
+class _Evil:
+    """Unpickling this creates ``marker``: it stands for any code a crafted store could run."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, 'w'))
+
+
+def _crafted_old_store(path: Path, marker: Path) -> None:
+    """Write a schema-2 (pickled) store whose first step's pre snapshot runs code if unpickled."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute('PRAGMA journal_mode = WAL')
+    schema.migrate(conn, current=0, target=2)
+    evil = pickle.dumps(Snapshot(features={'joints': (0.0,)}, user=_Evil(marker)), protocol=5)
+    conn.execute('INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name,'
+                 ' payload, payload_json, pre, post, status, duration, sig, success_count,'
+                 " last_used, terminal) VALUES ('evil', '{}', NULL, 0, 'arm', 'action',"
+                 " 'x/action/Y', X'00', '{}', ?, NULL, 'succeeded', 0, NULL, 1, 0, 1)", (evil,))
+    conn.execute('INSERT INTO trajectories (task, variant, params_json, leaf, node_ids, created,'
+                 " last_used, replay_count) VALUES ('evil', '{}', '{}', 1, '[1]', 0, 0, 0)")
+    conn.close()
+
+
+def _crafted_current_store(path: Path, marker: Path) -> None:
+    """Write a current-schema store whose first step's pre column is a code-running pickle."""
+    with SqliteStore(path=path) as s:
+        s.add_trajectory(task='evil', variant='{}', params_json='{}', steps=[
+            Step(tool='arm', kind=ToolKind.ACTION, type_name='x/action/Y', payload=b'\0')])
+    conn = sqlite3.connect(path)
+    conn.execute('UPDATE nodes SET pre = ?', (pickle.dumps(_Evil(marker), protocol=5),))
+    conn.commit()
+    conn.close()
+
+
+def test_a_crafted_store_runs_no_code_in_the_node(world, tmp_path):
+    h = world
+    marker = tmp_path / 'pwned'
+    old, current = tmp_path / 'old.db', tmp_path / 'current.db'
+    _crafted_old_store(old, marker)
+    _crafted_current_store(current, marker)
+    cache = h.start_cache(store_path=str(old))
+    assert wait_until(lambda: 'first step(s) loaded' in cache.output(), 20.0), cache.output()
+    assert not marker.exists()
+    assert 'migration dropped 1 node' in cache.output()
+    assert (tmp_path / 'old.db.v2.bak').exists()
+    assert h.stop_cache() == 0
+    cache = h.start_cache(store_path=str(current))
+    assert wait_until(lambda: 'could not preload' in cache.output(), 20.0), cache.output()
+    assert 'not in the safe format' in cache.output() and cache.alive()
+    assert not marker.exists()
+
+
+_RECORDER = textwrap.dedent("""
+    import sys
+    from muscle_mem_ros import SqliteStore, Step, ToolKind
+    s = SqliteStore(path=sys.argv[1])
+    rec = s.begin(task='elsewhere', variant='{}', params_json='{}')
+    rec.append(Step(tool='arm', kind=ToolKind.ACTION, type_name='x/action/Y', payload=b'g'))
+    print('READY', flush=True)
+    sys.stdin.readline()
+""")
+
+
+def _recorder(store: Path) -> subprocess.Popen:
+    """Start a process that records into ``store`` and keeps the recording open."""
+    proc = subprocess.Popen([sys.executable, '-c', _RECORDER, str(store)], env=subprocess_env(),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == 'READY'
+    return proc
+
+
+def test_live_recordings_elsewhere_are_not_unfinished_and_dead_ones_are_purged(world, tmp_path):
+    h = world
+    store = tmp_path / 'shared.db'
+    recorder = _recorder(store)
+    try:
+        cache = h.start_cache(store_path=str(store))
+        assert wait_until(lambda: 'in progress in another process' in cache.output(), 10.0), \
+            cache.output()
+        assert f'pid {recorder.pid}' in cache.output()
+        assert 'never finished' not in cache.output()
+        none = h.call(Forget, 'forget', task='', abandoned_recordings=True)
+        assert none.success and none.removed == 0  # a live recording is never purged
+    finally:
+        recorder.kill()
+        recorder.wait(timeout=30)
+    purged = h.call(Forget, 'forget', task='', abandoned_recordings=True)
+    assert purged.success and purged.removed == 1, purged.message
+    bad = h.call(Forget, 'forget', task='x', abandoned_recordings=True)
+    assert not bad.success and 'abandoned_recordings' in bad.message
+    assert h.stop_cache() == 0
+    recorder = _recorder(store)
+    recorder.kill()  # crashed mid-recording
+    recorder.wait(timeout=30)
+    cache = h.start_cache(store_path=str(store), abandoned_recording_retention=0.0)
+    assert wait_until(lambda: 'purged 1 abandoned recording' in cache.output(), 10.0), \
+        cache.output()
+    assert 'never finished' not in cache.output()
+    with SqliteStore(path=store) as s:
+        assert s.incomplete_recordings() == []
+
+
+def test_a_healthy_store_in_a_read_only_directory_is_named_as_such(tmp_path):
+    directory = tmp_path / 'ro'
+    directory.mkdir()
+    store = directory / 'cache.db'
+    with SqliteStore(path=store) as s:
+        s.add_trajectory(task='t', variant='{}', params_json='{}', steps=[
+            Step(tool='arm', kind=ToolKind.ACTION, type_name='x/action/Y', payload=b'g')])
+    if os.geteuid() == 0:  # root writes anywhere chmod allows: use the immutable flag
+        chattr = shutil.which('chattr')
+        if chattr is None or subprocess.run([chattr, '+i', str(directory)]).returncode:
+            pytest.skip('running as root without chattr: cannot make a read-only directory')
+        undo = [chattr, '-i', str(directory)]
+    else:
+        directory.chmod(0o555)
+        undo = ['chmod', '755', str(directory)]
+    try:
+        names = Names.unique()
+        done = run_cache_to_exit(names=names, values=params(names, store=store), tmp=tmp_path)
+    finally:
+        subprocess.run(undo, check=True)
+    assert done.returncode == 1, done.stderr
+    assert 'bad configuration: store_path:' in done.stderr
+    assert 'is read-only or not writable' in done.stderr and 'corrupt' not in done.stderr
+    with SqliteStore(path=store) as s:
+        assert len(s.trajectories()) == 1

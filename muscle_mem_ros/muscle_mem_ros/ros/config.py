@@ -77,6 +77,7 @@ from muscle_mem_ros.ros.introspection import (
     resolve_type,
     TypeResolutionError,
 )
+from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
 
 __all__ = [
     'CacheMode',
@@ -191,6 +192,8 @@ class NodeConfig:
     sensors: tuple[SensorConfig, ...]
     actions: tuple[ToolConfig, ...]
     services: tuple[ToolConfig, ...]
+    abandoned_recording_retention: float = DEFAULT_ABANDONED_RETENTION
+    """Seconds; recordings abandoned by a stopped process are purged at start once this old."""
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:
@@ -200,7 +203,7 @@ class NodeConfig:
 
 _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
-    'agent_timeout', 'allow_unchecked_replay',
+    'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
 _TOOL_KEYS = ('server', 'type', 'proxy')
@@ -529,4 +532,15 @@ def load_config(node: RosNode) -> NodeConfig:
         sensors=sensors,
         actions=actions,
         services=services,
+        abandoned_recording_retention=_retention(reader),
     )
+
+
+def _retention(reader: _Reader) -> float:
+    """Read ``abandoned_recording_retention`` (seconds, >= 0; 0 purges every abandoned one)."""
+    value = reader.number('abandoned_recording_retention', DEFAULT_ABANDONED_RETENTION,
+                          positive=False)
+    if value < 0:
+        raise ConfigError(f'abandoned_recording_retention: must be >= 0 seconds, got {value!r}')
+    return value
+

@@ -105,7 +105,9 @@ class BehaviorCacheNode(RosNode):
         self.config: NodeConfig = load_config(self)
         self._mode = self.config.cache_mode
         try:
-            self.store = open_store(self.config.store_path)
+            self.store = open_store(
+                self.config.store_path,
+                abandoned_retention=self.config.abandoned_recording_retention)
         except MuscleMemError as err:
             raise ConfigError(f'store_path: cannot open {self.config.store_path!r}: {err}') \
                 from err
@@ -238,15 +240,27 @@ class BehaviorCacheNode(RosNode):
         self.get_logger().info(f'store: {count} first step(s) loaded and indexed in {took:.2f} s')
 
     def _report_incomplete(self) -> None:
-        """Warn about recordings an earlier run left unfinished (kept, never replayed)."""
+        """Warn about recordings an earlier run abandoned (never replayed); note live ones."""
+        purged = getattr(self.store, 'purged', 0)
+        if purged:
+            self.get_logger().info(
+                f'store: purged {purged} abandoned recording(s) older than '
+                f'{self.config.abandoned_recording_retention:g} s')
         try:
             unfinished = self.store.incomplete_recordings()
         except (MuscleMemError, AttributeError):
             return
         for info in unfinished:
+            if info.live:
+                self.get_logger().info(
+                    f"recording {info.id} of task '{info.task}' is in progress in another "
+                    f'process ({info.owner})')
+                continue
             self.get_logger().warning(
                 f"recording {info.id} of task '{info.task}' ({info.step_count} steps) was "
-                'never finished (the process stopped during it); it is never replayed'
+                f'never finished (the process stopped during it: {info.owner}); it is never '
+                'replayed, and purged after abandoned_recording_retention or by the forget '
+                'service (abandoned_recordings: true)'
             )
 
     @property

@@ -11,7 +11,9 @@ path is followed and its own params are used (the request's params must then
 be empty or equal). ``dry_run`` checks only whether the first step would
 replay now (its pre-check against the current sensors, and the server being
 available) and moves nothing. With ``cache_mode`` off, Replay and
-StartRecording refuse (the cache is disabled).
+StartRecording refuse (the cache is disabled). Forget with
+``abandoned_recordings`` deletes the incomplete recordings of stopped processes
+(never one a live process is making) and touches nothing learned.
 """
 
 from __future__ import annotations
@@ -200,8 +202,10 @@ class CacheServices:
         return response
 
     def forget(self, request: Any, response: Any) -> Any:
-        """Forget a task or one of its trajectories."""
+        """Forget a task or one of its trajectories, or purge abandoned recordings."""
         task = request.task.strip()
+        if request.abandoned_recordings:
+            return self._purge_abandoned(request, response, task)
         if not task:
             response.message = 'bad request: task name is empty'
             return response
@@ -231,6 +235,21 @@ class CacheServices:
             self._guard.release()
         response.success = True
         response.message = f'removed {response.removed} trajectories'
+        return response
+
+    def _purge_abandoned(self, request: Any, response: Any, task: str) -> Any:
+        """Delete every recording a stopped process left unfinished (live ones stay)."""
+        if task or request.trajectory_id:
+            response.message = ('bad request: abandoned_recordings purges recordings only; '
+                                'leave task and trajectory_id empty')
+            return response
+        try:
+            response.removed = self._store.purge_abandoned()
+        except MuscleMemError as err:
+            response.message = f'store error: {err}'
+            return response
+        response.success = True
+        response.message = f'purged {response.removed} abandoned recordings'
         return response
 
     def start_recording(self, request: Any, response: Any) -> Any:

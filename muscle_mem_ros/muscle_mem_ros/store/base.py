@@ -10,11 +10,12 @@ Dedupe rule (identical executions are not stored twice): when a recording is
 committed, a step reuses an existing child of the same parent when the two
 have the same tool, kind, type name and payload bytes, and their pre
 snapshots are both absent or have the same feature names with every value
-equal after rounding to 9 decimals, and the same user capture (equal pickled
-bytes). Post snapshots, stamps, durations and statuses are outcomes, not
-identity, and are ignored. Values within 1e-9 that straddle a rounding
-boundary are stored twice, which is harmless. An unpicklable user capture
-never dedupes.
+equal after rounding to 9 decimals, and the same user capture (equal bytes in
+the safe format of :mod:`.values`, or equal pickled bytes for a capture that is
+not JSON data or NumPy arrays: pickling only writes, it never loads). Post
+snapshots, stamps, durations and statuses are outcomes, not identity, and are
+ignored. Values within 1e-9 that straddle a rounding boundary are stored twice,
+which is harmless. An unpicklable user capture never dedupes.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 import hashlib
+import json
 import pickle
 import struct
 from typing import Any
 
 import numpy as np
 
+from .values import Blobs, pack, UnsafeValueError
 from ..records import Node, Step, TaskStats, ToolKind, TrajectoryInfo
 
 __all__ = ['NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature']
@@ -79,7 +82,10 @@ class RecordingInfo:
         variant: Tree key within the task.
         parent: Node the steps would have been appended under.
         started: Wall time the recording began.
-        step_count: Steps written before it stopped.
+        step_count: Steps written before it stopped (or so far).
+        live: True while the process making it still has the store open; False
+            when it was abandoned (its process stopped or closed the store).
+        owner: Who is or was recording, for messages ('pid 12 on host robot1').
     """
 
     id: int
@@ -88,6 +94,8 @@ class RecordingInfo:
     parent: int | None
     started: float
     step_count: int
+    live: bool = False
+    owner: str = ''
 
 
 def step_signature(step: Step) -> str | None:
@@ -112,9 +120,16 @@ def step_signature(step: Step) -> str | None:
         h.update(values.tobytes())
     if pre.user is not None:
         try:
-            h.update(pickle.dumps(pre.user, protocol=4))
-        except Exception:  # noqa: BLE001 - any pickling failure means "never dedupe"
-            return None
+            blobs = Blobs()
+            h.update(b'j' + json.dumps(pack(pre.user, blobs), separators=(',', ':')).encode())
+            for blob in blobs.items:
+                h.update(struct.pack('<Q', len(blob)))
+                h.update(blob)
+        except UnsafeValueError:
+            try:
+                h.update(b'p' + pickle.dumps(pre.user, protocol=4))
+            except Exception:  # noqa: BLE001 - any pickling failure means "never dedupe"
+                return None
     return h.hexdigest()
 
 
@@ -253,6 +268,26 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def incomplete_recordings(self) -> list[RecordingInfo]:
         """Return recordings that were started and never finished (never replayed)."""
+
+    def purge_abandoned(self, *, older_than: float = 0.0) -> int:
+        """
+        Delete incomplete recordings abandoned by a stopped process; return how many.
+
+        :param older_than: Only those started more than this many seconds ago.
+        :return: 0 here: a store whose recordings die with the process has none.
+        """
+        return 0
+
+    @property
+    def allow_pickle(self) -> bool:
+        """
+        True if this store may hold arbitrary Python objects.
+
+        A persistent store then pickles what is not JSON data or NumPy arrays
+        (trusted files only); an in-memory store keeps objects as they are and
+        never reads them from a file, so it is always True there.
+        """
+        return False
 
     def preload(self, *, task: str | None = None) -> int:
         """Read the first steps of every tree (of one task) into memory ahead of use.

@@ -187,8 +187,14 @@ class MemoryStore(Store):
     def incomplete_recordings(self) -> list[RecordingInfo]:
         """Return recordings in progress."""
         with self._lock:
-            return [RecordingInfo(r.id, r.task, r.variant, r.parent, r._started, len(r.steps))
+            return [RecordingInfo(r.id, r.task, r.variant, r.parent, r._started, len(r.steps),
+                                  live=True, owner='this process')
                     for r in self._recordings.values()]
+
+    @property
+    def allow_pickle(self) -> bool:
+        """Always True: objects are kept as they are, in this process only."""
+        return True
 
     def _put(self, node: Node) -> None:
         """Store a (new or updated) node and drop the cached view of its siblings."""

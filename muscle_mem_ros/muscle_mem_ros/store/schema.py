@@ -14,21 +14,36 @@ transaction that merges the steps into ``nodes``, so a crash leaves either the
 incomplete recording or the finished trajectory, never half of one.
 
 Migrations are table-driven: ``MIGRATIONS[v - 1]`` holds the statements that
-take a file from version ``v - 1`` to ``v``; each runs in its own transaction
-together with the ``user_version`` bump, so a crash mid-upgrade leaves the
-previous version intact.
+take a file from version ``v - 1`` to ``v``, and ``CONVERSIONS[v]`` the Python
+step that rewrites rows for it (version 3: pickled snapshots and calls to the
+safe format, see :mod:`.legacy`). Before an existing file is migrated, a backup
+copy is written next to it with SQLite's backup API (``<file>.v<old>.bak``, mode
+0600; an existing backup is never overwritten). Then every pending version runs
+in ONE transaction together with the ``user_version`` bump, so a crash or an
+error mid-upgrade leaves the previous version intact.
+
+Version history: 1 trees, trajectories, recordings; 2 task counters and the
+dedupe index; 3 no pickles (snapshots and Python calls in the safe format of
+:mod:`.values`), recordings carry their owner (lock token, pid, host).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+import logging
 import os
 from pathlib import Path
 import sqlite3
 import struct
+from typing import Any
 
+from .legacy import convert_rows, Dropped
 from ..errors import StoreCorruptError, StoreVersionError
 
-__all__ = ['APP_ID', 'MAGIC', 'MIGRATIONS', 'SCHEMA_VERSION', 'inspect_file', 'migrate']
+__all__ = ['APP_ID', 'backup', 'MAGIC', 'MIGRATIONS', 'SCHEMA_VERSION', 'inspect_file',
+           'migrate']
+
+_log = logging.getLogger(__name__)
 
 APP_ID = 0x4D4D5253
 """SQLite ``application_id`` of a muscle_mem_ros store ('MMRS')."""
@@ -66,7 +81,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ' misses INTEGER NOT NULL DEFAULT 0, last_used REAL NOT NULL DEFAULT 0)',
         'CREATE INDEX nodes_sig ON nodes (task, variant, parent, sig)',
     ),
+    (  # 3: no pickles (rows converted by CONVERSIONS[3]); who owns a recording
+        'ALTER TABLE recordings ADD COLUMN owner TEXT',
+        'ALTER TABLE recordings ADD COLUMN owner_pid INTEGER',
+        'ALTER TABLE recordings ADD COLUMN owner_host TEXT',
+    ),
 )
+
+CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}
+"""Python row rewrites per target version, run inside the migration's transaction."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """Schema version this code writes (``PRAGMA user_version``)."""
@@ -148,20 +171,68 @@ def verify(conn: sqlite3.Connection, path: Path) -> int:
     return int(version)
 
 
-def migrate(conn: sqlite3.Connection, *, current: int, target: int = SCHEMA_VERSION) -> None:
-    """Apply migrations ``current + 1 .. target``, one transaction each.
-
-    A fresh file (``current`` 0) also gets the application id.
+def backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
     """
-    for version in range(current + 1, target + 1):
-        conn.execute('BEGIN IMMEDIATE')
+    Copy the store next to itself (``<file>.v<version>.bak``, 0600) before a migration.
+
+    :param conn: An open connection to the store.
+    :param path: The store file.
+    :param version: Its current schema version (names the copy).
+    :return: The backup's path (``.1``, ``.2`` ... appended if one exists already).
+    :raises OSError: the copy cannot be created.
+    :raises sqlite3.Error: the copy cannot be written.
+    """
+    target = path.with_name(f'{path.name}.v{version}.bak')
+    n = 0
+    while True:
         try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            break
+        except FileExistsError:
+            n += 1
+            target = path.with_name(f'{path.name}.v{version}.{n}.bak')
+    os.fchmod(fd, 0o600)
+    os.close(fd)
+    dest = sqlite3.connect(str(target))
+    try:
+        conn.backup(dest)
+    finally:
+        dest.close()
+    return target
+
+
+def migrate(
+    conn: sqlite3.Connection, *, current: int, target: int = SCHEMA_VERSION,
+    trusted: bool = False,
+) -> Dropped | None:
+    """
+    Apply migrations ``current + 1 .. target`` in one transaction.
+
+    A fresh file (``current`` 0) also gets the application id. The version is
+    read again inside the transaction, so two processes opening a file at once
+    do not both migrate it.
+
+    :param conn: The store (autocommit mode).
+    :param current: The version seen before taking the write lock.
+    :param target: The version to reach.
+    :param trusted: Convert old pickled rows with the plain unpickler (``allow_pickle``).
+    :return: What the row conversion dropped, or None if no conversion ran.
+    """
+    dropped: Dropped | None = None
+    conn.execute('BEGIN IMMEDIATE')
+    try:
+        current = max(current, conn.execute('PRAGMA user_version').fetchone()[0])
+        for version in range(current + 1, target + 1):
             if version == 1:
                 conn.execute(f'PRAGMA application_id = {APP_ID}')
             for statement in MIGRATIONS[version - 1]:
                 conn.execute(statement)
+            convert = CONVERSIONS.get(version)
+            if convert is not None and current > 0:
+                dropped = convert(conn, trusted=trusted)
             conn.execute(f'PRAGMA user_version = {version}')
-            conn.execute('COMMIT')
-        except BaseException:
-            conn.execute('ROLLBACK')
-            raise
+        conn.execute('COMMIT')
+    except BaseException:
+        conn.execute('ROLLBACK')
+        raise
+    return dropped

@@ -16,9 +16,21 @@ Guarantees:
   other connections are noticed (``PRAGMA data_version``) and the caches
   reloaded.
 
-Snapshots are stored with :mod:`pickle`, including Python API user captures
-and call arguments (the step payload): open only store files you trust, as
-you would any pickle.
+Nothing in the file is ever unpickled unless the store is opened with
+``allow_pickle=True``: snapshots, goals and Python calls are stored in the
+safe format (:mod:`.codec`, :mod:`.values`), so opening a file from anywhere
+runs no code from it. A file of schema version 2 or older (pickled rows) is
+converted on open without trusting it (:mod:`.legacy`), after a backup copy.
+
+Files: a store this class creates gets its missing directories with mode 0700
+and the database with 0600 (SQLite gives ``-wal`` and ``-shm`` the database's
+mode). A file or directory it cannot read or write raises
+:class:`~muscle_mem_ros.errors.StoreAccessError` naming the cause.
+
+Recordings cut short: each recording names its owner (:mod:`.owners`), so a
+recording another live process is making is told apart from one whose process
+died. Abandoned ones are purged on open once older than ``abandoned_retention``
+and on demand by :meth:`SqliteStore.purge_abandoned`.
 
 Loading is lazy: opening reads only the header and meta table; the children
 of a tree node are read on first use and then cached (and kept up to date by
@@ -39,14 +51,19 @@ import threading
 import time
 from typing import Any
 
-from ..bulk import gc_paused
-from ..errors import StoreCorruptError, StoreError, UnknownTrajectoryError
-from ..records import Node, Step, TaskStats, TrajectoryInfo
 from . import schema, sqltree
-from .base import NodeList, Recording, RecordingInfo, Store, check_step
-from .codec import NODE_COLS, TRAJ_COLS, node_from_row, step_row, trajectory_from_row
+from .base import check_step, NodeList, Recording, RecordingInfo, Store
+from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
+from .legacy import Dropped
+from .owners import HOST, make_dirs, Owner
+from ..bulk import gc_paused
+from ..errors import StoreAccessError, StoreCorruptError, StoreError, UnknownTrajectoryError
+from ..records import Node, Step, TaskStats, TrajectoryInfo
 
-__all__ = ['SqliteStore']
+__all__ = ['DEFAULT_ABANDONED_RETENTION', 'SqliteStore']
+
+DEFAULT_ABANDONED_RETENTION = 7 * 24 * 3600.0
+"""Seconds after which an abandoned incomplete recording is purged on open (7 days)."""
 
 _log = logging.getLogger(__name__)
 _store_ids = itertools.count(1)
@@ -76,7 +93,7 @@ class _SqliteRecording(Recording):
             store._conn.execute(
                 'INSERT INTO recording_steps (recording, seq, tool, kind, type_name, payload,'
                 ' payload_json, pre, post, status, duration) VALUES (?,?,?,?,?,?,?,?,?,?,?)',
-                (self.id, len(self.steps), *step_row(step)))
+                (self.id, len(self.steps), *step_row(step, store.allow_pickle)))
         self.steps.append(step)
 
     def commit(self) -> TrajectoryInfo:
@@ -84,8 +101,9 @@ class _SqliteRecording(Recording):
         store = self._store
         with store._lock:
             with store._write():
-                info, touched = sqltree.merge(store._conn, self.task, self.variant,
-                                             self.params_json, self.parent, self.steps)
+                info, touched = sqltree.merge(
+                    store._conn, self.task, self.variant, self.params_json, self.parent,
+                    self.steps, allow_pickle=store.allow_pickle)
                 store._delete_recording(self.id)
             store._refresh(touched)
         self._closed = True
@@ -100,22 +118,37 @@ class _SqliteRecording(Recording):
 
 
 class SqliteStore(Store):
-    """Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
+    """
+    Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
 
-    Args:
-        path: Store file (kept as ``file``); parent directories are created; ``~`` is
-            expanded.
-        synchronous: SQLite ``synchronous`` level. ``NORMAL`` (default) survives
-            a process crash; ``FULL`` also survives power loss, slower.
-        timeout: Seconds to wait for another process's write lock.
-
-    Raises:
-        StoreCorruptError: Not a store, unreadable, or corrupt (file untouched).
-        StoreVersionError: Written by a newer schema (file untouched).
+    :param path: Store file (kept as ``file``); missing directories are created (0700),
+        a new file is 0600; ``~`` is expanded.
+    :param synchronous: SQLite ``synchronous`` level. ``NORMAL`` (default) survives a
+        process crash; ``FULL`` also survives power loss, slower.
+    :param timeout: Seconds to wait for another process's write lock.
+    :param allow_pickle: Store user captures and call arguments that are not JSON data or
+        NumPy arrays by pickling them, and unpickle such values when reading. Only for
+        files you trust as you would any pickle (Python API); the ROS node never sets it.
+        Recorded in the file's meta table.
+    :param abandoned_retention: Seconds; on open, incomplete recordings whose process is
+        gone and that started longer ago than this are deleted. None keeps them.
+    :ivar backup: Path of the copy made before a schema migration on open, or None.
+    :ivar migration_dropped: What that migration could not convert (None if none ran).
+    :ivar purged: Abandoned recordings deleted on open.
+    :raises StoreAccessError: The file or its directory cannot be read or written
+        (permission denied, read-only); the message names which.
+    :raises StoreCorruptError: Not a store, unreadable, or corrupt (file untouched).
+    :raises StoreVersionError: Written by a newer schema (file untouched).
     """
 
     def __init__(
-        self, *, path: str | os.PathLike[str], synchronous: str = 'NORMAL', timeout: float = 30.0,
+        self,
+        *,
+        path: str | os.PathLike[str],
+        synchronous: str = 'NORMAL',
+        timeout: float = 30.0,
+        allow_pickle: bool = False,
+        abandoned_retention: float | None = DEFAULT_ABANDONED_RETENTION,
     ) -> None:
         if synchronous.upper() not in ('OFF', 'NORMAL', 'FULL', 'EXTRA'):
             raise ValueError(
@@ -127,23 +160,107 @@ class SqliteStore(Store):
         self._kids: dict[tuple[str, str, int | None], _Kids] = {}
         self._where: dict[int, tuple[str, str, int | None]] = {}
         self._batch_depth = 0
-        fresh = schema.inspect_file(self.file)
+        self._allow_pickle = bool(allow_pickle)
+        self._owner = Owner(self.file)
+        self.backup: Path | None = None
+        self.migration_dropped: Dropped | None = None
+        self.purged = 0
+        try:
+            fresh = schema.inspect_file(self.file)
+        except StoreCorruptError as err:
+            access = self._access_error(err)
+            if access is None:
+                raise
+            raise access from err
         if fresh:
-            try:
-                self.file.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                raise StoreError(f'{self.file}: cannot create directory: {err}') from err
+            self._create_file()
+        elif not os.access(self.file, os.W_OK):
+            raise self._access_error(PermissionError(f'{self.file} is not writable')) or \
+                StoreAccessError(f'{self.file}: cannot open store: not writable')
         try:
             self._conn = sqlite3.connect(str(self.file), timeout=timeout, isolation_level=None,
                                          check_same_thread=False)
         except sqlite3.Error as err:
-            raise StoreCorruptError(f'{self.file}: cannot open store: {err}') from err
+            raise self._access_error(err) or StoreCorruptError(
+                f'{self.file}: cannot open store: {err}') from err
         try:
             self._open(fresh, synchronous.upper())
+        except StoreError as err:
+            self._conn.close()
+            access = self._access_error(err)
+            if access is None:
+                raise
+            raise access from err
         except BaseException:
             self._conn.close()
             raise
         self._data_version = self._conn.execute('PRAGMA data_version').fetchone()[0]
+        if abandoned_retention is not None:
+            try:
+                self.purged = self.purge_abandoned(older_than=abandoned_retention)
+                if not self.purged:
+                    self._sweep_owners()
+            except StoreError as err:
+                _log.warning('%s: could not purge abandoned recordings: %s', self.file, err)
+
+    def _sweep_owners(self) -> None:
+        """Delete lock files of stopped processes that no recording names (see :mod:`.owners`)."""
+        with self._reading() as conn:
+            names = {r[0] for r in conn.execute('SELECT DISTINCT owner FROM recordings')}
+        self._owner.sweep({n for n in names if n is not None})
+
+    @property
+    def allow_pickle(self) -> bool:
+        """True if this store pickles (and unpickles) values that are not JSON or NumPy."""
+        return self._allow_pickle
+
+    def _create_file(self) -> None:
+        """Create the directories (0700) and an empty database file (0600) before SQLite."""
+        try:
+            make_dirs(self.file.parent)
+        except OSError as err:
+            raise self._access_error(err) or StoreError(
+                f'{self.file}: cannot create directory: {err}') from err
+        try:
+            fd = os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        except OSError as err:
+            raise self._access_error(err) or StoreError(
+                f'{self.file}: cannot create store: {err}') from err
+        os.fchmod(fd, 0o600)
+        os.close(fd)
+
+    def _access_error(self, err: BaseException) -> StoreAccessError | None:
+        """Name the real cause when the file or directory cannot be read or written."""
+        directory = self.file.parent
+        if isinstance(err, PermissionError) or not os.access(directory, os.X_OK):
+            problem = f'permission denied ({err})'
+        else:
+            problem = None
+        if self.file.exists():
+            if not os.access(self.file, os.R_OK):
+                problem = 'permission denied: the store file is not readable by this user'
+            elif not os.access(self.file, os.W_OK):
+                problem = 'the store file is read-only (SQLite must write to it)'
+            elif not os.access(directory, os.W_OK | os.X_OK) and not (
+                    self._sidecar('-wal').exists() and self._sidecar('-shm').exists()):
+                problem = (f'the directory {directory} is read-only or not writable by this '
+                           f'user, and SQLite must create {self.file.name}-wal and '
+                           f'{self.file.name}-shm next to the store')
+        elif directory.exists() and not os.access(directory, os.W_OK | os.X_OK):
+            problem = (f'the directory {directory} is read-only or not writable by this user: '
+                       'the store cannot be created there')
+        if problem is None:
+            return None
+        cause = err.__cause__ if isinstance(err, StoreError) and err.__cause__ else err
+        access = StoreAccessError(f'{self.file}: cannot open store: {problem}; the file is '
+                                  f'untouched (SQLite/OS said: {cause})')
+        access.__cause__ = err
+        return access
+
+    def _sidecar(self, suffix: str) -> Path:
+        return self.file.with_name(self.file.name + suffix)
 
     def _open(self, fresh: bool, synchronous: str) -> None:
         conn = self._conn
@@ -153,12 +270,45 @@ class SqliteStore(Store):
                 conn.execute('PRAGMA journal_mode = WAL')
             conn.execute(f'PRAGMA synchronous = {synchronous}')
             if version < schema.SCHEMA_VERSION:
-                _log.info('%s: migrating store schema %d -> %d', self.file, version,
-                          schema.SCHEMA_VERSION)
-                schema.migrate(conn, current=version)
+                if version > 0:
+                    self.backup = schema.backup(conn, self.file, version)
+                    _log.warning('%s: migrating store schema %d -> %d (backup copy: %s)',
+                                 self.file, version, schema.SCHEMA_VERSION, self.backup)
+                self.migration_dropped = schema.migrate(conn, current=version,
+                                                        trusted=self._allow_pickle)
                 conn.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+                self._report_migration()
+            if fresh:
+                for suffix in ('-wal', '-shm'):
+                    try:
+                        os.chmod(self._sidecar(suffix), 0o600)
+                    except FileNotFoundError:
+                        pass
+            if self._allow_pickle and not conn.execute(
+                    "SELECT 1 FROM meta WHERE key = 'allow_pickle'").fetchone():
+                with self._write():
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('allow_pickle', '1')")
+            elif conn.execute("SELECT 1 FROM meta WHERE key = 'allow_pickle'").fetchone():
+                _log.warning('%s: this store was used with allow_pickle=True; values it holds '
+                             'as pickles are refused (StorePickleError), never unpickled',
+                             self.file)
+        except OSError as err:
+            raise StoreError(f'{self.file}: cannot back up the store before migrating it: '
+                             f'{err}') from err
         except sqlite3.Error as err:
             raise StoreError(f'{self.file}: cannot initialize store: {err}') from err
+
+    def _report_migration(self) -> None:
+        dropped = self.migration_dropped
+        if dropped is None or not (dropped.nodes or dropped.recordings):
+            return
+        _log.warning(
+            '%s: migration dropped %d node(s), %d trajectory(ies) and %d incomplete '
+            'recording(s) it could not convert without unpickling untrusted data (the '
+            'backup %s still has them): %s', self.file, len(dropped.nodes),
+            len(dropped.trajectories), len(dropped.recordings), self.backup,
+            '; '.join(dropped.reasons[:10]))
 
     @contextmanager
     def _write(self) -> Iterator[None]:
@@ -233,6 +383,13 @@ class SqliteStore(Store):
                                      family=(self._uid, task, variant, parent))
             return kids.view
 
+    def _node(self, row: tuple[Any, ...]) -> Node:
+        """Decode one node row; a row that cannot be read safely names itself in the error."""
+        try:
+            return node_from_row(row, self._allow_pickle)
+        except StoreError as err:
+            raise type(err)(f'{self.file}: node {row[0]}: {err}') from err
+
     def _load_kids(self, task: str, variant: str, parent: int | None) -> _Kids:
         key = (task, variant, parent)
         kids = self._kids.get(key)
@@ -241,7 +398,7 @@ class SqliteStore(Store):
                 f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
                 ' ORDER BY id', key).fetchall()
             with gc_paused():
-                nodes = [node_from_row(r) for r in rows]
+                nodes = [self._node(r) for r in rows]
             kids = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
                          gen=next(self._gens))
             self._kids[key] = kids
@@ -270,7 +427,7 @@ class SqliteStore(Store):
                                (node_id,)).fetchone()
             if row is None:
                 raise UnknownTrajectoryError(f'no node with id {node_id}')
-            return node_from_row(row)
+            return self._node(row)
 
     def begin(
         self, *, task: str, variant: str, params_json: str, parent: int | None = None,
@@ -278,10 +435,17 @@ class SqliteStore(Store):
         """Start a recording under ``parent``; its steps are durable as they come."""
         with self._reading() as conn:
             sqltree.check_parent(self._conn, task, variant, parent)
+            try:
+                self._owner.hold()
+            except OSError as err:
+                raise StoreError(f'{self.file}: cannot take the recording lock in '
+                                 f'{self._owner.dir}: {err}') from err
             with self._write():
                 cur = conn.execute(
-                    'INSERT INTO recordings (task, variant, params_json, parent, started)'
-                    ' VALUES (?, ?, ?, ?, ?)', (task, variant, params_json, parent, time.time()))
+                    'INSERT INTO recordings (task, variant, params_json, parent, started, owner,'
+                    ' owner_pid, owner_host) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+                    (task, variant, params_json, parent, time.time(), self._owner.token,
+                     self._owner.pid, HOST))
             return _SqliteRecording(self, id=cur.lastrowid, task=task, variant=variant,
                                     params_json=params_json, parent=parent)
 
@@ -300,7 +464,7 @@ class SqliteStore(Store):
             sqltree.check_parent(self._conn, task, variant, parent)
             with self._write():
                 info, touched = sqltree.merge(self._conn, task, variant, params_json, parent,
-                                              steps)
+                                              steps, allow_pickle=self._allow_pickle)
             self._refresh(touched)
             return info
 
@@ -316,7 +480,7 @@ class SqliteStore(Store):
             kids = self._kids.get(key)
             if kids is None:
                 continue
-            node = node_from_row(row)
+            node = self._node(row)
             pos = kids.index.get(node.id)
             if pos is None:
                 kids.index[node.id] = len(kids.nodes)
@@ -415,13 +579,52 @@ class SqliteStore(Store):
                 ' last_used = excluded.last_used', (task, time.time()))
 
     def incomplete_recordings(self) -> list[RecordingInfo]:
-        """Return recordings started and never committed or discarded (by any process)."""
+        """
+        Return recordings started and never committed or discarded (by any process).
+
+        ``live`` tells one whose store is still open in a running process (this
+        one or another: its owner lock is held, see :mod:`.owners`) from one
+        abandoned by a process that stopped.
+        """
+        return [info for info, _ in self._recordings()]
+
+    def _recordings(self) -> list[tuple[RecordingInfo, str | None]]:
         with self._reading() as conn:
             rows = conn.execute(
                 'SELECT r.id, r.task, r.variant, r.parent, r.started,'
-                ' (SELECT count(*) FROM recording_steps s WHERE s.recording = r.id)'
-                ' FROM recordings r ORDER BY r.id').fetchall()
-            return [RecordingInfo(*r) for r in rows]
+                ' (SELECT count(*) FROM recording_steps s WHERE s.recording = r.id),'
+                ' r.owner, r.owner_pid, r.owner_host FROM recordings r ORDER BY r.id').fetchall()
+        out = []
+        for row in rows:
+            token, pid, host = row[6:9]
+            owner = f'pid {pid} on host {host}' if pid is not None else 'unknown (older schema)'
+            live = self._owner.alive(token, pid, host)
+            out.append((RecordingInfo(*row[:6], live=live, owner=owner), token))
+        return out
+
+    def purge_abandoned(self, *, older_than: float = 0.0) -> int:
+        """
+        Delete incomplete recordings whose process is gone, started over ``older_than`` s ago.
+
+        A recording another running process is making (its owner lock is held)
+        is never deleted. Nothing of an incomplete recording was ever in the
+        tree, so no trajectory changes.
+
+        :param older_than: Seconds; 0 deletes every abandoned recording.
+        :return: How many were deleted.
+        :raises StoreError: the deletion failed (for example a read-only file).
+        """
+        cutoff = time.time() - max(0.0, float(older_than))
+        doomed = [(info.id, token) for info, token in self._recordings()
+                  if not info.live and info.started <= cutoff]
+        if not doomed:
+            return 0
+        with self._lock, self._write():
+            for rec_id, _ in doomed:
+                self._delete_recording(rec_id)
+        self._sweep_owners()
+        _log.info('%s: purged %d abandoned incomplete recording(s)', self.file, len(doomed))
+        return len(doomed)
 
     def recording_steps(self, recording_id: int) -> list[Step]:
         """Return the steps an (incomplete) recording wrote, for inspection."""
@@ -430,7 +633,7 @@ class SqliteStore(Store):
                 'SELECT 0, 0, 0, tool, kind, type_name, payload, payload_json, pre, post,'
                 ' status, duration, 0, 0, 0 FROM recording_steps WHERE recording = ?'
                 ' ORDER BY seq', (recording_id,)).fetchall()
-            return [node_from_row(r).step for r in rows]
+            return [node_from_row(r, self._allow_pickle).step for r in rows]
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""
@@ -440,3 +643,4 @@ class SqliteStore(Store):
                 self._conn.close()
             except sqlite3.Error as err:
                 _log.warning('%s: error closing store: %s', self.file, err)
+            self._owner.release()

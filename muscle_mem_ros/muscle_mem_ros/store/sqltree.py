@@ -33,7 +33,7 @@ def check_parent(conn: sqlite3.Connection, task: str, variant: str, parent: int 
 
 def merge(
     conn: sqlite3.Connection, task: str, variant: str, params_json: str, parent: int | None,
-    steps: Sequence[Step],
+    steps: Sequence[Step], *, allow_pickle: bool = False,
 ) -> tuple[TrajectoryInfo, list[int]]:
     """Insert/reuse nodes and the trajectory; caller holds the write transaction."""
     if not steps and parent is None:
@@ -62,7 +62,7 @@ def merge(
                 'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name,'
                 ' payload, payload_json, pre, post, status, duration, sig, success_count,'
                 ' last_used, terminal) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0)',
-                (task, variant, cursor, depth, *step_row(step), sig, now)).lastrowid
+                (task, variant, cursor, depth, *step_row(step, allow_pickle), sig, now)).lastrowid
         path.append(nid)
         cursor = nid
         depth += 1
