@@ -198,6 +198,21 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
     return predicate()
 
 
+def wait_feedback(feedback: list[Any], until: Callable[[list[Any]], bool], what: str,
+                  timeout: float = 10.0) -> list[Any]:
+    """
+    Return a copy of ``feedback`` once ``until(copy)`` holds; fail naming ``what`` if not.
+
+    Feedback travels on a topic, the result on a service: the last feedback messages may
+    arrive after the result. A test that asserts on feedback after a result waits here
+    (bounded) for what it needs.
+    """
+    wait_until(lambda: until(list(feedback)), timeout)
+    got = list(feedback)
+    assert until(got), f'{what}: not there after {timeout} s; received {got}'
+    return got
+
+
 class FakeRobot(Node):
     """Controller, sensors and gripper of a pretend arm."""
 
@@ -585,6 +600,21 @@ class Harness:
     def events_of(self, kind: int, task: str | None = None) -> list[CacheEvent]:
         return [e for e in list(self.events) if e.type == kind and (task is None or
                                                                    e.task == task)]
+
+    def wait_events(self, kind: int, task: str | None = None, count: int = 1,
+                    timeout: float = 10.0) -> list[CacheEvent]:
+        """
+        Return the events of ``kind`` (and ``task``) once at least ``count`` arrived.
+
+        Events travel on a topic, unordered with a task's result or a service's response:
+        a test that asserts on events after a result waits here (bounded) for them.
+        """
+        wait_until(lambda: len(self.events_of(kind, task)) >= count, timeout)
+        found = self.events_of(kind, task)
+        assert len(found) >= count, (
+            f'{len(found)} events of type {kind} for task {task!r} after {timeout} s, '
+            f'expected {count}; all events: {[(e.type, e.task, e.step) for e in self.events]}')
+        return found
 
     def set_mode(self, mode: str) -> Any:
         """Change the cache's ``cache_mode`` parameter at run time."""
