@@ -115,9 +115,12 @@ def test_repeat_replays_byte_identical_without_agent(world):
     assert {fb.mode for fb in feedback} == {feedback[0].MODE_REPLAY}
     assert sorted(fb.step for fb in feedback) == [0, 1, 2, 3]
     assert {fb.total for fb in feedback} == {4}
-    h.wait_events(CacheEvent.HIT, 'pick_b')
+    (hit,) = h.wait_events(CacheEvent.HIT, 'pick_b')
+    assert hit.trajectory_id == run.result.trajectory_id
+    # Each step's event names the trajectory being replayed (the only one of the task).
     steps_ok = h.wait_events(CacheEvent.STEP_OK, 'pick_b', count=4)
     assert sorted(e.step for e in steps_ok) == [0, 1, 2, 3]
+    assert {e.trajectory_id for e in steps_ok} == {run.result.trajectory_id}
 
 
 def test_within_tolerance_is_still_a_hit(world):
@@ -162,6 +165,15 @@ def test_divergence_hands_off_learns_branch_then_replays_it(world):
     assert run.result.trajectory_id == branch_id
     assert run.result.steps_replayed == 4
     assert len(h.agent.calls) == calls + 1
+    # Steps 2 and 3 exist only on the branch (the run before handed off at step 2): the
+    # events of those steps name the branch.
+
+    def branch_steps():
+        return [e for e in h.events_of(CacheEvent.STEP_OK, 'pick_d') if e.step >= 2]
+
+    assert wait_until(lambda: len(branch_steps()) >= 2)
+    assert sorted(e.step for e in branch_steps()) == [2, 3]
+    assert {e.trajectory_id for e in branch_steps()} == {branch_id}
     # Without the change, the original trajectory still replays.
     h.robot.reset()
     run = h.run_task('pick_d')
