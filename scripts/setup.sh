@@ -72,6 +72,14 @@ _mm_setup() {
   }
   # shellcheck disable=SC1091
   . "$root/install/setup.bash"
+  # ament_python installs console scripts to lib/<package>, where only `ros2 run` looks
+  # (and there is no `ros2` on the wheel setup): put them on PATH, once, so the README's
+  # `behavior_cache --ros-args ...` works as written.
+  local bin="$root/install/muscle_mem_ros/lib/muscle_mem_ros"
+  case ":$PATH:" in
+    *":$bin:"*) ;;
+    *) export PATH="$bin:$PATH" ;;
+  esac
   export MUSCLE_MEM_ROOT="$root"
 }
 

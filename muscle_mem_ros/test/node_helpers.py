@@ -198,6 +198,21 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
     return predicate()
 
 
+def wait_feedback(feedback: list[Any], until: Callable[[list[Any]], bool], what: str,
+                  timeout: float = 10.0) -> list[Any]:
+    """
+    Return a copy of ``feedback`` once ``until(copy)`` holds; fail naming ``what`` if not.
+
+    Feedback travels on a topic, the result on a service: the last feedback messages may
+    arrive after the result. A test that asserts on feedback after a result waits here
+    (bounded) for what it needs.
+    """
+    wait_until(lambda: until(list(feedback)), timeout)
+    got = list(feedback)
+    assert until(got), f'{what}: not there after {timeout} s; received {got}'
+    return got
+
+
 class FakeRobot(Node):
     """Controller, sensors and gripper of a pretend arm."""
 
@@ -382,28 +397,29 @@ class FakeAgent(Node):
             done.wait(timeout)
         return future.result() if future.done() else None
 
-    def _action(self, client: ActionClient, goal: Any) -> bool:
-        if not client.wait_for_server(timeout_sec=10.0):
+    def _action(self, client: ActionClient, goal: Any, timeout: float | None) -> bool:
+        if not client.wait_for_server(timeout_sec=timeout or 10.0):
             return False
-        handle = self._wait(client.send_goal_async(goal))
+        handle = self._wait(client.send_goal_async(goal), timeout or 10.0)
         if handle is None or not handle.accepted:
             return False
-        wrapped = self._wait(handle.get_result_async(), 30.0)
+        wrapped = self._wait(handle.get_result_async(), timeout or 30.0)
         return wrapped is not None and wrapped.status == 4  # STATUS_SUCCEEDED
 
-    def do(self, kind: str, arg: Any) -> bool:
-        """Perform one plan step through the proxies."""
+    def do(self, kind: str, arg: Any, timeout: float | None = None) -> bool:
+        """Perform one plan step through the proxies (``timeout`` bounds each wait)."""
         if kind == 'arm':
             goal = FollowJointTrajectory.Goal()
             goal.trajectory.joint_names = JOINT_NAMES
             goal.trajectory.points = [JointTrajectoryPoint(
                 positions=[float(x) for x in arg], time_from_start=Duration(sec=0))]
-            return self._action(self._arm, goal)
+            return self._action(self._arm, goal, timeout)
         if kind == 'fib':
-            return self._action(self._fib, Fibonacci.Goal(order=int(arg)))
-        if not self._gripper.wait_for_service(timeout_sec=10.0):
+            return self._action(self._fib, Fibonacci.Goal(order=int(arg)), timeout)
+        if not self._gripper.wait_for_service(timeout_sec=timeout or 10.0):
             return False
-        response = self._wait(self._gripper.call_async(SetBool.Request(data=bool(arg))))
+        response = self._wait(self._gripper.call_async(SetBool.Request(data=bool(arg))),
+                              timeout or 10.0)
         return response is not None and response.success
 
     def _execute(self, goal_handle: Any) -> Any:
@@ -511,7 +527,27 @@ class Harness:
                 continue
         else:
             raise RuntimeError(f'cache did not answer:\n{cache.output()}')
+        self._warm_proxies(cache)
         return cache
+
+    def _warm_proxies(self, cache: CacheProcess) -> None:
+        """
+        Pass one harmless call through each proxy, from the agent's own clients, until one ends.
+
+        The new process has to discover the robot's servers (a proxy waits 2 s for a server it
+        has not seen, then aborts the goal), and a request sent between graph discovery and
+        endpoint matching is lost. Under load either can fail a test's first proxied step; a
+        completed round trip per proxy shows both legs (agent -> proxy -> robot) are matched.
+        Outside a task nothing is recorded; the arm is sent where it already is.
+        """
+        with self.robot._lock:
+            joints = list(self.robot.joints)
+        for kind, arg in (('arm', joints), ('gripper', False), ('fib', 1)):
+            for _ in range(6):
+                if self.agent.do(kind, arg, timeout=5.0):
+                    break
+            else:
+                raise RuntimeError(f'the {kind} proxy did not pass a call:\n{cache.output()}')
 
     def stop_cache(self) -> int:
         """Stop the cache process; wait until its servers left the graph."""
@@ -585,6 +621,21 @@ class Harness:
     def events_of(self, kind: int, task: str | None = None) -> list[CacheEvent]:
         return [e for e in list(self.events) if e.type == kind and (task is None or
                                                                    e.task == task)]
+
+    def wait_events(self, kind: int, task: str | None = None, count: int = 1,
+                    timeout: float = 10.0) -> list[CacheEvent]:
+        """
+        Return the events of ``kind`` (and ``task``) once at least ``count`` arrived.
+
+        Events travel on a topic, unordered with a task's result or a service's response:
+        a test that asserts on events after a result waits here (bounded) for them.
+        """
+        wait_until(lambda: len(self.events_of(kind, task)) >= count, timeout)
+        found = self.events_of(kind, task)
+        assert len(found) >= count, (
+            f'{len(found)} events of type {kind} for task {task!r} after {timeout} s, '
+            f'expected {count}; all events: {[(e.type, e.task, e.step) for e in self.events]}')
+        return found
 
     def set_mode(self, mode: str) -> Any:
         """Change the cache's ``cache_mode`` parameter at run time."""

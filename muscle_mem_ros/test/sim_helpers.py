@@ -124,6 +124,17 @@ class SimClient(Node):
                 raise AssertionError(f'timed out waiting for {what}')
             time.sleep(0.02)
 
+    def wait_feedback(self, feedback: list, until, what: str, timeout: float = 10.0) -> list:
+        """
+        Return a copy of ``feedback`` once ``until(copy)`` holds (bounded).
+
+        Feedback travels on a topic, the result on a service: the last feedback messages
+        may arrive after the result, so a test that asserts on feedback after a result
+        waits here for what it needs.
+        """
+        self.wait_for(lambda: until(list(feedback)), timeout, what)
+        return list(feedback)
+
     def wait_robot(self, timeout: float = 30.0) -> None:
         self.wait_for(lambda: self.arm.server_is_ready() and self.gripper.service_is_ready()
                       and self.reset_client.service_is_ready()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from action_msgs.msg import GoalStatus
 from muscle_mem_ros.ros.cdr import canonical_cdr
-from node_helpers import HOME, OBJECT_HOME, Harness, wait_until
+from node_helpers import HOME, OBJECT_HOME, Harness, wait_feedback, wait_until
 import pytest
 from rclpy.serialization import deserialize_message
 from test_msgs.action import Fibonacci
@@ -72,9 +72,10 @@ def test_miss_calls_agent_and_records(world):
     assert len(h.robot.arm_goals) == arm + 2
     assert len(h.robot.fib_goals) == fib + 1
     assert len(h.robot.gripper_requests) == grip + 1
-    assert any(fb.mode == fb.MODE_AGENT for fb in run.feedback)
-    assert wait_until(lambda: h.events_of(CacheEvent.BRANCH_LEARNED, 'pick_a'))
-    assert h.events_of(CacheEvent.MISS, 'pick_a')
+    wait_feedback(run.feedback, lambda fbs: any(fb.mode == fb.MODE_AGENT for fb in fbs),
+                  "the agent's feedback")
+    h.wait_events(CacheEvent.BRANCH_LEARNED, 'pick_a')
+    h.wait_events(CacheEvent.MISS, 'pick_a')
     listing = h.call(ListTasks, 'list_tasks', task='pick_a', with_steps=True)
     assert listing.success, listing.message
     (traj,) = listing.trajectories
@@ -110,12 +111,16 @@ def test_repeat_replays_byte_identical_without_agent(world):
         canonical_cdr(g, FollowJointTrajectory.Goal) for g in recorded_arm]
     assert h.robot.gripper_requests[grip:] == recorded_grip  # the service tool replayed
     assert h.robot.joints == [OBJECT_HOME[0], OBJECT_HOME[1], 0.5]
-    modes = {fb.mode for fb in run.feedback}
-    assert modes == {run.feedback[0].MODE_REPLAY}
-    assert [fb.step for fb in run.feedback] == [0, 1, 2, 3]
-    assert run.feedback[0].total == 4
-    assert wait_until(lambda: h.events_of(CacheEvent.HIT, 'pick_b'))
-    assert len(h.events_of(CacheEvent.STEP_OK, 'pick_b')) >= 4
+    feedback = wait_feedback(run.feedback, lambda fbs: len(fbs) >= 4, 'feedback of 4 steps')
+    assert {fb.mode for fb in feedback} == {feedback[0].MODE_REPLAY}
+    assert sorted(fb.step for fb in feedback) == [0, 1, 2, 3]
+    assert {fb.total for fb in feedback} == {4}
+    (hit,) = h.wait_events(CacheEvent.HIT, 'pick_b')
+    assert hit.trajectory_id == run.result.trajectory_id
+    # Each step's event names the trajectory being replayed (the only one of the task).
+    steps_ok = h.wait_events(CacheEvent.STEP_OK, 'pick_b', count=4)
+    assert sorted(e.step for e in steps_ok) == [0, 1, 2, 3]
+    assert {e.trajectory_id for e in steps_ok} == {run.result.trajectory_id}
 
 
 def test_within_tolerance_is_still_a_hit(world):
@@ -146,8 +151,8 @@ def test_divergence_hands_off_learns_branch_then_replays_it(world):
     assert call.steps_done == 2
     assert 'object' in call.resume_reason
     assert h.robot.joints == [round(bumped[0], 3), round(bumped[1], 3), 0.5]
-    failed = h.events_of(CacheEvent.CHECK_FAILED, 'pick_d')
-    assert failed and failed[-1].sensor == 'object'
+    failed = h.wait_events(CacheEvent.CHECK_FAILED, 'pick_d')
+    assert failed[-1].sensor == 'object'
     assert failed[-1].deviation > failed[-1].tolerance
     assert wait_until(lambda: [e for e in h.events_of(CacheEvent.HANDOFF, 'pick_d')
                                if e.step == 2])
@@ -160,6 +165,15 @@ def test_divergence_hands_off_learns_branch_then_replays_it(world):
     assert run.result.trajectory_id == branch_id
     assert run.result.steps_replayed == 4
     assert len(h.agent.calls) == calls + 1
+    # Steps 2 and 3 exist only on the branch (the run before handed off at step 2): the
+    # events of those steps name the branch.
+
+    def branch_steps():
+        return [e for e in h.events_of(CacheEvent.STEP_OK, 'pick_d') if e.step >= 2]
+
+    assert wait_until(lambda: len(branch_steps()) >= 2)
+    assert sorted(e.step for e in branch_steps()) == [2, 3]
+    assert {e.trajectory_id for e in branch_steps()} == {branch_id}
     # Without the change, the original trajectory still replays.
     h.robot.reset()
     run = h.run_task('pick_d')
@@ -184,8 +198,10 @@ def test_stale_sensor_never_replays(world):
     assert 'stale' in run.result.message
     assert len(h.robot.arm_goals) == arm
     assert len(h.agent.calls) == calls
+    assert wait_until(lambda: [e for e in h.events[stale_since:]
+                               if e.type == CacheEvent.CHECK_FAILED])
     failed = [e for e in h.events[stale_since:] if e.type == CacheEvent.CHECK_FAILED]
-    assert failed and failed[0].sensor == 'object'
+    assert failed[0].sensor == 'object'
 
 
 def test_controller_abort_hands_off_and_node_survives(world):
@@ -198,8 +214,8 @@ def test_controller_abort_hands_off_and_node_survives(world):
     assert len(h.agent.calls) == calls + 1
     assert h.agent.calls[-1].resume_from_step == 0
     assert 'aborted' in h.agent.calls[-1].resume_reason
-    errors = h.events_of(CacheEvent.ERROR, 'pick_f')
-    assert errors and 'aborted' in errors[-1].detail
+    errors = h.wait_events(CacheEvent.ERROR, 'pick_f')
+    assert 'aborted' in errors[-1].detail
     h.robot.reset()
     run = h.run_task('pick_f')
     assert run.result.cache_hit, run.result.message

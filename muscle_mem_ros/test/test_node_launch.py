@@ -1,21 +1,30 @@
-"""The launch file is shipped and builds a LaunchDescription.
+"""The launch file is shipped and builds a LaunchDescription; the README's commands run.
 
 Building it needs ``launch`` / ``launch_ros``, which are not published as PyPI
 wheels; where they are not importable that test skips with the reason. The
 launch_testing test is test_node_launch_testing.py. Without launch, the node
-is started by its console script (the other test_node_* files run it as a
-subprocess).
+is started by its console script, exactly as the README writes it, in the shell
+environment that ``. scripts/setup.sh`` gives (the other test_node_* files run
+it as ``python -m``).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
+import signal
+import subprocess
+import time
 
 import pytest
+import yaml
 
 LAUNCH_FILE = Path(__file__).resolve().parents[1] / 'launch' / 'behavior_cache.launch.py'
 CONFIG = Path(__file__).resolve().parents[1] / 'config' / 'behavior_cache.yaml'
+ROOT = Path(__file__).resolve().parents[2]
+SETUP = ROOT / 'scripts' / 'setup.sh'
+COMMANDS = ('behavior_cache', 'sim_robot', 'demo_agent', 'sim_demo')
 
 
 def _importable(*modules: str) -> bool:
@@ -55,3 +64,66 @@ def test_launch_description_builds():
     assert 'params_file' in [a.name for a in arguments]
     nodes = [e for e in description.entities if isinstance(e, Node)]
     assert len(nodes) == 1
+
+
+def _setup_environment(how: str) -> dict[str, str]:
+    """
+    Return the caller's environment as a new shell has it before ``. scripts/setup.sh``.
+
+    The package's script directory is taken off PATH, so only setup.sh can put it back;
+    ``how`` picks setup.sh's branch: a sourced ROS 2 (``ROS_DISTRO`` set, rclpy
+    importable) or the PyPI wheels (a venv).
+    """
+    if not SETUP.is_file():
+        pytest.skip(f'{SETUP} is not there (the package was copied out of its repository)')
+    if os.environ.get('MUSCLE_MEM_ROOT') != str(ROOT):
+        pytest.skip("these tests do not run in the environment of this checkout's "
+                    'scripts/setup.sh (MUSCLE_MEM_ROOT unset or another checkout); sourcing '
+                    'it here would build a second workspace inside the sources')
+    env = dict(os.environ)
+    env['PATH'] = os.pathsep.join(
+        p for p in env.get('PATH', '').split(os.pathsep) if not p.endswith('lib/muscle_mem_ros'))
+    if how == 'sourced ROS':
+        env['ROS_DISTRO'] = env.get('ROS_DISTRO') or 'kilted'
+    elif env.pop('ROS_DISTRO', None):
+        pytest.skip("a ROS 2 distro is sourced: setup.sh's wheel branch would build a venv")
+    return env
+
+
+@pytest.mark.parametrize('how', ['wheels', 'sourced ROS'])
+def test_readme_command_runs_after_sourcing_setup(how, tmp_path):
+    """
+    Run ``. scripts/setup.sh`` then ``behavior_cache --ros-args --params-file f``, as written.
+
+    The console scripts install to ``lib/muscle_mem_ros``, where only ``ros2 run``
+    looks; setup.sh puts that directory on PATH. The node comes up with a tiny
+    params file and exits 0 on SIGTERM.
+    """
+    env = _setup_environment(how)
+    params = tmp_path / 'my_robot.yaml'
+    params.write_text(yaml.safe_dump({'muscle_mem': {'ros__parameters': {
+        'store_path': str(tmp_path / 'cache.db'), 'agent_action': ''}}}))
+    log = tmp_path / 'node.log'
+    script = (f'. "{SETUP}" >/dev/null && command -v {" ".join(COMMANDS)} && '
+              f'exec behavior_cache --ros-args --params-file "{params}"')
+    with open(log, 'w') as out:
+        proc = subprocess.Popen(['bash', '-c', script], stdout=out, stderr=subprocess.STDOUT,
+                                env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120.0
+        while proc.poll() is None and 'behavior cache ready' not in log.read_text():
+            assert time.monotonic() < deadline, f'the node did not come up:\n{log.read_text()}'
+            time.sleep(0.1)
+        text = log.read_text()
+        assert proc.poll() is None, f'exited {proc.returncode}:\n{text}'
+        found = text.splitlines()[:len(COMMANDS)]
+        assert [Path(p).name for p in found] == list(COMMANDS), text
+        assert all(Path(p).parent == ROOT / 'install' / 'muscle_mem_ros' / 'lib' /
+                   'muscle_mem_ros' for p in found), text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30.0) == 0, log.read_text()
+        assert (tmp_path / 'cache.db').is_file()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from action_msgs.msg import GoalStatus
 from muscle_mem_ros.ros.action_client import ActionClient as FixedActionClient
-from node_helpers import JOINT_NAMES, Harness, wait_until
+from node_helpers import JOINT_NAMES, Harness, wait_feedback, wait_until
 import pytest
 from rclpy.action import ActionClient
 from std_srvs.srv import SetBool
@@ -60,7 +60,8 @@ def test_goal_feedback_and_result_pass_through(world):
     assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
     assert wrapped.result.error_string == 'reached'
     assert len(h.robot.arm_goals) == before + 1
-    assert feedback and list(feedback[0].joint_names) == JOINT_NAMES
+    feedback = wait_feedback(feedback, bool, 'feedback of the proxied goal')
+    assert list(feedback[0].joint_names) == JOINT_NAMES
     assert h.robot.joints == [0.5, 0.4, 0.3]
     fib = proxy_client(h, Fibonacci, h.names.fib)
     handle = h.wait(fib.send_goal_async(Fibonacci.Goal(order=6)))

@@ -103,8 +103,13 @@ def test_tolerance_length_is_checked_at_the_first_message(world, tmp_path):
     assert not second.result.cache_hit
     assert len(h.agent.calls) == calls + 1
     assert 'sensors.joints.tolerance' in h.agent.calls[-1].resume_reason
-    failed = [e for e in h.events_of(CacheEvent.CHECK_FAILED, 'length') if e.sensor == 'joints']
-    assert failed and 'sensors.joints.tolerance' in failed[-1].detail
+
+    def failed():
+        return [e for e in h.events_of(CacheEvent.CHECK_FAILED, 'length')
+                if e.sensor == 'joints']
+
+    assert wait_until(lambda: bool(failed())), 'no CHECK_FAILED event for the joints'
+    assert 'sensors.joints.tolerance' in failed()[-1].detail
 
 
 def test_missing_agent_is_a_clear_failure(world, tmp_path):

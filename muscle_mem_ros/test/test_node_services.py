@@ -70,10 +70,12 @@ def test_replay_dry_run_moves_nothing(world):
     ok = h.call(Replay, 'replay', task='svc_dry', dry_run=True)
     assert ok.success, ok.message
     assert ok.failed_step == -1
+    assert ok.trajectory_id == tid  # the trajectory that would be replayed
     h.robot.move_object(FAR)
     no = h.call(Replay, 'replay', task='svc_dry', dry_run=True)
     assert not no.success
     assert no.failed_step == 0
+    assert no.trajectory_id == 0  # nothing would be replayed
     assert no.failed_sensor == 'object'
     assert no.deviation == pytest.approx(0.3, abs=1e-6)
     assert no.tolerance == pytest.approx(0.02)
@@ -81,6 +83,7 @@ def test_replay_dry_run_moves_nothing(world):
     assert len(h.robot.arm_goals) == arm
     by_id = h.call(Replay, 'replay', task='svc_dry', trajectory_id=tid, dry_run=True)
     assert not by_id.success and by_id.failed_sensor == 'object'
+    assert by_id.trajectory_id == tid
 
 
 def test_replay_runs_without_agent_and_reports_failures(world):

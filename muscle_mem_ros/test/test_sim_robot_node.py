@@ -82,7 +82,7 @@ def test_trajectory_goal_reaches_its_target_with_feedback(sim):
     assert result.error_code == FollowJointTrajectory.Result.SUCCESSFUL, result.error_string
     joints, _ = sim.wait_fresh()
     np.testing.assert_allclose(joints.position[:4], target, atol=0.011)
-    assert feedback, 'no feedback received'
+    feedback = sim.wait_feedback(feedback, bool, 'feedback of the trajectory goal')
     assert list(feedback[-1].joint_names) == list(kinematics.ARM_JOINTS)
     assert len(feedback[-1].desired) == 4 and len(feedback[-1].actual) == 4
 

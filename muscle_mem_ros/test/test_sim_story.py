@@ -43,6 +43,13 @@ def run_demo(out, *extra: str):
     return proc, summary, out
 
 
+def cache_log_tail(out, lines: int = 40) -> str:
+    """Return the end of the demo's cache log, for an assertion message."""
+    log = out / 'logs' / 'behavior_cache.log'
+    text = log.read_text(errors='replace') if log.is_file() else '(no cache log)'
+    return '\n'.join(text.splitlines()[-lines:])
+
+
 @pytest.fixture(scope='module')
 def store(tmp_path_factory):
     return tmp_path_factory.mktemp('store') / 'cache.db'
@@ -102,7 +109,7 @@ def test_the_story_again_on_a_store_that_knows_it_does_not_hold(story, store, tm
     assert summary[0]['mode'] == 'replay' and not summary[0]['held']
     assert summary[0]['agent_calls'] == []
     # everything else replays from the store and still places the object
-    assert all(run['mode'] == 'replay' for run in summary)
+    assert all(run['mode'] == 'replay' for run in summary), proc.stdout + cache_log_tail(tmp_path)
     assert all(math.hypot(r['final_object'][0] - PLACE_TARGET[0],
                           r['final_object'][1] - PLACE_TARGET[1]) < 0.03 for r in summary)
 

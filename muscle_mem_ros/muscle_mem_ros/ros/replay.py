@@ -22,6 +22,11 @@ Decisions (the lead's, documented here):
 * Steps recorded without a pre snapshot (no sensors) are replayed only when
   ``allow_unchecked_replay`` is true; otherwise they never pass.
 * Stale or missing sensor data fails a check (the core's ToleranceCheck).
+* The trajectory a walk is on at step k (the ``trajectory_id`` of its STEP_OK
+  event, of a post-check or step failure there, and of a dry run): of the learned
+  trajectories through step k's node, the one replayed to the end most often,
+  then the longer, then the newer. Its length is the feedback's ``total``. Which
+  trajectory a walk completes is known only at its end (the HIT event's id).
 """
 
 from __future__ import annotations
@@ -90,6 +95,8 @@ class DryRun:
     node: Node | None
     reason: str
     failure: CheckFailure | None = None
+    trajectory_id: int = 0
+    """The trajectory the first step belongs to (see the module doc); 0 if none passes."""
 
 
 class Reporter(Protocol):
@@ -238,6 +245,13 @@ class Replayer:
         if self._hub.names:
             self._hub.wait_newer(self._hub.now(), self._post_timeout)
 
+    def _paths(
+        self, task: str, variant: str, path: Sequence[int] | None,
+    ) -> list[tuple[int, tuple[int, ...], int]]:
+        """Return (replay count, node ids, id) of the trajectories a walk may be on."""
+        return [(t.replay_count, t.node_ids, t.id) for t in self._store.trajectories(task=task)
+                if t.variant == variant and (path is None or list(t.node_ids) == list(path))]
+
     def dry_run(self, *, task: str, variant: str, path: Sequence[int] | None = None) -> DryRun:
         """Answer whether the first step would replay now; moves nothing."""
         self._fresh()
@@ -247,19 +261,27 @@ class Replayer:
         choice = self._choose(candidates, 0)
         if choice.node is None:
             return DryRun(False, None, choice.reason, choice.failure)
+        trajectory_id, _ = self._on(self._paths(task, variant, path), choice.node)
         tool = self._tools[choice.node.step.tool]
         if not tool.ready():
-            return DryRun(False, choice.node, f'server {tool.tool.server} is not available')
-        return DryRun(True, choice.node, 'the first step passes its pre-check')
+            return DryRun(False, choice.node, f'server {tool.tool.server} is not available',
+                          trajectory_id=trajectory_id)
+        return DryRun(True, choice.node, 'the first step passes its pre-check',
+                      trajectory_id=trajectory_id)
 
     @staticmethod
-    def _total(paths: Sequence[tuple[int, tuple[int, ...]]], node: Node) -> int:
-        """Length of the most replayed learned trajectory through ``node`` (-1 if none)."""
-        best = (-1, 0)
-        for replays, node_ids in paths:
-            if node.id in node_ids:
-                best = max(best, (replays, len(node_ids)))
-        return best[1] if best[0] >= 0 else -1
+    def _on(paths: Sequence[tuple[int, tuple[int, ...], int]], node: Node) -> tuple[int, int]:
+        """
+        Return the trajectory a walk at ``node`` is on, and its length.
+
+        :param paths: (replay count, node ids, id) of the candidate trajectories.
+        :param node: The step the walk is at.
+        :return: (id, length) of the most replayed trajectory through ``node``, then the
+            longer, then the newer; (0, -1) when none goes through it.
+        """
+        best = max(((replays, len(ids), tid) for replays, ids, tid in paths if node.id in ids),
+                   default=None)
+        return (best[2], best[1]) if best is not None else (0, -1)
 
     def walk(
         self,
@@ -280,8 +302,7 @@ class Replayer:
             path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
         """
         self._fresh()
-        paths = [(t.replay_count, t.node_ids) for t in self._store.trajectories(task=task)
-                 if t.variant == variant]
+        paths = self._paths(task, variant, path)
         parent: Node | None = None
         depth = 0
         replayed = 0
@@ -313,10 +334,8 @@ class Replayer:
                 )
             step = node.step
             tool = self._tools[step.tool]
-            reporter.progress(
-                step=depth, total=self._total(paths, node),
-                detail=f'step {depth}: {step.tool}',
-            )
+            on, total = self._on(paths, node)
+            reporter.progress(step=depth, total=total, detail=f'step {depth}: {step.tool}')
             out = tool.call(step.payload, timeout=self.step_timeout, cancel=cancel)
             if out.status is StepStatus.CANCELED and cancel.cancelled:
                 return WalkResult(
@@ -325,21 +344,24 @@ class Replayer:
                 )
             if out.status is not StepStatus.SUCCEEDED:
                 reason = f'step {depth} ({step.tool}) failed: {out.detail}'
-                reporter.event(kind=CacheEvent.ERROR, step=depth, detail=reason)
+                reporter.event(kind=CacheEvent.ERROR, step=depth, trajectory_id=on, detail=reason)
                 return WalkResult(
                     WalkOutcome.STEP_FAILED, replayed, parent, depth, reason=reason,
                     failed_step=depth,
                 )
             replayed += 1
-            post_note = self._post_check(node, depth, out.ended, reporter)
+            post_note = self._post_check(node, depth, out.ended, reporter, on)
             if not post_note:
                 reporter.event(
-                    kind=CacheEvent.STEP_OK, step=depth, detail=f'step {depth}: {step.tool} ok'
+                    kind=CacheEvent.STEP_OK, step=depth, trajectory_id=on,
+                    detail=f'step {depth}: {step.tool} ok',
                 )
             parent = node
             depth += 1
 
-    def _post_check(self, node: Node, depth: int, ended: float, reporter: Reporter) -> str:
+    def _post_check(
+        self, node: Node, depth: int, ended: float, reporter: Reporter, trajectory_id: int,
+    ) -> str:
         """Run the post-check of ``node``; return '' or what failed."""
         recorded = node.step.post
         if self._check is None or recorded is None or not recorded.features:
@@ -357,5 +379,6 @@ class Replayer:
         if failure is None:
             return ''
         note = f'post-check failed at step {depth}: {describe_failure(failure)}'
-        reporter.event(kind=CacheEvent.CHECK_FAILED, step=depth, detail=note, failure=failure)
+        reporter.event(kind=CacheEvent.CHECK_FAILED, step=depth, trajectory_id=trajectory_id,
+                       detail=note, failure=failure)
         return note

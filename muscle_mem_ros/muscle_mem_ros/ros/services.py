@@ -10,10 +10,11 @@ Replay never calls the agent. With a trajectory id, only that trajectory's
 path is followed and its own params are used (the request's params must then
 be empty or equal). ``dry_run`` checks only whether the first step would
 replay now (its pre-check against the current sensors, and the server being
-available) and moves nothing. With ``cache_mode`` off, Replay and
-StartRecording refuse (the cache is disabled). Forget with
-``abandoned_recordings`` deletes the incomplete recordings of stopped processes
-(never one a live process is making) and touches nothing learned.
+available) and moves nothing; it answers the trajectory that first step is on
+(:mod:`.replay` says which, when several share it). With ``cache_mode`` off, Replay and
+StartRecording refuse (the cache is disabled). Forget with ``abandoned_recordings``
+deletes the incomplete recordings of stopped processes (never one a live process is
+making) and touches nothing learned.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class CacheServices:
         if request.dry_run:
             dry = self._replayer.dry_run(task=task, variant=variant, path=path)
             response.success = dry.would_replay
+            response.trajectory_id = dry.trajectory_id or request.trajectory_id
             response.failed_step = -1 if dry.would_replay else 0
             response.message = dry.reason
             _fill_failure(response, dry.failure)

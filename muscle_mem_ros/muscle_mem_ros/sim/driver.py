@@ -217,7 +217,7 @@ class StoryDriver(Node):
             done_at = self.get_clock().now().nanoseconds
             with self._lock:
                 self._trace_end = done_at * 1e-9
-        time.sleep(0.3)  # late announcements and events
+        self._wait_settled(timeout=10.0)
         try:
             obj = self._wait_fresh(done_at, timeout=5.0)
             p = obj.pose.position
@@ -241,6 +241,27 @@ class StoryDriver(Node):
         return outcome
 
     # -- helpers ------------------------------------------------------------------------------
+
+    _CLOSING = (CacheEvent.HIT, CacheEvent.BRANCH_LEARNED, CacheEvent.ERROR)
+
+    def _wait_settled(self, *, timeout: float) -> None:
+        """
+        Wait (bounded) until the run's last announcements and events have arrived.
+
+        They travel on topics, unordered with the result: the cache's closing event
+        (hit, branch learned or error) and an "end" for every agent call that started.
+        A run that produced neither (canceled, timed out) is judged after ``timeout``.
+        """
+        def settled() -> bool:
+            with self._lock:
+                starts = sum(c.get('event') == 'start' for c in self._calls)
+                ends = sum(c.get('event') == 'end' for c in self._calls)
+                closed = any(e.type in self._CLOSING for e in self._events)
+            return closed and ends >= starts
+
+        deadline = time.monotonic() + timeout
+        while not settled() and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def _wait_fresh(self, after_ns: int, *, timeout: float) -> PoseStamped:
         deadline = time.monotonic() + timeout
