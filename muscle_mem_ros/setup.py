@@ -24,7 +24,13 @@ setup(
     maintainer_email='maintainers@muscle-mem-ros.dev',
     description='Muscle memory for robots: a ROS 2 behavior cache in front of a planning agent.',
     license='Apache-2.0',
-    extras_require={'test': ['pytest']},
+    # The linters test/test_lint.py runs with ament's settings (ament_flake8's plugin set and
+    # pydocstyle for ament_pep257); pinned in requirements/kilted-py311.txt.
+    extras_require={'test': [
+        'pytest', 'flake8', 'flake8-blind-except', 'flake8-builtins', 'flake8-class-newline',
+        'flake8-comprehensions', 'flake8-deprecated', 'flake8-docstrings',
+        'flake8-import-order', 'flake8-quotes', 'pydocstyle',
+    ]},
     entry_points={
         'console_scripts': [
             'behavior_cache = muscle_mem_ros.ros.main:main',
