@@ -51,7 +51,8 @@ _mm_setup() {
       # index files still name that prefix. Point them at this venv.
       pyinc="$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['include'])")"
       npinc="$("$venv/bin/python" -c "import numpy; print(numpy.get_include())")"
-      grep -rl /opt/python/cp311-cp311 "$venv/share" 2>/dev/null | xargs -r sed -i \
+      # (grep finds nothing once an earlier run fixed them: not an error, also under set -e.)
+      { grep -rl /opt/python/cp311-cp311 "$venv/share" 2>/dev/null || true; } | xargs -r sed -i \
         -e "s#/opt/python/cp311-cp311/include/python3.11#$pyinc#g" \
         -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#$npinc#g" \
         -e "s#/opt/python/cp311-cp311#$venv#g"
