@@ -122,7 +122,7 @@ class BehaviorCacheNode(RosNode):
                 node=self._proxy_node, tool=tool, hub=self.hub, recorder=self.recorder,
                 callback_group=ReentrantCallbackGroup(),
                 post_timeout=self.config.post_check_timeout,
-                logger=self.get_logger(),
+                logger=self.get_logger(), timeout=self.config.step_timeout,
             )
             for tool in self.config.tools
         }
