@@ -132,6 +132,7 @@ class BehaviorCacheNode(RosNode):
             allow_unchecked_replay=self.config.allow_unchecked_replay,
             step_timeout=self.config.step_timeout,
             post_timeout=self.config.post_check_timeout,
+            sensor_startup_timeout=self.config.sensor_startup_timeout,
         )
         agent = None
         if self.config.agent_action:

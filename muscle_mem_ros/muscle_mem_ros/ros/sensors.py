@@ -280,6 +280,39 @@ class SensorHub:
         with self._cond:
             return self._latest[name].raw
 
+    def silent(self) -> list[str]:
+        """
+        Name the sensors that have not sent a first message yet.
+
+        :return: Their names, in configuration order.
+        """
+        self._refresh()
+        with self._cond:
+            return [n for n, latest in self._latest.items() if latest.raw is None]
+
+    def wait_first(self, timeout: float) -> list[str]:
+        """
+        Block until every sensor has sent a first message, at most ``timeout`` seconds.
+
+        :param timeout: Seconds to wait at most.
+        :return: The sensors still silent ([] when all have spoken).
+        """
+        deadline = time.monotonic() + timeout
+        self._refresh()
+        with self._cond:
+            self._waiters += 1
+            try:
+                if self._waiters == 1:
+                    self._arm.trigger()
+                while True:
+                    silent = [n for n, x in self._latest.items() if x.raw is None]
+                    remaining = deadline - time.monotonic()
+                    if not silent or remaining <= 0:
+                        return silent
+                    self._cond.wait(remaining)
+            finally:
+                self._waiters -= 1
+
 
 
 
