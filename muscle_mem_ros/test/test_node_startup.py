@@ -31,13 +31,13 @@ class LateSensors:
         return f'/{self._h.names.prefix}/late/joint_states'
 
     @property
-    def object(self) -> str:
+    def pose(self) -> str:
         return f'/{self._h.names.prefix}/late/object_pose'
 
     def start(self) -> None:
         node = Node(f'{self._h.names.prefix}_late_sensors', context=self._h.context)
         joints = node.create_publisher(JointState, self.joints, 10)
-        pose = node.create_publisher(PoseStamped, self.object, 10)
+        pose = node.create_publisher(PoseStamped, self.pose, 10)
 
         def publish() -> None:
             stamp = node.get_clock().now().to_msg()
@@ -72,7 +72,7 @@ def harness(tmp_path):
 
 def test_first_task_after_start_waits_for_sensors_that_have_not_spoken(harness):
     h, sensors = harness
-    overrides = {'sensors.joints.topic': sensors.joints, 'sensors.object.topic': sensors.object,
+    overrides = {'sensors.joints.topic': sensors.joints, 'sensors.object.topic': sensors.pose,
                  'sensor_startup_timeout': 60.0, 'post_check_timeout': POST_CHECK_TIMEOUT}
     sensors.start()
     h.start_cache(**overrides)
