@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
+import logging
 import math
 import time
 from typing import Protocol
@@ -39,6 +41,7 @@ from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.checks import ToleranceCheck
 from muscle_mem_ros.matcher import Matcher
 from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, StepStatus
+from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.proxy import ToolProxy
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.ros.sync import CancelToken
@@ -73,6 +76,8 @@ class WalkResult:
         reason: Human-readable reason; '' for a clean full hit.
         failed_step: Step index that failed, -1 if none.
         failure: The sensor failure behind a failed check, if any.
+        unsaved: Why the walk's bookkeeping (replay counters) could not be
+            stored, '' when it was: the walk's outcome stands either way.
     """
 
     outcome: WalkOutcome
@@ -83,6 +88,7 @@ class WalkResult:
     reason: str = ''
     failed_step: int = -1
     failure: CheckFailure | None = None
+    unsaved: str = ''
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,8 @@ class Replayer:
         post_timeout: Max seconds to wait for data newer than a step's end.
         sensor_startup_timeout: Seconds from now (the node's start) during which a walk
             waits for sensors that have not sent their first message yet.
+        health: Notes failed and successful bookkeeping writes (default: a fresh one
+            logging to this module's logger).
     """
 
     def __init__(
@@ -153,6 +161,7 @@ class Replayer:
         step_timeout: float,
         post_timeout: float,
         sensor_startup_timeout: float = 0.0,
+        health: StoreHealth | None = None,
     ) -> None:
         self._store = store
         self._hub = hub
@@ -163,6 +172,8 @@ class Replayer:
         self.step_timeout = step_timeout
         self._post_timeout = post_timeout
         self._startup_deadline = time.monotonic() + sensor_startup_timeout
+        self._health = health if health is not None else StoreHealth(
+            logger=logging.getLogger(__name__))
 
     def _usable(self, candidates: Sequence[Node]) -> Sequence[Node]:
         """The candidates whose tool is configured (the same list object when all are).
@@ -319,10 +330,13 @@ class Replayer:
                 if parent is not None and parent.terminal:
                     info = self._store.trajectory_ending_at(parent.id)
                     trajectory_id = info.id if info is not None else 0
+                    unsaved = ''
                     if trajectory_id:
-                        self._store.note_replay(trajectory_id=trajectory_id)
+                        _, unsaved = self._health.bookkeep('replay counters', partial(
+                            self._store.note_replay, trajectory_id=trajectory_id))
                     return WalkResult(
-                        WalkOutcome.COMPLETE, replayed, parent, depth, trajectory_id, post_note
+                        WalkOutcome.COMPLETE, replayed, parent, depth, trajectory_id, post_note,
+                        unsaved=unsaved,
                     )
                 if choice.failure is not None:
                     reporter.event(
