@@ -104,20 +104,36 @@ def ext_name(h: Harness) -> str:
     return f'/{h.names.prefix}/ext_fib'
 
 
+def send_until_served(h: Harness, server: FibServer, order: int):
+    """
+    Send a goal through the proxy until the server got one; return its handle and result future.
+
+    A goal sent before the cache discovered a just-started server is aborted by
+    the proxy (after a 2 s wait for the server): under load discovery can take
+    longer, so such a goal is simply sent again.
+    """
+    client = ActionClient(h.client, Fibonacci, h.names.proxy(ext_name(h)))
+    assert client.wait_for_server(timeout_sec=15.0)
+    for _ in range(10):
+        handle = h.wait(client.send_goal_async(Fibonacci.Goal(order=order)))
+        assert handle.accepted
+        result = handle.get_result_async()
+        assert wait_until(lambda: server.has_goal() or result.done(), 30.0), server.lines
+        if server.has_goal():
+            return handle, result
+    raise AssertionError(f'the cache never forwarded a goal to the server: {server.lines}')
+
+
 def test_proxied_goal_is_aborted_when_the_server_dies(world, tmp_path):
     h = world
     server = FibServer(name=ext_name(h), mode='hang', tmp=tmp_path)
     try:
-        client = ActionClient(h.client, Fibonacci, h.names.proxy(ext_name(h)))
-        assert client.wait_for_server(timeout_sec=15.0)
-        handle = h.wait(client.send_goal_async(Fibonacci.Goal(order=7)))
-        assert handle.accepted
-        assert wait_until(server.has_goal, 30.0), server.lines
+        handle, result = send_until_served(h, server, 7)
         server.kill()
         killed = time.monotonic()
         # The agent gives up and cancels: the proxy accepts, but nobody is left to confirm.
         h.wait(handle.cancel_goal_async())
-        wrapped = h.wait(handle.get_result_async(), 60.0)
+        wrapped = h.wait(result, 60.0)
         took = time.monotonic() - killed
     finally:
         server.stop()
@@ -133,10 +149,8 @@ def test_replayed_step_whose_server_dies_hands_off_with_the_reason(world, tmp_pa
     server = FibServer(name=ext_name(h), mode='fast', tmp=tmp_path)
     try:
         assert h.call(StartRecording, 'start_recording', task=task, params_json='').success
-        client = ActionClient(h.client, Fibonacci, h.names.proxy(ext_name(h)))
-        assert client.wait_for_server(timeout_sec=15.0)
-        handle = h.wait(client.send_goal_async(Fibonacci.Goal(order=4)))
-        assert h.wait(handle.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
+        _, result = send_until_served(h, server, 4)
+        assert h.wait(result).status == GoalStatus.STATUS_SUCCEEDED
         stopped = h.call(StopRecording, 'stop_recording', save=True)
         assert stopped.success and stopped.steps == 1, stopped.message
     finally:

@@ -68,11 +68,11 @@ class StoreHealth:
 
         :param what: What is written, for the log.
         :param write: The write.
-        :return: Its result and '' on success, else None and the error text.
+        :return: Its result and '' on success, else None and '<what>: <error>'.
         """
         try:
             value = write()
         except MuscleMemError as err:
-            return None, self.failed(what, err)
+            return None, f'{what}: {self.failed(what, err)}'
         self.succeeded()
         return value, ''

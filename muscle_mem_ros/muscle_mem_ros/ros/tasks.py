@@ -237,7 +237,7 @@ class TaskRunner:
             except RecordingBusyError as err:
                 return self._fail(goal_handle, result, task, f'cannot record: {err}')
             except MuscleMemError as err:  # the agent still does the task; nothing is learned
-                unsaved = self._health.failed('the recording', err)
+                unsaved = f"the agent's steps: {self._health.failed('the recording', err)}"
             else:
                 self._health.succeeded()
         agent_goal = ExecuteTask.Goal(
@@ -280,7 +280,8 @@ class TaskRunner:
         except MuscleMemError as err:
             self._health.failed('the learned steps', err)
             self._log.error(f"task '{task}': agent succeeded but its steps were not stored: {err}")
-            result.message += self._not_stored(task, str(err))
+            result.message += self._not_stored(task, "the agent's steps: " + '; '.join(
+                text for text in (str(err), unsaved) if text))
             goal_handle.succeed()
             return result
         self._health.succeeded()
