@@ -1,4 +1,5 @@
-"""A ``test_msgs/action/Fibonacci`` server in a process of its own, for fault tests.
+"""
+A ``test_msgs/action/Fibonacci`` server in a process of its own, for fault tests.
 
 Usage: ``python fib_server.py <action name> fast|hang``. ``fast`` answers every
 goal at once; ``hang`` accepts a goal and never finishes it (until the process
