@@ -75,6 +75,7 @@ def wait_watched(
     event = threading.Event()
     future.add_done_callback(lambda _f: event.set())
     cancel.register(event)
+    waited = False  # the caller saw the server just before: look again after a period
     try:
         while True:
             if future.done():
@@ -84,9 +85,10 @@ def wait_watched(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return WaitEnd.TIMED_OUT
-            if not present():
+            if waited and not present():
                 return WaitEnd.DONE if future.done() else WaitEnd.LOST
             event.wait(min(period, remaining))
+            waited = True
     finally:
         cancel.unregister(event)
 
