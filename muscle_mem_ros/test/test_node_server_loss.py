@@ -118,7 +118,8 @@ def send_until_served(h: Harness, server: FibServer, order: int):
         handle = h.wait(client.send_goal_async(Fibonacci.Goal(order=order)))
         assert handle.accepted
         result = handle.get_result_async()
-        assert wait_until(lambda: server.has_goal() or result.done(), 30.0), server.lines
+        assert wait_until(lambda done=result.done: server.has_goal() or done(), 30.0), \
+            server.lines
         if server.has_goal():
             return handle, result
     raise AssertionError(f'the cache never forwarded a goal to the server: {server.lines}')
