@@ -125,3 +125,17 @@ def test_action_client_keeps_no_future_per_goal(world):
         assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
         assert len(wrapped.result.sequence) == order + 1
     assert wait_until(lambda: len(client._futures) <= 1, timeout=5.0), len(client._futures)
+
+
+def test_goal_without_result_within_step_timeout_is_aborted_and_canceled(world):
+    """A server that keeps a goal longer than ``step_timeout`` (5 s here): the proxy gives up."""
+    h = world
+    client = proxy_client(h, FollowJointTrajectory, h.names.arm)
+    h.robot.arm_delay = 30.0
+    canceled = h.robot.arm_canceled
+    handle = h.wait(client.send_goal_async(arm_goal([0.3, 0.3, 0.3])))
+    assert handle.accepted
+    wrapped = h.wait(handle.get_result_async(), 25.0)
+    assert wrapped.status == GoalStatus.STATUS_ABORTED
+    assert 'within 5 s (step_timeout)' in wrapped.result.error_string
+    assert wait_until(lambda: h.robot.arm_canceled == canceled + 1)  # the real goal too

@@ -188,6 +188,7 @@ class NodeConfig:
     step_timeout: float
     post_check_timeout: float
     agent_timeout: float
+    sensor_startup_timeout: float
     allow_unchecked_replay: bool
     sensors: tuple[SensorConfig, ...]
     actions: tuple[ToolConfig, ...]
@@ -204,6 +205,7 @@ class NodeConfig:
 _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
+    'sensor_startup_timeout',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
 _TOOL_KEYS = ('server', 'type', 'proxy')
@@ -528,6 +530,7 @@ def load_config(node: RosNode) -> NodeConfig:
         step_timeout=reader.number('step_timeout', 30.0),
         post_check_timeout=reader.number('post_check_timeout', 2.0),
         agent_timeout=reader.number('agent_timeout', 600.0),
+        sensor_startup_timeout=reader.number('sensor_startup_timeout', 10.0),
         allow_unchecked_replay=reader.boolean('allow_unchecked_replay', False),
         sensors=sensors,
         actions=actions,

@@ -16,9 +16,14 @@ from collections.abc import Sequence
 import sys
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 
 from muscle_mem_ros.errors import ConfigError
+from muscle_mem_ros.ros.shutdown import (
+    init_without_signal_handlers,
+    ShutdownSignals,
+    spin_until_shutdown,
+)
 
 __all__ = ['EXECUTOR_THREADS', 'main']
 
@@ -32,10 +37,19 @@ _SHUTDOWN_WAIT = 5.0
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Start the behavior-cache node and spin until shut down; return the exit code."""
+    """
+    Start the behavior-cache node and spin until shut down; return the exit code.
+
+    SIGINT and SIGTERM, once or many times, end it with 0 (see :mod:`.shutdown`).
+
+    :param args: Command-line arguments (default: ``sys.argv``).
+    :return: The exit code.
+    """
     from muscle_mem_ros.ros.node import BehaviorCacheNode
 
-    rclpy.init(args=list(args) if args is not None else sys.argv)
+    signals = ShutdownSignals()
+    signals.install()
+    init_without_signal_handlers(list(args) if args is not None else sys.argv)
     logger = rclpy.logging.get_logger('muscle_mem')
     try:
         try:
@@ -44,7 +58,7 @@ def main(args: Sequence[str] | None = None) -> int:
             logger.fatal(f'bad configuration: {err}')
             return 1
         except Exception as err:
-            if not rclpy.ok():
+            if signals.requested or not rclpy.ok():
                 return 0  # SIGINT / SIGTERM while starting
             logger.fatal(f'cannot start: {err!r}')
             return 2
@@ -52,23 +66,18 @@ def main(args: Sequence[str] | None = None) -> int:
         executor.add_node(node)
         code = 0
         try:
-            executor.spin()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        except Exception as err:
-            # rclpy can raise from spin when a signal shuts the context down
-            # between two waits; only an error while still running is a failure.
-            if rclpy.ok():
-                logger.fatal(f'executor failed: {err!r}')
+            error = spin_until_shutdown(executor, signals, stop=node.cancel_all,
+                                        shutdown_wait=_SHUTDOWN_WAIT)
+            if error is not None:
+                logger.fatal(f'executor failed: {error!r}')
                 code = 2
         finally:
-            node.cancel_all()
-            executor.shutdown(timeout_sec=_SHUTDOWN_WAIT)
             node.close()
             node.destroy_node()
         return code
     finally:
         rclpy.try_shutdown()
+        signals.ignore_further()  # a signal during interpreter exit must not kill it
 
 
 if __name__ == '__main__':

@@ -8,7 +8,9 @@ Node name ``muscle_mem``. Interfaces (relative names resolve under the node):
   ``~/start_recording``, ``~/stop_recording`` (:mod:`.services`).
 * topic ``~/events`` (muscle_mem_interfaces/msg/CacheEvent): one message per decision.
 * topic ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, 1 Hz): mode, hit
-  rate, steps saved, store health.
+  rate, steps saved, store health (``store``: ok; ``degraded: <error>`` while
+  writes fail, WARN, until one succeeds, see :mod:`.health`; ``error: ...``, ERROR,
+  when the store cannot even be read).
 * one proxy per configured action or service (:mod:`.proxy`), subscriptions to
   the configured sensors (:mod:`.sensors`, on a hidden helper node
   ``_<name>_sensors`` with its own receive thread).
@@ -71,6 +73,7 @@ from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.config import (
     CacheMode, load_config, NODE_OPTIONS, NodeConfig, parse_cache_mode,
 )
+from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.proxy import ToolProxy, make_proxy
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.replay import Replayer
@@ -111,7 +114,7 @@ class BehaviorCacheNode(RosNode):
         except MuscleMemError as err:
             raise ConfigError(f'store_path: cannot open {self.config.store_path!r}: {err}') \
                 from err
-        self._store_error = ''
+        self.health = StoreHealth(logger=self.get_logger())
         self._closing = False
         self._group = ReentrantCallbackGroup()
         self._events = self.create_publisher(CacheEvent, '~/events', 50)
@@ -131,7 +134,7 @@ class BehaviorCacheNode(RosNode):
                 node=self._proxy_node, tool=tool, hub=self.hub, recorder=self.recorder,
                 callback_group=ReentrantCallbackGroup(),
                 post_timeout=self.config.post_check_timeout,
-                logger=self.get_logger(),
+                logger=self.get_logger(), timeout=self.config.step_timeout,
             )
             for tool in self.config.tools
         }
@@ -141,6 +144,8 @@ class BehaviorCacheNode(RosNode):
             allow_unchecked_replay=self.config.allow_unchecked_replay,
             step_timeout=self.config.step_timeout,
             post_timeout=self.config.post_check_timeout,
+            sensor_startup_timeout=self.config.sensor_startup_timeout,
+            health=self.health,
         )
         agent = None
         if self.config.agent_action:
@@ -150,7 +155,7 @@ class BehaviorCacheNode(RosNode):
         self.runner = TaskRunner(
             store=self.store, replayer=self.replayer, recorder=self.recorder, agent=agent,
             agent_name=self.config.agent_action, agent_timeout=self.config.agent_timeout,
-            sink=self.publish_event, logger=self.get_logger(),
+            sink=self.publish_event, logger=self.get_logger(), health=self.health,
         )
         self.handlers = CacheServices(
             store=self.store, replayer=self.replayer, recorder=self.recorder,
@@ -363,6 +368,12 @@ class BehaviorCacheNode(RosNode):
             })
             status.level = DiagnosticStatus.OK
             status.message = 'ok'
+            degraded = self.health.error
+            if degraded:
+                values['store'] = f'degraded: {degraded}'
+                status.level = DiagnosticStatus.WARN
+                status.message = (f'store degraded: writes fail ({degraded}); replays go on, '
+                                  'nothing new is learned or counted')
         except Exception as err:  # diagnostics report store trouble, never raise
             values['store'] = f'error: {err}'
             status.level = DiagnosticStatus.ERROR

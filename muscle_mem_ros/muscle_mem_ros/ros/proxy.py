@@ -25,8 +25,12 @@ boolean ``success`` field set to false (``std_srvs/srv/SetBool``,
 ``std_srvs/srv/Trigger``) counts as a failed step.
 
 Serving is asynchronous (coroutine callbacks): a proxied call in flight holds
-no executor thread, it waits as long as the real server takes, and the
-caller's cancel is forwarded. The same objects execute steps during replay
+no executor thread, and the caller's cancel is forwarded. It waits for the real
+server at most ``step_timeout`` seconds, and only while the server is in the
+ROS graph (:mod:`.watch`): a server that dies mid-goal ends the proxied goal
+ABORTED (a service call: the default response, ``success`` false where the type
+has it), with the reason in the log and in the result's ``error_string`` or
+``message`` field where the type has one. The same objects execute steps during replay
 (:meth:`ToolProxy.call`, blocking, with the per-step timeout), through the same
 clients.
 """
@@ -54,7 +58,8 @@ from muscle_mem_ros.ros.config import ToolConfig
 from muscle_mem_ros.ros.introspection import message_to_json
 from muscle_mem_ros.ros.recorder import Recorder, Session
 from muscle_mem_ros.ros.sensors import SensorHub
-from muscle_mem_ros.ros.sync import CancelToken, cancel_when_accepted, wait_future
+from muscle_mem_ros.ros.sync import cancel_when_accepted, CancelToken
+from muscle_mem_ros.ros.watch import CallWatch, wait_watched, WaitEnd
 
 __all__ = ['ActionProxy', 'CallOutcome', 'ServiceProxy', 'ToolProxy', 'make_proxy']
 
@@ -101,6 +106,8 @@ class ToolProxy:
             response from being delivered.
         post_timeout: Max seconds to wait for sensor data newer than a call's end.
         logger: Where to log (default: ``node``'s logger).
+        timeout: Seconds a call may take (the node's ``step_timeout``), proxied or
+            replayed; None: no limit for proxied calls (replayed ones get their own).
     """
 
     kind: ToolKind
@@ -117,6 +124,7 @@ class ToolProxy:
         callback_group: CallbackGroup,
         post_timeout: float,
         logger: Any = None,
+        timeout: float | None = None,
     ) -> None:
         self.tool = tool
         self._node = node
@@ -125,6 +133,8 @@ class ToolProxy:
         self._group = callback_group
         self._post_timeout = post_timeout
         self._log = logger if logger is not None else node.get_logger()
+        self._watch = CallWatch(node=node, callback_group=callback_group, present=self.ready,
+                                server=tool.server, timeout=timeout)
 
     @property
     def payload_type(self) -> type:
@@ -316,7 +326,11 @@ class ActionProxy(ToolProxy):
                     return empty
                 forward = self._forward(goal)
             forward.attach(goal_handle)
-            handle = await forward.sent
+            lost = await self._watch.wait(forward.sent, started=forward.started)
+            if lost:
+                cancel_when_accepted(forward.sent)
+                return self._give_up(goal_handle, lost)
+            handle = forward.sent.result()
             if handle is None or not handle.accepted:
                 self._log.warning(f'{self.tool.proxy}: {self.tool.server} rejected the goal')
                 goal_handle.abort()
@@ -325,7 +339,12 @@ class ActionProxy(ToolProxy):
                 self._handles[key] = handle
             if goal_handle.is_cancel_requested:
                 handle.cancel_goal_async()
-            wrapped = await handle.get_result_async()
+            result = handle.get_result_async()
+            lost = await self._watch.wait(result, started=forward.started)
+            if lost:
+                handle.cancel_goal_async()  # a server that is only slow stops the goal too
+                return self._give_up(goal_handle, lost)
+            wrapped = result.result()
             out = CallOutcome(_status(wrapped.status), '', forward.started, time.monotonic(),
                               wrapped.result)
             if out.status is StepStatus.SUCCEEDED:
@@ -345,6 +364,12 @@ class ActionProxy(ToolProxy):
             with self._handles_lock:
                 self._handles.pop(key, None)
 
+    def _give_up(self, goal_handle: Any, reason: str) -> Any:
+        """Abort the proxied goal: the real server is gone or did not answer in time."""
+        self._log.warning(f'{self.tool.proxy}: goal aborted: {reason}')
+        goal_handle.abort()
+        return _with_reason(self.tool.interface.Result(), reason)
+
     _server_kind = 'action server'
 
     def _wait_ready(self, timeout: float) -> bool:
@@ -356,21 +381,28 @@ class ActionProxy(ToolProxy):
     ) -> CallOutcome:
         server = self.tool.server
         send = self._client.send_goal_async(message, feedback_callback=feedback)
-        if not wait_future(send, timeout, cancel):
+        end = wait_watched(send, timeout=timeout, cancel=cancel, present=self.ready)
+        if end is not WaitEnd.DONE:
             cancel_when_accepted(send)
-            if cancel.cancelled:
+            if end is WaitEnd.CANCELED:
                 return _ended(started, StepStatus.CANCELED, 'canceled')
+            if end is WaitEnd.LOST:
+                return _ended(started, StepStatus.FAILED, _lost(server))
             return _ended(started, StepStatus.FAILED,
-                          f'{server} did not answer the goal in {timeout} s')
+                          f'{server} did not answer the goal in {timeout:g} s')
         handle = send.result()
         if handle is None or not handle.accepted:
             return _ended(started, StepStatus.FAILED, f'{server} rejected the goal')
         result = handle.get_result_async()
         remaining = max(0.0, timeout - (time.monotonic() - started))
-        if not wait_future(result, remaining, cancel):
+        end = wait_watched(result, timeout=remaining, cancel=cancel, present=self.ready)
+        if end is not WaitEnd.DONE:
             handle.cancel_goal_async()
-            wait_future(result, _CANCEL_GRACE)
-            response = result.result().result if result.done() else None
+            if end is WaitEnd.LOST:  # nobody is left to confirm the cancel
+                return _ended(started, StepStatus.FAILED, _lost(server))
+            end = wait_watched(result, timeout=_CANCEL_GRACE, cancel=CancelToken(),
+                               present=self.ready)
+            response = result.result().result if end is WaitEnd.DONE else None
             if cancel.cancelled:
                 return _ended(started, StepStatus.CANCELED, 'canceled', response)
             return _ended(
@@ -464,7 +496,13 @@ class ServiceProxy(ToolProxy):
                                 'answering with a default response')
                 return response
             started = time.monotonic()
-            answer = await self._client.call_async(request)
+            future = self._client.call_async(request)
+            lost = await self._watch.wait(future, started=started)
+            if lost:
+                self._client.remove_pending_request(future)
+                self._log.warning(f'{self.tool.proxy}: request failed: {lost}')
+                return _with_reason(response, lost)
+            answer = future.result()
             status = StepStatus.SUCCEEDED if _service_succeeded(answer) else StepStatus.FAILED
             await self._record_aside(
                 session, request, pre, CallOutcome(status, '', started, time.monotonic(), answer))
@@ -484,10 +522,13 @@ class ServiceProxy(ToolProxy):
     ) -> CallOutcome:
         server = self.tool.server
         future = self._client.call_async(message)
-        if not wait_future(future, timeout, cancel):
+        end = wait_watched(future, timeout=timeout, cancel=cancel, present=self.ready)
+        if end is not WaitEnd.DONE:
             self._client.remove_pending_request(future)
-            if cancel.cancelled:
+            if end is WaitEnd.CANCELED:
                 return _ended(started, StepStatus.CANCELED, 'canceled')
+            if end is WaitEnd.LOST:
+                return _ended(started, StepStatus.FAILED, _lost(server))
             return _ended(started, StepStatus.FAILED, f'{server} did not answer in {timeout:g} s')
         response = future.result()
         if not _service_succeeded(response):
@@ -498,6 +539,32 @@ class ServiceProxy(ToolProxy):
                 response,
             )
         return _ended(started, StepStatus.SUCCEEDED, '', response)
+
+
+def _lost(server: str) -> str:
+    return f'{server} left the ROS graph during the step (its process stopped or crashed)'
+
+
+_REASON_FIELDS = ('error_string', 'message', 'error_msg', 'reason')
+"""String fields of a result or response that carry a failure's reason, if the type has one."""
+
+
+def _with_reason(message: Any, reason: str) -> Any:
+    """
+    Put ``reason`` into the first reason field ``message`` has, and ``success`` to false.
+
+    :param message: An action result or a service response.
+    :param reason: Why the call failed.
+    :return: ``message``.
+    """
+    fields = message.get_fields_and_field_types()
+    for name in _REASON_FIELDS:
+        if fields.get(name) == 'string':
+            setattr(message, name, reason)
+            break
+    if fields.get('success') == 'boolean':
+        message.success = False
+    return message
 
 
 def _ended(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import threading
 
+from muscle_mem_ros.errors import MuscleMemError, StoreError
 from muscle_mem_ros.records import Step, TrajectoryInfo
 from muscle_mem_ros.store import Recording, Store
 
@@ -35,6 +36,8 @@ class Session:
         parent: Node the new steps go under (None = from the root).
         recording: The store's recording.
         steps: Steps appended so far.
+        lost: Why a step could not be stored ('' if none was lost): such a
+            recording lacks a step and is never committed.
     """
 
     task: str
@@ -44,6 +47,7 @@ class Session:
     recording: Recording
     steps: int = 0
     closed: bool = False
+    lost: str = ''
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def append(self, step: Step) -> bool:
@@ -51,7 +55,11 @@ class Session:
         with self.lock:
             if self.closed:
                 return False
-            self.recording.append(step)
+            try:
+                self.recording.append(step)
+            except MuscleMemError as err:
+                self.lost = self.lost or str(err)
+                raise
             self.steps += 1
             return True
 
@@ -96,10 +104,14 @@ class Recorder:
 
         Committing zero steps under a parent marks that parent terminal; with
         zero steps from the root there is nothing to store and it is discarded.
+        A session that lost a step is discarded, never committed with a gap.
 
         Returns:
             The ended session (None if none was active) and the committed
             trajectory (None when discarded).
+
+        Raises:
+            StoreError: The store could not write, or a step was lost (``save``).
         """
         with self._lock:
             session, self._session = self._session, None
@@ -107,6 +119,13 @@ class Recorder:
             return None, None
         with session.lock:
             session.closed = True
+        if save and session.lost:
+            try:
+                session.recording.discard()
+            except MuscleMemError:  # left incomplete in the store: never replayed
+                pass
+            raise StoreError(f'a step could not be stored ({session.lost}); '
+                             'the recording was discarded')
         if save and (session.steps or session.parent is not None):
             return session, session.recording.commit()
         session.recording.discard()

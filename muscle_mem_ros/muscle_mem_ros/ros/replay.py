@@ -2,7 +2,9 @@
 
 At node P (None = the root) the candidates are P's children. The matcher picks
 the best one whose recorded pre snapshot matches a fresh snapshot (before the
-first step the walk waits for sensor data received after the request); its stored
+first step the walk waits for sensor data received after the request, and,
+within ``sensor_startup_timeout`` of the node's start, for the first message
+of every sensor that has not sent one yet, saying so in the feedback); its stored
 payload is sent to the real server (byte-identical CDR) and the result awaited
 with a per-step timeout. Then the post-check: once every sensor reported data
 received after the step ended (at most ``post_check_timeout``), the recorded
@@ -34,13 +36,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
+import logging
 import math
+import time
 from typing import Protocol
 
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.checks import ToleranceCheck
 from muscle_mem_ros.matcher import Matcher
 from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, StepStatus
+from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.proxy import ToolProxy
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.ros.sync import CancelToken
@@ -75,6 +81,8 @@ class WalkResult:
         reason: Human-readable reason; '' for a clean full hit.
         failed_step: Step index that failed, -1 if none.
         failure: The sensor failure behind a failed check, if any.
+        unsaved: Why the walk's bookkeeping (replay counters) could not be
+            stored, '' when it was: the walk's outcome stands either way.
     """
 
     outcome: WalkOutcome
@@ -85,6 +93,7 @@ class WalkResult:
     reason: str = ''
     failed_step: int = -1
     failure: CheckFailure | None = None
+    unsaved: str = ''
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,10 @@ class Replayer:
         allow_unchecked_replay: Replay steps recorded without a pre snapshot.
         step_timeout: Seconds one replayed step may take.
         post_timeout: Max seconds to wait for data newer than a step's end.
+        sensor_startup_timeout: Seconds from now (the node's start) during which a walk
+            waits for sensors that have not sent their first message yet.
+        health: Notes failed and successful bookkeeping writes (default: a fresh one
+            logging to this module's logger).
     """
 
     def __init__(
@@ -154,6 +167,8 @@ class Replayer:
         allow_unchecked_replay: bool,
         step_timeout: float,
         post_timeout: float,
+        sensor_startup_timeout: float = 0.0,
+        health: StoreHealth | None = None,
     ) -> None:
         self._store = store
         self._hub = hub
@@ -163,6 +178,9 @@ class Replayer:
         self._allow_unchecked = allow_unchecked_replay
         self.step_timeout = step_timeout
         self._post_timeout = post_timeout
+        self._startup_deadline = time.monotonic() + sensor_startup_timeout
+        self._health = health if health is not None else StoreHealth(
+            logger=logging.getLogger(__name__))
 
     def _usable(self, candidates: Sequence[Node]) -> Sequence[Node]:
         """The candidates whose tool is configured (the same list object when all are).
@@ -235,15 +253,31 @@ class Replayer:
             return []
         return [c for c in children if c.id == path[depth]]
 
-    def _fresh(self) -> None:
-        """Wait (at most ``post_check_timeout``) for sensor data received from now on.
+    def _fresh(self, reporter: Reporter | None = None) -> None:
+        """
+        Wait (at most ``post_check_timeout``) for sensor data received from now on.
 
         The first pre-check must not judge the world by a message older than
         the request; later pre-checks follow a post-check that already waited.
-        On timeout the check runs anyway, and stale data fails it.
+        Right after the node's start a sensor may not have spoken yet (its
+        publisher is still starting, discovery takes a while under load):
+        until ``sensor_startup_timeout`` after the start, its first message is
+        waited for, and the reporter is told. On timeout the check runs
+        anyway, and stale or missing data fails it.
+
+        :param reporter: Told what is waited for (ExecuteTask feedback), if given.
         """
-        if self._hub.names:
-            self._hub.wait_newer(self._hub.now(), self._post_timeout)
+        if not self._hub.names:
+            return
+        since = self._hub.now()
+        silent = self._hub.silent()
+        remaining = self._startup_deadline - since
+        if silent and remaining > 0:
+            if reporter is not None:
+                reporter.progress(step=0, total=0,
+                                  detail=f'waiting for sensors: {", ".join(silent)}')
+            self._hub.wait_first(remaining)
+        self._hub.wait_newer(since, self._post_timeout)
 
     def _paths(
         self, task: str, variant: str, path: Sequence[int] | None,
@@ -301,7 +335,7 @@ class Replayer:
             cancel: Cancels the walk and the in-flight goal.
             path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
         """
-        self._fresh()
+        self._fresh(reporter)
         paths = self._paths(task, variant, path)
         parent: Node | None = None
         depth = 0
@@ -317,10 +351,13 @@ class Replayer:
                 if parent is not None and parent.terminal:
                     info = self._store.trajectory_ending_at(parent.id)
                     trajectory_id = info.id if info is not None else 0
+                    unsaved = ''
                     if trajectory_id:
-                        self._store.note_replay(trajectory_id=trajectory_id)
+                        _, unsaved = self._health.bookkeep('replay counters', partial(
+                            self._store.note_replay, trajectory_id=trajectory_id))
                     return WalkResult(
-                        WalkOutcome.COMPLETE, replayed, parent, depth, trajectory_id, post_note
+                        WalkOutcome.COMPLETE, replayed, parent, depth, trajectory_id, post_note,
+                        unsaved=unsaved,
                     )
                 if choice.failure is not None:
                     reporter.event(

@@ -425,6 +425,49 @@ class SensorHub:
         with self._cond:
             return self._latest[name].raw
 
+    def silent(self) -> list[str]:
+        """
+        Name the sensors that have no usable value yet.
+
+        A sensor is silent until its first message; a sensor selecting joints by
+        name stays silent until every configured name has been received.
+
+        :return: Their names, in configuration order.
+        """
+        self._refresh()
+        with self._cond:
+            return [n for n, latest in self._latest.items() if _silent(latest)]
+
+    def wait_first(self, timeout: float) -> list[str]:
+        """
+        Block until every sensor has sent a first message, at most ``timeout`` seconds.
+
+        :param timeout: Seconds to wait at most.
+        :return: The sensors still silent ([] when all have spoken).
+        """
+        deadline = time.monotonic() + timeout
+        self._refresh()
+        with self._cond:
+            self._waiters += 1
+            try:
+                if self._waiters == 1:
+                    self._arm.trigger()
+                while True:
+                    silent = [n for n, x in self._latest.items() if _silent(x)]
+                    remaining = deadline - time.monotonic()
+                    if not silent or remaining <= 0:
+                        return silent
+                    self._cond.wait(remaining)
+            finally:
+                self._waiters -= 1
+
+
+def _silent(latest: _Latest) -> bool:
+    """Return True while ``latest`` has no usable value (see :meth:`SensorHub.silent`)."""
+    if latest.by_name is not None:
+        return latest.stamp == float('-inf')
+    return latest.raw is None
+
 
 def _qos(depth: int) -> QoSProfile:
     """Return sensor-data QoS (best effort, volatile) keeping the last ``depth`` messages."""

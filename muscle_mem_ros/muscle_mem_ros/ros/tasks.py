@@ -20,11 +20,17 @@ One goal at a time. For a goal:
 
 Feedback: ``mode`` (replay / agent), ``step``, ``total`` (-1 while the agent is
 in control), ``detail``.
+
+Bookkeeping never fails a task (:mod:`.health`): when the store cannot write
+(a full disk), a replay still succeeds and a miss still goes to the agent; the
+result message ends with "(not stored: <error>)", an ``ERROR`` event says the
+same, and ``/diagnostics`` shows the store degraded until a write succeeds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from rclpy.action import ActionClient
@@ -35,9 +41,10 @@ from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.config import CacheMode
 from muscle_mem_ros.ros.convert import canonical_params
+from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
 from muscle_mem_ros.ros.replay import Replayer, WalkOutcome, WalkResult
-from muscle_mem_ros.ros.sync import CancelToken, cancel_when_accepted, wait_future
+from muscle_mem_ros.ros.sync import cancel_when_accepted, CancelToken, wait_future
 from muscle_mem_ros.store import Store
 
 __all__ = ['EventSink', 'TaskRunner']
@@ -94,6 +101,7 @@ class TaskRunner:
         agent_timeout: Max seconds the agent may take.
         sink: Publishes events.
         logger: The node's logger.
+        health: Notes failed and successful store writes (default: a fresh one).
     """
 
     def __init__(
@@ -107,6 +115,7 @@ class TaskRunner:
         agent_timeout: float,
         sink: EventSink,
         logger: Any,
+        health: StoreHealth | None = None,
     ) -> None:
         self._store = store
         self._replayer = replayer
@@ -116,6 +125,7 @@ class TaskRunner:
         self._agent_timeout = agent_timeout
         self._sink = sink
         self._log = logger
+        self._health = health if health is not None else StoreHealth(logger=logger)
         self.steps_replayed_total = 0
 
     def run(self, goal_handle: Any, *, mode: CacheMode, cancel: CancelToken) -> Any:
@@ -147,7 +157,7 @@ class TaskRunner:
                 result.message = f'canceled at step {walk.resume_step}'
                 return result
             if walk.outcome is WalkOutcome.COMPLETE:
-                self._store.note_outcome(task=task, hit=True)
+                unsaved = walk.unsaved or self._count(task, hit=True)
                 self._sink(
                     kind=CacheEvent.HIT, task=task, step=-1, trajectory_id=walk.trajectory_id,
                     detail=f'replayed {walk.steps_replayed} steps' + (
@@ -158,9 +168,10 @@ class TaskRunner:
                 result.cache_hit = True
                 result.trajectory_id = walk.trajectory_id
                 result.message = f'cache hit: replayed {walk.steps_replayed} steps'
+                result.message += self._not_stored(task, unsaved)
                 return result
             if mode is CacheMode.REPLAY_ONLY:
-                self._store.note_outcome(task=task, hit=False)
+                self._count(task, hit=False)
                 if walk.steps_replayed == 0:
                     self._sink(kind=CacheEvent.MISS, task=task, step=-1, detail=walk.reason)
                 return self._fail(
@@ -171,6 +182,19 @@ class TaskRunner:
             goal_handle, result, cancel=cancel, task=task, variant=variant, walk=walk,
             record=True,
         )
+
+    def _count(self, task: str, *, hit: bool) -> str:
+        """Count a hit or a miss; return '' or why it could not be stored."""
+        return self._health.bookkeep(
+            'hit count' if hit else 'miss count',
+            partial(self._store.note_outcome, task=task, hit=hit))[1]
+
+    def _not_stored(self, task: str, error: str) -> str:
+        """Report a write the task could not make: an ERROR event; return the message suffix."""
+        if not error:
+            return ''
+        self._sink(kind=CacheEvent.ERROR, task=task, step=-1, detail=f'not stored: {error}')
+        return f' (not stored: {error})'
 
     def _fail(self, goal_handle: Any, result: Any, task: str, message: str) -> Any:
         self._sink(kind=CacheEvent.ERROR, task=task, step=-1, detail=message)
@@ -189,8 +213,9 @@ class TaskRunner:
         done = walk.steps_replayed if walk is not None else 0
         reason = walk.reason if walk is not None else ''
         parent = walk.last_node if walk is not None else None
+        unsaved = ''
         if record:
-            self._store.note_outcome(task=task, hit=False)
+            unsaved = self._count(task, hit=False)
             if walk is not None and walk.steps_replayed == 0:
                 self._sink(kind=CacheEvent.MISS, task=task, step=-1, detail=reason)
             self._sink(kind=CacheEvent.HANDOFF, task=task, step=resume, detail=reason or
@@ -209,8 +234,12 @@ class TaskRunner:
                     task=task, params_json=variant, parent=None if parent is None else parent.id,
                     manual=False,
                 )
-            except (RecordingBusyError, MuscleMemError) as err:
+            except RecordingBusyError as err:
                 return self._fail(goal_handle, result, task, f'cannot record: {err}')
+            except MuscleMemError as err:  # the agent still does the task; nothing is learned
+                unsaved = f"the agent's steps: {self._health.failed('the recording', err)}"
+            else:
+                self._health.succeeded()
         agent_goal = ExecuteTask.Goal(
             task=task, params_json=goal.params_json, resume_from_step=resume,
             resume_reason=reason, steps_done=done,
@@ -227,7 +256,8 @@ class TaskRunner:
         agent_result, status_text = outcome
         if agent_result is None or not agent_result.success:
             if session is not None:
-                self._recorder.finish(save=False)
+                self._health.bookkeep('the discarded recording',
+                                      partial(self._recorder.finish, save=False))
             message = status_text or (agent_result.message if agent_result else 'agent failed')
             if cancel.cancelled:
                 _end_canceled(goal_handle)
@@ -240,17 +270,22 @@ class TaskRunner:
         result.message = agent_result.message or 'done by the agent'
         if session is None:
             result.steps_by_agent = agent_result.steps_by_agent
-            result.trajectory_id = agent_result.trajectory_id
+            if not record:
+                result.trajectory_id = agent_result.trajectory_id
+            result.message += self._not_stored(task, unsaved)
             goal_handle.succeed()
             return result
         try:
             ended, info = self._recorder.finish(save=True)
         except MuscleMemError as err:
-            self._sink(kind=CacheEvent.ERROR, task=task, step=-1, detail=f'not stored: {err}')
+            self._health.failed('the learned steps', err)
             self._log.error(f"task '{task}': agent succeeded but its steps were not stored: {err}")
-            result.message += f' (not stored: {err})'
+            result.message += self._not_stored(task, "the agent's steps: " + '; '.join(
+                text for text in (str(err), unsaved) if text))
             goal_handle.succeed()
             return result
+        self._health.succeeded()
+        result.message += self._not_stored(task, unsaved)
         result.steps_by_agent = ended.steps if ended is not None else 0
         if info is not None:
             result.trajectory_id = info.id

@@ -90,6 +90,7 @@ class DemoAgentNode(Node):
         self._joints: JointState | None = None
         self._object: PoseStamped | None = None
         self._busy = False
+        self._stopping = threading.Event()
         self.create_subscription(JointState, 'joint_states', self._on_joints, 10,
                                  callback_group=self._group)
         self.create_subscription(PoseStamped, 'object_pose', self._on_object, 10,
@@ -111,6 +112,14 @@ class DemoAgentNode(Node):
             f'demo agent up: think {self._think_time} s/step, arm -> {self._arm._action_name}, '
             f'gripper -> {self._gripper.srv_name}'
         )
+
+    def shutdown(self) -> None:
+        """End a running task ('shutting down') at its next wait: called before the node stops."""
+        self._stopping.set()
+
+    def _check_stopping(self) -> None:
+        if self._stopping.is_set():
+            raise _TaskFailed('shutting down')
 
     # -- perception ---------------------------------------------------------------------------
 
@@ -141,6 +150,7 @@ class DemoAgentNode(Node):
                 break
             if time.monotonic() > deadline:
                 raise _TaskFailed('no fresh joint_states / object_pose (is the robot up?)')
+            self._check_stopping()
             time.sleep(0.005)
         by_name = dict(zip(joints.name, joints.position, strict=False))
         try:
@@ -191,7 +201,9 @@ class DemoAgentNode(Node):
                     f'jaws {"closed" if view.gripper_closed else "open"})'
                 )
                 self._feedback(goal_handle, index, f'step {index}: thinking about {step.label}')
-                time.sleep(max(0.0, self._think_time - (time.monotonic() - thinking_since)))
+                self._stopping.wait(
+                    max(0.0, self._think_time - (time.monotonic() - thinking_since)))
+                self._check_stopping()
                 if goal_handle.is_cancel_requested:
                     goal_handle.canceled()
                     result.message = f'canceled before step {index}'
@@ -288,8 +300,9 @@ class DemoAgentNode(Node):
                 handle.cancel_goal_async()
                 self._wait(result, 'the canceled trajectory to stop')
                 raise _TaskCanceled()
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or self._stopping.is_set():
                 handle.cancel_goal_async()
+                self._check_stopping()
                 raise _TaskFailed(f'{step.label}: no result within {self._step_timeout} s')
             time.sleep(0.02)
         response = self._wait(result, 'trajectory result')
@@ -308,9 +321,12 @@ class DemoAgentNode(Node):
     def _wait(self, future: Future, what: str) -> Any:
         event = threading.Event()
         future.add_done_callback(lambda _f: event.set())
-        if not event.wait(self._step_timeout):
-            future.cancel()
-            raise _TaskFailed(f'timed out waiting for {what}')
+        deadline = time.monotonic() + self._step_timeout
+        while not event.wait(0.05):
+            if self._stopping.is_set() or time.monotonic() > deadline:
+                future.cancel()
+                self._check_stopping()
+                raise _TaskFailed(f'timed out waiting for {what}')
         if future.exception() is not None:
             raise _TaskFailed(f'{what} failed: {future.exception()}')
         return future.result()
@@ -328,7 +344,7 @@ def _fmt(point: object) -> str:
 
 def main(args: list[str] | None = None) -> int:
     """Run the demo agent until interrupted; exit code 1 on bad parameters."""
-    return spin_node(DemoAgentNode, name='demo_agent', args=args)
+    return spin_node(DemoAgentNode, name='demo_agent', args=args, on_exit=DemoAgentNode.shutdown)
 
 
 if __name__ == '__main__':

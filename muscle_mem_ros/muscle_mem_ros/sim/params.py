@@ -11,12 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import math
+import sys
 from typing import Any, TypeVar
 
 from rcl_interfaces.msg import ParameterDescriptor
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
+
+from muscle_mem_ros.ros.shutdown import (
+    init_without_signal_handlers,
+    ShutdownSignals,
+    spin_until_shutdown,
+)
 
 __all__ = ['declare_int', 'declare_number', 'declare_string', 'spin_node']
 
@@ -85,29 +92,38 @@ def spin_node(
         make_node: Builds the node (after ``rclpy.init``); raises ValueError on a bad parameter.
         name: Logger name for the startup error.
         args: Command-line arguments for ``rclpy.init``.
-        on_exit: Called with the node before it is destroyed (stop its threads).
+        on_exit: Called with the node after a shutdown signal, before the executor stops and
+            the node is destroyed: end its running work and stop its threads.
 
     Returns:
-        The exit code: 0, or 1 for a bad parameter.
+        The exit code: 0 (also after SIGINT or SIGTERM, however often they come), 1 for a bad
+        parameter, 2 if the executor failed.
     """
-    rclpy.init(args=args)
+    signals = ShutdownSignals()
+    signals.install()
+    init_without_signal_handlers(args if args is not None else sys.argv)
     node: N | None = None
     code = 0
     try:
         node = make_node()
         executor = MultiThreadedExecutor(num_threads=4)
         executor.add_node(node)
-        executor.spin()
+        built = node
+
+        def stop() -> None:
+            if on_exit is not None:
+                on_exit(built)
+
+        error = spin_until_shutdown(executor, signals, stop=stop)
+        if error is not None:
+            rclpy.logging.get_logger(name).error(f'executor failed: {error!r}')
+            code = 2
     except ValueError as err:
         rclpy.logging.get_logger(name).error(str(err))
         code = 1
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
     finally:
         if node is not None:
-            if on_exit is not None:
-                on_exit(node)
             node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        rclpy.try_shutdown()
+        signals.ignore_further()  # a signal during interpreter exit must not kill it
     return code

@@ -91,7 +91,12 @@ class SimRobotNode(Node):
         return self._sim
 
     def shutdown(self) -> None:
-        """Stop the publishing and physics threads."""
+        """
+        End running goals, then stop the publishing and physics threads.
+
+        Called after a shutdown signal and before the node is destroyed: a goal in
+        progress is aborted ('shutting down') and nothing publishes afterwards.
+        """
         self._stop.set()
         self._publisher.join(timeout=2.0)
         self._sim.stop()
@@ -170,6 +175,12 @@ class SimRobotNode(Node):
         feedback = FollowJointTrajectory.Feedback()
         feedback.joint_names = names
         while not motion.wait(_FEEDBACK_PERIOD):
+            if self._stop.is_set():
+                self._sim.cancel(motion)
+                result.error_code = FollowJointTrajectory.Result.INVALID_GOAL
+                result.error_string = 'shutting down'
+                goal_handle.abort()
+                return result
             if goal_handle.is_cancel_requested:
                 self._sim.cancel(motion)
                 motion.wait(1.0)
@@ -204,9 +215,13 @@ class SimRobotNode(Node):
         self, request: SetBool.Request, response: SetBool.Response
     ) -> SetBool.Response:
         motion = self._sim.set_gripper(closed=bool(request.data))
-        finished = motion.wait(10.0 / max(self._sim.rtf, 0.1) + 2.0)
+        deadline = time.monotonic() + 10.0 / max(self._sim.rtf, 0.1) + 2.0
+        finished = False
+        while not finished and time.monotonic() < deadline and not self._stop.is_set():
+            finished = motion.wait(_FEEDBACK_PERIOD)
         response.success = finished and motion.outcome is MotionOutcome.SUCCEEDED
-        response.message = motion.message if finished else 'gripper timed out'
+        response.message = motion.message if finished else (
+            'shutting down' if self._stop.is_set() else 'gripper timed out')
         return response
 
     def _on_move(

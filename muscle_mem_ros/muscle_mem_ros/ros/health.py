@@ -1,0 +1,78 @@
+"""
+Store health: a write that failed degrades the store, the next one that succeeds heals it.
+
+A task must not fail because the cache could not write down what happened:
+a replay that moved the robot correctly is a success even when its counters
+cannot be stored (a full disk, a read-only file), and a new task still goes
+to the agent when its steps cannot be recorded. Those writes go through
+:meth:`StoreHealth.bookkeep`: a failure is logged, reported by the caller as
+"not stored" (result message and an ``ERROR`` event), and shown on
+``/diagnostics`` as a degraded store, with the error, until a later write
+succeeds (space is back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import threading
+from typing import Any, TypeVar
+
+from muscle_mem_ros.errors import MuscleMemError
+
+__all__ = ['StoreHealth']
+
+T = TypeVar('T')
+
+
+class StoreHealth:
+    """
+    Whether the last store write failed, and why (thread-safe).
+
+    :param logger: Where failures and the recovery are logged (an rclpy logger).
+    """
+
+    def __init__(self, *, logger: Any) -> None:
+        self._lock = threading.Lock()
+        self._error = ''
+        self._log = logger
+
+    @property
+    def error(self) -> str:
+        """The last write's error while degraded, '' while healthy."""
+        return self._error
+
+    def failed(self, what: str, err: Exception) -> str:
+        """
+        Note a failed write.
+
+        :param what: What was being written, for the log ('replay counters').
+        :param err: The store's error.
+        :return: The error text.
+        """
+        text = str(err)
+        with self._lock:
+            self._error = text
+        self._log.error(f'store degraded: {what} not stored: {text}')
+        return text
+
+    def succeeded(self) -> None:
+        """Note a successful write: the store is healthy again."""
+        with self._lock:
+            error, self._error = self._error, ''
+        if error:
+            self._log.info('store healthy again: a write succeeded')
+
+    def bookkeep(self, what: str, write: Callable[[], T]) -> tuple[T | None, str]:
+        """
+        Run a write that must not fail the task.
+
+        :param what: What is written, for the log.
+        :param write: The write.
+        :return: Its result and '' on success, else None and '<what>: <error>'.
+        """
+        try:
+            value = write()
+        except MuscleMemError as err:
+            return None, f'{what}: {self.failed(what, err)}'
+        self.succeeded()
+        return value, ''

@@ -1,0 +1,145 @@
+"""
+Clean exit on SIGINT and SIGTERM, however often the signal comes.
+
+rclpy's own signal handlers shut the context down from inside the signal, and
+Python's SIGINT handler then raises ``KeyboardInterrupt`` in the main thread
+wherever it happens to be. ``ros2 launch`` (and ``timeout -s INT``, and scripts
+that signal a process group) send a second SIGINT while the node tears down:
+that one interrupts ``destroy_node`` or ``try_shutdown`` and the process dies
+with -2, and threads that still publish find their context gone.
+
+Here instead rclpy is initialized without signal handlers
+(:func:`init_without_signal_handlers`), :class:`ShutdownSignals` turns the
+first SIGINT or SIGTERM into a shutdown request and ignores every later one,
+the executor spins in a thread of its own, and the main thread waits for the
+request (:func:`spin_until_shutdown`). Teardown then runs in order, in the
+main thread, with nothing left that a signal could interrupt: stop the node's
+work and threads, stop the executor, destroy the node, shut the context down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+import os
+import signal
+import threading
+from typing import Any
+
+import rclpy
+from rclpy.executors import Executor, ExternalShutdownException
+from rclpy.signals import SignalHandlerOptions
+
+__all__ = ['ShutdownSignals', 'init_without_signal_handlers', 'spin_until_shutdown']
+
+_JOIN_WAIT = 5.0
+"""Seconds to wait for the executor's thread after the executor was shut down."""
+
+
+class ShutdownSignals:
+    """
+    Turn the first SIGINT or SIGTERM into a shutdown request; ignore the rest.
+
+    The handler only notes the signal and ignores the signals from then on:
+    the interpreter's wake-up file descriptor (``signal.set_wakeup_fd``) wakes
+    :meth:`wait`, so no lock is taken inside a signal handler and nothing is
+    ever raised in the main thread.
+
+    :param signals: The signals that request shutdown.
+    """
+
+    def __init__(self, signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
+        self._signals = tuple(signals)
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self.received: int | None = None
+
+    def install(self) -> None:
+        """Install the handlers (call it from the main thread, before ``rclpy.init``)."""
+        signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        for signum in self._signals:
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.received is None:
+            self.received = signum
+        self.ignore_further()
+
+    def ignore_further(self) -> None:
+        """
+        Ignore the signals from now on, up to the end of the process.
+
+        Python restores the default action of the signals it handles when the
+        interpreter finalizes, and a signal that arrives then (the second
+        SIGINT of ``ros2 launch``) would kill the process with -2 after a clean
+        shutdown. Ignored signals stay ignored. Main thread only.
+        """
+        for signum in self._signals:
+            signal.signal(signum, signal.SIG_IGN)
+
+    @property
+    def requested(self) -> bool:
+        """True once a shutdown signal arrived."""
+        return self.received is not None
+
+    def wake(self) -> None:
+        """Wake :meth:`wait` from any thread (for example: the executor stopped by itself)."""
+        try:
+            os.write(self._write, b'\0')
+        except BlockingIOError:  # the pipe is full: a wake-up is pending anyway
+            pass
+
+    def wait(self) -> None:
+        """Block until a signal arrives or :meth:`wake` is called (at once if one already did)."""
+        if self.requested:
+            return
+        os.read(self._read, 512)
+
+
+def init_without_signal_handlers(args: Sequence[str] | None) -> None:
+    """
+    Initialize rclpy's default context without its signal handlers.
+
+    :param args: Command-line arguments (``--ros-args ...``), or None for none.
+    """
+    rclpy.init(args=list(args) if args is not None else None,
+               signal_handler_options=SignalHandlerOptions.NO)
+
+
+def spin_until_shutdown(
+    executor: Executor, signals: ShutdownSignals, *, stop: Callable[[], None] | None = None,
+    shutdown_wait: float = 5.0,
+) -> BaseException | None:
+    """
+    Spin ``executor`` in a thread until a signal asks for shutdown, then stop it.
+
+    Returns when the executor's thread has ended (or ``shutdown_wait`` plus a
+    few seconds passed). The node itself is left for the caller to destroy.
+
+    :param executor: The executor, with its nodes added.
+    :param signals: The installed shutdown signals.
+    :param stop: Called after the signal and before the executor stops: end the
+        node's running work and threads, so that no callback is left waiting.
+    :param shutdown_wait: Seconds to wait for running callbacks.
+    :return: The error that ended spinning while no shutdown was requested, else None.
+    """
+    errors: list[BaseException] = []
+
+    def spin() -> None:
+        try:
+            executor.spin()
+        except ExternalShutdownException:  # the context was shut down by someone else
+            pass
+        except BaseException as err:  # reported by the caller
+            if not signals.requested:
+                errors.append(err)
+        finally:
+            signals.wake()
+
+    thread = threading.Thread(target=spin, name='executor', daemon=True)
+    thread.start()
+    signals.wait()
+    if stop is not None:
+        stop()
+    executor.shutdown(timeout_sec=shutdown_wait)
+    thread.join(_JOIN_WAIT)
+    return errors[0] if errors else None

@@ -1,0 +1,178 @@
+"""
+Waits on a real server that end when the server leaves the ROS graph or its time runs out.
+
+A forwarded goal (or request) waits for the real server's answer. If that
+server's process dies mid-goal the answer never comes: an unbounded wait hangs
+the proxied goal for good, and a cancel forwarded to the dead server is
+"accepted" by the proxy and changes nothing. Every wait here is therefore
+bounded twice:
+
+* the server's presence is polled every :data:`WATCH_PERIOD` seconds while a
+  call is in flight (``server_is_ready`` / ``service_is_ready``: every entity
+  of the action or service still matched); once it is gone the wait ends at
+  once with the reason;
+* the call's own time limit (the node's ``step_timeout``) ends it as well.
+
+A server that stops cleanly leaves the graph at once. A process that is killed
+(SIGKILL, a crash, a lost network) leaves it when its DDS participant's lease
+runs out: with Fast DDS's default that is up to 20 s, after which the goal ends
+within :data:`WATCH_PERIOD`. Servers that must be noticed sooner can announce a
+shorter lease in their own DDS profile (Fast DDS: ``leaseDuration`` in the
+participant profile); ``step_timeout`` bounds the wait in every case.
+
+:class:`CallWatch` serves the proxies' coroutines (nothing blocks a thread);
+:func:`wait_watched` the replay's blocking waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from enum import Enum
+import threading
+import time
+from typing import Any
+
+from rclpy.callback_groups import CallbackGroup
+from rclpy.node import Node as RosNode
+from rclpy.task import Future
+
+from muscle_mem_ros.ros.sync import CancelToken
+
+__all__ = ['CallWatch', 'WATCH_PERIOD', 'WaitEnd', 'wait_watched']
+
+WATCH_PERIOD = 0.25
+"""Seconds between two looks at the graph while a call is in flight."""
+
+
+class WaitEnd(Enum):
+    """How a watched wait ended."""
+
+    DONE = 'done'
+    """The awaited future completed."""
+    TIMED_OUT = 'timed_out'
+    """The time limit passed first."""
+    CANCELED = 'canceled'
+    """The caller's cancel token fired."""
+    LOST = 'lost'
+    """The server left the ROS graph."""
+
+
+def wait_watched(
+    future: Any, *, timeout: float, cancel: CancelToken, present: Callable[[], bool],
+    period: float = WATCH_PERIOD,
+) -> WaitEnd:
+    """
+    Block until ``future`` is done, the time runs out, ``cancel`` fires or the server is gone.
+
+    :param future: The rclpy future to wait for.
+    :param timeout: Seconds to wait at most.
+    :param cancel: Wakes the wait when cancelled.
+    :param present: Returns False once the server has left the graph.
+    :param period: Seconds between two calls of ``present``.
+    :return: Why the wait ended.
+    """
+    deadline = time.monotonic() + timeout
+    event = threading.Event()
+    future.add_done_callback(lambda _f: event.set())
+    cancel.register(event)
+    waited = False  # the caller saw the server just before: look again after a period
+    try:
+        while True:
+            if future.done():
+                return WaitEnd.DONE
+            if cancel.cancelled:
+                return WaitEnd.CANCELED
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return WaitEnd.TIMED_OUT
+            if waited and not present():
+                return WaitEnd.DONE if future.done() else WaitEnd.LOST
+            event.wait(min(period, remaining))
+            waited = True
+    finally:
+        cancel.unregister(event)
+
+
+class _Watched:
+    """
+    One call in flight: awaiting it yields until its future is done or a reason is set.
+
+    The executor resumes a pending coroutine at each of its wake-ups, so this
+    costs no future and no executor hand-over of its own: the call's future
+    completing, or the watch timer setting :attr:`reason`, wakes it.
+    """
+
+    __slots__ = ('future', 'reason', 'started')
+
+    def __init__(self, *, future: Future, started: float) -> None:
+        self.future = future
+        self.started = started
+        self.reason = ''
+
+    def __await__(self) -> Generator[None, None, None]:
+        while not self.future.done() and not self.reason:
+            yield
+
+
+class CallWatch:
+    """
+    Bound a proxy's awaited calls by the server's presence and a time limit.
+
+    A timer on the proxy node runs only while a call is in flight; every
+    :data:`WATCH_PERIOD` it looks at the graph and at the calls' ages. The
+    timer and the coroutines run on the proxy node's single executor thread,
+    so the calls need no lock.
+
+    :param node: The proxy node (its executor runs the timer and the coroutines).
+    :param callback_group: Group of the watch timer.
+    :param present: Returns False once the real server has left the graph.
+    :param server: The real server's name, for reasons.
+    :param timeout: Seconds a call may take, or None for no limit.
+    """
+
+    def __init__(
+        self, *, node: RosNode, callback_group: CallbackGroup, present: Callable[[], bool],
+        server: str, timeout: float | None,
+    ) -> None:
+        self._present = present
+        self._server = server
+        self._timeout = timeout
+        self._inflight: set[_Watched] = set()
+        self._timer = node.create_timer(
+            WATCH_PERIOD, self._look, callback_group=callback_group, autostart=False)
+
+    async def wait(self, future: Future, *, started: float) -> str:
+        """
+        Await ``future`` (a coroutine: it holds no thread meanwhile).
+
+        :param future: A future completed on the proxy node's executor.
+        :param started: Monotonic time the call was sent (its time limit counts from there).
+        :return: '' when ``future`` completed, else why the call was given up.
+        """
+        if future.done():
+            return ''
+        watched = _Watched(future=future, started=started)
+        if not self._inflight:
+            self._timer.reset()
+        self._inflight.add(watched)
+        try:
+            await watched
+            return '' if future.done() else watched.reason
+        finally:
+            self._inflight.discard(watched)
+            if not self._inflight:
+                self._timer.cancel()
+
+    def _look(self) -> None:
+        if not self._inflight:
+            self._timer.cancel()
+            return
+        gone = not self._present()
+        now = time.monotonic()
+        for watched in list(self._inflight):
+            if gone:
+                watched.reason = (f'{self._server} left the ROS graph during the call '
+                                  '(its process stopped, crashed or lost the network)')
+            elif self._timeout is not None and now - watched.started > self._timeout:
+                watched.reason = (f'no answer from {self._server} within '
+                                  f'{self._timeout:g} s (step_timeout)')

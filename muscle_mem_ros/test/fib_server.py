@@ -1,0 +1,52 @@
+"""
+A ``test_msgs/action/Fibonacci`` server in a process of its own, for fault tests.
+
+Usage: ``python fib_server.py <action name> fast|hang``. ``fast`` answers every
+goal at once; ``hang`` accepts a goal and never finishes it (until the process
+is killed). Prints ``ready`` once serving and ``goal <order>`` when a goal
+starts executing, so a test can wait for those lines instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import rclpy
+from rclpy.action import ActionServer, CancelResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from test_msgs.action import Fibonacci
+
+
+def main() -> int:
+    name, mode = sys.argv[1], sys.argv[2]
+    rclpy.init()
+    node = Node('fib_server')
+    never = threading.Event()
+
+    def execute(goal_handle):
+        print(f'goal {goal_handle.request.order}', flush=True)
+        if mode == 'hang':
+            never.wait()
+        seq = [0, 1]
+        for _ in range(max(0, goal_handle.request.order - 1)):
+            seq.append(seq[-1] + seq[-2])
+        goal_handle.succeed()
+        return Fibonacci.Result(sequence=seq[: goal_handle.request.order + 1])
+
+    ActionServer(node, Fibonacci, name, execute, callback_group=ReentrantCallbackGroup(),
+                 cancel_callback=lambda _h: CancelResponse.ACCEPT)
+    executor = MultiThreadedExecutor(num_threads=2)
+    executor.add_node(node)
+    print('ready', flush=True)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

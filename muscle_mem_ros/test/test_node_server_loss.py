@@ -1,0 +1,181 @@
+"""A real server that dies mid-goal: the proxied goal and the replayed step end, with the reason.
+
+The dying server is a Fibonacci server in a process of its own (``fib_server.py``),
+killed with SIGKILL while it holds a goal. A killed process leaves the ROS graph
+when its DDS participant's lease runs out (Fast DDS default: 20 s); the server
+here announces a 1 s lease in its own Fast DDS profile, as a deployment that
+wants dead servers noticed quickly would. ``step_timeout`` is set far above
+every wait of these tests, so what ends the goals is the server leaving the
+graph, not the time limit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from action_msgs.msg import GoalStatus
+from node_helpers import Harness, wait_until
+import pytest
+from rclpy.action import ActionClient
+from test_msgs.action import Fibonacci
+
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
+
+HERE = Path(__file__).resolve().parent
+STEP_TIMEOUT = 300.0
+SHORT_LEASE = """<?xml version="1.0" encoding="UTF-8"?>
+<dds xmlns="http://www.eprosima.com">
+  <profiles>
+    <participant profile_name="short_lease" is_default_profile="true">
+      <rtps>
+        <builtin>
+          <discovery_config>
+            <leaseDuration><sec>1</sec></leaseDuration>
+            <leaseAnnouncement><sec>0</sec><nanosec>250000000</nanosec></leaseAnnouncement>
+          </discovery_config>
+        </builtin>
+      </rtps>
+    </participant>
+  </profiles>
+</dds>
+"""
+
+
+class FibServer:
+    """``fib_server.py`` in its own process; its output lines are collected as they come."""
+
+    def __init__(self, *, name: str, mode: str, tmp: Path) -> None:
+        profile = tmp / 'short_lease.xml'
+        profile.write_text(SHORT_LEASE)
+        env = dict(os.environ, FASTDDS_DEFAULT_PROFILES_FILE=str(profile), PYTHONUNBUFFERED='1')
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / 'fib_server.py'), name, mode],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        assert wait_until(lambda: 'ready' in self.lines, 30.0), self.lines
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.strip())
+
+    def has_goal(self) -> bool:
+        return any(line.startswith('goal') for line in self.lines)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10.0)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope='module')
+def harness(tmp_path_factory):
+    h = Harness(tmp=tmp_path_factory.mktemp('server_loss'))
+    h.start_cache(step_timeout=STEP_TIMEOUT, **{'actions.ext': {
+        'server': f'/{h.names.prefix}/ext_fib', 'type': 'test_msgs/action/Fibonacci'}})
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def world(harness):
+    harness.robot.reset()
+    yield harness
+    assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
+
+
+def ext_name(h: Harness) -> str:
+    return f'/{h.names.prefix}/ext_fib'
+
+
+def send_until_served(h: Harness, server: FibServer, order: int):
+    """
+    Send a goal through the proxy until the server got one; return its handle and result future.
+
+    A goal sent before the cache discovered a just-started server is aborted by
+    the proxy (after a 2 s wait for the server): under load discovery can take
+    longer, so such a goal is simply sent again.
+    """
+    client = ActionClient(h.client, Fibonacci, h.names.proxy(ext_name(h)))
+    assert client.wait_for_server(timeout_sec=15.0)
+    for _ in range(10):
+        handle = h.wait(client.send_goal_async(Fibonacci.Goal(order=order)))
+        assert handle.accepted
+        result = handle.get_result_async()
+        assert wait_until(lambda done=result.done: server.has_goal() or done(), 30.0), \
+            server.lines
+        if server.has_goal():
+            return handle, result
+    raise AssertionError(f'the cache never forwarded a goal to the server: {server.lines}')
+
+
+def test_proxied_goal_is_aborted_when_the_server_dies(world, tmp_path):
+    h = world
+    server = FibServer(name=ext_name(h), mode='hang', tmp=tmp_path)
+    try:
+        handle, result = send_until_served(h, server, 7)
+        server.kill()
+        killed = time.monotonic()
+        # The agent gives up and cancels: the proxy accepts, but nobody is left to confirm.
+        h.wait(handle.cancel_goal_async())
+        wrapped = h.wait(result, 60.0)
+        took = time.monotonic() - killed
+    finally:
+        server.stop()
+    assert wrapped.status == GoalStatus.STATUS_ABORTED
+    assert h.cache is not None
+    assert wait_until(lambda: 'left the ROS graph' in h.cache.output(), 10.0), h.cache.output()
+    print(f'proxied goal ended {took:.2f} s after SIGKILL (server lease 1 s)')
+
+
+def test_replayed_step_whose_server_dies_hands_off_with_the_reason(world, tmp_path):
+    h = world
+    task = 'ext_task'
+    server = FibServer(name=ext_name(h), mode='fast', tmp=tmp_path)
+    try:
+        assert h.call(StartRecording, 'start_recording', task=task, params_json='').success
+        _, result = send_until_served(h, server, 4)
+        assert h.wait(result).status == GoalStatus.STATUS_SUCCEEDED
+        stopped = h.call(StopRecording, 'stop_recording', save=True)
+        assert stopped.success and stopped.steps == 1, stopped.message
+    finally:
+        server.stop()
+    server = FibServer(name=ext_name(h), mode='hang', tmp=tmp_path)
+    try:
+        # The cache has seen the new server once a dry run says the first step would replay.
+        assert wait_until(lambda: h.call(Replay, 'replay', task=task, dry_run=True).success,
+                          30.0)
+        h.robot.reset()
+        calls = len(h.agent.calls)
+        events = len(h.events)
+        handle = h.send_task(task)
+        assert handle.accepted
+        assert wait_until(server.has_goal, 30.0), server.lines
+        server.kill()
+        wrapped = h.wait(handle.get_result_async(), 90.0)
+    finally:
+        server.stop()
+    # The agent took over from step 0, told why; it did the task (without the dead server).
+    assert wrapped.result.success and not wrapped.result.cache_hit, wrapped.result.message
+    assert len(h.agent.calls) == calls + 1
+    call = h.agent.calls[-1]
+    assert call.resume_from_step == 0
+    assert 'left the ROS graph' in call.resume_reason, call.resume_reason
+    errors = [e for e in h.events[events:] if e.type == CacheEvent.ERROR]
+    assert errors and 'left the ROS graph' in errors[0].detail
