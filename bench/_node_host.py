@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Run the behavior-cache executable (``muscle_mem_ros.ros.main.main``) with timing probes.
+"""
+Run the behavior-cache executable (``muscle_mem_ros.ros.main.main``) with timing probes.
 
 The node is the real one, started by its own ``main`` with the command line given
 here (``--ros-args ...``). Before it starts, methods are wrapped at class level,
@@ -66,7 +67,8 @@ def _writer(path: str) -> None:
 
 
 def _what_if(spec: str) -> list[str]:
-    """Apply experimental changes to the node (``MM_BENCH_WHATIF``); never in the benchmark.
+    """
+    Apply experimental changes to the node (``MM_BENCH_WHATIF``); never in the benchmark.
 
     ``result_timeout=N``: the proxies' action servers keep finished goals N s (rclpy: 10).
     """

@@ -39,7 +39,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
                 f'p99 {ms(pct(paired, 99))}, N {len(paired)}; a minimal rclpy relay adds '
                 f'{ms(relay_added)} ms in the same run) | {verdict(added, 1e-3)} |')
     cpu = res['cpu']
-    rows.append(f"| 3. node CPU, idle, 1 kHz JointState + 40 Hz LaserScan | < 10% of one core "
+    rows.append(f'| 3. node CPU, idle, 1 kHz JointState + 40 Hz LaserScan | < 10% of one core '
                 f"| {100 * cpu['node']:.1f}% (over {cpu['window']:.1f} s) "
                 f"| {verdict(cpu['node'], 0.10)} |")
     r = res['replays']
@@ -79,7 +79,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         'and the benchmark itself. The node checks both sensors (joints `abs` 0.01 rad, '
         'scan `rms` 0.05 m, max_age 0.5 s) and proxies the one action; store: SQLite in a '
         'temporary directory. The controller keeps finished goals for '
-        f'{args.result_timeout} s (`result_timeout`; rclpy\'s default of 10 s would make every '
+        f"{args.result_timeout} s (`result_timeout`; rclpy's default of 10 s would make every "
         'client parse a status array of hundreds of goals per message at back-to-back rates, '
         'growing through the run). Clients in the benchmark are plain rclpy: `send_goal_async`, '
         'then `get_result_async`, each awaited with `spin_until_future_complete` on a '
@@ -90,18 +90,18 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         'Goals: 7 joints, 3 waypoints. Times: `time.monotonic_ns` '
         '(one clock for all processes) and `perf_counter`.',
         '',
-        f"Phases in order: warm-up ({args.warmup} goals each direct, proxied, relayed); "
-        f"pass-through ({args.passthrough} goals each direct, proxied, relayed, "
-        f"interleaved, order rotating, one per {1e3 / args.scan_hz:g} ms; then "
-        f"{args.passthrough_b2b} each back to back); learning a {args.steps}-step task "
-        f"through the proxy "
-        f"(StartRecording, {args.steps} goals, StopRecording); {args.rounds} rounds of "
+        f'Phases in order: warm-up ({args.warmup} goals each direct, proxied, relayed); '
+        f'pass-through ({args.passthrough} goals each direct, proxied, relayed, '
+        f'interleaved, order rotating, one per {1e3 / args.scan_hz:g} ms; then '
+        f'{args.passthrough_b2b} each back to back); learning a {args.steps}-step task '
+        f'through the proxy '
+        f'(StartRecording, {args.steps} goals, StopRecording); {args.rounds} rounds of '
         f"[{args.steps} direct goals, one per {1e3 / args.scan_hz:g} ms (a replay's pace: the "
         f"controller's status messages then list as many goals as during a replay), one replay "
-        f"by `~/replay`, one by "
+        f'by `~/replay`, one by '
         f"`~/execute_task`]; {len(r['execute_other']['total'])} ExecuteTask replays after "
-        f"{args.other} trajectories of {args.other_steps} steps under other params of the same "
-        f"task were written to the store (from this process, while the node ran: "
+        f'{args.other} trajectories of {args.other_steps} steps under other params of the same '
+        f'task were written to the store (from this process, while the node ran: '
         f"{res['other_write_s']:.2f} s); then {args.cpu_warmup:g} s of quiet and the CPU "
         'window.',
         '',
@@ -110,14 +110,14 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         'A replayed step, seen from the controller, is the interval between the arrivals '
         'of two consecutive goals. It contains one full round trip to the controller (what a '
         'plain client would spend anyway), the post-check wait for sensor data newer than the '
-        'step\'s end, and the cache\'s own work (post snapshot and check, store lookup of the '
-        'next step\'s candidates, pre snapshot and match, events, feedback). '
-        '**Overhead per step = interval - that step\'s sensor wait (measured inside the node by '
+        "step's end, and the cache's own work (post snapshot and check, store lookup of the "
+        "next step's candidates, pre snapshot and match, events, feedback). "
+        "**Overhead per step = interval - that step's sensor wait (measured inside the node by "
         'the `wait_newer` probe, per step) - p50 of the direct round trip '
         f'({ms(direct50)} ms, {len(res["direct"])} goals, measured in the same rounds).** '
-        'The sensor wait depends only on the slowest sensor\'s rate (here the 40 Hz scan: '
-        'up to 25 ms, about 12.5 ms on average) and is not the cache\'s cost. '
-        'Sampled intervals: every step of every replay except the first (the walk\'s '
+        "The sensor wait depends only on the slowest sensor's rate (here the 40 Hz scan: "
+        "up to 25 ms, about 12.5 ms on average) and is not the cache's cost. "
+        "Sampled intervals: every step of every replay except the first (the walk's "
         'initial fresh-data wait precedes it) and the last (nothing follows it).',
         '',
         '| figure (ms) | p50 | p90 | p99 | N |',
@@ -136,8 +136,8 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         ]
     lines += [
         '',
-        'Inside the node (probes): the replayed call (send, accept, result; the node\'s own '
-        'client, served by its proxy node\'s single-threaded executor thread) against the '
+        "Inside the node (probes): the replayed call (send, accept, result; the node's own "
+        "client, served by its proxy node's single-threaded executor thread) against the "
         'direct round trip, and the rest of each step (time between two calls minus the call '
         'and the sensor wait: checks, store, events, feedback, thread hand-offs).',
         '',
@@ -159,7 +159,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
     if any(parts.get(k) for k, _ in names):
         lines += [
             '',
-            'Parts of the node\'s work per replayed step (all replays; probes around these '
+            "Parts of the node's work per replayed step (all replays; probes around these "
             'methods):',
             '',
             '| part (ms) | p50 | p90 | p99 | N |',
@@ -179,7 +179,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         fig = r[path]
         waits = sum(fig['wait']) / max(1, len(fig['total']))
         lines.append(f"| {label} | {len(fig['total'])} | {pct(fig['total'], 50):.3f} s "
-                     f"| {args.steps * direct50:.3f} s | {waits:.3f} s |")
+                     f'| {args.steps * direct50:.3f} s | {waits:.3f} s |')
     idle = res['cpu']['node']
 
     def net_ms(deltas: list[dict[str, float]], count: int, who: str = 'node') -> str:
@@ -190,7 +190,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
     lines += [
         '',
         'CPU per goal (ms of CPU time, from `/proc/<pid>/stat` and `os.times()` around each '
-        'phase; the node\'s figures are net of its idle rate measured in part 3, which covers '
+        "phase; the node's figures are net of its idle rate measured in part 3, which covers "
         'receiving the sensor streams). Latency on a loaded machine is CPU plus waiting for a '
         'core; these figures show the work itself.',
         '',
@@ -199,12 +199,12 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         f"| direct goal (the rounds' reference goals) | - "
         f"| {net_ms(direct_cpu, len(res['direct']), 'server')} "
         f"| {net_ms(direct_cpu, len(res['direct']), 'bench')} |",
-        f"| pass-through phase, per proxied goal (controller: per goal of any kind) "
+        f'| pass-through phase, per proxied goal (controller: per goal of any kind) '
         f"| {net_ms([res['pass_cpu']], args.passthrough)} "
         f"| {net_ms([res['pass_cpu']], 3 * args.passthrough, 'server')} "
         f"| {1e3 * np.mean(res['pass_client_cpu']['proxied']):.2f} "
         f"(direct goals: {1e3 * np.mean(res['pass_client_cpu']['direct']):.2f}) |",
-        f"| pass-through phase, per relayed goal (minimal relay, for reference) "
+        f'| pass-through phase, per relayed goal (minimal relay, for reference) '
         f"| {net_ms([res['pass_cpu']], args.passthrough, 'relay')} | "
         f"| {1e3 * np.mean(res['pass_client_cpu']['relayed']):.2f} |",
     ]
@@ -250,25 +250,25 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         f"| direct, back to back | {stats(b2b['direct'])} |",
         f"| through the cache's proxy, back to back | {stats(b2b['proxied'])} |",
         f"| through the minimal relay, back to back | {stats(b2b['relayed'])} |",
-        f"| paired difference, proxy - direct, back to back "
+        f'| paired difference, proxy - direct, back to back '
         f"| {stats([p - d for d, p in zip(b2b['direct'], b2b['proxied'], strict=True)])} |",
-        f"| paired difference, relay - direct, back to back "
+        f'| paired difference, relay - direct, back to back '
         f"| {stats([p - d for d, p in zip(b2b['direct'], b2b['relayed'], strict=True)])} |",
         '',
         '## 3. Idle CPU',
         '',
-        f"Node process CPU (utime + stime of all its threads, from `/proc/<pid>/stat`) over "
+        f'Node process CPU (utime + stime of all its threads, from `/proc/<pid>/stat`) over '
         f"{cpu['window']:.1f} s with no task running, after {args.cpu_warmup:g} s of quiet. "
         f"Publisher (another process) achieved {cpu['joint_hz']:.0f} Hz JointState and "
         f"{cpu['scan_hz']:.1f} Hz LaserScan over the same window "
-        f"(targets {args.joint_hz:g} / {args.scan_hz:g} Hz) and used "
+        f'(targets {args.joint_hz:g} / {args.scan_hz:g} Hz) and used '
         f"{100 * cpu['publisher']:.1f}% of a core.",
         '',
         '| process | CPU, % of one core |',
         '|---|---:|',
         f"| cache node | {100 * cpu['node']:.1f} |",
         f"| publisher | {100 * cpu['publisher']:.1f} |",
-        f"| floor: a process subscribed to both topics that never takes a message "
+        f'| floor: a process subscribed to both topics that never takes a message '
         f"(`_peers.py listen`) | {100 * cpu['floor']:.1f} |",
         '',
         'The benchmark is not a test and asserts nothing about time; the pass/fail column '
@@ -295,7 +295,7 @@ def reading(res: dict[str, Any]) -> list[str]:
             f"- Replay, {label}: between two goals the node's own work (pre and post "
             f"snapshots and checks, store, event, feedback) takes {ms(pct(fig['rest'], 50))} ms "
             f"p50; its replayed call takes {ms(pct(fig['call'], 50))} ms p50 against "
-            f"{ms(direct50)} ms for the plain client (difference "
+            f'{ms(direct50)} ms for the plain client (difference '
             f"{1e3 * (pct(fig['call'], 50) - direct50):+.3f} ms).")
     direct = pct(res['pass_direct'], 50)
     added = pct(res['pass_proxy'], 50) - direct
@@ -310,25 +310,25 @@ def reading(res: dict[str, Any]) -> list[str]:
     b2b_direct = pct(b2b['direct'], 50)
     out += [
         f"- Pass-through: the cache's proxy adds {ms(added)} ms p50, a minimal rclpy relay "
-        f"{ms(relay)} ms ({added / relay:.2f}x); CPU per forwarded goal: node "
-        f"{1e3 * node_cpu:.2f} ms, relay {1e3 * relay_cpu:.2f} ms. A plain round trip here is "
-        f"{ms(direct)} ms p50. The proxy sends the goal on from its goal callback, before it "
+        f'{ms(relay)} ms ({added / relay:.2f}x); CPU per forwarded goal: node '
+        f'{1e3 * node_cpu:.2f} ms, relay {1e3 * relay_cpu:.2f} ms. A plain round trip here is '
+        f'{ms(direct)} ms p50. The proxy sends the goal on from its goal callback, before it '
         f"answers the agent, which saves the relay's hand-over to the execute callback; both "
         f"still pay rclpy's executor (a Python loop that rebuilds its wait set and polls every "
-        f"pending coroutine on each wake-up) for every message of the extra hop: goal, accept, "
+        f'pending coroutine on each wake-up) for every message of the extra hop: goal, accept, '
         f"result request, result, status. rclpy's C++ `EventsExecutor` would cut that "
         f"loop's share, but in rclpy 9.1.2 it never runs an accepted action goal's execute "
-        f"callback, so it cannot serve the proxies. Back to back the proxy adds "
+        f'callback, so it cannot serve the proxies. Back to back the proxy adds '
         f"{ms(pct(b2b['proxied'], 50) - b2b_direct)} ms and the relay "
         f"{ms(pct(b2b['relayed'], 50) - b2b_direct)} ms: how much a hop costs here depends on "
         f"the machine's state as much as on the proxy.",
         f"- The agent's own CPU per goal: {1e3 * np.mean(client['direct']):.2f} ms direct, "
         f"{1e3 * np.mean(client['proxied']):.2f} ms through the proxy, "
         f"{1e3 * np.mean(client['relayed']):.2f} ms through the relay. An action server's "
-        f"status messages list every goal it still keeps (rclpy: finished goals for "
-        f"`result_timeout`, 10 s by default), so at back-to-back rates a long keep time makes "
+        f'status messages list every goal it still keeps (rclpy: finished goals for '
+        f'`result_timeout`, 10 s by default), so at back-to-back rates a long keep time makes '
         f"the agent's cost per goal grow with the rate.",
-        f"- Idle: node {100 * idle:.1f}% of a core; a process that only holds the two "
+        f'- Idle: node {100 * idle:.1f}% of a core; a process that only holds the two '
         f"subscriptions (never takes a message) {100 * res['cpu']['floor']:.1f}%.",
     ]
     return out

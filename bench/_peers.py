@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The node benchmark's peers, each run as its own process by ``bench/node.py``.
+"""
+The node benchmark's peers, each run as its own process by ``bench/node.py``.
 
 ``server``: a zero-duration controller. Serves
 ``muscle_mem_interfaces/action/FollowJointTrajectory`` at ``/<prefix>/arm/follow_joint_trajectory``
@@ -38,16 +39,15 @@ import time
 from typing import Any
 
 from action_msgs.msg import GoalStatus
+from muscle_mem_interfaces.action import FollowJointTrajectory
 from muscle_mem_ros.ros.action_client import ActionClient
 import rclpy
 from rclpy.action import ActionServer, GoalResponse
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import HistoryPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState, LaserScan
 from std_srvs.srv import Trigger
-
-from muscle_mem_interfaces.action import FollowJointTrajectory
 
 JOINTS = [f'joint_{i}' for i in range(1, 8)]
 HOME = [0.0, -0.4, 0.0, -1.8, 0.0, 1.4, 0.8]

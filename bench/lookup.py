@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Lookup latency as the cache grows: muscle_mem_ros against muscle-mem 0.1.0.
+"""
+Lookup latency as the cache grows: muscle_mem_ros against muscle-mem 0.1.0.
 
 Workload (same for both): one task; N learned trajectories of two steps each;
 every step's pre snapshot is 32 floats (uniform in [-pi, pi], think joint
@@ -34,8 +35,6 @@ import tempfile
 import time
 
 from _common import cpu_name, ms, pct
-import numpy as np
-
 from muscle_mem_ros import (
     Matcher,
     SensorSpec,
@@ -45,6 +44,7 @@ from muscle_mem_ros import (
     ToleranceCheck,
     ToolKind,
 )
+import numpy as np
 
 DIMS = 32
 TOL = 0.05

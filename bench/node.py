@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Behavior-cache node: replay overhead per step, proxy overhead per goal, idle CPU.
+"""
+Behavior-cache node: replay overhead per step, proxy overhead per goal, idle CPU.
 
 Five processes on loopback (real rclpy, Fast DDS, SQLite), all started by this script:
 
@@ -53,6 +54,8 @@ from _node_report import render
 from _peers import HOME, JOINTS
 from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
+from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
 from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.store import SqliteStore
@@ -64,9 +67,6 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 import yaml
 
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
-from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
-
 HERE = Path(__file__).resolve().parent
 TASK = 'inspect_rack'
 ARM_TYPE = 'muscle_mem_interfaces/action/FollowJointTrajectory'
@@ -74,7 +74,8 @@ WAIT = 30.0
 
 
 def paced(send: Any, count: int, period: float) -> list[float]:
-    """Call ``send(i)`` ``count`` times, starting one call per ``period`` s; return the results.
+    """
+    Call ``send(i)`` ``count`` times, starting one call per ``period`` s; return the results.
 
     The direct reference goes at a replay's pace (a replay waits for the slowest
     sensor between steps): the controller's status messages list every goal it
@@ -141,7 +142,8 @@ class Peer:
 
 
 class Client:
-    """The benchmark's own ROS side: plain clients, each on its own node and executor.
+    """
+    The benchmark's own ROS side: plain clients, each on its own node and executor.
 
     Every client gets a node of its own (no parameter services) and a single-threaded
     executor that spins only that node, so a round trip wakes up only for its own
@@ -260,7 +262,8 @@ def read_timings(path: Path) -> tuple[dict[str, bool], list[tuple[str, int, int]
 
 def analyse_replay(arrivals: list[int], window: tuple[int, int],
                    records: list[tuple[str, int, int]]) -> dict[str, list[float]]:
-    """Per-step figures of one replay, in seconds.
+    """
+    Per-step figures of one replay, in seconds.
 
     interval: from one goal's arrival at the controller to the next one's; wait: the
     post-check sensor waits (probe) that started inside that interval; call / rest: from the
@@ -492,7 +495,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def step_parts(windows: list[tuple[int, int]],
                records: list[tuple[str, int, int]]) -> dict[str, list[float]]:
-    """Durations (s) of the node's parts of a replayed step, inside the replay windows.
+    """
+    Durations (s) of the node's parts of a replayed step, inside the replay windows.
 
     ``post_logic`` is a post-check minus the sensor wait inside it.
     """

@@ -1,4 +1,5 @@
-"""Launch the behavior-cache node with a params file.
+"""
+Launch the behavior-cache node with a params file.
 
     ros2 launch muscle_mem_ros behavior_cache.launch.py
     ros2 launch muscle_mem_ros behavior_cache.launch.py params_file:=/path/to/params.yaml \

@@ -1,4 +1,5 @@
-"""Launch the MuJoCo demo: sim robot, behavior cache and demo planning agent.
+"""
+Launch the MuJoCo demo: sim robot, behavior cache and demo planning agent.
 
     ros2 launch muscle_mem_ros sim_demo.launch.py
     ros2 launch muscle_mem_ros sim_demo.launch.py rtf:=2.0 think_time:=0.5 \

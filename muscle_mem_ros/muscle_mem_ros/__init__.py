@@ -1,4 +1,5 @@
-"""Muscle memory for robots: a behavior cache in front of a planning agent.
+"""
+Muscle memory for robots: a behavior cache in front of a planning agent.
 
 The top-level package is the ROS-free core: importing it never imports rclpy.
 ``from muscle_mem_ros import Check, Engine`` is a drop-in for the original
@@ -35,7 +36,7 @@ from .records import (
     ToolKind,
     TrajectoryInfo,
 )
-from .store import MemoryStore, SqliteStore, Store, open_store
+from .store import MemoryStore, open_store, SqliteStore, Store
 
 __all__ = [
     'Check',

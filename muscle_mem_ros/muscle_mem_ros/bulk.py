@@ -1,4 +1,5 @@
-"""Help for creating many small objects at once (loading a large tree, building a matrix).
+"""
+Help for creating many small objects at once (loading a large tree, building a matrix).
 
 Python's cyclic garbage collector runs every few hundred allocations and scans
 every tracked object each full pass, so building 100 000 nodes with their

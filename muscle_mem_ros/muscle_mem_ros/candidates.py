@@ -1,4 +1,5 @@
-"""Index a set of candidates once, so that every later lookup is a few array operations.
+"""
+Index a set of candidates once, so that every later lookup is a few array operations.
 
 The recorded pre snapshots of the children of one tree node become one
 NumPy matrix per sensor (raw and divided by the tolerance). When every
@@ -31,7 +32,8 @@ _HEADROOM_FROM = 1024
 
 
 class _Storage:
-    """Row storage with spare capacity, shared by successive indexes of a growing set.
+    """
+    Row storage with spare capacity, shared by successive indexes of a growing set.
 
     Each index views the first ``n`` rows; rows beyond ``filled`` are free. An
     extension claims rows atomically, so two extensions of the same index never
@@ -55,14 +57,14 @@ class _Storage:
 
 @dataclass(frozen=True, eq=False)
 class Column:
-    """One sensor's recorded vectors for every candidate.
+    """
+    One sensor's recorded vectors for every candidate.
 
-    Attributes:
-        k: Vector length.
-        has: Rows that recorded this sensor with length ``k``.
-        rec: (n, k) recorded vectors, raw units (zeros where not ``has``).
-        rec_n: ``rec`` divided by the tolerance.
-        storage: Where ``rec``/``rec_n`` live when they have spare rows to grow into.
+    :ivar k: Vector length.
+    :ivar has: Rows that recorded this sensor with length ``k``.
+    :ivar rec: (n, k) recorded vectors, raw units (zeros where not ``has``).
+    :ivar rec_n: ``rec`` divided by the tolerance.
+    :ivar storage: Where ``rec``/``rec_n`` live when they have spare rows to grow into.
     """
 
     k: int
@@ -89,21 +91,21 @@ class Column:
 
 @dataclass(frozen=True, eq=False)
 class CandidateIndex:
-    """Everything about one candidate set that does not depend on the current snapshot.
+    """
+    Everything about one candidate set that does not depend on the current snapshot.
 
     Immutable once built, except the cache of tool masks.
 
-    Attributes:
-        n: Number of candidates.
-        columns: Per sensor of the check, the recorded vectors (None if no
-            candidate recorded that sensor).
-        invalid: Rows that can never pass (no pre snapshot, nothing to compare).
-        odd_rows: Rows scored one by one (unusual vector length or tolerance).
-        tree: KD-tree over the normalized features of ``tree_rows``, or None.
-        tree_rows: Rows indexed by ``tree``.
-        ids: Node id of every row.
-        tools: ``step.tool`` of every row.
-        masks: Cached results of :meth:`allowed`.
+    :ivar n: Number of candidates.
+    :ivar columns: Per sensor of the check, the recorded vectors (None if no
+        candidate recorded that sensor).
+    :ivar invalid: Rows that can never pass (no pre snapshot, nothing to compare).
+    :ivar odd_rows: Rows scored one by one (unusual vector length or tolerance).
+    :ivar tree: KD-tree over the normalized features of ``tree_rows``, or None.
+    :ivar tree_rows: Rows indexed by ``tree``.
+    :ivar ids: Node id of every row.
+    :ivar tools: ``step.tool`` of every row.
+    :ivar masks: Cached results of :meth:`allowed`.
     """
 
     n: int
@@ -136,11 +138,11 @@ def tool_names(candidates: Sequence[Node]) -> np.ndarray:
 
 
 class IndexBuilder:
-    """Build and extend :class:`CandidateIndex` objects for one check.
+    """
+    Build and extend :class:`CandidateIndex` objects for one check.
 
-    Args:
-        sensors: The check's compiled sensors.
-        kdtree_min: Set size from which an all-ABS check gets a KD-tree.
+    :param sensors: The check's compiled sensors.
+    :param kdtree_min: Set size from which an all-ABS check gets a KD-tree.
     """
 
     def __init__(self, *, sensors: Sequence[_Sensor], kdtree_min: int) -> None:
@@ -157,7 +159,8 @@ class IndexBuilder:
         *,
         headroom: bool = False,
     ) -> tuple[list[Column | None], np.ndarray, np.ndarray]:
-        """Build the per-sensor matrices; returns (columns, invalid rows, odd rows mask).
+        """
+        Build the per-sensor matrices; returns (columns, invalid rows, odd rows mask).
 
         ``ks`` forces each sensor's vector length (to append rows to an existing
         block); by default the most common recorded length is used. With
@@ -226,7 +229,8 @@ class IndexBuilder:
                               ids=ids, tools=tool_names(candidates))
 
     def extend(self, old: CandidateIndex, candidates: Sequence[Node]) -> CandidateIndex | None:
-        """Append new children to the block of the same set before it grew, or None.
+        """
+        Append new children to the block of the same set before it grew, or None.
 
         Stores only append children between removals, so after a branch is
         learned under a large fan-out the old matrices are reused (grown in

@@ -1,4 +1,5 @@
-"""Checks: is the world now close enough to the world a step was recorded in?
+"""
+Checks: is the world now close enough to the world a step was recorded in?
 
 Two kinds:
 
@@ -36,7 +37,8 @@ _TWO_PI = 2.0 * math.pi
 
 
 class Check(Generic[T]):
-    """A user check: ``capture`` reads the world, ``compare`` judges it.
+    """
+    A user check: ``capture`` reads the world, ``compare`` judges it.
 
     Same shape as the original muscle-mem ``Check``. ``capture`` is called with
     the tool's arguments (for a method tool, the context object first) and
@@ -46,9 +48,8 @@ class Check(Generic[T]):
     similarity: a truthy value passes (a float > 0), and among passing
     candidates a higher float ranks better (``True`` counts as 1.0).
 
-    Args:
-        capture: Reads the relevant features from the environment.
-        compare: Pure function of (current capture, recorded capture).
+    :param capture: Reads the relevant features from the environment.
+    :param compare: Pure function of (current capture, recorded capture).
     """
 
     def __init__(
@@ -97,15 +98,13 @@ class _Sensor:
     def scores(
         self, rec: np.ndarray, x: np.ndarray, rec_n: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Score every row of ``rec`` (n, k) against the current vector ``x`` (k,).
+        """
+        Score every row of ``rec`` (n, k) against the current vector ``x`` (k,).
 
-        Args:
-            rec: Recorded vectors, raw units.
-            x: Current vector, raw units.
-            rec_n: ``self.normalized(rec)`` if the caller cached it.
-
-        Returns:
-            (n,) scores: 0 identical, 1 at the tolerance, inf for EXACT mismatches.
+        :param rec: Recorded vectors, raw units.
+        :param x: Current vector, raw units.
+        :param rec_n: ``self.normalized(rec)`` if the caller cached it.
+        :return: (n,) scores: 0 identical, 1 at the tolerance, inf for EXACT mismatches.
         """
         mode = self.spec.mode
         if mode is CompareMode.EXACT:
@@ -167,19 +166,17 @@ def _compile(spec: SensorSpec) -> _Sensor:
 
 
 class ToleranceCheck:
-    """Built-in numeric check over named feature vectors.
+    """
+    Built-in numeric check over named feature vectors.
 
     A sensor recorded in the old snapshot must be present and fresh now and
     within tolerance; a sensor absent from the recording is ignored (it was
     recorded without it). A recording with none of the configured sensors
     fails ('nothing to compare'): a built-in check never passes blindly.
 
-    Args:
-        sensors: One spec per feature name; names must be unique.
-
-    Raises:
-        ValueError: Empty sensor list, duplicate names, negative or NaN
-            tolerance, non-positive max_age.
+    :param sensors: One spec per feature name; names must be unique.
+    :raises ValueError: Empty sensor list, duplicate names, negative or NaN
+        tolerance, non-positive max_age.
     """
 
     def __init__(self, *, sensors: Sequence[SensorSpec]) -> None:
@@ -197,10 +194,10 @@ class ToleranceCheck:
         return f'ToleranceCheck(sensors={list(self.sensors)!r})'
 
     def current(self, now: Snapshot, *, now_time: float | None = None) -> Current:
-        """Read the current vector of every sensor, or why it cannot be used.
+        """
+        Read the current vector of every sensor, or why it cannot be used.
 
-        Returns:
-            Per sensor, in order: (vector, None) when usable, else (None, reason)
+        :return: Per sensor, in order: (vector, None) when usable, else (None, reason)
             with reason 'missing', 'stale (X s old)' or 'not finite ...'.
         """
         clock = now.taken_at if now_time is None else now_time
@@ -230,16 +227,14 @@ class ToleranceCheck:
     def evaluate(
         self, recorded: Snapshot, now: Snapshot, *, now_time: float | None = None,
     ) -> CheckResult:
-        """Compare one recorded snapshot with the current one.
+        """
+        Compare one recorded snapshot with the current one.
 
-        Args:
-            recorded: Snapshot stored with the step.
-            now: Fresh snapshot.
-            now_time: Clock for the staleness test (same clock as the stamps);
-                None uses ``now.taken_at``.
-
-        Returns:
-            The result; ``score`` is the worst sensor's score.
+        :param recorded: Snapshot stored with the step.
+        :param now: Fresh snapshot.
+        :param now_time: Clock for the staleness test (same clock as the stamps);
+            None uses ``now.taken_at``.
+        :return: The result; ``score`` is the worst sensor's score.
         """
         return self.evaluate_current(recorded, self.current(now, now_time=now_time))
 
@@ -292,7 +287,8 @@ def _shape_failure(sensor: _Sensor, k_rec: int, k_now: int) -> CheckFailure | No
 
 
 def user_similarity(value: Any) -> float:
-    """Turn a user compare's return value into a similarity (higher is better).
+    """
+    Turn a user compare's return value into a similarity (higher is better).
 
     ``True`` is 1.0 and ``False`` 0.0; a number is itself; anything else is
     judged by truthiness like the original muscle-mem.

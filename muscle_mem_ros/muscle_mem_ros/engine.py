@@ -1,4 +1,5 @@
-"""The muscle-mem compatible Python API: ``Engine``.
+"""
+The muscle-mem compatible Python API: ``Engine``.
 
 ``from muscle_mem_ros import Check, Engine`` runs code written for the original
 muscle-mem 0.1.0 SDK unchanged, with the same builder errors, decorators,
@@ -48,10 +49,10 @@ from typing import Any, TypeVar
 from .checks import Check, user_similarity
 from .errors import StoreError
 from .metrics import EngineStats, Metrics
-from .params import CallSpec, MissingParamError, infer
+from .params import CallSpec, infer, MissingParamError
 from .records import Node, Snapshot, Step, StepStatus, ToolKind
-from .resume import Resume, accepts_resume
-from .store import MemoryStore, Recording, Store, open_store
+from .resume import accepts_resume, Resume
+from .store import MemoryStore, open_store, Recording, Store
 from .tools import Tool, ToolRegistry
 
 __all__ = ['Engine', 'EngineStats', 'Resume']
@@ -78,16 +79,16 @@ def _task_key(tags: list[str] | tuple[str, ...] | None) -> str:
 
 
 class Engine:
-    """Record an agent's tool calls per task and replay them while checks pass.
+    """
+    Record an agent's tool calls per task and replay them while checks pass.
 
-    Args:
-        store: Where to keep what is learned: a :class:`~muscle_mem_ros.store.Store`,
-            a path to an SQLite file (persistent), or None / ':memory:' for memory
-            (the default).
-        allow_pickle: Let a persistent store pickle captures and arguments that
-            are not JSON data or NumPy arrays, and unpickle them when reading (a
-            pickle runs code when loaded: only for a file you trust). Off by
-            default; a Store instance must have been opened with it.
+    :param store: Where to keep what is learned: a :class:`~muscle_mem_ros.store.Store`,
+        a path to an SQLite file (persistent), or None / ':memory:' for memory
+        (the default).
+    :param allow_pickle: Let a persistent store pickle captures and arguments that
+        are not JSON data or NumPy arrays, and unpickle them when reading (a
+        pickle runs code when loaded: only for a file you trust). Off by
+        default; a Store instance must have been opened with it.
     """
 
     def __init__(
@@ -114,17 +115,17 @@ class Engine:
 
     @property
     def store(self) -> Store:
-        """The store this engine learns into."""
+        """Return the store this engine learns into."""
         return self._store
 
     @property
     def finalized(self) -> bool:
-        """True once :meth:`finalize` succeeded."""
+        """Return True once :meth:`finalize` succeeded."""
         return self._finalized
 
     @property
     def stats(self) -> EngineStats:
-        """A snapshot of the counters."""
+        """Return a snapshot of the counters."""
         with self._stats_lock:
             return EngineStats(**self._counts)
 
@@ -133,7 +134,8 @@ class Engine:
             self._counts[name] += n
 
     def set_agent(self, agent: Callable[..., Any]) -> Engine:
-        """Set the agent called when the cache cannot finish a task.
+        """
+        Set the agent called when the cache cannot finish a task.
 
         The agent is called with the engine call's arguments (without ``tags``
         and ``params``). Opt-in resume: if the agent has a parameter named
@@ -165,7 +167,7 @@ class Engine:
             raise ValueError('Engine must have an agent to fall back to. Use '
                              'engine.set_agent(your_agent)')
         if self._context is None and self._registry.has_methods():
-            raise ValueError("Engine expects to use method-based tools, but no runtime value was "
+            raise ValueError('Engine expects to use method-based tools, but no runtime value was '
                              "provided for 'self'. Use "
                              'engine.set_context(your_dependency_instance)')
         self._finalized = True
@@ -173,12 +175,12 @@ class Engine:
 
     def function(self, pre_check: Check[Any] | Callable[..., Any] | None = None,
                  post_check: Check[Any] | None = None) -> Any:
-        """Decorate a function tool; usable as ``@engine.function()`` or bare ``@engine.function``.
+        """
+        Decorate a function tool; usable as ``@engine.function()`` or bare ``@engine.function``.
 
-        Args:
-            pre_check: Check captured before each call; replay requires it to pass.
-            post_check: Check captured after each call; a failing one after a
-                replayed step hands control to the agent.
+        :param pre_check: Check captured before each call; replay requires it to pass.
+        :param post_check: Check captured after each call; a failing one after a
+            replayed step hands control to the agent.
         """
         if self._finalized:
             raise ValueError('Engine is finalized and cannot register new functions')
@@ -286,17 +288,15 @@ class Engine:
 
     def __call__(self, *args: Any, tags: list[str] | None = None,
                  params: dict[str, Any] | None = None, **kwargs: Any) -> bool:
-        """Run a task: replay what was learned while checks pass, else call the agent.
+        """
+        Run a task: replay what was learned while checks pass, else call the agent.
 
-        Args:
-            *args: Passed to the agent unchanged.
-            tags: Cache bucket; runs with different tags never share trajectories.
-            params: Task parameters; recorded arguments equal to one replay with
-                this run's value.
-            **kwargs: Passed to the agent unchanged.
-
-        Returns:
-            True only if the whole task was replayed from the cache.
+        :param args: Passed to the agent unchanged.
+        :param tags: Cache bucket; runs with different tags never share trajectories.
+        :param params: Task parameters; recorded arguments equal to one replay with
+            this run's value.
+        :param kwargs: Passed to the agent unchanged.
+        :return: True only if the whole task was replayed from the cache.
         """
         if not self._finalized:
             self.finalize()

@@ -1,4 +1,5 @@
-"""Errors raised by muscle_mem_ros.
+"""
+Errors raised by muscle_mem_ros.
 
 One base class, :class:`MuscleMemError`, so a caller can catch everything the
 package raises on purpose. Bad arguments still raise the built-in
@@ -30,7 +31,8 @@ class StoreError(MuscleMemError):
 
 
 class StoreCorruptError(StoreError):
-    """The file is not a muscle_mem store, is unreadable, or is corrupt.
+    """
+    The file is not a muscle_mem store, is unreadable, or is corrupt.
 
     The file is left exactly as it was found.
     """
@@ -55,7 +57,8 @@ class StorePickleError(StoreError):
 
 
 class StoreVersionError(StoreError):
-    """The store was written by a newer schema version than this code knows.
+    """
+    The store was written by a newer schema version than this code knows.
 
     The file is left exactly as it was found; upgrade muscle_mem_ros to read it.
     """

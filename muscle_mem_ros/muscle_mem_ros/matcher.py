@@ -1,4 +1,5 @@
-"""Choose which recorded step to replay next, vectorized over all candidates.
+"""
+Choose which recorded step to replay next, vectorized over all candidates.
 
 The children of one tree node are the candidates. They are indexed once
 (:mod:`muscle_mem_ros.candidates`: NumPy matrices, and a KD-tree for large
@@ -33,16 +34,16 @@ _NO_PRE = CheckResult(
 
 @dataclass(frozen=True)
 class Selection:
-    """Outcome of choosing among candidates.
+    """
+    Outcome of choosing among candidates.
 
-    Attributes:
-        node: Best passing candidate, None if none passed.
-        result: Its check result (None when ``node`` is None).
-        rejected: Failing candidates, best (lowest score) first, at most the
-            matcher's ``max_rejected`` of them (enough to explain a miss
-            without building a result per candidate at large fan-out). Empty
-            when a candidate passed, unless the matcher was built with
-            ``rejected_on_hit=True``.
+    :ivar node: Best passing candidate, None if none passed.
+    :ivar result: Its check result (None when ``node`` is None).
+    :ivar rejected: Failing candidates, best (lowest score) first, at most the
+        matcher's ``max_rejected`` of them (enough to explain a miss
+        without building a result per candidate at large fan-out). Empty
+        when a candidate passed, unless the matcher was built with
+        ``rejected_on_hit=True``.
     """
 
     node: Node | None
@@ -51,16 +52,16 @@ class Selection:
 
 
 class Matcher:
-    """Select the best candidate whose recorded pre snapshot matches now.
+    """
+    Select the best candidate whose recorded pre snapshot matches now.
 
     Thread-safe: the cache is guarded by a lock and cached blocks are immutable.
 
-    Args:
-        check: The tolerance check that scores candidates.
-        max_rejected: How many failing candidates ``Selection.rejected`` keeps.
-        kdtree_min: Fan-out from which an all-ABS check uses a KD-tree.
-        cache_size: Candidate sets kept in the LRU cache.
-        rejected_on_hit: Also explain the failing candidates when one passed.
+    :param check: The tolerance check that scores candidates.
+    :param max_rejected: How many failing candidates ``Selection.rejected`` keeps.
+    :param kdtree_min: Fan-out from which an all-ABS check uses a KD-tree.
+    :param cache_size: Candidate sets kept in the LRU cache.
+    :param rejected_on_hit: Also explain the failing candidates when one passed.
     """
 
     def __init__(
@@ -93,21 +94,21 @@ class Matcher:
         now_time: float | None = None,
         tools: Collection[str] | None = None,
     ) -> Selection:
-        """Return the best passing candidate and the closest failing ones.
+        """
+        Return the best passing candidate and the closest failing ones.
 
         Ranking among passing candidates: lowest score, then highest
         ``success_count``, then latest ``last_used``, then lowest id.
 
-        Args:
-            candidates: Children of one tree node. A store's ``children()``
-                result carries a ``key`` that identifies the set cheaply; any
-                other sequence is keyed by its node ids.
-            now: Fresh snapshot.
-            now_time: Clock for staleness (same clock as ``now.stamps``).
-            tools: If given, only candidates whose ``step.tool`` is one of these
-                are considered (neither selected nor listed as rejected); the
-                filter is vectorized and cached, so pass the store's list whole
-                rather than a filtered copy.
+        :param candidates: Children of one tree node. A store's ``children()``
+            result carries a ``key`` that identifies the set cheaply; any
+            other sequence is keyed by its node ids.
+        :param now: Fresh snapshot.
+        :param now_time: Clock for staleness (same clock as ``now.stamps``).
+        :param tools: If given, only candidates whose ``step.tool`` is one of these
+            are considered (neither selected nor listed as rejected); the
+            filter is vectorized and cached, so pass the store's list whole
+            rather than a filtered copy.
         """
         n = len(candidates)
         if n == 0:

@@ -1,4 +1,5 @@
-"""What an engine counts: decisions (:class:`EngineStats`) and timings (:class:`Metrics`).
+"""
+What an engine counts: decisions (:class:`EngineStats`) and timings (:class:`Metrics`).
 
 ``Metrics`` has the shape of the original muscle-mem ``engine.metrics``: off by
 default (``enable()`` turns it on); ``report()`` returns the figures and logs
@@ -71,18 +72,18 @@ class Metrics:
 
 @dataclass(frozen=True)
 class EngineStats:
-    """Counters of an engine since it was created.
+    """
+    Counters of an engine since it was created.
 
-    Attributes:
-        calls: Engine calls.
-        hits: Calls fully served from the cache.
-        misses: Calls that needed the agent (including handoffs).
-        handoffs: Misses after at least one replayed step.
-        steps_replayed: Tool calls replayed.
-        steps_recorded: Tool calls recorded while the agent ran.
-        check_errors: Captures or compares that raised (candidate skipped).
-        tool_errors: Replayed tool calls that raised (handed off to the agent).
-        record_errors: Steps that could not be stored (run not learned).
+    :ivar calls: Engine calls.
+    :ivar hits: Calls fully served from the cache.
+    :ivar misses: Calls that needed the agent (including handoffs).
+    :ivar handoffs: Misses after at least one replayed step.
+    :ivar steps_replayed: Tool calls replayed.
+    :ivar steps_recorded: Tool calls recorded while the agent ran.
+    :ivar check_errors: Captures or compares that raised (candidate skipped).
+    :ivar tool_errors: Replayed tool calls that raised (handed off to the agent).
+    :ivar record_errors: Steps that could not be stored (run not learned).
     """
 
     calls: int = 0

@@ -1,4 +1,5 @@
-"""Task parameters in recorded tool calls: infer them, store them, substitute them.
+"""
+Task parameters in recorded tool calls: infer them, store them, substitute them.
 
 While a task runs with ``params={'name': 'John'}``, an argument of a tool call
 equal to a parameter's value is stored as a reference to that parameter, not as
@@ -36,11 +37,11 @@ class MissingParamError(KeyError):
 
 @dataclass(frozen=True)
 class Arg:
-    """One recorded argument: a fixed value, or a reference to a task parameter.
+    """
+    One recorded argument: a fixed value, or a reference to a task parameter.
 
-    Attributes:
-        param: Name of the task parameter, or None for a fixed value.
-        value: The fixed value (None when ``param`` is set).
+    :ivar param: Name of the task parameter, or None for a fixed value.
+    :ivar value: The fixed value (None when ``param`` is set).
     """
 
     param: str | None = None

@@ -1,4 +1,5 @@
-"""Typed records shared by the core, the store and the ROS node.
+"""
+Typed records shared by the core, the store and the ROS node.
 
 Everything here is immutable: a recorded step never changes after it is
 written, and a replay sends exactly what was recorded.
@@ -48,7 +49,8 @@ class StepStatus(Enum):
 
 
 class CompareMode(Enum):
-    """How a built-in tolerance check reduces a feature vector's deviation.
+    """
+    How a built-in tolerance check reduces a feature vector's deviation.
 
     Every mode yields a score where 0 means identical and 1 means exactly at
     the tolerance; the check passes while the score is at most 1.
@@ -68,14 +70,14 @@ class CompareMode(Enum):
 
 @dataclass(frozen=True)
 class SensorSpec:
-    """Tolerance of one named sensor feature in a built-in check.
+    """
+    Tolerance of one named sensor feature in a built-in check.
 
-    Attributes:
-        name: Feature name as it appears in ``Snapshot.features``.
-        tolerance: One tolerance per element, or a single value for all.
-        mode: How the deviation is reduced to a score.
-        max_age: Seconds; an older (or never received) reading fails the check.
-            ``None`` disables the staleness test (Python API captures).
+    :ivar name: Feature name as it appears in ``Snapshot.features``.
+    :ivar tolerance: One tolerance per element, or a single value for all.
+    :ivar mode: How the deviation is reduced to a score.
+    :ivar max_age: Seconds; an older (or never received) reading fails the check.
+        ``None`` disables the staleness test (Python API captures).
     """
 
     name: str
@@ -86,16 +88,16 @@ class SensorSpec:
 
 @dataclass(frozen=True, eq=False)
 class Snapshot:
-    """Named feature vectors captured at one instant.
+    """
+    Named feature vectors captured at one instant.
 
-    Attributes:
-        features: Feature name -> float vector. Strings and enums are encoded to
-            floats by whoever captures them, so ``EXACT`` compares them.
-        stamps: Feature name -> time the underlying message was received
-            (seconds, same clock as ``taken_at``).
-        taken_at: When the snapshot was taken.
-        user: Result of a user ``Check.capture`` (Python API), or None. A persistent
-            store keeps JSON data and NumPy arrays; other objects need ``allow_pickle``.
+    :ivar features: Feature name -> float vector. Strings and enums are encoded to
+        floats by whoever captures them, so ``EXACT`` compares them.
+    :ivar stamps: Feature name -> time the underlying message was received
+        (seconds, same clock as ``taken_at``).
+    :ivar taken_at: When the snapshot was taken.
+    :ivar user: Result of a user ``Check.capture`` (Python API), or None. A persistent
+        store keeps JSON data and NumPy arrays; other objects need ``allow_pickle``.
     """
 
     features: dict[str, tuple[float, ...]] = field(default_factory=dict)
@@ -106,22 +108,22 @@ class Snapshot:
 
 @dataclass(frozen=True, eq=False)
 class Step:
-    """One call of one tool, as recorded.
+    """
+    One call of one tool, as recorded.
 
-    Attributes:
-        tool: Tool name: the action or service name the agent used, or the
-            Python function's qualified name.
-        kind: Action, service or Python function.
-        type_name: Interface type (``test_msgs/action/Fibonacci``), or for a
-            Python function a hash of its source.
-        payload: What replay sends: CDR bytes of the goal or request, or the
-            arguments of a Python call (:meth:`~muscle_mem_ros.params.CallSpec.encode`,
-            JSON plus typed blobs, never a pickle unless allowed). Replayed byte-identical.
-        payload_json: The same payload, readable, for inspection only.
-        pre: Snapshot taken just before the call, or None if unchecked.
-        post: Snapshot taken just after the call, or None if unchecked.
-        status: How the call ended.
-        duration: Seconds the call took.
+    :ivar tool: Tool name: the action or service name the agent used, or the
+        Python function's qualified name.
+    :ivar kind: Action, service or Python function.
+    :ivar type_name: Interface type (``test_msgs/action/Fibonacci``), or for a
+        Python function a hash of its source.
+    :ivar payload: What replay sends: CDR bytes of the goal or request, or the
+        arguments of a Python call (:meth:`~muscle_mem_ros.params.CallSpec.encode`,
+        JSON plus typed blobs, never a pickle unless allowed). Replayed byte-identical.
+    :ivar payload_json: The same payload, readable, for inspection only.
+    :ivar pre: Snapshot taken just before the call, or None if unchecked.
+    :ivar post: Snapshot taken just after the call, or None if unchecked.
+    :ivar status: How the call ended.
+    :ivar duration: Seconds the call took.
     """
 
     tool: str
@@ -137,17 +139,17 @@ class Step:
 
 @dataclass(frozen=True, eq=False)
 class Node:
-    """One step in a task's trajectory tree.
+    """
+    One step in a task's trajectory tree.
 
-    Attributes:
-        id: Store-wide unique id.
-        parent: Parent node id, or None for a first step.
-        depth: Index of the step in its trajectories (0 for a first step).
-        step: The recorded step.
-        success_count: Times a trajectory through this node finished successfully
-            (recorded or replayed); breaks ties between equally good candidates.
-        last_used: Wall time the node was last recorded or replayed.
-        terminal: True if some complete trajectory ends at this node.
+    :ivar id: Store-wide unique id.
+    :ivar parent: Parent node id, or None for a first step.
+    :ivar depth: Index of the step in its trajectories (0 for a first step).
+    :ivar step: The recorded step.
+    :ivar success_count: Times a trajectory through this node finished successfully
+        (recorded or replayed); breaks ties between equally good candidates.
+    :ivar last_used: Wall time the node was last recorded or replayed.
+    :ivar terminal: True if some complete trajectory ends at this node.
     """
 
     id: int
@@ -161,18 +163,18 @@ class Node:
 
 @dataclass(frozen=True)
 class TrajectoryInfo:
-    """A complete learned trajectory: a root-to-leaf path that ended in success.
+    """
+    A complete learned trajectory: a root-to-leaf path that ended in success.
 
-    Attributes:
-        id: Store-wide unique id (> 0).
-        task: Task name.
-        variant: Tree key within the task (the ROS node uses canonical params JSON;
-            the Python API uses '').
-        params_json: Parameters the trajectory was recorded with.
-        node_ids: Node ids from the first step to the leaf.
-        created: Wall time it was committed.
-        last_used: Wall time it was last recorded or replayed to the end.
-        replay_count: Times it was replayed to the end.
+    :ivar id: Store-wide unique id (> 0).
+    :ivar task: Task name.
+    :ivar variant: Tree key within the task (the ROS node uses canonical params JSON;
+        the Python API uses '').
+    :ivar params_json: Parameters the trajectory was recorded with.
+    :ivar node_ids: Node ids from the first step to the leaf.
+    :ivar created: Wall time it was committed.
+    :ivar last_used: Wall time it was last recorded or replayed to the end.
+    :ivar replay_count: Times it was replayed to the end.
     """
 
     id: int
@@ -198,15 +200,15 @@ class TaskStats:
 
 @dataclass(frozen=True)
 class CheckFailure:
-    """Why one recorded snapshot did not match the current one.
+    """
+    Why one recorded snapshot did not match the current one.
 
-    Attributes:
-        sensor: Feature name that failed (or the user check's tool name).
-        deviation: Raw deviation in the sensor's units (largest element for ABS);
-            ``inf`` when the reading is missing or stale.
-        tolerance: The tolerance it was compared against (largest element).
-        score: Deviation over tolerance (1.0 = at the tolerance).
-        reason: Short human text: 'out of tolerance', 'stale (0.8 s old)', 'missing'.
+    :ivar sensor: Feature name that failed (or the user check's tool name).
+    :ivar deviation: Raw deviation in the sensor's units (largest element for ABS);
+        ``inf`` when the reading is missing or stale.
+    :ivar tolerance: The tolerance it was compared against (largest element).
+    :ivar score: Deviation over tolerance (1.0 = at the tolerance).
+    :ivar reason: Short human text: 'out of tolerance', 'stale (0.8 s old)', 'missing'.
     """
 
     sensor: str
@@ -218,12 +220,12 @@ class CheckFailure:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Outcome of comparing one recorded snapshot against the current one.
+    """
+    Outcome of comparing one recorded snapshot against the current one.
 
-    Attributes:
-        passed: True when every sensor is within tolerance and fresh.
-        score: 0 = identical, 1 = at the tolerance; the worst sensor's score.
-        failures: One entry per failing sensor, worst first.
+    :ivar passed: True when every sensor is within tolerance and fresh.
+    :ivar score: 0 = identical, 1 = at the tolerance; the worst sensor's score.
+    :ivar failures: One entry per failing sensor, worst first.
     """
 
     passed: bool

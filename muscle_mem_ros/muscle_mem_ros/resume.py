@@ -1,4 +1,5 @@
-"""The opt-in resume protocol between the engine and an agent.
+"""
+The opt-in resume protocol between the engine and an agent.
 
 An agent declares that it can continue a task from the middle in one of two
 ways: a parameter named ``resume`` that can be passed by keyword
@@ -22,13 +23,13 @@ __all__ = ['accepts_resume', 'Resume']
 
 @dataclass(frozen=True)
 class Resume:
-    """Where a replay stopped, passed to agents that can continue from there.
+    """
+    Where a replay stopped, passed to agents that can continue from there.
 
-    Attributes:
-        step: Index of the first step the agent has to do (= steps replayed).
-        reason: Why the replay stopped, e.g. 'no recorded step passed its
-            pre-check at step 2'.
-        replayed: Names of the tools replayed in this run, in order.
+    :ivar step: Index of the first step the agent has to do (= steps replayed).
+    :ivar reason: Why the replay stopped, e.g. 'no recorded step passed its
+        pre-check at step 2'.
+    :ivar replayed: Names of the tools replayed in this run, in order.
     """
 
     step: int

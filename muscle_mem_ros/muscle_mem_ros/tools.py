@@ -1,4 +1,5 @@
-"""Registry of the Python functions and methods an engine records and replays.
+"""
+Registry of the Python functions and methods an engine records and replays.
 
 A tool is identified by its qualified name and a hash of its source code, so
 a persistent store never replays a step with a function whose code changed
@@ -36,15 +37,15 @@ def source_hash(func: Callable[..., Any]) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Tool:
-    """A registered function or method.
+    """
+    A registered function or method.
 
-    Attributes:
-        func: The undecorated callable.
-        name: Module-qualified name, stored as ``Step.tool``.
-        code_hash: Hash of the source, stored as ``Step.type_name`` (with a 'py:' prefix).
-        is_method: Called with the engine's context object as ``self``.
-        pre_check: Check captured before the call, or None.
-        post_check: Check captured after the call, or None.
+    :ivar func: The undecorated callable.
+    :ivar name: Module-qualified name, stored as ``Step.tool``.
+    :ivar code_hash: Hash of the source, stored as ``Step.type_name`` (with a 'py:' prefix).
+    :ivar is_method: Called with the engine's context object as ``self``.
+    :ivar pre_check: Check captured before the call, or None.
+    :ivar post_check: Check captured after the call, or None.
     """
 
     func: Callable[..., Any]
@@ -92,7 +93,7 @@ class ToolRegistry:
         return self._tools.get((name, type_name))
 
     def has_methods(self) -> bool:
-        """True if any tool is a method (needs a context object)."""
+        """Return True if any tool is a method (needs a context object)."""
         return any(t.is_method for t in self._tools.values())
 
     def __len__(self) -> int:

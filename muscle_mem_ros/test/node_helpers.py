@@ -1,4 +1,5 @@
-"""Real ROS test doubles for the behavior-cache node tests.
+"""
+Real ROS test doubles for the behavior-cache node tests.
 
 * :class:`FakeRobot`: publishes a 3-joint ``JointState`` and an object
   ``PoseStamped`` at 50 Hz, serves ``muscle_mem_interfaces/action/FollowJointTrajectory``
@@ -34,6 +35,8 @@ import uuid
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
+from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_interfaces.msg import CacheEvent
 import rclpy
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -45,9 +48,6 @@ from std_srvs.srv import SetBool
 from test_msgs.action import Fibonacci
 from trajectory_msgs.msg import JointTrajectoryPoint
 import yaml
-
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
-from muscle_mem_interfaces.msg import CacheEvent
 
 HOME = (0.0, 0.0, 0.0)
 OBJECT_HOME = (0.4, 0.1, 0.05)
@@ -502,7 +502,8 @@ class Harness:
                 self.spin_error = ''.join(traceback.format_exception(err))
 
     def start_cache(self, **overrides: Any) -> CacheProcess:
-        """Start the cache process (store in tmp) and wait until it answers.
+        """
+        Start the cache process (store in tmp) and wait until it answers.
 
         Waits for the ready log line, the ExecuteTask server and an answered
         ListTasks call: a server seen in the graph can still lose a request sent
@@ -554,7 +555,8 @@ class Harness:
         return self.stop_cache_with(signal.SIGTERM)
 
     def stop_cache_with(self, sig: int) -> int:
-        """Send ``sig`` to the cache process and wait for its exit code.
+        """
+        Send ``sig`` to the cache process and wait for its exit code.
 
         After a clean exit, also wait until its servers left the graph (quick);
         a killed process stays in the graph until its discovery lease ends, which

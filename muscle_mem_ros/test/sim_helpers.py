@@ -1,4 +1,5 @@
-"""Helpers for the sim tests: the sim robot and demo agent as real processes, a client node.
+"""
+Helpers for the sim tests: the sim robot and demo agent as real processes, a client node.
 
 Every process runs in a unique namespace (the nodes use relative names), so tests on the same
 ROS_DOMAIN_ID cannot see each other's topics. Processes are stopped by their own PID only.
@@ -19,6 +20,8 @@ import uuid
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
+from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_interfaces.srv import MoveObject
 import rclpy
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -28,9 +31,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
-from muscle_mem_interfaces.srv import MoveObject
 
 
 def unique_namespace() -> str:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 
+from muscle_mem_ros import Check, CompareMode, SensorSpec, Snapshot, ToleranceCheck
 from muscle_mem_ros.checks import user_similarity
 import numpy as np
 import pytest
-
-from muscle_mem_ros import Check, CompareMode, SensorSpec, Snapshot, ToleranceCheck
 
 
 def snap(t: float = 0.0, stamps: dict[str, float] | None = None, **features) -> Snapshot:

@@ -10,9 +10,8 @@ import textwrap
 import threading
 
 from core_helpers import subprocess_env
-import pytest
-
 from muscle_mem_ros import Check, Engine, Resume
+import pytest
 
 # -- builder, registration, decorators --------------------------------------------------------
 
@@ -32,12 +31,13 @@ def test_finalize_errors_match_the_original():
         engine.finalize()
 
     class Client:
+
         @engine.method()
         def ping(self):
             return 1
 
     engine.set_agent(lambda: None)
-    with pytest.raises(ValueError, match="^Engine expects to use method-based tools, but no "
+    with pytest.raises(ValueError, match='^Engine expects to use method-based tools, but no '
                        "runtime value was provided for 'self'. Use "
                        r'engine\.set_context\(your_dependency_instance\)$'):
         engine.finalize()
@@ -85,6 +85,7 @@ def test_bare_decorators_and_tool_alias():
         calls.append(('c', x))
 
     class Arm:
+
         @engine.method
         def move(self, x):
             calls.append(('move', x))
@@ -465,6 +466,7 @@ def test_method_replay_injects_the_context():
     engine = Engine()
 
     class Client:
+
         def __init__(self, name):
             self.name = name
             self.said = []
@@ -482,7 +484,7 @@ def test_method_replay_injects_the_context():
 
 # -- persistence -------------------------------------------------------------------------------
 
-PERSISTENT = textwrap.dedent('''
+PERSISTENT = textwrap.dedent("""
     import sys
     from muscle_mem_ros import Check, Engine
 
@@ -499,7 +501,7 @@ PERSISTENT = textwrap.dedent('''
 
     engine.set_agent(agent).finalize()
     print(engine('go'), state['x'], flush=True)
-''')
+""")
 
 
 def test_persistent_store_is_used_by_the_next_process(tmp_path: Path):

@@ -1,4 +1,5 @@
-"""The original muscle-mem examples, run with only their import changed.
+"""
+The original muscle-mem examples, run with only their import changed.
 
 ``core_examples/`` holds them verbatim (see each file's header). Each runs in
 its own interpreter, one after the other: they judge the cache by wall-clock

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 from muscle_mem_ros import (
     CompareMode,
     Matcher,
@@ -16,6 +13,8 @@ from muscle_mem_ros import (
     ToleranceCheck,
     ToolKind,
 )
+import numpy as np
+import pytest
 
 
 def node(nid: int, q=None, *, success: int = 1, used: float = 0.0, **features) -> Node:

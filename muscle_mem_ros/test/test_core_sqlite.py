@@ -12,9 +12,6 @@ import textwrap
 import time
 
 from core_helpers import subprocess_env
-from muscle_mem_ros.store import schema
-import pytest
-
 from muscle_mem_ros import (
     Snapshot,
     SqliteStore,
@@ -24,6 +21,8 @@ from muscle_mem_ros import (
     StoreVersionError,
     ToolKind,
 )
+from muscle_mem_ros.store import schema
+import pytest
 
 
 def step(name: str, x: float = 0.0) -> Step:
@@ -127,11 +126,11 @@ def test_migration_from_version_1_keeps_data(tmp_path):
     conn.execute('PRAGMA journal_mode = WAL')
     schema.migrate(conn, current=0, target=1)
     conn.execute(
-        "INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name, payload,"
-        " payload_json, pre, post, status, duration, sig, success_count, last_used, terminal)"
+        'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name, payload,'
+        ' payload_json, pre, post, status, duration, sig, success_count, last_used, terminal)'
         " VALUES ('t', '', NULL, 0, 'a', 'action', 'x', X'00', '{}', NULL, NULL, 'succeeded',"
-        " 0.0, NULL, 1, 0.0, 1)")
-    conn.execute("INSERT INTO trajectories (task, variant, params_json, leaf, node_ids, created,"
+        ' 0.0, NULL, 1, 0.0, 1)')
+    conn.execute('INSERT INTO trajectories (task, variant, params_json, leaf, node_ids, created,'
                  " last_used, replay_count) VALUES ('t', '', '{}', 1, '[1]', 0.0, 0.0, 0)")
     conn.execute('PRAGMA wal_checkpoint(TRUNCATE)')
     assert conn.execute('PRAGMA user_version').fetchone()[0] == 1
@@ -158,7 +157,7 @@ def test_unpicklable_capture_is_a_clear_error(tmp_path):
         assert rec.commit().node_ids
 
 
-WRITER = textwrap.dedent('''
+WRITER = textwrap.dedent("""
     import sys, time
     from muscle_mem_ros import SqliteStore, Snapshot, Step, ToolKind
     def step(name, x=0.0):
@@ -175,7 +174,7 @@ WRITER = textwrap.dedent('''
         rec.append(step('half%d' % j, 9.0))
     print('READY', flush=True)
     time.sleep(60)
-''')
+""")
 
 
 def test_killed_writer_loses_nothing_committed_and_replays_no_half_recording(tmp_path):
@@ -202,7 +201,7 @@ def test_killed_writer_loses_nothing_committed_and_replays_no_half_recording(tmp
         assert [st.tool for st in s.recording_steps(half.id)] == ['half0', 'half1', 'half2']
 
 
-READER = textwrap.dedent('''
+READER = textwrap.dedent("""
     import sys, time
     from muscle_mem_ros import SqliteStore
     s = SqliteStore(path=sys.argv[1])
@@ -221,7 +220,7 @@ READER = textwrap.dedent('''
     assert all(k >= c for c, k in seen), seen  # children read after the count
     assert seen[-1] == (40, 40), seen
     print(len(set(counts)), counts[-1], flush=True)
-''')
+""")
 
 
 def test_second_process_reads_while_first_writes(tmp_path):

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from muscle_mem_ros import (
     MemoryStore,
+    open_store,
     Snapshot,
     SqliteStore,
     Step,
     ToolKind,
     UnknownTrajectoryError,
-    open_store,
 )
+import pytest
 
 
 @pytest.fixture(params=['memory', 'sqlite'])

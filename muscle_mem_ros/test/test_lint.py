@@ -81,7 +81,7 @@ def test_flake8_with_ament_settings():
         [sys.executable, '-m', 'flake8', '--config', str(FLAKE8_CONFIG), *map(str, files)],
         capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, (
-        f'flake8 with ament_flake8\'s settings over {len(files)} files:\n'
+        f"flake8 with ament_flake8's settings over {len(files)} files:\n"
         + proc.stdout + proc.stderr)
 
 
@@ -97,7 +97,7 @@ def test_pep257_with_ament_settings():
     errors = [str(error) for error in check(map(str, files), select=select,
                                             ignore_decorators=None)]
     assert not errors, (
-        f'{len(errors)} pydocstyle errors with ament_pep257\'s convention over {len(files)} '
+        f"{len(errors)} pydocstyle errors with ament_pep257's convention over {len(files)} "
         'files:\n' + '\n'.join(errors))
 
 

@@ -1,4 +1,5 @@
-"""Node configuration: the shipped example loads; every bad parameter is named at startup.
+"""
+Node configuration: the shipped example loads; every bad parameter is named at startup.
 
 Most cases read a params file into a plain rclpy node in this process (fast);
 a few start the real executable in a subprocess to prove the exit code and the

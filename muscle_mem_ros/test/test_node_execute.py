@@ -1,4 +1,5 @@
-"""ExecuteTask end to end: miss -> agent -> learned, replay, tolerance, branch, faults.
+"""
+ExecuteTask end to end: miss -> agent -> learned, replay, tolerance, branch, faults.
 
 The cache node runs in a subprocess; the fake robot, sensors and agent run in
 this process (node_helpers). Each test uses its own task name, so their trees
@@ -8,15 +9,14 @@ are independent; the robot is reset before each test.
 from __future__ import annotations
 
 from action_msgs.msg import GoalStatus
-from muscle_mem_ros.ros.cdr import canonical_cdr
-from node_helpers import HOME, OBJECT_HOME, Harness, wait_feedback, wait_until
-import pytest
-from rclpy.serialization import deserialize_message
-from test_msgs.action import Fibonacci
-
 from muscle_mem_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import ListTasks
+from muscle_mem_ros.ros.cdr import canonical_cdr
+from node_helpers import Harness, HOME, OBJECT_HOME, wait_feedback, wait_until
+import pytest
+from rclpy.serialization import deserialize_message
+from test_msgs.action import Fibonacci
 
 
 def decode(payloads, msg_type):
@@ -250,7 +250,7 @@ def test_second_task_while_one_runs_is_rejected(world):
     assert wrapped.status == GoalStatus.STATUS_ABORTED
     assert not wrapped.result.success
     assert 'already running' in wrapped.result.message
-    assert "pick_h" in wrapped.result.message
+    assert 'pick_h' in wrapped.result.message
     h.robot.arm_delay = 0.0
     wrapped = h.wait(first.get_result_async())
     assert wrapped.result.success and wrapped.result.cache_hit, wrapped.result.message

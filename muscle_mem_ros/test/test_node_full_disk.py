@@ -1,4 +1,5 @@
-"""A full disk: replays still succeed, new tasks still reach the agent, the store heals.
+"""
+A full disk: replays still succeed, new tasks still reach the agent, the store heals.
 
 The store lives on a small tmpfs mounted for the test (root only; skipped with
 the reason elsewhere), and the disk is filled for real by a filler file until
@@ -14,11 +15,10 @@ from pathlib import Path
 import subprocess
 
 from diagnostic_msgs.msg import DiagnosticArray
-from node_helpers import Harness, wait_until
-import pytest
-
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import ListTasks, StartRecording, StopRecording
+from node_helpers import Harness, wait_until
+import pytest
 
 
 def mount_tmpfs(path: Path, size: str) -> str:

@@ -8,14 +8,15 @@ import subprocess
 import sys
 
 from geometry_msgs.msg import PoseStamped
+from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
 from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.ros.introspection import (
-    TypeResolutionError,
     canonical_type_name,
     compile_field_path,
     encode_string,
     message_to_json,
     resolve_type,
+    TypeResolutionError,
 )
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
@@ -24,8 +25,6 @@ from std_srvs.srv import SetBool, Trigger
 from test_msgs.action import Fibonacci
 from test_msgs.msg import Arrays, BasicTypes, Nested, Strings, UnboundedSequences
 from trajectory_msgs.msg import JointTrajectoryPoint
-
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
 
 
 @pytest.mark.parametrize('name, kind, expected', [

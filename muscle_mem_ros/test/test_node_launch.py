@@ -1,4 +1,5 @@
-"""The launch file is shipped and builds a LaunchDescription; the README's commands run.
+"""
+The launch file is shipped and builds a LaunchDescription; the README's commands run.
 
 Building it needs ``launch`` / ``launch_ros``, which are not published as PyPI
 wheels; where they are not importable that test skips with the reason. The

@@ -1,4 +1,5 @@
-"""launch_testing: the launch file starts the node, it becomes ready, it exits cleanly.
+"""
+launch_testing: the launch file starts the node, it becomes ready, it exits cleanly.
 
 Runs under ``launch_test`` or pytest with the launch_testing plugin; skipped
 with the reason where launch_testing is not importable (it is not published as

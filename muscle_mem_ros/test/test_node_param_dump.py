@@ -1,4 +1,5 @@
-"""The node's parameters dump as ``ros2 param dump`` writes them and load back to the same node.
+"""
+The node's parameters dump as ``ros2 param dump`` writes them and load back to the same node.
 
 ros2cli is not installable here, so :func:`dump` does what ``ros2 param dump``
 does: list the names (sorted) and read the values through the node's own

@@ -1,4 +1,5 @@
-"""The proxies outside a task: transparent pass-through of goals, feedback, cancel, results.
+"""
+The proxies outside a task: transparent pass-through of goals, feedback, cancel, results.
 
 Nothing is recorded unless a task or a manual recording is active.
 """
@@ -6,16 +7,15 @@ Nothing is recorded unless a task or a manual recording is active.
 from __future__ import annotations
 
 from action_msgs.msg import GoalStatus
+from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_interfaces.srv import ListTasks
 from muscle_mem_ros.ros.action_client import ActionClient as FixedActionClient
-from node_helpers import JOINT_NAMES, Harness, wait_feedback, wait_until
+from node_helpers import Harness, JOINT_NAMES, wait_feedback, wait_until
 import pytest
 from rclpy.action import ActionClient
 from std_srvs.srv import SetBool
 from test_msgs.action import Fibonacci
 from trajectory_msgs.msg import JointTrajectoryPoint
-
-from muscle_mem_interfaces.action import FollowJointTrajectory
-from muscle_mem_interfaces.srv import ListTasks
 
 
 @pytest.fixture(scope='module')
@@ -110,7 +110,8 @@ def test_service_proxy_and_nothing_recorded_outside_a_task(world):
 
 
 def test_action_client_keeps_no_future_per_goal(world):
-    """rclpy 9.1.2 leaks a future per goal into the client's list (ros2/rclpy#1532).
+    """
+    rclpy 9.1.2 leaks a future per goal into the client's list (ros2/rclpy#1532).
 
     The executor walks that list whenever the client has data, so the proxy,
     which sends every goal of every task, would slow down with each one. The

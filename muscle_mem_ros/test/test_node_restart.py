@@ -1,4 +1,5 @@
-"""Cache process lifecycle: restarts keep the cache, clean exits, startup-time safety rules.
+"""
+Cache process lifecycle: restarts keep the cache, clean exits, startup-time safety rules.
 
 Each test starts and stops the cache subprocess itself (different parameters
 or a restart on the same store file).
@@ -17,13 +18,12 @@ import sys
 import textwrap
 
 from core_helpers import subprocess_env
-from node_helpers import Harness, Names, params, run_cache_to_exit, wait_until
-import pytest
-
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Forget, Replay, StartRecording
 from muscle_mem_ros import Snapshot, SqliteStore, Step, ToolKind
 from muscle_mem_ros.store import schema
+from node_helpers import Harness, Names, params, run_cache_to_exit, wait_until
+import pytest
 
 
 @pytest.fixture(scope='module')

@@ -1,4 +1,5 @@
-"""Sensors that select elements by name: several publishers on one JointState topic.
+"""
+Sensors that select elements by name: several publishers on one JointState topic.
 
 Real DDS: two publishers (an arm's broadcaster and a gripper driver, each its
 own node) on one topic, with different names, lengths and orders; the sensor

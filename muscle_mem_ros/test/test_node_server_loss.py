@@ -1,4 +1,5 @@
-"""A real server that dies mid-goal: the proxied goal and the replayed step end, with the reason.
+"""
+A real server that dies mid-goal: the proxied goal and the replayed step end, with the reason.
 
 The dying server is a Fibonacci server in a process of its own (``fib_server.py``),
 killed with SIGKILL while it holds a goal. A killed process leaves the ROS graph
@@ -20,13 +21,12 @@ import threading
 import time
 
 from action_msgs.msg import GoalStatus
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
 from node_helpers import Harness, wait_until
 import pytest
 from rclpy.action import ActionClient
 from test_msgs.action import Fibonacci
-
-from muscle_mem_interfaces.msg import CacheEvent
-from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
 
 HERE = Path(__file__).resolve().parent
 STEP_TIMEOUT = 300.0

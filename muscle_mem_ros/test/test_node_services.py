@@ -1,4 +1,5 @@
-"""The cache node's services and modes, against a real node, robot and agent.
+"""
+The cache node's services and modes, against a real node, robot and agent.
 
 Replay (dry run, full, by trajectory id, failure report), ListTasks,
 GetTrajectory, Forget, Start/StopRecording (teach by teleop), bad requests,
@@ -8,9 +9,6 @@ and the four cache modes switched at run time through the parameter service.
 from __future__ import annotations
 
 from action_msgs.msg import GoalStatus
-from node_helpers import OBJECT_HOME, Harness, wait_until
-import pytest
-
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import (
     Forget,
@@ -20,6 +18,8 @@ from muscle_mem_interfaces.srv import (
     StartRecording,
     StopRecording,
 )
+from node_helpers import Harness, OBJECT_HOME, wait_until
+import pytest
 
 FAR = (OBJECT_HOME[0] + 0.3, OBJECT_HOME[1], OBJECT_HOME[2])
 

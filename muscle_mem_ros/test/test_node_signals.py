@@ -1,4 +1,5 @@
-"""SIGINT and SIGTERM, once or many times, end every executable cleanly with exit code 0.
+"""
+SIGINT and SIGTERM, once or many times, end every executable cleanly with exit code 0.
 
 ``ros2 launch`` signals the whole process group and then sends a second SIGINT
 while the nodes tear down; ``timeout -s INT`` and scripts do the same. Each

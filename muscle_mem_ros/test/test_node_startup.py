@@ -1,4 +1,5 @@
-"""The first task right after the node starts: sensors that have not spoken yet are waited for.
+"""
+The first task right after the node starts: sensors that have not spoken yet are waited for.
 
 The cache's sensors here are published by :class:`LateSensors` (constant joints
 and object pose, on topics of their own), which the test starts and stops: a

@@ -6,13 +6,12 @@ import json
 import math
 
 from action_msgs.msg import GoalStatus
+from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.sim.physics import OBJECT_START
 from muscle_mem_ros.sim.story import PLACE_TARGET
 import pytest
 import rclpy
-from sim_helpers import NodeProcess, SimClient, assert_bad_parameter, unique_namespace
-
-from muscle_mem_interfaces.action import ExecuteTask
+from sim_helpers import assert_bad_parameter, NodeProcess, SimClient, unique_namespace
 
 
 @pytest.fixture(scope='module')

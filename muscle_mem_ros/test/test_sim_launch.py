@@ -1,4 +1,5 @@
-"""launch/sim_demo.launch.py and the config files of the demo robot and the real-arm example.
+"""
+launch/sim_demo.launch.py and the config files of the demo robot and the real-arm example.
 
 Building the launch description needs ``launch`` / ``launch_ros``, which are not published as
 PyPI wheels; where they are not importable that test skips with the reason. The same three

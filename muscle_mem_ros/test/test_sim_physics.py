@@ -7,7 +7,7 @@ import math
 from muscle_mem_ros.sim import kinematics
 from muscle_mem_ros.sim.kinematics import GraspPoint
 from muscle_mem_ros.sim.motion import Motion, MotionOutcome
-from muscle_mem_ros.sim.physics import OBJECT_START, ArmSim
+from muscle_mem_ros.sim.physics import ArmSim, OBJECT_START
 from muscle_mem_ros.sim.trajectory import JointPath
 import numpy as np
 import pytest

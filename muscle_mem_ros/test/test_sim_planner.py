@@ -6,13 +6,13 @@ import dataclasses
 
 from muscle_mem_ros.sim import kinematics
 from muscle_mem_ros.sim.kinematics import GraspPoint
-from muscle_mem_ros.sim.physics import OBJECT_START, ArmSim
+from muscle_mem_ros.sim.physics import ArmSim, OBJECT_START
 from muscle_mem_ros.sim.planner import (
+    next_step,
     PickPlaceSpec,
+    plan,
     StepKind,
     WorldView,
-    next_step,
-    plan,
 )
 from muscle_mem_ros.sim.trajectory import JointPath
 import pytest

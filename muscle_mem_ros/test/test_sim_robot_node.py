@@ -5,17 +5,16 @@ from __future__ import annotations
 import math
 
 from action_msgs.msg import GoalStatus
+from muscle_mem_interfaces.action import FollowJointTrajectory
 from muscle_mem_ros.sim import kinematics
 from muscle_mem_ros.sim.kinematics import GraspPoint
 from muscle_mem_ros.sim.physics import OBJECT_START
 import numpy as np
 import pytest
 import rclpy
-from sim_helpers import NodeProcess, SimClient, assert_bad_parameter, unique_namespace
+from sim_helpers import assert_bad_parameter, NodeProcess, SimClient, unique_namespace
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectoryPoint
-
-from muscle_mem_interfaces.action import FollowJointTrajectory
 
 ALL_JOINTS = list(kinematics.ARM_JOINTS + kinematics.GRIPPER_JOINTS)
 

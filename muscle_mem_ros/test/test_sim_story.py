@@ -1,4 +1,5 @@
-"""The whole demo story end to end (sim robot + behavior cache + agent), in fast mode.
+"""
+The whole demo story end to end (sim robot + behavior cache + agent), in fast mode.
 
 Runs ``python -m muscle_mem_ros.sim.demo`` as the README does, with a short think time and a
 real-time factor above 1, then checks each run's mode, the agent's calls and where the
@@ -13,13 +14,13 @@ import math
 import subprocess
 import sys
 
-from muscle_mem_ros.sim.report import HEADER, format_row, write_figure
+from muscle_mem_ros.sim.report import format_row, HEADER, write_figure
 from muscle_mem_ros.sim.story import (
+    judge,
     PLACE_TARGET,
-    STORY,
     RunMode,
     RunOutcome,
-    judge,
+    STORY,
 )
 import pytest
 

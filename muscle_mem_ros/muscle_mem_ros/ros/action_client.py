@@ -1,4 +1,5 @@
-"""An rclpy ``ActionClient`` that does not slow down with every goal it sends.
+"""
+An rclpy ``ActionClient`` that does not slow down with every goal it sends.
 
 rclpy 9.1.2 (the Kilted release on PyPI) registers two futures with the
 client for each ``send_goal_async`` and only ever completes the second one

@@ -1,4 +1,5 @@
-"""Canonical CDR bytes: the same message always serializes to the same bytes.
+"""
+Canonical CDR bytes: the same message always serializes to the same bytes.
 
 ``rclpy.serialization.serialize_message`` leaves the alignment padding of a
 CDR buffer uninitialized, so two serializations of one goal can differ in
@@ -19,9 +20,8 @@ from __future__ import annotations
 import re
 import struct
 
-from rclpy.serialization import deserialize_message
-
 from muscle_mem_ros.ros.introspection import resolve_type
+from rclpy.serialization import deserialize_message
 
 __all__ = ['canonical_cdr']
 
@@ -40,6 +40,7 @@ class _Unsupported(Exception):
 
 
 class _Walker:
+
     def __init__(self, buf: bytearray) -> None:
         self.buf = buf
         self.pos = _HEADER
@@ -117,7 +118,8 @@ class _Walker:
 
 
 def canonical_cdr(payload: bytes, msg_type: type) -> bytes:
-    """Return ``payload`` (CDR of a ``msg_type``) with every unused byte zeroed.
+    """
+    Return ``payload`` (CDR of a ``msg_type``) with every unused byte zeroed.
 
     Unused bytes are the alignment padding and whatever follows the last field
     (the serialized buffer can be longer than the message). The result is

@@ -1,4 +1,5 @@
-"""ROS parameters -> a typed, validated node configuration.
+"""
+ROS parameters -> a typed, validated node configuration.
 
 Sensors, actions and services are maps from a name to that item's keys::
 
@@ -61,10 +62,6 @@ import math
 import os
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor
-from rcl_interfaces.srv import ListParameters
-from rclpy.node import Node as RosNode
-
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
 from muscle_mem_ros.ros.introspection import (
@@ -78,6 +75,9 @@ from muscle_mem_ros.ros.introspection import (
     TypeResolutionError,
 )
 from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
+from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.srv import ListParameters
+from rclpy.node import Node as RosNode
 
 __all__ = [
     'CacheMode',
@@ -113,21 +113,21 @@ class CacheMode(Enum):
 
 @dataclass(frozen=True)
 class SensorConfig:
-    """One sensor topic and how its feature is compared.
+    """
+    One sensor topic and how its feature is compared.
 
-    Attributes:
-        name: Sensor name; also the feature name in snapshots and events.
-        topic: Topic to subscribe to.
-        type_name: Message type name as configured.
-        msg_type: The resolved message class.
-        extractors: Compiled field paths, concatenated in order.
-        tolerance: One value, or one per element of the flattened feature.
-        mode: How deviations are reduced to a score.
-        max_age: Seconds after which a reading counts as stale.
-        joints: Element names selected from the message's ``name`` array, in
-            feature order; empty for positional reading.
-        by_name: Reads the ``name`` array and the value arrays parallel to it
-            (set when ``joints`` is).
+    :ivar name: Sensor name; also the feature name in snapshots and events.
+    :ivar topic: Topic to subscribe to.
+    :ivar type_name: Message type name as configured.
+    :ivar msg_type: The resolved message class.
+    :ivar extractors: Compiled field paths, concatenated in order.
+    :ivar tolerance: One value, or one per element of the flattened feature.
+    :ivar mode: How deviations are reduced to a score.
+    :ivar max_age: Seconds after which a reading counts as stale.
+    :ivar joints: Element names selected from the message's ``name`` array, in
+        feature order; empty for positional reading.
+    :ivar by_name: Reads the ``name`` array and the value arrays parallel to it
+        (set when ``joints`` is).
     """
 
     name: str
@@ -151,7 +151,7 @@ class SensorConfig:
 
     @property
     def spec(self) -> SensorSpec:
-        """The core's view of this sensor's tolerance."""
+        """Return the core's view of this sensor's tolerance."""
         return SensorSpec(
             name=self.name, tolerance=self.tolerance, mode=self.mode, max_age=self.max_age
         )
@@ -159,15 +159,15 @@ class SensorConfig:
 
 @dataclass(frozen=True)
 class ToolConfig:
-    """One proxied action or service.
+    """
+    One proxied action or service.
 
-    Attributes:
-        name: Tool name in the configuration.
-        kind: Action or service.
-        server: The real server's name (replay sends here).
-        proxy: The name the node serves (point the agent here).
-        type_name: Interface type name as configured.
-        interface: The resolved action or service class.
+    :ivar name: Tool name in the configuration.
+    :ivar kind: Action or service.
+    :ivar server: The real server's name (replay sends here).
+    :ivar proxy: The name the node serves (point the agent here).
+    :ivar type_name: Interface type name as configured.
+    :ivar interface: The resolved action or service class.
     """
 
     name: str
@@ -546,4 +546,3 @@ def _retention(reader: _Reader) -> float:
     if value < 0:
         raise ConfigError(f'abandoned_recording_retention: must be >= 0 seconds, got {value!r}')
     return value
-

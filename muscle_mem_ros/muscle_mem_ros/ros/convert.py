@@ -6,7 +6,6 @@ import json
 import math
 
 from builtin_interfaces.msg import Time
-
 from muscle_mem_interfaces.msg import StepInfo, TaskInfo
 from muscle_mem_interfaces.msg import TrajectoryInfo as TrajectoryInfoMsg
 from muscle_mem_ros.records import Node, TaskStats, TrajectoryInfo
@@ -21,13 +20,13 @@ __all__ = [
 
 
 def canonical_params(params_json: str) -> str:
-    """Parse a task's params JSON and return its canonical form (the tree variant).
+    """
+    Parse a task's params JSON and return its canonical form (the tree variant).
 
     Empty means ``{}``. Keys are sorted and separators fixed, so the same
     parameters always select the same tree.
 
-    Raises:
-        ValueError: Not valid JSON, or not a JSON object.
+    :raises ValueError: Not valid JSON, or not a JSON object.
     """
     text = params_json.strip() or '{}'
     try:

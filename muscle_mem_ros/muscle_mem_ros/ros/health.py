@@ -38,7 +38,7 @@ class StoreHealth:
 
     @property
     def error(self) -> str:
-        """The last write's error while degraded, '' while healthy."""
+        """Return the last write's error while degraded, '' while healthy."""
         return self._error
 
     def failed(self, what: str, err: Exception) -> str:

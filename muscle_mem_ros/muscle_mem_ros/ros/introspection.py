@@ -1,4 +1,5 @@
-"""Resolve ROS interface types by name and read messages without rosidl_runtime_py.
+"""
+Resolve ROS interface types by name and read messages without rosidl_runtime_py.
 
 The node is configured with type names (``sensor_msgs/msg/JointState``,
 ``test_msgs/action/Fibonacci``, ``std_srvs/srv/SetBool``) and field paths
@@ -207,7 +208,8 @@ def canonical_type_name(name: str, *, kind: str) -> str:
 
 
 def encode_string(value: str) -> float:
-    """Encode a string as a float, stably across processes and runs.
+    """
+    Encode a string as a float, stably across processes and runs.
 
     48 bits of BLAKE2b: exactly representable in a double, so ``exact``
     comparisons of encoded strings are exact. Not Python's ``hash`` (salted).
@@ -218,13 +220,13 @@ def encode_string(value: str) -> float:
 
 @dataclass(frozen=True)
 class FieldExtractor:
-    """A compiled field path: message -> flat list of floats.
+    """
+    A compiled field path: message -> flat list of floats.
 
-    Attributes:
-        path: The field path as configured.
-        size: Number of floats every message yields, or None when the path
-            contains a variable-length sequence (known only per message).
-        extract: The function doing it.
+    :ivar path: The field path as configured.
+    :ivar size: Number of floats every message yields, or None when the path
+        contains a variable-length sequence (known only per message).
+    :ivar extract: The function doing it.
     """
 
     path: str
@@ -290,14 +292,14 @@ def _flattener(type_str: str) -> tuple[Callable[[Any], list[float]], int | None]
 
 
 def compile_field_path(msg_cls: type, path: str) -> FieldExtractor:
-    """Compile ``path`` (dot-separated field names) against ``msg_cls``.
+    """
+    Compile ``path`` (dot-separated field names) against ``msg_cls``.
 
     The path may end at a number, a string (encoded with :func:`encode_string`),
     a fixed array, a sequence, or a nested message (flattened depth first in
     field order). Only the last component may be an array or sequence.
 
-    Raises:
-        TypeResolutionError: A component is not a field of the message it is read from.
+    :raises TypeResolutionError: A component is not a field of the message it is read from.
     """
     names = path.strip().split('.')
     if not path.strip() or not all(names):
@@ -420,7 +422,8 @@ def _plain(value: Any) -> Any:
 
 
 def message_to_json(msg: Any) -> str:
-    """Render a message as a JSON object (for reading only; replay uses CDR bytes).
+    """
+    Render a message as a JSON object (for reading only; replay uses CDR bytes).
 
     Non-finite floats become strings ('nan', 'inf') so the output is strict JSON.
     """

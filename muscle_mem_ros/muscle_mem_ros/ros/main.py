@@ -1,4 +1,5 @@
-"""Entry point of the ``behavior_cache`` executable.
+"""
+Entry point of the ``behavior_cache`` executable.
 
 Run it with a params file, with or without ``ros2 run``/``launch``::
 
@@ -15,15 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 import sys
 
-import rclpy
-from rclpy.executors import MultiThreadedExecutor
-
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.ros.shutdown import (
     init_without_signal_handlers,
     ShutdownSignals,
     spin_until_shutdown,
 )
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
 
 __all__ = ['EXECUTOR_THREADS', 'main']
 

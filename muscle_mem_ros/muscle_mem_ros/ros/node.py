@@ -1,4 +1,5 @@
-"""BehaviorCacheNode: the behavior cache between a planning agent and the robot.
+"""
+BehaviorCacheNode: the behavior cache between a planning agent and the robot.
 
 Node name ``muscle_mem``. Interfaces (relative names resolve under the node):
 
@@ -49,14 +50,6 @@ import time
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import SetParametersResult
-import rclpy
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node as RosNode
-from std_msgs.msg import Header
-
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import (
@@ -71,10 +64,14 @@ from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.config import (
-    CacheMode, load_config, NODE_OPTIONS, NodeConfig, parse_cache_mode,
+    CacheMode,
+    load_config,
+    NODE_OPTIONS,
+    NodeConfig,
+    parse_cache_mode,
 )
 from muscle_mem_ros.ros.health import StoreHealth
-from muscle_mem_ros.ros.proxy import ToolProxy, make_proxy
+from muscle_mem_ros.ros.proxy import make_proxy, ToolProxy
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.replay import Replayer
 from muscle_mem_ros.ros.sensors import SensorHub
@@ -82,20 +79,25 @@ from muscle_mem_ros.ros.services import CacheServices
 from muscle_mem_ros.ros.sync import CancelToken, TaskGuard
 from muscle_mem_ros.ros.tasks import TaskRunner
 from muscle_mem_ros.store import open_store
+from rcl_interfaces.msg import SetParametersResult
+import rclpy
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node as RosNode
+from std_msgs.msg import Header
 
 __all__ = ['BehaviorCacheNode']
 
 
 class BehaviorCacheNode(RosNode):
-    """The behavior-cache node.
+    """
+    The behavior-cache node.
 
-    Args:
-        node_name: Default node name (a ``__node`` remap overrides it).
-        **kwargs: Passed to ``rclpy.node.Node`` (for example ``parameter_overrides``).
-
-    Raises:
-        ConfigError: A bad parameter (the message starts with its name), or a
-            store file that cannot be opened (``store_path: ...``).
+    :param node_name: Default node name (a ``__node`` remap overrides it).
+    :param kwargs: Passed to ``rclpy.node.Node`` (for example ``parameter_overrides``).
+    :raises ConfigError: A bad parameter (the message starts with its name), or a
+        store file that cannot be opened (``store_path: ...``).
     """
 
     def __init__(self, *, node_name: str = 'muscle_mem', **kwargs: Any) -> None:
@@ -270,7 +272,7 @@ class BehaviorCacheNode(RosNode):
 
     @property
     def mode(self) -> CacheMode:
-        """The current cache mode."""
+        """Return the current cache mode."""
         return self._mode
 
     def publish_event(

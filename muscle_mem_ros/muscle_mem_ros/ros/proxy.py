@@ -1,4 +1,5 @@
-"""Action and service proxies: serve a tool's type under a proxy name, forward to the server.
+"""
+Action and service proxies: serve a tool's type under a proxy name, forward to the server.
 
 Point the agent at the proxy name instead of the real server. Every goal
 (request) is forwarded unchanged to the real server, feedback flows back,
@@ -44,12 +45,6 @@ import time
 from typing import Any
 
 from action_msgs.msg import GoalStatus
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import CallbackGroup
-from rclpy.node import Node as RosNode
-from rclpy.serialization import deserialize_message, serialize_message
-from rclpy.task import Future
-
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
 from muscle_mem_ros.ros.action_client import ActionClient
@@ -60,6 +55,11 @@ from muscle_mem_ros.ros.recorder import Recorder, Session
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.ros.sync import cancel_when_accepted, CancelToken
 from muscle_mem_ros.ros.watch import CallWatch, wait_watched, WaitEnd
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import CallbackGroup
+from rclpy.node import Node as RosNode
+from rclpy.serialization import deserialize_message, serialize_message
+from rclpy.task import Future
 
 __all__ = ['ActionProxy', 'CallOutcome', 'ServiceProxy', 'ToolProxy', 'make_proxy']
 
@@ -76,14 +76,14 @@ then parses."""
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """How one forwarded or replayed call ended.
+    """
+    How one forwarded or replayed call ended.
 
-    Attributes:
-        status: Succeeded, failed (aborted, rejected, timed out, unavailable) or canceled.
-        detail: Human-readable reason, '' on success.
-        started: Monotonic time the call was sent.
-        ended: Monotonic time the result arrived (or the wait ended).
-        response: The result message (action) or response (service), or None.
+    :ivar status: Succeeded, failed (aborted, rejected, timed out, unavailable) or canceled.
+    :ivar detail: Human-readable reason, '' on success.
+    :ivar started: Monotonic time the call was sent.
+    :ivar ended: Monotonic time the result arrived (or the wait ended).
+    :ivar response: The result message (action) or response (service), or None.
     """
 
     status: StepStatus
@@ -94,20 +94,20 @@ class CallOutcome:
 
 
 class ToolProxy:
-    """Common part of action and service proxies: recording and replay entry point.
+    """
+    Common part of action and service proxies: recording and replay entry point.
 
-    Args:
-        node: Node owning the server and client.
-        tool: The tool's configuration.
-        hub: Sensor capture for pre and post snapshots.
-        recorder: The active recording, if any.
-        callback_group: Group for the server and client callbacks: reentrant, else
-            a pending coroutine (a forwarded call) would keep its own client's
-            response from being delivered.
-        post_timeout: Max seconds to wait for sensor data newer than a call's end.
-        logger: Where to log (default: ``node``'s logger).
-        timeout: Seconds a call may take (the node's ``step_timeout``), proxied or
-            replayed; None: no limit for proxied calls (replayed ones get their own).
+    :param node: Node owning the server and client.
+    :param tool: The tool's configuration.
+    :param hub: Sensor capture for pre and post snapshots.
+    :param recorder: The active recording, if any.
+    :param callback_group: Group for the server and client callbacks: reentrant, else
+        a pending coroutine (a forwarded call) would keep its own client's
+        response from being delivered.
+    :param post_timeout: Max seconds to wait for sensor data newer than a call's end.
+    :param logger: Where to log (default: ``node``'s logger).
+    :param timeout: Seconds a call may take (the node's ``step_timeout``), proxied or
+        replayed; None: no limit for proxied calls (replayed ones get their own).
     """
 
     kind: ToolKind
@@ -142,7 +142,7 @@ class ToolProxy:
         raise NotImplementedError
 
     def ready(self) -> bool:
-        """True when the real server is discovered."""
+        """Return True when the real server is discovered."""
         raise NotImplementedError
 
     def call(self, payload: bytes, *, timeout: float, cancel: CancelToken) -> CallOutcome:
@@ -188,7 +188,8 @@ class ToolProxy:
     async def _record_aside(
         self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
     ) -> None:
-        """Run :meth:`_record` in a thread of its own and await it.
+        """
+        Run :meth:`_record` in a thread of its own and await it.
 
         Its post-snapshot wait blocks (up to ``post_timeout``); the proxy
         node's single executor thread must keep serving other calls meanwhile.
@@ -270,11 +271,11 @@ class ActionProxy(ToolProxy):
 
     @property
     def payload_type(self) -> type:
-        """The action's Goal class."""
+        """Return the action's Goal class."""
         return self.tool.interface.Goal
 
     def ready(self) -> bool:
-        """True when the real action server is discovered."""
+        """Return True when the real action server is discovered."""
         return bool(self._client.server_is_ready())
 
     def _on_cancel(self, goal_handle: Any) -> CancelResponse:
@@ -286,7 +287,8 @@ class ActionProxy(ToolProxy):
         return CancelResponse.ACCEPT
 
     def _on_goal(self, goal: Any) -> GoalResponse:
-        """Forward ``goal`` at once and accept it here.
+        """
+        Forward ``goal`` at once and accept it here.
 
         Sending from the goal callback, before the proxy even answers the
         caller, takes the executor's hand-over to the execute callback off the
@@ -418,7 +420,8 @@ class ActionProxy(ToolProxy):
 
 
 class _Forward:
-    """One proxied goal on its way to the real server.
+    """
+    One proxied goal on its way to the real server.
 
     Sent from the goal callback, finished by the execute callback. Feedback that
     arrives before the proxy's goal handle exists is kept and published once it does.
@@ -477,11 +480,11 @@ class ServiceProxy(ToolProxy):
 
     @property
     def payload_type(self) -> type:
-        """The service's Request class."""
+        """Return the service's Request class."""
         return self.tool.interface.Request
 
     def ready(self) -> bool:
-        """True when the real service is discovered."""
+        """Return True when the real service is discovered."""
         return bool(self._client.service_is_ready())
 
     async def _serve(self, request: Any, response: Any) -> Any:

@@ -1,4 +1,5 @@
-"""The recording in progress: which proxied calls become steps of which task.
+"""
+The recording in progress: which proxied calls become steps of which task.
 
 At most one recording is active at a time (the node runs one task at a time):
 either the agent's part of an ExecuteTask (started at a handoff, under the
@@ -27,17 +28,17 @@ class RecordingBusyError(RuntimeError):
 
 @dataclass(eq=False)
 class Session:
-    """One active recording.
+    """
+    One active recording.
 
-    Attributes:
-        task: Task name.
-        params_json: Canonical parameters JSON (also the tree variant).
-        manual: True for StartRecording, False for an ExecuteTask handoff.
-        parent: Node the new steps go under (None = from the root).
-        recording: The store's recording.
-        steps: Steps appended so far.
-        lost: Why a step could not be stored ('' if none was lost): such a
-            recording lacks a step and is never committed.
+    :ivar task: Task name.
+    :ivar params_json: Canonical parameters JSON (also the tree variant).
+    :ivar manual: True for StartRecording, False for an ExecuteTask handoff.
+    :ivar parent: Node the new steps go under (None = from the root).
+    :ivar recording: The store's recording.
+    :ivar steps: Steps appended so far.
+    :ivar lost: Why a step could not be stored ('' if none was lost): such a
+        recording lacks a step and is never committed.
     """
 
     task: str
@@ -74,16 +75,16 @@ class Recorder:
 
     @property
     def active(self) -> Session | None:
-        """The active session, or None."""
+        """Return the active session, or None."""
         return self._session
 
     def start(
         self, *, task: str, params_json: str, parent: int | None, manual: bool
     ) -> Session:
-        """Begin recording ``task`` under node ``parent`` (None = from the root).
+        """
+        Begin recording ``task`` under node ``parent`` (None = from the root).
 
-        Raises:
-            RecordingBusyError: Another recording is active.
+        :raises RecordingBusyError: Another recording is active.
         """
         with self._lock:
             if self._session is not None:
@@ -100,18 +101,16 @@ class Recorder:
             return self._session
 
     def finish(self, *, save: bool) -> tuple[Session | None, TrajectoryInfo | None]:
-        """End the active recording: commit it (``save``) or discard it.
+        """
+        End the active recording: commit it (``save``) or discard it.
 
         Committing zero steps under a parent marks that parent terminal; with
         zero steps from the root there is nothing to store and it is discarded.
         A session that lost a step is discarded, never committed with a gap.
 
-        Returns:
-            The ended session (None if none was active) and the committed
+        :return: The ended session (None if none was active) and the committed
             trajectory (None when discarded).
-
-        Raises:
-            StoreError: The store could not write, or a step was lost (``save``).
+        :raises StoreError: The store could not write, or a step was lost (``save``).
         """
         with self._lock:
             session, self._session = self._session, None

@@ -1,4 +1,5 @@
-"""Walk a task's learned tree over ROS: pre-check, send, wait, post-check, continue.
+"""
+Walk a task's learned tree over ROS: pre-check, send, wait, post-check, continue.
 
 At node P (None = the root) the candidates are P's children. The matcher picks
 the best one whose recorded pre snapshot matches a fresh snapshot (before the
@@ -70,19 +71,19 @@ class WalkOutcome(Enum):
 
 @dataclass(frozen=True)
 class WalkResult:
-    """Outcome of one walk.
+    """
+    Outcome of one walk.
 
-    Attributes:
-        outcome: How it ended.
-        steps_replayed: Steps sent and succeeded in this walk.
-        last_node: Last node executed successfully: the parent of a branch.
-        resume_step: Index of the first step still to do (for a handoff).
-        trajectory_id: Trajectory completed (COMPLETE), else 0.
-        reason: Human-readable reason; '' for a clean full hit.
-        failed_step: Step index that failed, -1 if none.
-        failure: The sensor failure behind a failed check, if any.
-        unsaved: Why the walk's bookkeeping (replay counters) could not be
-            stored, '' when it was: the walk's outcome stands either way.
+    :ivar outcome: How it ended.
+    :ivar steps_replayed: Steps sent and succeeded in this walk.
+    :ivar last_node: Last node executed successfully: the parent of a branch.
+    :ivar resume_step: Index of the first step still to do (for a handoff).
+    :ivar trajectory_id: Trajectory completed (COMPLETE), else 0.
+    :ivar reason: Human-readable reason; '' for a clean full hit.
+    :ivar failed_step: Step index that failed, -1 if none.
+    :ivar failure: The sensor failure behind a failed check, if any.
+    :ivar unsaved: Why the walk's bookkeeping (replay counters) could not be
+        stored, '' when it was: the walk's outcome stands either way.
     """
 
     outcome: WalkOutcome
@@ -141,20 +142,20 @@ class _Choice:
 
 
 class Replayer:
-    """Execute learned trajectories through the tool proxies' clients.
+    """
+    Execute learned trajectories through the tool proxies' clients.
 
-    Args:
-        store: The cache.
-        hub: Sensor capture.
-        tools: Proxies by real server name (``Step.tool``).
-        sensors: Tolerance specs of the configured sensors (may be empty).
-        allow_unchecked_replay: Replay steps recorded without a pre snapshot.
-        step_timeout: Seconds one replayed step may take.
-        post_timeout: Max seconds to wait for data newer than a step's end.
-        sensor_startup_timeout: Seconds from now (the node's start) during which a walk
-            waits for sensors that have not sent their first message yet.
-        health: Notes failed and successful bookkeeping writes (default: a fresh one
-            logging to this module's logger).
+    :param store: The cache.
+    :param hub: Sensor capture.
+    :param tools: Proxies by real server name (``Step.tool``).
+    :param sensors: Tolerance specs of the configured sensors (may be empty).
+    :param allow_unchecked_replay: Replay steps recorded without a pre snapshot.
+    :param step_timeout: Seconds one replayed step may take.
+    :param post_timeout: Max seconds to wait for data newer than a step's end.
+    :param sensor_startup_timeout: Seconds from now (the node's start) during which a walk
+        waits for sensors that have not sent their first message yet.
+    :param health: Notes failed and successful bookkeeping writes (default: a fresh one
+        logging to this module's logger).
     """
 
     def __init__(
@@ -183,7 +184,8 @@ class Replayer:
             logger=logging.getLogger(__name__))
 
     def _usable(self, candidates: Sequence[Node]) -> Sequence[Node]:
-        """The candidates whose tool is configured (the same list object when all are).
+        """
+        The candidates whose tool is configured (the same list object when all are).
 
         Keeping the store's list keeps its identity, under which the matcher
         caches the candidates' index.
@@ -193,7 +195,8 @@ class Replayer:
         return [c for c in candidates if c.step.tool in self._tools]
 
     def warm(self) -> int:
-        """Read every tree's first steps and index them for matching, ahead of the first task.
+        """
+        Read every tree's first steps and index them for matching, ahead of the first task.
 
         A persistent store reads lazily, and the matcher indexes a candidate set
         on first use: without this the first task after a start pays both (seconds
@@ -326,14 +329,14 @@ class Replayer:
         cancel: CancelToken,
         path: Sequence[int] | None = None,
     ) -> WalkResult:
-        """Replay from the root as far as the checks allow.
+        """
+        Replay from the root as far as the checks allow.
 
-        Args:
-            task: Task name.
-            variant: Tree key (canonical params JSON).
-            reporter: Gets events and progress.
-            cancel: Cancels the walk and the in-flight goal.
-            path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
+        :param task: Task name.
+        :param variant: Tree key (canonical params JSON).
+        :param reporter: Gets events and progress.
+        :param cancel: Cancels the walk and the in-flight goal.
+        :param path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
         """
         self._fresh(reporter)
         paths = self._paths(task, variant, path)

@@ -1,4 +1,5 @@
-"""Sensor capture: the latest message per topic, features extracted on demand.
+"""
+Sensor capture: the latest message per topic, features extracted on demand.
 
 Subscriptions are raw (serialized CDR bytes) with a history of one message
 (KEEP_LAST 1), and messages are NOT taken as they arrive: the middleware keeps
@@ -47,16 +48,15 @@ import threading
 import time
 from typing import Any
 
+from muscle_mem_ros.records import Snapshot
+from muscle_mem_ros.ros.config import SensorConfig
 import rclpy
 from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node as RosNode
-from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_sensor_data
+from rclpy.qos import HistoryPolicy, qos_profile_sensor_data, QoSProfile
 from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerGuardCondition
-
-from muscle_mem_ros.records import Snapshot
-from muscle_mem_ros.ros.config import SensorConfig
 
 __all__ = ['BY_NAME_DEPTH', 'DRAIN_PERIOD', 'SensorHub']
 
@@ -128,13 +128,13 @@ class _ByName:
 
 
 class SensorHub:
-    """Keep the latest message of every configured sensor; take snapshots.
+    """
+    Keep the latest message of every configured sensor; take snapshots.
 
-    Args:
-        node: The cache node (its context, name and namespace are used).
-        sensors: Sensors to subscribe to.
-        on_error: Called with a message when a sensor's data cannot be used
-            (tolerance length mismatch, extraction failure); reported once per sensor.
+    :param node: The cache node (its context, name and namespace are used).
+    :param sensors: Sensors to subscribe to.
+    :param on_error: Called with a message when a sensor's data cannot be used
+        (tolerance length mismatch, extraction failure); reported once per sensor.
     """
 
     def __init__(
@@ -294,7 +294,7 @@ class SensorHub:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """Configured sensor names."""
+        """Configure sensor names."""
         return tuple(self._latest)
 
     @staticmethod
@@ -344,7 +344,8 @@ class SensorHub:
             self._on_error(message)
 
     def problems(self) -> dict[str, str]:
-        """Sensors whose data cannot be used (wrong tolerance length, unreadable), with why.
+        """
+        Sensors whose data cannot be used (wrong tolerance length, unreadable), with why.
 
         While a sensor is listed here, every check fails: leaving it out would
         check the world with fewer sensors than configured.
@@ -399,10 +400,10 @@ class SensorHub:
             return [n for n, latest in self._latest.items() if latest.stamp <= since]
 
     def wait_newer(self, since: float, timeout: float) -> bool:
-        """Block until every sensor has a message received after ``since``.
+        """
+        Block until every sensor has a message received after ``since``.
 
-        Returns:
-            True when all have; False on timeout (see :meth:`lagging`).
+        :return: True when all have; False on timeout (see :meth:`lagging`).
         """
         deadline = time.monotonic() + timeout
         self._refresh()
@@ -479,7 +480,8 @@ def _qos(depth: int) -> QoSProfile:
 
 
 def _arrival(info: Any) -> float:
-    """When the middleware received a message, on the monotonic clock.
+    """
+    When the middleware received a message, on the monotonic clock.
 
     The rmw reception time (system clock) is moved onto the monotonic clock, so
     a message that arrived before a step ended never counts as newer than the

@@ -1,4 +1,5 @@
-"""The node's services: Replay, ListTasks, GetTrajectory, Forget, Start/StopRecording.
+"""
+The node's services: Replay, ListTasks, GetTrajectory, Forget, Start/StopRecording.
 
 Every handler validates its request first and answers ``success=false`` with
 a message for a bad one (empty task name, invalid params JSON, unknown task or
@@ -61,16 +62,16 @@ def _fill_failure(response: Any, failure: CheckFailure | None) -> None:
 
 
 class CacheServices:
-    """Handlers for the node's services (registered by the node).
+    """
+    Handlers for the node's services (registered by the node).
 
-    Args:
-        store: The cache.
-        replayer: Walks the tree.
-        recorder: The recording in progress.
-        guard: One activity at a time.
-        sink: Publishes events (same signature as the task runner's).
-        logger: The node's logger.
-        mode: Returns the current cache mode (Replay and StartRecording refuse in ``off``).
+    :param store: The cache.
+    :param replayer: Walks the tree.
+    :param recorder: The recording in progress.
+    :param guard: One activity at a time.
+    :param sink: Publishes events (same signature as the task runner's).
+    :param logger: The node's logger.
+    :param mode: Returns the current cache mode (Replay and StartRecording refuse in ``off``).
     """
 
     def __init__(

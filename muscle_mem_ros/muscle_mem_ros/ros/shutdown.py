@@ -78,7 +78,7 @@ class ShutdownSignals:
 
     @property
     def requested(self) -> bool:
-        """True once a shutdown signal arrived."""
+        """Return True once a shutdown signal arrived."""
         return self.received is not None
 
     def wake(self) -> None:

@@ -1,4 +1,5 @@
-"""Blocking waits on rclpy futures from executor threads, with cancellation.
+"""
+Blocking waits on rclpy futures from executor threads, with cancellation.
 
 The node's long-running callbacks (a task's execute callback, a proxied goal)
 run in a ``MultiThreadedExecutor`` and block their own thread while other
@@ -26,7 +27,7 @@ class CancelToken:
 
     @property
     def cancelled(self) -> bool:
-        """True once :meth:`cancel` was called."""
+        """Return True once :meth:`cancel` was called."""
         return self._cancelled
 
     def cancel(self) -> None:
@@ -52,10 +53,10 @@ class CancelToken:
 
 
 def wait_future(future: Any, timeout: float | None, cancel: CancelToken | None = None) -> bool:
-    """Block until ``future`` is done, ``timeout`` seconds pass, or ``cancel`` fires.
+    """
+    Block until ``future`` is done, ``timeout`` seconds pass, or ``cancel`` fires.
 
-    Returns:
-        True when the future is done.
+    :return: True when the future is done.
     """
     if future.done():
         return True
@@ -73,10 +74,10 @@ def wait_future(future: Any, timeout: float | None, cancel: CancelToken | None =
 
 
 def cancel_when_accepted(send_future: Any) -> None:
-    """Cancel an action goal as soon as the server accepts it (the caller gave up waiting).
+    """
+    Cancel an action goal as soon as the server accepts it (the caller gave up waiting).
 
-    Args:
-        send_future: The future of ``ActionClient.send_goal_async``.
+    :param send_future: The future of ``ActionClient.send_goal_async``.
     """
     def on_done(future: Any) -> None:
         handle = future.result()
@@ -86,7 +87,8 @@ def cancel_when_accepted(send_future: Any) -> None:
 
 
 class TaskGuard:
-    """One activity at a time: a task, a Replay call, a manual recording, a Forget.
+    """
+    One activity at a time: a task, a Replay call, a manual recording, a Forget.
 
     ``claim`` never blocks: a second activity is refused at once with the
     description of the one holding the guard, which callers put in their
@@ -99,7 +101,7 @@ class TaskGuard:
 
     @property
     def holder(self) -> str | None:
-        """Description of the activity holding the guard, or None."""
+        """Return description of the activity holding the guard, or None."""
         return self._holder
 
     def claim(self, description: str) -> str | None:

@@ -1,4 +1,5 @@
-"""ExecuteTask: replay from memory, hand off to the agent, learn what it does.
+"""
+ExecuteTask: replay from memory, hand off to the agent, learn what it does.
 
 One goal at a time. For a goal:
 
@@ -33,8 +34,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from rclpy.action import ActionClient
-
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
@@ -46,6 +45,7 @@ from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
 from muscle_mem_ros.ros.replay import Replayer, WalkOutcome, WalkResult
 from muscle_mem_ros.ros.sync import cancel_when_accepted, CancelToken, wait_future
 from muscle_mem_ros.store import Store
+from rclpy.action import ActionClient
 
 __all__ = ['EventSink', 'TaskRunner']
 
@@ -90,18 +90,18 @@ class _TaskReporter:
 
 
 class TaskRunner:
-    """Run one ExecuteTask goal (the caller guarantees one at a time).
+    """
+    Run one ExecuteTask goal (the caller guarantees one at a time).
 
-    Args:
-        store: The cache.
-        replayer: Walks the tree.
-        recorder: Records the agent's proxied calls.
-        agent: Client of the agent's ExecuteTask server, or None.
-        agent_name: The agent's action name, for messages.
-        agent_timeout: Max seconds the agent may take.
-        sink: Publishes events.
-        logger: The node's logger.
-        health: Notes failed and successful store writes (default: a fresh one).
+    :param store: The cache.
+    :param replayer: Walks the tree.
+    :param recorder: Records the agent's proxied calls.
+    :param agent: Client of the agent's ExecuteTask server, or None.
+    :param agent_name: The agent's action name, for messages.
+    :param agent_timeout: Max seconds the agent may take.
+    :param sink: Publishes events.
+    :param logger: The node's logger.
+    :param health: Notes failed and successful store writes (default: a fresh one).
     """
 
     def __init__(

@@ -32,11 +32,10 @@ import threading
 import time
 from typing import Any
 
+from muscle_mem_ros.ros.sync import CancelToken
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node as RosNode
 from rclpy.task import Future
-
-from muscle_mem_ros.ros.sync import CancelToken
 
 __all__ = ['CallWatch', 'WATCH_PERIOD', 'WaitEnd', 'wait_watched']
 

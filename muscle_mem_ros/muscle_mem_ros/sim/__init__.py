@@ -1,4 +1,5 @@
-"""The MuJoCo demo robot, the demo planning agent and the end-to-end demo.
+"""
+The MuJoCo demo robot, the demo planning agent and the end-to-end demo.
 
 ROS-free modules: :mod:`.kinematics` (arm geometry), :mod:`.trajectory` (joint paths),
 :mod:`.physics` (the simulation, stepped in its own thread), :mod:`.planner` (pick-and-place

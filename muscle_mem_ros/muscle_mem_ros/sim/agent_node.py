@@ -1,4 +1,5 @@
-"""ROS 2 node ``demo_agent``: a slow planning agent serving ExecuteTask for the demo arm.
+"""
+ROS 2 node ``demo_agent``: a slow planning agent serving ExecuteTask for the demo arm.
 
 It stands in for an LLM, VLM or motion-planner agent: before every step it perceives the
 world (``joint_states``, ``object_pose``), asks :func:`planner.next_step` what to do, spends
@@ -29,6 +30,11 @@ from typing import Any
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
+from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.sim import kinematics
+from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string, spin_node
+from muscle_mem_ros.sim.planner import next_step, PickPlaceSpec, PlannedStep, StepKind, WorldView
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -38,12 +44,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
-from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string, spin_node
-from muscle_mem_ros.sim.planner import PickPlaceSpec, PlannedStep, StepKind, WorldView, next_step
 
 __all__ = ['DemoAgentNode', 'TASK_NAME', 'main']
 
@@ -63,10 +63,10 @@ class DemoAgentNode(Node):
     """Serves ``~/execute_task`` and plans the pick-and-place step by step."""
 
     def __init__(self, *, node_name: str = 'demo_agent', **kwargs: Any) -> None:
-        """Declare and check parameters, create the clients, subscriptions and server.
+        """
+        Declare and check parameters, create the clients, subscriptions and server.
 
-        Raises:
-            ValueError: a parameter is out of range; the message names it.
+        :raises ValueError: a parameter is out of range; the message names it.
         """
         super().__init__(node_name, **kwargs)
         self._think_time = declare_number(self, 'think_time', 1.5, minimum=0.0)
@@ -132,7 +132,8 @@ class DemoAgentNode(Node):
             self._object = msg
 
     def _perceive(self, *, after: int, timeout: float) -> WorldView:
-        """Wait for a joint state and an object pose stamped after ``after`` (ns); build the view.
+        """
+        Wait for a joint state and an object pose stamped after ``after`` (ns); build the view.
 
         Stamps, not arrival order, decide freshness: a message read just before the last
         step ended may arrive after its result.

@@ -1,4 +1,5 @@
-"""``sim_demo``: the end-to-end demo, MuJoCo arm + behavior cache + planning agent.
+"""
+``sim_demo``: the end-to-end demo, MuJoCo arm + behavior cache + planning agent.
 
 Starts the three nodes as child processes (no ``ros2 launch`` needed), then runs the story of
 :mod:`muscle_mem_ros.sim.story`, printing one table row per run, and writes
@@ -24,12 +25,12 @@ from typing import TextIO
 
 from muscle_mem_ros.sim.processes import (
     ChildProcesses,
-    NodeProcessError,
     config_path,
     node_commands,
+    NodeProcessError,
 )
-from muscle_mem_ros.sim.report import HEADER, format_row, rule, write_figure
-from muscle_mem_ros.sim.story import STORY, RunMode, RunOutcome, judge
+from muscle_mem_ros.sim.report import format_row, HEADER, rule, write_figure
+from muscle_mem_ros.sim.story import judge, RunMode, RunOutcome, STORY
 
 __all__ = ['main', 'parse_args', 'run_story']
 
@@ -63,15 +64,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[RunOutcome]:
-    """Start the nodes, perform the story and return the judged outcomes.
-
-    Raises:
-        NodeProcessError: a node exited early.
-        DriverError: a node did not come up or stopped answering.
     """
-    import rclpy
+    Start the nodes, perform the story and return the judged outcomes.
 
+    :raises NodeProcessError: a node exited early.
+    :raises DriverError: a node did not come up or stopped answering.
+    """
     from muscle_mem_ros.sim.driver import StoryDriver
+    import rclpy
 
     def say(line: str) -> None:
         print(line, file=out, flush=True)

@@ -1,4 +1,5 @@
-"""The demo's ROS client: resets and changes the world, runs the task, observes what happened.
+"""
+The demo's ROS client: resets and changes the world, runs the task, observes what happened.
 
 :class:`StoryDriver` is an rclpy node spun in a background thread. It talks only to public
 interfaces: the sim robot's ``~/reset`` and ``~/move_object``, the cache's
@@ -16,6 +17,12 @@ import time
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped
+from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_interfaces.srv import MoveObject
+from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.sim import kinematics
+from muscle_mem_ros.sim.story import RunOutcome, RunSpec
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
 from rclpy.executors import MultiThreadedExecutor
@@ -24,13 +31,6 @@ from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
-
-from muscle_mem_interfaces.action import ExecuteTask
-from muscle_mem_interfaces.msg import CacheEvent
-from muscle_mem_interfaces.srv import MoveObject
-from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.story import RunOutcome, RunSpec
 
 __all__ = ['DriverError', 'StoryDriver']
 
@@ -121,14 +121,12 @@ class StoryDriver(Node):
     # -- readiness ----------------------------------------------------------------------------
 
     def wait_ready(self, *, timeout: float, alive: Callable[[], None]) -> None:
-        """Wait until every interface the story uses is up and the sensors are streaming.
+        """
+        Wait until every interface the story uses is up and the sensors are streaming.
 
-        Args:
-            timeout: seconds.
-            alive: called while waiting; raises if a child process died.
-
-        Raises:
-            DriverError: something is still missing after ``timeout`` (named).
+        :param timeout: seconds.
+        :param alive: called while waiting; raises if a child process died.
+        :raises DriverError: something is still missing after ``timeout`` (named).
         """
         deadline = time.monotonic() + timeout
         checks: list[tuple[str, Callable[[], bool]]] = [
@@ -154,13 +152,13 @@ class StoryDriver(Node):
     # -- one run ------------------------------------------------------------------------------
 
     def prepare(self, spec: RunSpec, *, attempts: int = 3) -> None:
-        """Reset the world, then apply the run's nudge and bump; wait for fresh sensor data.
+        """
+        Reset the world, then apply the run's nudge and bump; wait for fresh sensor data.
 
         A lost service reply is retried from the reset (which drops pending bumps), so a
         bump is never queued twice.
 
-        Raises:
-            DriverError: the robot did not answer or refused the change.
+        :raises DriverError: the robot did not answer or refused the change.
         """
         last = ''
         for _ in range(attempts):
@@ -298,4 +296,3 @@ class StoryDriver(Node):
 
 def _ns(stamp: Any) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-

@@ -1,4 +1,5 @@
-"""Geometry of the demo arm in sim/arm.xml: joint names, home pose, forward and inverse kinematics.
+"""
+Geometry of the demo arm in sim/arm.xml: joint names, home pose, forward and inverse kinematics.
 
 The arm is a pan joint followed by three pitch joints (shoulder, elbow, wrist) that move in
 the vertical plane the pan joint points at. The gripper hangs from the wrist; the planner
@@ -89,12 +90,12 @@ def forward(positions: tuple[float, ...] | list[float]) -> GraspPoint:
 
 
 def inverse(target: GraspPoint) -> tuple[float, ...]:
-    """Return arm joint positions that put the grasp point at ``target``, gripper down.
+    """
+    Return arm joint positions that put the grasp point at ``target``, gripper down.
 
     The elbow-up solution is used, so the forearm stays above the table.
 
-    Raises:
-        UnreachableError: the point is too far, too close or outside the joint limits.
+    :raises UnreachableError: the point is too far, too close or outside the joint limits.
     """
     l1, l2, l3 = LINK_LENGTHS
     radius = math.hypot(target.x, target.y)

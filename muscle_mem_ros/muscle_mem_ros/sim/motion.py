@@ -1,4 +1,5 @@
-"""What the simulation reports: a consistent state reading, and commands in progress.
+"""
+What the simulation reports: a consistent state reading, and commands in progress.
 
 A :class:`Motion` is created by :class:`~muscle_mem_ros.sim.physics.ArmSim` for every trajectory
 or gripper command and finished by its physics loop; callers in other threads wait on it.
@@ -47,10 +48,10 @@ class SimState:
 
 
 class Motion:
-    """A command in progress; finished by the physics loop.
+    """
+    A command in progress; finished by the physics loop.
 
-    Attributes:
-        kind: 'trajectory' or 'gripper'.
+    :ivar kind: 'trajectory' or 'gripper'.
     """
 
     def __init__(self, *, kind: str) -> None:
@@ -67,7 +68,7 @@ class Motion:
 
     @property
     def done(self) -> bool:
-        """True once the motion has ended."""
+        """Return True once the motion has ended."""
         return self._done.is_set()
 
     @property
@@ -77,7 +78,7 @@ class Motion:
 
     @property
     def message(self) -> str:
-        """A human-readable account of the ending."""
+        """Return a human-readable account of the ending."""
         return self._message
 
     def finish(self, outcome: MotionOutcome, message: str) -> None:

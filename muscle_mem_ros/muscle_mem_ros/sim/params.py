@@ -1,4 +1,5 @@
-"""Declare and check the sim nodes' ROS parameters, naming the parameter in every error.
+"""
+Declare and check the sim nodes' ROS parameters, naming the parameter in every error.
 
 ``spin_node`` is the sim nodes' shared ``main``: a bad parameter (a ``ValueError`` from the
 declare helpers) becomes exit code 1 with the message logged, like the cache's own main.
@@ -14,16 +15,15 @@ import math
 import sys
 from typing import Any, TypeVar
 
-from rcl_interfaces.msg import ParameterDescriptor
-import rclpy
-from rclpy.executors import MultiThreadedExecutor
-from rclpy.node import Node
-
 from muscle_mem_ros.ros.shutdown import (
     init_without_signal_handlers,
     ShutdownSignals,
     spin_until_shutdown,
 )
+from rcl_interfaces.msg import ParameterDescriptor
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
 
 __all__ = ['declare_int', 'declare_number', 'declare_string', 'spin_node']
 
@@ -36,17 +36,15 @@ def declare_number(
     node: Node, name: str, default: float, *, minimum: float | None = None,
     exclusive: bool = False,
 ) -> float:
-    """Declare a numeric parameter and return its value as a float.
+    """
+    Declare a numeric parameter and return its value as a float.
 
-    Args:
-        node: The node declaring it.
-        name: Parameter name.
-        default: Value when not set.
-        minimum: Smallest accepted value, or None.
-        exclusive: True if ``minimum`` itself is refused.
-
-    Raises:
-        ValueError: not a finite number in range; the message names the parameter.
+    :param node: The node declaring it.
+    :param name: Parameter name.
+    :param default: Value when not set.
+    :param minimum: Smallest accepted value, or None.
+    :param exclusive: True if ``minimum`` itself is refused.
+    :raises ValueError: not a finite number in range; the message names the parameter.
     """
     value = _declare(node, name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -86,17 +84,15 @@ def spin_node(
     make_node: Callable[[], N], *, name: str, args: list[str] | None = None,
     on_exit: Callable[[N], None] | None = None,
 ) -> int:
-    """Create a node, spin it on a multi-threaded executor until interrupted, clean up.
+    """
+    Create a node, spin it on a multi-threaded executor until interrupted, clean up.
 
-    Args:
-        make_node: Builds the node (after ``rclpy.init``); raises ValueError on a bad parameter.
-        name: Logger name for the startup error.
-        args: Command-line arguments for ``rclpy.init``.
-        on_exit: Called with the node after a shutdown signal, before the executor stops and
-            the node is destroyed: end its running work and stop its threads.
-
-    Returns:
-        The exit code: 0 (also after SIGINT or SIGTERM, however often they come), 1 for a bad
+    :param make_node: Builds the node (after ``rclpy.init``); raises ValueError on a bad parameter.
+    :param name: Logger name for the startup error.
+    :param args: Command-line arguments for ``rclpy.init``.
+    :param on_exit: Called with the node after a shutdown signal, before the executor stops and
+        the node is destroyed: end its running work and stop its threads.
+    :return: The exit code: 0 (also after SIGINT or SIGTERM, however often they come), 1 for a bad
         parameter, 2 if the executor failed.
     """
     signals = ShutdownSignals()

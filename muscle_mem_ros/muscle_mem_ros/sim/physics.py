@@ -1,4 +1,5 @@
-"""ROS-free MuJoCo simulation of the demo arm: a physics thread, trajectory tracking, grasping.
+"""
+ROS-free MuJoCo simulation of the demo arm: a physics thread, trajectory tracking, grasping.
 
 The simulator owns one ``MjModel``/``MjData`` pair guarded by a lock. Either a background
 thread steps it at a real-time factor (``start()``), or a caller steps it by hand
@@ -21,11 +22,10 @@ import threading
 import time
 
 import mujoco
-import numpy as np
-
 from muscle_mem_ros.sim import kinematics
 from muscle_mem_ros.sim.motion import Motion, MotionOutcome, SimState
 from muscle_mem_ros.sim.trajectory import JointPath
+import numpy as np
 
 __all__ = [
     'DEFAULT_GOAL_TOLERANCE',
@@ -80,15 +80,13 @@ class ArmSim:
         rtf: float = 1.0,
         grasp_radius: float = 0.03,
     ) -> None:
-        """Load the model and put the world in its start state.
+        """
+        Load the model and put the world in its start state.
 
-        Args:
-            model_path: MJCF file; the packaged arm.xml when None.
-            rtf: simulated seconds per wall-clock second when running in the thread.
-            grasp_radius: largest cube-to-grasp-point distance at which closing attaches, m.
-
-        Raises:
-            ValueError: rtf or grasp_radius is not positive.
+        :param model_path: MJCF file; the packaged arm.xml when None.
+        :param rtf: simulated seconds per wall-clock second when running in the thread.
+        :param grasp_radius: largest cube-to-grasp-point distance at which closing attaches, m.
+        :raises ValueError: rtf or grasp_radius is not positive.
         """
         if not rtf > 0.0 or not math.isfinite(rtf):
             raise ValueError(f'rtf must be a positive number, got {rtf}')
@@ -127,7 +125,7 @@ class ArmSim:
 
     @property
     def rtf(self) -> float:
-        """The real-time factor the thread runs at."""
+        """Return the real-time factor the thread runs at."""
         return self._rtf
 
     @property
@@ -207,15 +205,13 @@ class ArmSim:
     # -- commands --------------------------------------------------------------------------
 
     def follow(self, *, names: Sequence[str], path: JointPath, tolerance: float = 0.0) -> Motion:
-        """Start tracking ``path`` for the named arm joints; preempt any trajectory in progress.
+        """
+        Start tracking ``path`` for the named arm joints; preempt any trajectory in progress.
 
-        Args:
-            names: arm joints the path's columns refer to (a subset of ARM_JOINTS, no repeats).
-            path: waypoints relative to now; starts from the current positions.
-            tolerance: final error accepted per joint, radians; 0 uses 0.01.
-
-        Raises:
-            ValueError: unknown or repeated joint names, or a path of the wrong width.
+        :param names: arm joints the path's columns refer to (a subset of ARM_JOINTS, no repeats).
+        :param path: waypoints relative to now; starts from the current positions.
+        :param tolerance: final error accepted per joint, radians; 0 uses 0.01.
+        :raises ValueError: unknown or repeated joint names, or a path of the wrong width.
         """
         names = tuple(names)
         unknown = [n for n in names if n not in kinematics.ARM_JOINTS]
@@ -273,12 +269,12 @@ class ArmSim:
         orientation: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
         after_goals: int = 0,
     ) -> None:
-        """Teleport the cube now, or when the ``after_goals``-th trajectory goal from now ends.
+        """
+        Teleport the cube now, or when the ``after_goals``-th trajectory goal from now ends.
 
         A moved cube is released from the gripper. Orientation is (w, x, y, z), normalized.
 
-        Raises:
-            ValueError: non-finite numbers, a zero quaternion or a negative after_goals.
+        :raises ValueError: non-finite numbers, a zero quaternion or a negative after_goals.
         """
         pos = tuple(float(v) for v in position)
         quat = np.array([float(v) for v in orientation])
@@ -297,7 +293,8 @@ class ArmSim:
                 self._bumps.append(_Bump(remaining=after_goals, position=pos, orientation=rot))
 
     def reset(self) -> None:
-        """Put the arm at home with open jaws and the cube at its start pose.
+        """
+        Put the arm at home with open jaws and the cube at its start pose.
 
         Preempts any motion in progress and drops pending deferred moves.
         """

@@ -1,4 +1,5 @@
-"""ROS-free pick-and-place planning for the demo arm, one step at a time from the current state.
+"""
+ROS-free pick-and-place planning for the demo arm, one step at a time from the current state.
 
 The demo agent calls :func:`next_step` before every step with what it perceives now (joint
 positions, jaw state, the cube's pose), as an LLM or VLM planner would be queried per step.
@@ -106,15 +107,15 @@ class PickPlaceSpec:
 
     @property
     def place(self) -> GraspPoint:
-        """The place target at table height."""
+        """Return the place target at table height."""
         return GraspPoint(x=self.place_x, y=self.place_y, z=0.0)
 
 
 def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
-    """Return the next step of the pick-and-place from ``view``, or None when it is done.
+    """
+    Return the next step of the pick-and-place from ``view``, or None when it is done.
 
-    Raises:
-        kinematics.UnreachableError: the cube or the target is out of the arm's reach.
+    :raises kinematics.UnreachableError: the cube or the target is out of the arm's reach.
     """
     grasp = kinematics.forward(view.joints)
     ox, oy, oz = view.object_position
@@ -151,10 +152,10 @@ def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
 
 
 def plan(view: WorldView, spec: PickPlaceSpec, *, max_steps: int = 16) -> list[PlannedStep]:
-    """Return the whole remaining sequence, assuming every step ends exactly at its target.
+    """
+    Return the whole remaining sequence, assuming every step ends exactly at its target.
 
-    Raises:
-        RuntimeError: no end within ``max_steps`` (a planning bug, not a world state).
+    :raises RuntimeError: no end within ``max_steps`` (a planning bug, not a world state).
     """
     steps: list[PlannedStep] = []
     while len(steps) < max_steps:

@@ -1,4 +1,5 @@
-"""Start the demo's three nodes as child processes, without ``ros2 launch``.
+"""
+Start the demo's three nodes as child processes, without ``ros2 launch``.
 
 Each node runs as ``python -m <module> --ros-args ...`` with the parent's environment, its
 output going to ``<log_dir>/<name>.log``. Stopping sends SIGINT (the nodes shut down
@@ -32,10 +33,10 @@ class _Child:
 
 
 def config_path(file_name: str) -> Path:
-    """Return an installed config file of muscle_mem_ros, or the source tree's copy.
+    """
+    Return an installed config file of muscle_mem_ros, or the source tree's copy.
 
-    Raises:
-        FileNotFoundError: neither exists.
+    :raises FileNotFoundError: neither exists.
     """
     candidates: list[Path] = []
     try:
@@ -96,10 +97,10 @@ class ChildProcesses:
         self._children.append(_Child(name=name, process=process, log_path=log_path, log=log))
 
     def check(self) -> None:
-        """Raise if any child has exited.
+        """
+        Raise if any child has exited.
 
-        Raises:
-            NodeProcessError: naming the child, its exit code and the end of its log.
+        :raises NodeProcessError: naming the child, its exit code and the end of its log.
         """
         for child in self._children:
             code = child.process.poll()

@@ -1,4 +1,5 @@
-"""The demo's output: the story table, printed a row at a time, and the PNG.
+"""
+The demo's output: the story table, printed a row at a time, and the PNG.
 
 The figure has two panels: each run's wall time (coloured by how it was carried out, with
 its speedup over run 1), and the arm's joint traces of the agent's first run against its

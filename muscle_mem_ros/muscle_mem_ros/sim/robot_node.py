@@ -1,4 +1,5 @@
-"""ROS 2 node ``sim_robot``: the MuJoCo demo arm behind ordinary robot interfaces.
+"""
+ROS 2 node ``sim_robot``: the MuJoCo demo arm behind ordinary robot interfaces.
 
 Publishes ``joint_states`` (sensor_msgs/JointState, 120 Hz by default) and ``object_pose``
 (geometry_msgs/PoseStamped, 30 Hz) from the physics state, serves the joint-trajectory
@@ -19,6 +20,12 @@ import threading
 import time
 
 from geometry_msgs.msg import PoseStamped
+from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_interfaces.srv import MoveObject
+from muscle_mem_ros.sim.motion import MotionOutcome
+from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string, spin_node
+from muscle_mem_ros.sim.physics import ArmSim
+from muscle_mem_ros.sim.trajectory import JointPath
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -26,13 +33,6 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
-
-from muscle_mem_interfaces.action import FollowJointTrajectory
-from muscle_mem_interfaces.srv import MoveObject
-from muscle_mem_ros.sim.motion import MotionOutcome
-from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string, spin_node
-from muscle_mem_ros.sim.physics import ArmSim
-from muscle_mem_ros.sim.trajectory import JointPath
 
 __all__ = ['SimRobotNode', 'main']
 
@@ -43,10 +43,10 @@ class SimRobotNode(Node):
     """The simulated arm as a ROS node; owns an :class:`ArmSim` running in its own thread."""
 
     def __init__(self, *, node_name: str = 'sim_robot', **kwargs: object) -> None:
-        """Declare and check parameters, start the physics and the publishing threads.
+        """
+        Declare and check parameters, start the physics and the publishing threads.
 
-        Raises:
-            ValueError: a parameter is out of range; the message names it.
+        :raises ValueError: a parameter is out of range; the message names it.
         """
         super().__init__(node_name, **kwargs)
         rtf = declare_number(self, 'rtf', 1.0, minimum=0.0, exclusive=True)
@@ -87,7 +87,7 @@ class SimRobotNode(Node):
 
     @property
     def sim(self) -> ArmSim:
-        """The simulation behind the node."""
+        """Return the simulation behind the node."""
         return self._sim
 
     def shutdown(self) -> None:

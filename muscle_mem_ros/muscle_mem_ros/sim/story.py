@@ -1,4 +1,5 @@
-"""The demo's scripted story: five runs of the pick-and-place, what each expects, the verdict.
+"""
+The demo's scripted story: five runs of the pick-and-place, what each expects, the verdict.
 
 ROS-free: :mod:`muscle_mem_ros.sim.driver` performs a :class:`RunSpec` over ROS and returns a
 :class:`RunOutcome`; :func:`judge` decides whether it held. The simulation is the judge of
@@ -148,7 +149,7 @@ class RunOutcome:
 
     @property
     def placed(self) -> bool:
-        """True when the cube rests on the table within PLACE_TOLERANCE of the target."""
+        """Return True when the cube rests on the table within PLACE_TOLERANCE of the target."""
         return (
             self.final_object is not None
             and self.placement_error <= PLACE_TOLERANCE
@@ -157,7 +158,7 @@ class RunOutcome:
 
     @property
     def held(self) -> bool:
-        """True when judged and nothing failed."""
+        """Return True when judged and nothing failed."""
         return not self.failures
 
 

@@ -1,4 +1,5 @@
-"""Joint-space paths: waypoints with times, interpolated the way joint_trajectory_controller does.
+"""
+Joint-space paths: waypoints with times, interpolated the way joint_trajectory_controller does.
 
 Between waypoints that carry velocities the interpolation is a cubic Hermite spline;
 without velocities it is linear. The path starts from the joints' positions when the goal
@@ -24,16 +25,14 @@ class JointPath:
         positions: Sequence[Sequence[float]],
         velocities: Sequence[Sequence[float]] | None = None,
     ) -> None:
-        """Validate and store the waypoints.
+        """
+        Validate and store the waypoints.
 
-        Args:
-            times: seconds from the start, strictly increasing, the first > 0 unless the path
-                was anchored.
-            positions: one row of joint positions per time.
-            velocities: one row per time, or None for linear interpolation.
-
-        Raises:
-            ValueError: empty, ragged, non-finite or non-increasing input.
+        :param times: seconds from the start, strictly increasing, the first > 0 unless the path
+            was anchored.
+        :param positions: one row of joint positions per time.
+        :param velocities: one row per time, or None for linear interpolation.
+        :raises ValueError: empty, ragged, non-finite or non-increasing input.
         """
         t = np.asarray(times, dtype=float)
         p = np.asarray(positions, dtype=float)
@@ -59,7 +58,7 @@ class JointPath:
 
     @property
     def width(self) -> int:
-        """Number of joints."""
+        """Return number of joints."""
         return int(self._p.shape[1])
 
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .base import NodeList, Recording, RecordingInfo, Store, step_signature
+from .base import NodeList, Recording, RecordingInfo, step_signature, Store
 from .memory import MemoryStore
 from .sqlite import DEFAULT_ABANDONED_RETENTION, SqliteStore
 

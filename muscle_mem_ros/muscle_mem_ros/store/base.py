@@ -1,4 +1,5 @@
-"""The store interface: trajectory trees, recordings, and the dedupe rule.
+"""
+The store interface: trajectory trees, recordings, and the dedupe rule.
 
 Tree model: per (task, variant) a prefix tree of :class:`~muscle_mem_ros.records.Node`.
 ``variant`` is '' for the Python API; the ROS node passes the canonical params
@@ -39,7 +40,8 @@ __all__ = ['NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature']
 
 
 class NodeList(tuple[Node, ...]):
-    """The children of one tree node: an immutable sequence with a key identifying the set.
+    """
+    The children of one tree node: an immutable sequence with a key identifying the set.
 
     ``key`` changes whenever a child is added or removed (not when counters
     change), so the matcher can cache its matrices on it without hashing every
@@ -57,14 +59,14 @@ class NodeList(tuple[Node, ...]):
         key: tuple[Any, ...],
         family: tuple[Any, ...] | None = None,
     ) -> NodeList:
-        """Build the sequence.
+        """
+        Build the sequence.
 
-        Args:
-            nodes: The children, oldest first.
-            key: Identifies this exact membership.
-            family: Identifies the tree node whose children these are, across
-                memberships; children are only appended within a family
-                until one is removed (then the stored list is rebuilt).
+        :param nodes: The children, oldest first.
+        :param key: Identifies this exact membership.
+        :param family: Identifies the tree node whose children these are, across
+            memberships; children are only appended within a family
+            until one is removed (then the stored list is rebuilt).
         """
         obj = super().__new__(cls, nodes)
         obj.key = key
@@ -74,18 +76,18 @@ class NodeList(tuple[Node, ...]):
 
 @dataclass(frozen=True)
 class RecordingInfo:
-    """A recording that was started and never committed or discarded.
+    """
+    A recording that was started and never committed or discarded.
 
-    Attributes:
-        id: Recording id.
-        task: Task name.
-        variant: Tree key within the task.
-        parent: Node the steps would have been appended under.
-        started: Wall time the recording began.
-        step_count: Steps written before it stopped (or so far).
-        live: True while the process making it still has the store open; False
-            when it was abandoned (its process stopped or closed the store).
-        owner: Who is or was recording, for messages ('pid 12 on host robot1').
+    :ivar id: Recording id.
+    :ivar task: Task name.
+    :ivar variant: Tree key within the task.
+    :ivar parent: Node the steps would have been appended under.
+    :ivar started: Wall time the recording began.
+    :ivar step_count: Steps written before it stopped (or so far).
+    :ivar live: True while the process making it still has the store open; False
+        when it was abandoned (its process stopped or closed the store).
+    :ivar owner: Who is or was recording, for messages ('pid 12 on host robot1').
     """
 
     id: int
@@ -145,15 +147,15 @@ def check_step(step: Step) -> Step:
 
 
 class Recording(abc.ABC):
-    """Steps being recorded for one task; nothing reaches the tree until commit.
+    """
+    Steps being recorded for one task; nothing reaches the tree until commit.
 
-    Attributes:
-        id: Recording id, unique within the store.
-        task: Task name.
-        variant: Tree key within the task.
-        params_json: Parameters of the run.
-        parent: Node the steps go under (None = a first step).
-        steps: Steps appended so far.
+    :ivar id: Recording id, unique within the store.
+    :ivar task: Task name.
+    :ivar variant: Tree key within the task.
+    :ivar params_json: Parameters of the run.
+    :ivar parent: Node the steps go under (None = a first step).
+    :ivar steps: Steps appended so far.
     """
 
     def __init__(
@@ -169,7 +171,7 @@ class Recording(abc.ABC):
 
     @property
     def closed(self) -> bool:
-        """True once committed or discarded."""
+        """Return True once committed or discarded."""
         return self._closed
 
     def _ensure_open(self) -> None:
@@ -182,15 +184,15 @@ class Recording(abc.ABC):
 
     @abc.abstractmethod
     def commit(self) -> TrajectoryInfo:
-        """Merge the steps into the tree under ``parent`` atomically.
+        """
+        Merge the steps into the tree under ``parent`` atomically.
 
         Identical steps reuse existing nodes (see the module docstring), so
         recording the same path twice returns the same trajectory. Committing
         no steps under a parent marks the parent as the end of a trajectory.
 
-        Raises:
-            ValueError: No steps and no parent (an empty trajectory), or the
-                recording is already closed.
+        :raises ValueError: No steps and no parent (an empty trajectory), or the
+            recording is already closed.
         """
 
     @abc.abstractmethod
@@ -249,12 +251,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
-        """Remove one trajectory (or all of a task); return how many were removed.
+        """
+        Remove one trajectory (or all of a task); return how many were removed.
 
         Removing one trajectory drops only the nodes no other trajectory uses.
 
-        Raises:
-            UnknownTrajectoryError: ``trajectory_id`` does not exist in ``task``.
+        :raises UnknownTrajectoryError: ``trajectory_id`` does not exist in ``task``.
         """
 
     @abc.abstractmethod
@@ -281,7 +283,7 @@ class Store(abc.ABC):
     @property
     def allow_pickle(self) -> bool:
         """
-        True if this store may hold arbitrary Python objects.
+        Return True if this store may hold arbitrary Python objects.
 
         A persistent store then pickles what is not JSON data or NumPy arrays
         (trusted files only); an in-memory store keeps objects as they are and
@@ -290,7 +292,8 @@ class Store(abc.ABC):
         return False
 
     def preload(self, *, task: str | None = None) -> int:
-        """Read the first steps of every tree (of one task) into memory ahead of use.
+        """
+        Read the first steps of every tree (of one task) into memory ahead of use.
 
         A persistent store reads lazily; a node can call this at startup so the
         first lookup does not pay for reading a large tree. Returns the number

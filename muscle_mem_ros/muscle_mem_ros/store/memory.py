@@ -8,9 +8,9 @@ import itertools
 import threading
 import time
 
+from .base import check_step, NodeList, Recording, RecordingInfo, step_signature, Store
 from ..errors import UnknownTrajectoryError
 from ..records import Node, Step, TaskStats, TrajectoryInfo
-from .base import NodeList, Recording, RecordingInfo, Store, check_step, step_signature
 
 __all__ = ['MemoryStore']
 
@@ -30,6 +30,7 @@ class _Children:
 
 
 class _MemoryRecording(Recording):
+
     def __init__(self, store: MemoryStore, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._store = store
@@ -193,7 +194,7 @@ class MemoryStore(Store):
 
     @property
     def allow_pickle(self) -> bool:
-        """Always True: objects are kept as they are, in this process only."""
+        """Return always True: objects are kept as they are, in this process only."""
         return True
 
     def _put(self, node: Node) -> None:

@@ -1,4 +1,5 @@
-"""SQLite schema of the store: versions, migrations, and refusing foreign files.
+"""
+SQLite schema of the store: versions, migrations, and refusing foreign files.
 
 A store file is recognized three ways, all checked before anything is
 written: the SQLite header's ``application_id`` is :data:`APP_ID`, its
@@ -98,18 +99,14 @@ _HEADER = b'SQLite format 3\x00'
 
 
 def inspect_file(path: Path) -> bool:
-    """Validate an existing file's header without opening it through SQLite.
+    """
+    Validate an existing file's header without opening it through SQLite.
 
-    Args:
-        path: Store file.
-
-    Returns:
-        True if the file does not exist yet or is empty (a new store), False
+    :param path: Store file.
+    :return: True if the file does not exist yet or is empty (a new store), False
         if it is an existing store that may be opened.
-
-    Raises:
-        StoreCorruptError: Not SQLite, truncated, or not a muscle_mem_ros store.
-        StoreVersionError: Written by a newer schema version.
+    :raises StoreCorruptError: Not SQLite, truncated, or not a muscle_mem_ros store.
+    :raises StoreVersionError: Written by a newer schema version.
     """
     try:
         size = os.path.getsize(path)
@@ -154,7 +151,8 @@ def check_version(path: Path, version: int) -> None:
 
 
 def verify(conn: sqlite3.Connection, path: Path) -> int:
-    """Check the meta table of an opened existing store; return its schema version.
+    """
+    Check the meta table of an opened existing store; return its schema version.
 
     Only reads. Raises StoreCorruptError / StoreVersionError.
     """

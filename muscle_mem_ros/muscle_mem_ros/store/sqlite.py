@@ -1,4 +1,5 @@
-"""Persistent store: one SQLite file in WAL mode.
+"""
+Persistent store: one SQLite file in WAL mode.
 
 Guarantees:
 
@@ -69,7 +70,6 @@ _log = logging.getLogger(__name__)
 _store_ids = itertools.count(1)
 
 
-
 @dataclass
 class _Kids:
     """Cached children of one tree node."""
@@ -81,6 +81,7 @@ class _Kids:
 
 
 class _SqliteRecording(Recording):
+
     def __init__(self, store: SqliteStore, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._store = store
@@ -211,7 +212,7 @@ class SqliteStore(Store):
 
     @property
     def allow_pickle(self) -> bool:
-        """True if this store pickles (and unpickles) values that are not JSON or NumPy."""
+        """Return True if this store pickles (and unpickles) values that are not JSON or NumPy."""
         return self._allow_pickle
 
     def _create_file(self) -> None:

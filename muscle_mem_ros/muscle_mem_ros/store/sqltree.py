@@ -1,4 +1,5 @@
-"""Tree writes of the SQLite store, as plain functions of a connection.
+"""
+Tree writes of the SQLite store, as plain functions of a connection.
 
 The caller holds the write transaction; every function here only issues SQL.
 """
@@ -11,10 +12,10 @@ import json
 import sqlite3
 import time
 
+from .base import step_signature
+from .codec import step_row, TRAJ_COLS, trajectory_from_row
 from ..errors import UnknownTrajectoryError
 from ..records import Step, TrajectoryInfo
-from .base import step_signature
-from .codec import TRAJ_COLS, step_row, trajectory_from_row
 
 __all__ = ['check_parent', 'merge', 'prune']
 
