@@ -10,7 +10,7 @@ import numpy as np
 
 
 def pct(xs: Any, q: float) -> float:
-    """The ``q``-th percentile of ``xs``."""
+    """Return the ``q``-th percentile of ``xs``."""
     return float(np.percentile(np.asarray(xs, dtype=float), q))
 
 
@@ -20,7 +20,7 @@ def ms(x: float) -> str:
 
 
 def cpu_name() -> str:
-    """The CPU model, for the header of a results file."""
+    """Return the CPU model, for the header of a results file."""
     try:
         for line in Path('/proc/cpuinfo').read_text().splitlines():
             if line.startswith('model name'):

@@ -283,7 +283,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
 
 
 def reading(res: dict[str, Any]) -> list[str]:
-    """A few sentences relating the figures to each other (all from this run)."""
+    """Write a few sentences relating the figures to each other (all from this run)."""
     r = res['replays']
     direct50 = pct(res['direct'], 50)
     out = []

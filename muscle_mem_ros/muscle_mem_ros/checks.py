@@ -1,5 +1,5 @@
 """
-Checks: is the world now close enough to the world a step was recorded in?
+Checks: whether the world is now close enough to the world a step was recorded in.
 
 Two kinds:
 

@@ -176,7 +176,7 @@ class Engine:
     def function(self, pre_check: Check[Any] | Callable[..., Any] | None = None,
                  post_check: Check[Any] | None = None) -> Any:
         """
-        Decorate a function tool; usable as ``@engine.function()`` or bare ``@engine.function``.
+        Decorate a function tool; ``@engine.function`` works with or without parentheses.
 
         :param pre_check: Check captured before each call; replay requires it to pass.
         :param post_check: Check captured after each call; a failing one after a
@@ -195,7 +195,7 @@ class Engine:
 
     def tool(self, pre_check: Check[Any] | Callable[..., Any] | None = None,
              post_check: Check[Any] | None = None) -> Any:
-        """Decorate a tool (the launch-era name): a method if its first parameter is ``self``."""
+        """Decorate a tool, the launch-era name: a method if its first parameter is ``self``."""
         if self._finalized:
             raise ValueError('Engine is finalized and cannot register new functions')
 
@@ -425,9 +425,9 @@ class Engine:
             self._count('handoffs')
         _log.info('task %s: handing off to the agent at step %d: %s', run.task, index, reason)
         try:
+            params_json = json.dumps(run.params or {}, sort_keys=True, default=repr)
             run.recording = self._store.begin(
-                task=run.task, variant='', params_json=json.dumps(run.params or {},
-                                                                   sort_keys=True, default=repr),
+                task=run.task, variant='', params_json=params_json,
                 parent=None if parent is None else parent.id)
         except StoreError:
             self._count('record_errors')

@@ -152,7 +152,7 @@ class Node:
     :ivar terminal: True if some complete trajectory ends at this node.
     """
 
-    id: int
+    id: int  # noqa: A003 (the public name, as in the store's schema)
     parent: int | None
     depth: int
     step: Step
@@ -177,7 +177,7 @@ class TrajectoryInfo:
     :ivar replay_count: Times it was replayed to the end.
     """
 
-    id: int
+    id: int  # noqa: A003 (the public name, as in the store's schema)
     task: str
     variant: str
     params_json: str

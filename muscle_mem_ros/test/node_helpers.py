@@ -71,7 +71,7 @@ class Names:
         return f'/{self.prefix}/joint_states'
 
     @property
-    def object(self) -> str:
+    def object(self) -> str:  # noqa: A003 (the sim robot's topic name)
         return f'/{self.prefix}/object_pose'
 
     @property
@@ -91,16 +91,16 @@ class Names:
         return f'/{self.prefix}/agent/execute_task'
 
     def proxy(self, server: str) -> str:
-        """Default proxy name of ``server`` (``~/<server>``)."""
+        """Return the default proxy name of ``server`` (``~/<server>``)."""
         return f'/{self.node}{server}'
 
     def cache(self, name: str) -> str:
-        """A name under the cache node (``~/<name>``)."""
+        """Return a name under the cache node (``~/<name>``)."""
         return f'/{self.node}/{name}'
 
 
 def params(names: Names, *, store: Path, **overrides: Any) -> dict[str, Any]:
-    """The cache's parameters for a harness (nested-map style); overrides by dotted name."""
+    """Return the cache's parameters for a harness (nested-map style); overrides by dotted name."""
     values: dict[str, Any] = {
         'store_path': str(store),
         'agent_action': names.agent,
@@ -362,7 +362,7 @@ class AgentCall:
 
 
 def plan(obj: tuple[float, float, float]) -> list[tuple[str, Any]]:
-    """The agent's plan: arm out, close gripper, arm to the object, count (Fibonacci)."""
+    """Return the agent's plan: arm out, close gripper, arm to the object, count (Fibonacci)."""
     return [
         ('arm', [0.1, 0.2, 0.3]),
         ('gripper', True),
@@ -621,8 +621,8 @@ class Harness:
             raise
 
     def events_of(self, kind: int, task: str | None = None) -> list[CacheEvent]:
-        return [e for e in list(self.events) if e.type == kind and (task is None or
-                                                                   e.task == task)]
+        return [e for e in list(self.events)
+                if e.type == kind and (task is None or e.task == task)]
 
     def wait_events(self, kind: int, task: str | None = None, count: int = 1,
                     timeout: float = 10.0) -> list[CacheEvent]:

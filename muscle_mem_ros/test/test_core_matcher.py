@@ -221,8 +221,8 @@ def test_tools_filter_excludes_candidates(kdtree_min):
                     step=Step(tool=tool, kind=ToolKind.ACTION, type_name='x', payload=b'',
                               pre=base.step.pre))
 
-    cands = [on('/arm', i, 0.5 + i) for i in range(1, 20)] + [on('/gripper', 100, 0.0),
-                                                               on('/arm', 101, 0.3)]
+    cands = [on('/arm', i, 0.5 + i) for i in range(1, 20)]
+    cands += [on('/gripper', 100, 0.0), on('/arm', 101, 0.3)]
     m = Matcher(check=CHECK, kdtree_min=kdtree_min)
     assert m.select(cands, now(q=(0.0,))).node.id == 100
     assert m.select(cands, now(q=(0.0,)), tools={'/arm'}).node.id == 101

@@ -63,7 +63,7 @@ def full_disk(tmp_path):
 
 
 def store_value(diagnostics: list[DiagnosticArray], node: str) -> str:
-    """The ``store`` value of the latest diagnostics of the cache node ``node``."""
+    """Return the ``store`` value of the latest diagnostics of the cache node ``node``."""
     for array in reversed(list(diagnostics)):
         for status in array.status:
             if status.name.startswith(f'{node}:'):

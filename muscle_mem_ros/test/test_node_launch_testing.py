@@ -18,7 +18,8 @@ _WHY = 'not importable (not available as PyPI wheels)'
 pytest.importorskip('launch_testing', reason=f'launch_testing {_WHY}')
 pytest.importorskip('launch_ros', reason=f'launch_ros {_WHY}')
 
-import launch  # noqa: E402
+# Imported after the skips above, so google import order (launch before pytest) cannot hold.
+import launch  # noqa: E402, I100
 from launch.actions import IncludeLaunchDescription  # noqa: E402
 from launch.launch_description_sources import PythonLaunchDescriptionSource  # noqa: E402
 import launch_testing.actions  # noqa: E402

@@ -111,8 +111,9 @@ def test_service_proxy_and_nothing_recorded_outside_a_task(world):
 
 def test_action_client_keeps_no_future_per_goal(world):
     """
-    rclpy 9.1.2 leaks a future per goal into the client's list (ros2/rclpy#1532).
+    Check that the project's action client keeps no future per goal (rclpy 9.1.2's leaks one).
 
+    rclpy 9.1.2 leaks a future per goal into the client's list (ros2/rclpy#1532).
     The executor walks that list whenever the client has data, so the proxy,
     which sends every goal of every task, would slow down with each one. The
     project's client drops the orphan; results still arrive.

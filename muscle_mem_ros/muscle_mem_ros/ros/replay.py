@@ -185,7 +185,7 @@ class Replayer:
 
     def _usable(self, candidates: Sequence[Node]) -> Sequence[Node]:
         """
-        The candidates whose tool is configured (the same list object when all are).
+        Return the candidates whose tool is configured (the same list object when all are).
 
         Keeping the store's list keeps its identity, under which the matcher
         caches the candidates' index.

@@ -299,7 +299,7 @@ class SensorHub:
 
     @staticmethod
     def now() -> float:
-        """The capture clock (monotonic seconds)."""
+        """Return the capture clock (monotonic seconds)."""
         return time.monotonic()
 
     def _store(self, latest: _Latest, raw: bytes, stamp: float) -> None:
@@ -421,7 +421,7 @@ class SensorHub:
                 self._waiters -= 1
 
     def latest_raw(self, name: str) -> Any:
-        """The latest raw message of sensor ``name`` (None if none yet); for tests and tools."""
+        """Return sensor ``name``'s latest raw message (None if none yet); for tests and tools."""
         self._refresh()
         with self._cond:
             return self._latest[name].raw

@@ -320,9 +320,9 @@ class ArmSim:
     def _teleport(self, pos: tuple[float, ...], quat: tuple[float, ...]) -> None:
         self._release()
         d = self._data
-        d.qpos[self._object_qpos : self._object_qpos + 3] = pos
-        d.qpos[self._object_qpos + 3 : self._object_qpos + 7] = quat
-        d.qvel[self._object_qvel : self._object_qvel + 6] = 0.0
+        d.qpos[self._object_qpos:self._object_qpos + 3] = pos
+        d.qpos[self._object_qpos + 3:self._object_qpos + 7] = quat
+        d.qvel[self._object_qvel:self._object_qvel + 6] = 0.0
         mujoco.mj_forward(self._model, d)
 
     def _release(self) -> None:

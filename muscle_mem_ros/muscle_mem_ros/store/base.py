@@ -90,7 +90,7 @@ class RecordingInfo:
     :ivar owner: Who is or was recording, for messages ('pid 12 on host robot1').
     """
 
-    id: int
+    id: int  # noqa: A003 (the public name, as in the store's schema)
     task: str
     variant: str
     parent: int | None
@@ -159,7 +159,8 @@ class Recording(abc.ABC):
     """
 
     def __init__(
-        self, *, id: int, task: str, variant: str, params_json: str, parent: int | None,
+        self, *, id: int,  # noqa: A002 (the public name, as in the store's schema)
+        task: str, variant: str, params_json: str, parent: int | None,
     ) -> None:
         self.id = id
         self.task = task

@@ -30,7 +30,7 @@ __all__ = ['decode_snapshot', 'encode_snapshot', 'NODE_COLS', 'node_from_row', '
            'step_row', 'TRAJ_COLS', 'trajectory_from_row']
 
 NODE_COLS = ('id, parent, depth, tool, kind, type_name, payload, payload_json, pre, post,'
-              ' status, duration, success_count, last_used, terminal, task, variant')
+             ' status, duration, success_count, last_used, terminal, task, variant')
 TRAJ_COLS = 'id, task, variant, params_json, node_ids, created, last_used, replay_count'
 
 

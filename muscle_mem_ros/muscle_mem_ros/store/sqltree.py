@@ -25,7 +25,7 @@ def check_parent(conn: sqlite3.Connection, task: str, variant: str, parent: int 
     if parent is None:
         return
     row = conn.execute('SELECT task, variant FROM nodes WHERE id = ?',
-                             (parent,)).fetchone()
+                       (parent,)).fetchone()
     if row is None:
         raise UnknownTrajectoryError(f'no node with id {parent}')
     if tuple(row) != (task, variant):
