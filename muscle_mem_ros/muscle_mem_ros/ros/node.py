@@ -112,7 +112,9 @@ class BehaviorCacheNode(LifecycleNode):
     * activate: start the sensors, the proxies, the services, the ExecuteTask
       action server, the diagnostics timer; index the store's first steps.
     * deactivate: cancel the running task, replay or recording, wait for it to
-      end, and stop serving (servers, proxies and sensors are destroyed).
+      end, and stop serving: services, proxies and sensors are destroyed;
+      ExecuteTask goals are rejected (its server stays until cleanup, so the
+      result of a goal canceled by the deactivation still reaches its client).
     * cleanup / shutdown: undo configure exactly (the store is closed).
 
     With ``autostart`` (default true) :mod:`.main` configures and activates the
@@ -146,6 +148,7 @@ class BehaviorCacheNode(LifecycleNode):
         self._proxy_node: RosNode | None = None
         self._proxy_executor: SingleThreadedExecutor | None = None
         self._proxy_thread: threading.Thread | None = None
+        self._execute_server: ActionServer | None = None
         self._frozen = False
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
@@ -271,11 +274,12 @@ class BehaviorCacheNode(LifecycleNode):
             guard=self._guard, sink=self.publish_event, logger=self.get_logger(),
             mode=lambda: self._mode,
         )
-        active.execute_server = ActionServer(
-            self, ExecuteTask, '~/execute_task', self._execute,
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=self._cancel_task, callback_group=self._group,
-        )
+        if self._execute_server is None:
+            self._execute_server = ActionServer(
+                self, ExecuteTask, '~/execute_task', self._execute,
+                goal_callback=self._accept_goal,
+                cancel_callback=self._cancel_task, callback_group=self._group,
+            )
         for srv_type, name, handler in (
             (Replay, '~/replay', handlers.replay),
             (ListTasks, '~/list_tasks', handlers.list_tasks),
@@ -320,8 +324,6 @@ class BehaviorCacheNode(LifecycleNode):
             self.destroy_timer(active.diag_timer)
         for service in active.services:
             self.destroy_service(service)
-        if active.execute_server is not None:
-            active.execute_server.destroy()
         if active.agent is not None:
             active.agent.destroy()
         self._stop_proxy_node()
@@ -333,6 +335,9 @@ class BehaviorCacheNode(LifecycleNode):
         """Undo configure: close the store, destroy the publishers, remove the bridge."""
         parts = self._configured
         self._frozen = False
+        if self._execute_server is not None:
+            self._execute_server.destroy()
+            self._execute_server = None
         if parts is None:
             return
         self._configured = None
@@ -508,6 +513,10 @@ class BehaviorCacheNode(LifecycleNode):
             self.get_logger().info(f'cache_mode is now {mode.value}')
         return SetParametersResult(successful=True)
 
+    def _accept_goal(self, _goal: Any) -> GoalResponse:
+        """Accept ExecuteTask goals while active; reject them while inactive."""
+        return GoalResponse.ACCEPT if self._active is not None else GoalResponse.REJECT
+
     def _cancel_task(self, goal_handle: Any) -> CancelResponse:
         token = self._task_tokens.get(bytes(goal_handle.goal_id.uuid))
         if token is not None:
@@ -632,6 +641,5 @@ class _Active:
     agent: ActionClient | None = None
     runner: TaskRunner | None = None
     handlers: CacheServices | None = None
-    execute_server: ActionServer | None = None
     services: list[Any] = field(default_factory=list)
     diag_timer: Any = None
