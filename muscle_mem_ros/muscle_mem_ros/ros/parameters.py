@@ -162,8 +162,9 @@ class ParameterReader:
     def _raw(self, name: str, default: Any) -> Any:
         """Return the declared value of ``name``, or ``default`` when it was not given."""
         self.declared.add(name)
-        if not self._node.has_parameter(name):
-            return default
+        if not self._node.has_parameter(name):  # not given, or a node without auto-declaration
+            self._node.declare_parameter(
+                name, default, ParameterDescriptor(name=name, dynamic_typing=True))
         value = self._node.get_parameter(name).value
         return default if value is None else value
 
