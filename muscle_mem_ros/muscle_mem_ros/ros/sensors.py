@@ -39,6 +39,16 @@ oldest value, so ``max_age`` and "newer than the step's end" hold for every
 configured name. Cost while idle: 1/DRAIN_PERIOD wake-ups per second and one
 take per message (no deserialization), only for such sensors; messages are
 lost only if more than BY_NAME_DEPTH arrive within one period (4 kHz).
+
+Waiting without taking needs rclpy's private wait-set API, kept in
+:mod:`.waitset` with a version check. Where it is unavailable (another rclpy,
+or ``MUSCLE_MEM_PLAIN_SUBSCRIPTIONS=1``), the helper node's subscriptions get
+plain callbacks instead, spun by a single-threaded executor in the same thread:
+every message is taken on arrival (stamped then), snapshots are the same.
+
+The receive thread never dies silently: an unexpected error in its loop is
+reported through ``on_error`` (``sensors: capture failed: ...; restarted``) and
+the loop starts again, so waits for fresh data keep working.
 """
 
 from __future__ import annotations
@@ -49,16 +59,20 @@ import time
 from typing import Any
 
 from muscle_mem_ros.records import Snapshot
+from muscle_mem_ros.ros import waitset
 from muscle_mem_ros.ros.config import SensorConfig
 import rclpy
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.guard_condition import GuardCondition
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node as RosNode
 from rclpy.qos import HistoryPolicy, qos_profile_sensor_data, QoSProfile
 from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerGuardCondition
 
 __all__ = ['BY_NAME_DEPTH', 'DRAIN_PERIOD', 'SensorHub']
+
+_RESTART_PAUSE = 0.1
+"""Seconds the receive loop pauses before it restarts after an unexpected error."""
 
 BY_NAME_DEPTH = 200
 """History depth of a by-name sensor's subscription: messages kept between two drains."""
@@ -155,8 +169,14 @@ class SensorHub:
         self._stop = GuardCondition(callback=None, callback_group=None, context=node.context)
         self._arm = GuardCondition(callback=None, callback_group=None, context=node.context)
         self._stopping = False
+        self._stop_event = threading.Event()
         self._subs: list[tuple[Any, _Latest]] = []
         self._drained: list[tuple[Any, _Latest]] = []
+        self.fault_hook: Callable[[], None] | None = None
+        """Called on every wake-up of the receive loop; a test hook to make it fail."""
+        self.fallback = waitset.unavailable()
+        """Why plain subscriptions are used instead of the wait set, or None."""
+        self._executor: SingleThreadedExecutor | None = None
         if not sensors:
             return
         name = f'_{node.get_name()}_sensors'
@@ -166,14 +186,34 @@ class SensorHub:
         )
         self._subs = [
             (self._node.create_subscription(
-                s.msg_type, s.topic, lambda _raw: None,
+                s.msg_type, s.topic, self._callback(self._latest[s.name]),
                 _qos(BY_NAME_DEPTH if s.by_name is not None else 1), raw=True),
              self._latest[s.name])
             for s in sensors
         ]
         self._drained = [(sub, x) for sub, x in self._subs if x.by_name is not None]
+        if self.fallback is not None:
+            self._executor = SingleThreadedExecutor(context=node.context)
+            self._executor.add_node(self._node)
         self._thread = threading.Thread(target=self._receive, name=name, daemon=True)
         self._thread.start()
+
+    def _callback(self, latest: _Latest) -> Callable[[bytes], None]:
+        """Return the subscription callback; it only runs with plain subscriptions."""
+        def on_message(raw: bytes) -> None:
+            self._fault()
+            with self._take_lock:
+                if latest.by_name is not None:
+                    latest.by_name.pending[b''] = (raw, time.monotonic())
+                    self._merge(latest)
+                else:
+                    self._store(latest, raw, time.monotonic())
+        return on_message
+
+    def _fault(self) -> None:
+        hook = self.fault_hook
+        if hook is not None:
+            hook()
 
     def _wanted(self) -> list[Any]:
         """Subscriptions to wait on: all while someone waits, else those never heard from."""
@@ -182,36 +222,52 @@ class SensorHub:
         return [sub for sub, latest in self._subs if not latest.seen]
 
     def _receive(self) -> None:
+        """Run the receive loop until closed; report and restart it after an error."""
+        while not self._stopping and self._context.ok():
+            try:
+                if self._executor is not None:
+                    self._spin_plain()
+                else:
+                    self._wait_loop()
+            except Exception as err:
+                if self._stopping or not self._context.ok():
+                    return  # closing, or the context was shut down under us
+                self._on_error(f'sensors: capture failed: {err!r}; restarted')
+                self._stop_event.wait(_RESTART_PAUSE)
+
+    def _spin_plain(self) -> None:
+        """Fallback: spin the helper node; its subscription callbacks store each message."""
+        assert self._executor is not None
+        while not self._stopping and self._context.ok():
+            self._executor.spin_once(timeout_sec=0.2)
+
+    def _wait_loop(self) -> None:
         """While armed, wait on the subscriptions and take what arrives; else sleep."""
         context = self._context
         sigint = SignalHandlerGuardCondition(context=context)
         timeout = int(DRAIN_PERIOD * 1e9) if self._drained else -1
+        guards = [self._stop, self._arm, sigint]
         try:
-            wait_set = _rclpy.WaitSet(len(self._subs), 3, 0, 0, 0, 0, context.handle)
+            wait_set = waitset.RawWaitSet(context, subscriptions=len(self._subs), guards=3)
             while not self._stopping and context.ok():
-                wait_set.clear_entities()
-                for sub in self._wanted():
-                    wait_set.add_subscription(sub.handle)
-                wait_set.add_guard_condition(self._stop.handle)
-                wait_set.add_guard_condition(self._arm.handle)
-                wait_set.add_guard_condition(sigint.handle)
-                wait_set.wait(timeout)
-                if wait_set.get_ready_entities('subscription'):
+                ready = wait_set.wait(self._wanted(), guards, timeout)
+                self._fault()
+                if ready:
                     self._refresh()
                 elif self._drained:
                     with self._take_lock:
                         for sub, latest in self._drained:
                             self._take_by_name(sub, latest)
-        except Exception:  # the context was shut down under us: nothing left to receive
-            pass
         finally:
             try:
                 sigint.destroy()
-            except Exception:
+            except Exception:  # the context is gone already
                 pass
 
     def _refresh(self) -> None:
         """Take the newest pending message of every sensor (the history holds one)."""
+        if self.fallback is not None:
+            return  # plain subscriptions: their callbacks stored every message
         with self._take_lock:
             for sub, latest in self._subs:
                 if latest.by_name is not None:
@@ -220,10 +276,7 @@ class SensorHub:
                     continue
                 last = None
                 while True:
-                    try:
-                        taken = sub.handle.take_message(sub.msg_type, True)
-                    except Exception:  # destroyed while closing
-                        taken = None
+                    taken = waitset.take(sub)
                     if taken is None:
                         break
                     last = taken
@@ -235,10 +288,7 @@ class SensorHub:
         state = latest.by_name
         assert state is not None
         while True:
-            try:
-                taken = sub.handle.take_message(sub.msg_type, True)
-            except Exception:  # destroyed while closing
-                taken = None
+            taken = waitset.take(sub)
             if taken is None:
                 return
             raw, info = taken
@@ -280,6 +330,7 @@ class SensorHub:
     def close(self) -> None:
         """Stop the receive thread and destroy the helper node."""
         self._stopping = True
+        self._stop_event.set()
         try:
             self._stop.trigger()
         except Exception:  # context already shut down: the thread has ended
@@ -288,6 +339,9 @@ class SensorHub:
             self._thread.join(2.0)
             if self._thread.is_alive():
                 return  # a daemon thread; process exit ends it
+        if self._executor is not None:
+            self._executor.shutdown(timeout_sec=1.0)
+            self._executor = None
         if self._node is not None:
             self._node.destroy_node()
         self._thread = self._node = None
