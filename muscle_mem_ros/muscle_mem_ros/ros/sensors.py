@@ -17,7 +17,13 @@ each step), and cached per message so two snapshots of the same message
 deserialize it once.
 
 All times are ``time.monotonic()`` seconds, the clock of ``Snapshot.stamps``
-and of the staleness test (``max_age``). A message's stamp is when the
+and of the staleness test (``max_age``), except under simulated time: when the
+node's clock runs on ``/clock`` (``use_sim_time``), a reading's age is measured
+on the node's clock (a paused simulation keeps data fresh, an advanced one
+ages it), and the snapshot expresses it on the monotonic clock of the capture
+(stamp = capture time - age in simulated seconds). The simulated receive time
+is the node's clock when the message is taken, so under simulated time every
+message is taken on arrival (the thread stays armed). A message's stamp is when the
 middleware received it (its rmw reception time moved onto that clock), not when
 it was taken, so "data newer than the step's end" really was sent
 after the step ended. A sensor that never sent anything is
@@ -84,12 +90,14 @@ DRAIN_PERIOD = 0.05
 class _Latest:
     """Latest raw message of one sensor and the features of the last one decoded."""
 
-    __slots__ = ('config', 'raw', 'stamp', 'decoded', 'invalid', 'problem', 'seen', 'by_name')
+    __slots__ = ('config', 'raw', 'stamp', 'sim', 'decoded', 'invalid', 'problem', 'seen',
+                 'by_name')
 
     def __init__(self, config: SensorConfig) -> None:
         self.config = config
         self.raw: bytes | None = None
         self.stamp = float('-inf')
+        self.sim = 0.0
         self.decoded: tuple[bytes | None, tuple[float, ...]] = (None, ())
         self.invalid = False
         self.problem = ''
@@ -106,7 +114,8 @@ class _ByName:
     configured name has not been seen in every configured field.
     """
 
-    __slots__ = ('index', 'width', 'values', 'stamps', 'pending', 'features', 'first', 'noted')
+    __slots__ = ('index', 'width', 'values', 'stamps', 'sims', 'pending', 'features', 'first',
+                 'noted')
 
     def __init__(self, config: SensorConfig) -> None:
         self.index = {name: i for i, name in enumerate(config.joints)}
@@ -114,12 +123,14 @@ class _ByName:
         size = self.width * len(config.extractors)
         self.values = [0.0] * size
         self.stamps = [float('-inf')] * size
-        self.pending: dict[bytes, tuple[bytes, float]] = {}
+        self.sims = [0.0] * size
+        self.pending: dict[bytes, tuple[bytes, float, float | None]] = {}
         self.features: tuple[float, ...] | None = None
         self.first = float('inf')
         self.noted = False
 
-    def apply(self, names: list[str], columns: list[list[float] | None], stamp: float) -> None:
+    def apply(self, names: list[str], columns: list[list[float] | None], stamp: float,
+              sim: float | None) -> None:
         """Take the values of the configured names from one decoded message."""
         for column_index, column in enumerate(columns):
             if column is None:
@@ -130,6 +141,7 @@ class _ByName:
                 if at is not None:
                     self.values[base + at] = value
                     self.stamps[base + at] = stamp
+                    self.sims[base + at] = 0.0 if sim is None else sim
         self.first = min(self.first, stamp)
 
     def unseen(self, joints: Sequence[str]) -> list[str]:
@@ -166,6 +178,7 @@ class SensorHub:
         self._node: RosNode | None = None
         self._thread: threading.Thread | None = None
         self._context = node.context
+        self._clock = node.get_clock()
         self._stop = GuardCondition(callback=None, callback_group=None, context=node.context)
         self._arm = GuardCondition(callback=None, callback_group=None, context=node.context)
         self._stopping = False
@@ -204,7 +217,7 @@ class SensorHub:
             self._fault()
             with self._take_lock:
                 if latest.by_name is not None:
-                    latest.by_name.pending[b''] = (raw, time.monotonic())
+                    latest.by_name.pending[b''] = (raw, time.monotonic(), self._sim_now())
                     self._merge(latest)
                 else:
                     self._store(latest, raw, time.monotonic())
@@ -215,9 +228,16 @@ class SensorHub:
         if hook is not None:
             hook()
 
+    def _sim_now(self) -> float | None:
+        """Return the node's clock in seconds when it runs on ``/clock``, else None."""
+        clock = self._clock
+        if not getattr(clock, 'ros_time_is_active', False):
+            return None
+        return clock.now().nanoseconds * 1e-9
+
     def _wanted(self) -> list[Any]:
         """Subscriptions to wait on: all while someone waits, else those never heard from."""
-        if self._waiters:
+        if self._waiters or self._sim_now() is not None:
             return [sub for sub, _latest in self._subs]
         return [sub for sub, latest in self._subs if not latest.seen]
 
@@ -245,11 +265,12 @@ class SensorHub:
         """While armed, wait on the subscriptions and take what arrives; else sleep."""
         context = self._context
         sigint = SignalHandlerGuardCondition(context=context)
-        timeout = int(DRAIN_PERIOD * 1e9) if self._drained else -1
+        period = int(DRAIN_PERIOD * 1e9)
         guards = [self._stop, self._arm, sigint]
         try:
             wait_set = waitset.RawWaitSet(context, subscriptions=len(self._subs), guards=3)
             while not self._stopping and context.ok():
+                timeout = period if self._drained or self._sim_now() is not None else -1
                 ready = wait_set.wait(self._wanted(), guards, timeout)
                 self._fault()
                 if ready:
@@ -295,10 +316,10 @@ class SensorHub:
             gid = info.get('publisher_gid') if isinstance(info, dict) else None
             key = gid.get('data') if isinstance(gid, dict) else None
             if key is None:  # no publisher identity from this rmw: decode every message
-                state.pending[b''] = (raw, _arrival(info))
+                state.pending[b''] = (raw, _arrival(info), self._sim_now())
                 self._merge(latest)
             else:
-                state.pending[key] = (raw, _arrival(info))
+                state.pending[key] = (raw, _arrival(info), self._sim_now())
 
     def _merge(self, latest: _Latest) -> None:
         """Decode each publisher's newest message, oldest first, into the values by name."""
@@ -310,19 +331,20 @@ class SensorHub:
         state.pending.clear()
         config = latest.config
         assert config.by_name is not None
-        for raw, stamp in pending:
+        for raw, stamp, sim in pending:
             try:
                 names, columns = config.by_name.read(deserialize_message(raw, config.msg_type))
             except Exception as err:  # a malformed message must not stop capture
                 self._report(latest, f'sensors.{config.name}: cannot read {config.topic}: {err}')
                 continue
-            state.apply(names, columns, stamp)
+            state.apply(names, columns, stamp, sim)
             latest.problem = ''
         complete = all(t != float('-inf') for t in state.stamps)
         with self._cond:
             latest.raw = pending[-1][0]
             state.features = tuple(state.values) if complete else None
             latest.stamp = min(state.stamps) if complete else float('-inf')
+            latest.sim = min(state.sims) if complete else 0.0
             latest.seen = True
             if self._waiters:
                 self._cond.notify_all()
@@ -357,9 +379,11 @@ class SensorHub:
         return time.monotonic()
 
     def _store(self, latest: _Latest, raw: bytes, stamp: float) -> None:
+        sim = self._sim_now()
         with self._cond:
             latest.raw = raw
             latest.stamp = stamp
+            latest.sim = sim if sim is not None else 0.0
             if self._waiters:
                 self._cond.notify_all()
         if not latest.seen:
@@ -417,6 +441,8 @@ class SensorHub:
             ]
         features: dict[str, tuple[float, ...]] = {}
         stamps: dict[str, float] = {}
+        taken_at = time.monotonic()
+        sim_now = self._sim_now()
         for latest, raw, stamp, by_name in current:
             if raw is None:
                 continue
@@ -429,8 +455,9 @@ class SensorHub:
                 values = self._features(latest, raw)
             if values is not None:
                 features[latest.config.name] = values
-                stamps[latest.config.name] = stamp
-        return Snapshot(features=features, stamps=stamps, taken_at=time.monotonic())
+                stamps[latest.config.name] = stamp if sim_now is None else \
+                    taken_at - max(0.0, sim_now - latest.sim)
+        return Snapshot(features=features, stamps=stamps, taken_at=taken_at)
 
     def _note_unseen(self, latest: _Latest) -> None:
         """Say once which configured names a by-name sensor has not received (checks fail)."""
