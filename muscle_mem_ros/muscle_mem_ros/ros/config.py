@@ -31,7 +31,13 @@ known name suggested. Parameters that rclpy itself declares or reads
 (``use_sim_time``, ``start_type_description_service``, ``qos_overrides.*``)
 are left alone.
 
-Every value is checked at startup; a bad one raises :class:`ConfigError` whose
+Every parameter is read through :class:`.parameters.ParameterReader` (the one
+validator, shared with the sim nodes), which declares it again with a
+descriptor: description, type, a range for timeouts, tolerances' ``max_age``
+and retention, and ``read_only`` for all but ``cache_mode``. ``autostart``
+(read-only, default true) is read when the node is created (see :mod:`.node`).
+
+Every value is checked at configure; a bad one raises :class:`ConfigError` whose
 message starts with the parameter's full name (``sensors.joints.tolerance: must
 be >= 0``), so the node exits before touching the robot. Types and field paths
 are resolved against the installed interface packages here too.

@@ -25,10 +25,16 @@ rclpy's experimental ``EventsExecutor`` would be cheaper per message, but in
 rclpy 9.1.2 it never runs an accepted action goal's execute callback (checked
 with one action server and one client), so it cannot serve the proxies.
 
-Parameters are described in :mod:`.config` and the package's
+A managed (lifecycle) node: configure reads the parameters and opens the
+store, activate serves, deactivate cancels and stops serving, cleanup and
+shutdown close the store (see :class:`BehaviorCacheNode`). ``autostart``
+(default true) makes :mod:`.main` go through configure and activate at once.
+
+Parameters are described in :mod:`.config` (each is declared with a
+descriptor: ``ros2 param describe``) and the package's
 ``config/behavior_cache.yaml``. ``cache_mode`` may be changed at run time
 (``ros2 param set /muscle_mem cache_mode replay_only``); it applies from the
-next goal. Every other parameter is read once at startup.
+next goal. Every other parameter is read-only once configured.
 
 One activity at a time: an ExecuteTask goal, a Replay call, a manual
 recording or a Forget. A second ExecuteTask goal while one runs is accepted
