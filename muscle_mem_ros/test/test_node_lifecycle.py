@@ -131,6 +131,9 @@ def test_parameters_are_described_and_read_only_but_cache_mode(harness):
     assert step.floating_point_range[0].from_value == 0.0
     assert described['agent_timeout'].type == ParameterType.PARAMETER_DOUBLE
     assert described['sensors.joints.max_age'].floating_point_range
+    tolerance = described['sensors.joints.tolerance']
+    assert tolerance.type == ParameterType.PARAMETER_DOUBLE_ARRAY
+    assert tolerance.floating_point_range[0].from_value == 0.0
     assert described['autostart'].read_only
     assert described['autostart'].type == ParameterType.PARAMETER_BOOL
     assert not described['cache_mode'].read_only

@@ -82,6 +82,7 @@ from muscle_mem_ros.ros.introspection import (
 )
 from muscle_mem_ros.ros.parameters import ParameterReader
 from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
+from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import ListParameters
 from rclpy.node import Node as RosNode
 
@@ -381,7 +382,7 @@ def _legacy_names(node: RosNode, group: str, found: list[str], given: list[str])
 
 def _tolerance(reader: ParameterReader, prefix: str, mode: CompareMode, size: int | None) -> tuple:
     name = f'{prefix}.tolerance'
-    value = reader.get(name, [0.0] if mode is CompareMode.EXACT else None)
+    value = reader.raw(name, [0.0] if mode is CompareMode.EXACT else None)
     if value is None:
         raise ConfigError(f'{name}: required (one value, or one per element)')
     values = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -396,7 +397,9 @@ def _tolerance(reader: ParameterReader, prefix: str, mode: CompareMode, size: in
             f'{name}: {len(values)} values, but the fields give {size} elements '
             '(use one value, or one per element)'
         )
-    return tuple(float(v) for v in values)
+    tolerance = tuple(float(v) for v in values)
+    reader.describe(name, list(tolerance), ParameterType.PARAMETER_DOUBLE_ARRAY, minimum=0.0)
+    return tolerance
 
 
 def _sensor(reader: ParameterReader, name: str) -> SensorConfig:

@@ -83,6 +83,25 @@ class ParameterReader:
             return None
         return self.get(name, None, description=description, read_only=read_only)
 
+    def raw(self, name: str, default: Any) -> Any:
+        """Return the value of ``name`` (``default`` when not given), validated by the caller."""
+        return self._raw(name, default)
+
+    def describe(self, name: str, value: Any, kind: int, *, description: str = '',
+                 minimum: float | None = None, read_only: bool | None = None) -> None:
+        """
+        Declare ``name`` with its descriptor after the caller validated ``value``.
+
+        :param name: Parameter name.
+        :param value: The validated value (as it will be declared).
+        :param kind: Its ``ParameterType``.
+        :param description: For the descriptor.
+        :param minimum: Lower bound of its range (informational for arrays), or None.
+        :param read_only: Overrides the reader's default.
+        """
+        self._describe(name, value, kind, description, read_only,
+                       ranges=number_range(minimum, None) if minimum is not None else None)
+
     # -- typed access ----------------------------------------------------------------------
 
     def string(self, name: str, default: str | None = None, *, description: str = '',
