@@ -37,8 +37,9 @@ from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
 from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.ros.action_client import ActionClient
 import rclpy
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node

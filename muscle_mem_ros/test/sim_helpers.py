@@ -22,8 +22,8 @@ from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
 from muscle_mem_interfaces.srv import MoveObject
+from muscle_mem_ros.ros.action_client import ActionClient
 import rclpy
-from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
