@@ -25,11 +25,12 @@ from .bulk import gc_paused
 from .candidates import CandidateIndex, IndexBuilder
 from .checks import ToleranceCheck
 from .records import CheckFailure, CheckResult, Node, Snapshot
+from .resume import FailureKind
 
 __all__ = ['Matcher', 'Selection']
 
-_NO_PRE = CheckResult(
-    False, math.inf, (CheckFailure('', math.inf, 0.0, math.inf, 'no pre-check'),))
+_NO_PRE = CheckResult(False, math.inf, (
+    CheckFailure('', math.inf, 0.0, math.inf, 'no pre-check', FailureKind.UNCHECKED),))
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class Matcher:
         self._cache: OrderedDict[Hashable, CandidateIndex] = OrderedDict()
         self._families: OrderedDict[Hashable, CandidateIndex] = OrderedDict()
         self._lock = threading.Lock()
-        self._builder = IndexBuilder(sensors=check._compiled, kdtree_min=kdtree_min)
+        self._builder = IndexBuilder(sensors=check.compiled, kdtree_min=kdtree_min)
 
     def select(
         self,
@@ -176,7 +177,7 @@ class Matcher:
         current: list[tuple[np.ndarray | None, str | None]],
     ) -> tuple[np.ndarray, bool]:
         """Score all candidates; returns (scores, whether the KD-tree produced them)."""
-        sensors = self.check._compiled
+        sensors = self.check.compiled
         usable = all(
             x is not None and column is not None and column.k == x.shape[0]
             for (x, _), column in zip(current, block.columns, strict=True))
@@ -201,7 +202,7 @@ class Matcher:
         block: CandidateIndex,
         current: list[tuple[np.ndarray | None, str | None]],
     ) -> np.ndarray:
-        sensors = self.check._compiled
+        sensors = self.check.compiled
         x_n = np.concatenate([x / s.safe_tol for s, (x, _) in zip(sensors, current, strict=True)])
         assert block.tree is not None and block.tree_rows is not None
         hits = block.tree.query_ball_point(x_n, r=1.0 + 1e-9, p=math.inf, return_sorted=False)
@@ -225,7 +226,7 @@ class Matcher:
     ) -> np.ndarray:
         """Exactly score a few rows with the dense kernels."""
         out = np.zeros(rows.size, dtype=np.float64)
-        sensors = self.check._compiled
+        sensors = self.check.compiled
         for sensor, (x, _), column in zip(sensors, current, block.columns, strict=True):
             if column is None:
                 continue
@@ -300,7 +301,7 @@ class Matcher:
     ) -> np.ndarray:
         """Find the closest failing rows with a k-nearest query instead of a full pass."""
         assert block.tree is not None and block.tree_rows is not None
-        sensors = self.check._compiled
+        sensors = self.check.compiled
         x_n = np.concatenate([x / s.safe_tol for s, (x, _) in zip(sensors, current, strict=True)])
         k = min(k, block.tree_rows.size)
         _, idx = block.tree.query(x_n, k=k, p=math.inf)
