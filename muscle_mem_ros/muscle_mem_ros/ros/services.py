@@ -12,8 +12,8 @@ path is followed and its own params are used (the request's params must then
 be empty or equal). ``dry_run`` checks only whether the first step would
 replay now (its pre-check against the current sensors, and the server being
 available) and moves nothing; it answers the trajectory that first step is on
-(:mod:`.replay` says which, when several share it). With ``cache_mode`` off, Replay and
-StartRecording refuse (the cache is disabled). Forget with ``abandoned_recordings``
+(:mod:`muscle_mem_ros.walk` says which, when several share it). With ``cache_mode`` off,
+Replay and StartRecording refuse (the cache is disabled). Forget with ``abandoned_recordings``
 deletes the incomplete recordings of stopped processes (never one a live process is
 making) and touches nothing learned.
 """

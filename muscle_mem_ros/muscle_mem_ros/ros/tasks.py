@@ -5,12 +5,13 @@ One goal at a time. For a goal:
 
 1. Validate: a non-empty task name and a params JSON object; otherwise the goal
    is aborted with the reason (nothing stored, the node keeps running).
-2. ``learn`` and ``replay_only``: walk the tree (:mod:`.replay`). A full walk is
-   a cache hit (``HIT``; the agent is not called).
+2. ``learn`` and ``replay_only``: walk the tree (:mod:`muscle_mem_ros.walk`, through
+   :mod:`.replay`). A full walk is a cache hit (``HIT``; the agent is not called).
 3. Otherwise (a miss at the root, a diverged check at step k, a failed step)
    ``learn`` hands off: ``HANDOFF`` (and ``MISS`` when nothing was replayed),
    then an ExecuteTask goal to ``agent_action`` with ``resume_from_step``,
-   ``resume_reason`` and ``steps_done`` filled in. The agent's calls through the
+   ``resume_reason`` and ``steps_done`` filled in from the walk's ``Resume``
+   (``convert.resume_goal``). The agent's calls through the
    proxies are recorded under the last replayed node; when the agent succeeds
    they are committed (``BRANCH_LEARNED``), when it fails they are discarded.
    ``replay_only`` fails instead, with the reason. ``record_only`` skips the
