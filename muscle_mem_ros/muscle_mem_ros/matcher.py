@@ -26,6 +26,7 @@ from .candidates import CandidateIndex, IndexBuilder
 from .checks import ToleranceCheck
 from .records import CheckFailure, CheckResult, Node, Snapshot
 from .resume import FailureKind
+from .walk import rank_key
 
 __all__ = ['Matcher', 'Selection']
 
@@ -98,7 +99,8 @@ class Matcher:
         """
         Return the best passing candidate and the closest failing ones.
 
-        Ranking among passing candidates: lowest score, then highest
+        Ranking among passing candidates: the walk's (:func:`~.walk.rank_key`),
+        with the score as the distance: lowest score, then highest
         ``success_count``, then latest ``last_used``, then lowest id.
 
         :param candidates: Children of one tree node. A store's ``children()``
@@ -254,10 +256,8 @@ class Matcher:
         tied = passing[scores[passing] == best_score]
         best_row = int(tied[0])
         if tied.size > 1:
-            def key(row: int) -> tuple[int, float, int]:
-                node = candidates[row]
-                return (-node.success_count, -node.last_used, node.id)
-            best_row = min((int(r) for r in tied), key=key)
+            best_row = min((int(r) for r in tied),
+                           key=lambda row: rank_key(candidates[row], float(best_score)))
         return best_row
 
     def _result(self, node: Node, current: list) -> CheckResult:

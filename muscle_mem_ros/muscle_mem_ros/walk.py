@@ -53,8 +53,8 @@ from .resume import FailureKind, Resume
 from .store.base import Store
 
 __all__ = [
-    'Executor', 'Judge', 'Miss', 'Reporter', 'StepEvent', 'Verdict', 'WalkResult', 'locate',
-    'rank_key', 'trajectories_of', 'walk',
+    'candidates_at', 'choose', 'Executor', 'Judge', 'locate', 'Miss', 'Outcome', 'rank_key',
+    'Reporter', 'StepEvent', 'trajectories_of', 'Verdict', 'walk', 'WalkResult',
 ]
 
 
