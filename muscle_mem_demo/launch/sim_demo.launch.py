@@ -1,8 +1,8 @@
 """
 Launch the MuJoCo demo: sim robot, behavior cache and demo planning agent.
 
-    ros2 launch muscle_mem_ros sim_demo.launch.py
-    ros2 launch muscle_mem_ros sim_demo.launch.py rtf:=2.0 think_time:=0.5 \
+    ros2 launch muscle_mem_demo sim_demo.launch.py
+    ros2 launch muscle_mem_demo sim_demo.launch.py rtf:=2.0 think_time:=0.5 \
         store_path:=/tmp/demo_cache.db
 
 Then send the task to the cache (the agent is called on a miss):
@@ -25,7 +25,7 @@ from launch_ros.actions import Node
 
 def generate_launch_description():
     default_params = os.path.join(
-        get_package_share_directory('muscle_mem_ros'), 'config', 'sim_demo.yaml'
+        get_package_share_directory('muscle_mem_demo'), 'config', 'sim_demo.yaml'
     )
     return LaunchDescription([
         DeclareLaunchArgument(
@@ -43,7 +43,7 @@ def generate_launch_description():
             description="The cache's SQLite file",
         ),
         Node(
-            package='muscle_mem_ros',
+            package='muscle_mem_demo',
             executable='sim_robot',
             name='sim_robot',
             parameters=[{'rtf': LaunchConfiguration('rtf')}],
@@ -60,7 +60,7 @@ def generate_launch_description():
             output='screen',
         ),
         Node(
-            package='muscle_mem_ros',
+            package='muscle_mem_demo',
             executable='demo_agent',
             name='demo_agent',
             parameters=[{

@@ -30,11 +30,13 @@ from typing import Any
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
+from muscle_mem_demo.planner import next_step, PickPlaceSpec, PlannedStep, StepKind, WorldView
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.msg import JointTolerance
+from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string, spin_node
-from muscle_mem_ros.sim.planner import next_step, PickPlaceSpec, PlannedStep, StepKind, WorldView
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -281,7 +283,8 @@ class DemoAgentNode(Node):
         if not self._arm.wait_for_server(timeout_sec=self._step_timeout):
             raise _TaskFailed(f'action server {self._arm._action_name} not available')
         goal = FollowJointTrajectory.Goal()
-        goal.goal_tolerance = self._goal_tolerance
+        goal.goal_tolerance = [JointTolerance(name=name, position=self._goal_tolerance)
+                               for name in kinematics.ARM_JOINTS]
         goal.trajectory = JointTrajectory()
         goal.trajectory.joint_names = list(kinematics.ARM_JOINTS)
         point = JointTrajectoryPoint()

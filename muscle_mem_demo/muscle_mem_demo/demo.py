@@ -2,7 +2,7 @@
 ``sim_demo``: the end-to-end demo, MuJoCo arm + behavior cache + planning agent.
 
 Starts the three nodes as child processes (no ``ros2 launch`` needed), then runs the story of
-:mod:`muscle_mem_ros.sim.story`, printing one table row per run, and writes
+:mod:`muscle_mem_demo.story`, printing one table row per run, and writes
 ``<output-dir>/sim_demo.png``. Exit code 0 only when every run held; 1 when a run did not;
 2 when the demo could not run (a node did not start, bad option).
 
@@ -23,14 +23,14 @@ import tempfile
 import time
 from typing import TextIO
 
-from muscle_mem_ros.sim.processes import (
+from muscle_mem_demo.processes import (
     ChildProcesses,
     config_path,
     node_commands,
     NodeProcessError,
 )
-from muscle_mem_ros.sim.report import format_row, HEADER, rule, write_figure
-from muscle_mem_ros.sim.story import judge, RunMode, RunOutcome, STORY
+from muscle_mem_demo.report import format_row, HEADER, rule, write_figure
+from muscle_mem_demo.story import judge, RunMode, RunOutcome, STORY
 
 __all__ = ['main', 'parse_args', 'run_story']
 
@@ -70,7 +70,7 @@ def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[Run
     :raises NodeProcessError: a node exited early.
     :raises DriverError: a node did not come up or stopped answering.
     """
-    from muscle_mem_ros.sim.driver import StoryDriver
+    from muscle_mem_demo.driver import StoryDriver
     import rclpy
 
     def say(line: str) -> None:

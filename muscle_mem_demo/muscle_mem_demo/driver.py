@@ -17,12 +17,12 @@ import time
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.story import RunOutcome, RunSpec
+from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
-from muscle_mem_interfaces.srv import MoveObject
 from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.story import RunOutcome, RunSpec
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
 from rclpy.executors import MultiThreadedExecutor

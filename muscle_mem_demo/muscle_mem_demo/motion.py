@@ -1,7 +1,7 @@
 """
 What the simulation reports: a consistent state reading, and commands in progress.
 
-A :class:`Motion` is created by :class:`~muscle_mem_ros.sim.physics.ArmSim` for every trajectory
+A :class:`Motion` is created by :class:`~muscle_mem_demo.physics.ArmSim` for every trajectory
 or gripper command and finished by its physics loop; callers in other threads wait on it.
 """
 

@@ -22,9 +22,9 @@ import threading
 import time
 
 import mujoco
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.motion import Motion, MotionOutcome, SimState
-from muscle_mem_ros.sim.trajectory import JointPath
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.motion import Motion, MotionOutcome, SimState
+from muscle_mem_demo.trajectory import JointPath
 import numpy as np
 
 __all__ = [
@@ -51,7 +51,7 @@ SETTLE_TIME = 1.0
 
 def default_model_path() -> str:
     """Return the path of the MJCF file shipped with the package."""
-    return str(importlib.resources.files('muscle_mem_ros.sim') / 'arm.xml')
+    return str(importlib.resources.files('muscle_mem_demo') / 'arm.xml')
 
 
 @dataclass
@@ -60,7 +60,8 @@ class _Tracking:
     path: JointPath
     indices: np.ndarray
     started_at: float
-    tolerance: float
+    tolerance: np.ndarray
+    settle_time: float
 
 
 @dataclass
@@ -204,14 +205,22 @@ class ArmSim:
 
     # -- commands --------------------------------------------------------------------------
 
-    def follow(self, *, names: Sequence[str], path: JointPath, tolerance: float = 0.0) -> Motion:
+    def follow(
+        self, *, names: Sequence[str], path: JointPath,
+        tolerance: float | Sequence[float] = 0.0, settle_time: float = 0.0,
+    ) -> Motion:
         """
         Start tracking ``path`` for the named arm joints; preempt any trajectory in progress.
 
         :param names: arm joints the path's columns refer to (a subset of ARM_JOINTS, no repeats).
         :param path: waypoints relative to now; starts from the current positions.
-        :param tolerance: final error accepted per joint, radians; 0 uses 0.01.
-        :raises ValueError: unknown or repeated joint names, or a path of the wrong width.
+        :param tolerance: final error accepted, radians: one value for every joint or one per
+            joint of ``names``; 0 uses DEFAULT_GOAL_TOLERANCE, a negative value accepts any error
+            (control_msgs' "-1 erases the tolerance").
+        :param settle_time: simulated seconds after the last waypoint to get within tolerance;
+            0 uses SETTLE_TIME.
+        :raises ValueError: unknown or repeated joint names, a path of the wrong width, or
+            tolerances of the wrong length.
         """
         names = tuple(names)
         unknown = [n for n in names if n not in kinematics.ARM_JOINTS]
@@ -222,6 +231,13 @@ class ArmSim:
             )
         if path.width != len(names):
             raise ValueError(f'path has {path.width} columns for {len(names)} joints')
+        tolerances = np.atleast_1d(np.asarray(tolerance, dtype=float)).copy()
+        if tolerances.size == 1:
+            tolerances = np.full(len(names), tolerances[0])
+        if tolerances.shape != (len(names),):
+            raise ValueError(f'{tolerances.size} tolerances for {len(names)} joints')
+        tolerances[tolerances == 0.0] = DEFAULT_GOAL_TOLERANCE
+        tolerances[tolerances < 0.0] = np.inf
         motion = Motion(kind='trajectory')
         indices = np.array([self._joint_names.index(n) for n in names])
         with self._lock:
@@ -233,7 +249,8 @@ class ArmSim:
                 path=path.anchored(start),
                 indices=indices,
                 started_at=float(self._data.time),
-                tolerance=tolerance if tolerance > 0.0 else DEFAULT_GOAL_TOLERANCE,
+                tolerance=tolerances,
+                settle_time=settle_time if settle_time > 0.0 else SETTLE_TIME,
             )
             motion.desired = tuple(float(v) for v in start)
             motion.actual = motion.desired
@@ -374,13 +391,17 @@ class ArmSim:
             tracking.motion.desired = tuple(float(v) for v in desired)
             tracking.motion.actual = tuple(float(v) for v in actual)
             if elapsed >= tracking.path.duration:
-                error = float(np.max(np.abs(actual - tracking.path.final)))
-                if error <= tracking.tolerance:
+                errors = np.abs(actual - tracking.path.final)
+                error = float(np.max(errors))
+                if np.all(errors <= tracking.tolerance):
                     self._end_tracking(MotionOutcome.SUCCEEDED, f'reached, max error {error:.4f}')
-                elif elapsed >= tracking.path.duration + SETTLE_TIME:
+                elif elapsed >= tracking.path.duration + tracking.settle_time:
+                    worst = int(np.argmax(errors - tracking.tolerance))
+                    name = self._joint_names[int(tracking.indices[worst])]
                     self._end_tracking(
                         MotionOutcome.TOLERANCE_VIOLATED,
-                        f'max error {error:.4f} rad > tolerance {tracking.tolerance:.4f}',
+                        f'{name} error {errors[worst]:.4f} rad > tolerance '
+                        f'{tracking.tolerance[worst]:.4f}',
                     )
         gripper = self._gripper_motion
         if gripper is not None and now >= self._gripper_ends_at:

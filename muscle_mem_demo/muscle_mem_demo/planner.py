@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 import enum
 import math
 
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.kinematics import GraspPoint
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.kinematics import GraspPoint
 
 __all__ = [
     'PickPlaceSpec',

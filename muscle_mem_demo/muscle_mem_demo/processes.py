@@ -34,7 +34,7 @@ class _Child:
 
 def config_path(file_name: str) -> Path:
     """
-    Return an installed config file of muscle_mem_ros, or the source tree's copy.
+    Return an installed config file of muscle_mem_demo, or the source tree's copy.
 
     :raises FileNotFoundError: neither exists.
     """
@@ -42,7 +42,7 @@ def config_path(file_name: str) -> Path:
     try:
         from ament_index_python.packages import get_package_share_directory
 
-        candidates.append(Path(get_package_share_directory('muscle_mem_ros')) / 'config')
+        candidates.append(Path(get_package_share_directory('muscle_mem_demo')) / 'config')
     except Exception:  # noqa: BLE001 - not installed through colcon: use the source tree
         pass
     candidates.append(Path(__file__).resolve().parents[2] / 'config')
@@ -60,7 +60,7 @@ def node_commands(
     python = sys.executable
     return {
         'sim_robot': [
-            python, '-m', 'muscle_mem_ros.sim.robot_node', '--ros-args',
+            python, '-m', 'muscle_mem_demo.robot_node', '--ros-args',
             '-p', f'rtf:={float(rtf)}',
         ],
         'behavior_cache': [
@@ -68,7 +68,7 @@ def node_commands(
             '--params-file', str(params_file), '-p', f'store_path:={store_path}',
         ],
         'demo_agent': [
-            python, '-m', 'muscle_mem_ros.sim.agent_node', '--ros-args',
+            python, '-m', 'muscle_mem_demo.agent_node', '--ros-args',
             '-p', f'think_time:={float(think_time)}',
             '-p', 'arm_action:=/muscle_mem/arm/follow_joint_trajectory',
             '-p', 'gripper_service:=/muscle_mem/gripper/set',

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import math
 from pathlib import Path
 
-from muscle_mem_ros.sim.kinematics import ARM_JOINTS
-from muscle_mem_ros.sim.story import RunMode, RunOutcome
+from muscle_mem_demo.kinematics import ARM_JOINTS
+from muscle_mem_demo.story import RunMode, RunOutcome
 
 __all__ = ['HEADER', 'format_row', 'rule', 'write_figure']
 

@@ -3,9 +3,11 @@ ROS 2 node ``sim_robot``: the MuJoCo demo arm behind ordinary robot interfaces.
 
 Publishes ``joint_states`` (sensor_msgs/JointState, 120 Hz by default) and ``object_pose``
 (geometry_msgs/PoseStamped, 30 Hz) from the physics state, serves the joint-trajectory
-action ``arm/follow_joint_trajectory`` (muscle_mem_interfaces/action/FollowJointTrajectory),
+action ``arm/follow_joint_trajectory`` (muscle_mem_demo_interfaces/action/FollowJointTrajectory,
+which mirrors control_msgs': ``trajectory``, per-joint ``goal_tolerance`` positions and
+``goal_time_tolerance`` are used, a ``multi_dof_trajectory`` is refused),
 the gripper ``gripper/set`` (std_srvs/srv/SetBool, true closes), and for demos and tests
-``~/move_object`` (muscle_mem_interfaces/srv/MoveObject) and ``~/reset``
+``~/move_object`` (muscle_mem_demo_interfaces/srv/MoveObject) and ``~/reset``
 (std_srvs/srv/Trigger). All names are relative, so namespaces and remapping apply.
 
 Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
@@ -20,12 +22,12 @@ import threading
 import time
 
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_interfaces.action import FollowJointTrajectory
-from muscle_mem_interfaces.srv import MoveObject
-from muscle_mem_ros.sim.motion import MotionOutcome
-from muscle_mem_ros.sim.params import declare_int, declare_number, declare_string, spin_node
-from muscle_mem_ros.sim.physics import ArmSim
-from muscle_mem_ros.sim.trajectory import JointPath
+from muscle_mem_demo.motion import MotionOutcome
+from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
+from muscle_mem_demo.physics import ArmSim
+from muscle_mem_demo.trajectory import JointPath
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.srv import MoveObject
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -159,8 +161,12 @@ class SimRobotNode(Node):
         traj = goal.trajectory
         names = list(traj.joint_names)
         try:
+            if goal.multi_dof_trajectory.joint_names or goal.multi_dof_trajectory.points:
+                raise ValueError('multi_dof_trajectory: the demo arm has no multi-DOF joints')
             path = _path_from(traj)
-            motion = self._sim.follow(names=names, path=path, tolerance=goal.goal_tolerance)
+            motion = self._sim.follow(names=names, path=path,
+                                      tolerance=_goal_tolerances(goal.goal_tolerance, names),
+                                      settle_time=_seconds(goal.goal_time_tolerance))
         except ValueError as err:
             unknown = not names or any(n not in self._sim.joint_names[:4] for n in names)
             result.error_code = (
@@ -193,8 +199,10 @@ class SimRobotNode(Node):
                 result.error_string = 'goal no longer active'
                 return result
             feedback.header.stamp = self.get_clock().now().to_msg()
-            feedback.desired = list(motion.desired)
-            feedback.actual = list(motion.actual)
+            desired, actual = list(motion.desired), list(motion.actual)
+            feedback.desired.positions = desired
+            feedback.actual.positions = actual
+            feedback.error.positions = [d - a for d, a in zip(desired, actual, strict=True)]
             goal_handle.publish_feedback(feedback)
         # a deferred object move may have happened as the motion ended: publish it first
         self._publish_object()
@@ -254,11 +262,35 @@ class SimRobotNode(Node):
         return response
 
 
+def _seconds(duration: object) -> float:
+    return duration.sec + duration.nanosec * 1e-9  # type: ignore[attr-defined]
+
+
+def _goal_tolerances(tolerances: list[object], names: list[str]) -> list[float]:
+    """
+    Return the final position tolerance of each joint in ``names`` from JointTolerance entries.
+
+    As joint_trajectory_controller reads them: a joint not listed, or listed with position
+    0, keeps the server default (0 here, which the simulation takes as its default); -1
+    accepts any final position.
+
+    :raises ValueError: an entry names a joint that is not in the trajectory, or a joint twice.
+    """
+    by_name: dict[str, float] = {}
+    for entry in tolerances:
+        name = entry.name  # type: ignore[attr-defined]
+        if name not in names or name in by_name:
+            raise ValueError(f'goal_tolerance names {name!r}: not a joint of the trajectory '
+                             f'{names}, or named twice')
+        by_name[name] = float(entry.position)  # type: ignore[attr-defined]
+    return [by_name.get(name, 0.0) for name in names]
+
+
 def _path_from(traj: object) -> JointPath:
     points = list(traj.points)  # type: ignore[attr-defined]
     if not points:
         raise ValueError('trajectory has no points')
-    times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in points]
+    times = [_seconds(p.time_from_start) for p in points]
     positions = [list(p.positions) for p in points]
     with_vel = all(len(p.velocities) > 0 for p in points)
     velocities = [list(p.velocities) for p in points] if with_vel else None

@@ -1,7 +1,7 @@
 """
 The demo's scripted story: five runs of the pick-and-place, what each expects, the verdict.
 
-ROS-free: :mod:`muscle_mem_ros.sim.driver` performs a :class:`RunSpec` over ROS and returns a
+ROS-free: :mod:`muscle_mem_demo.driver` performs a :class:`RunSpec` over ROS and returns a
 :class:`RunOutcome`; :func:`judge` decides whether it held. The simulation is the judge of
 the result: a run whose cube did not end on the place target failed, whatever the cache
 reported.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import enum
 import math
 
-from muscle_mem_ros.sim.physics import OBJECT_START
+from muscle_mem_demo.physics import OBJECT_START
 
 __all__ = [
     'BUMP_POSITION',

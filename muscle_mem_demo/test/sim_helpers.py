@@ -20,8 +20,9 @@ import uuid
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
-from muscle_mem_interfaces.srv import MoveObject
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.srv import MoveObject
+from muscle_mem_interfaces.action import ExecuteTask
 import rclpy
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -170,8 +171,8 @@ class SimClient(Node):
 
     def send_trajectory(self, names: Sequence[str], positions: Sequence[Sequence[float]],
                         times: Sequence[float], *, feedback: list | None = None,
-                        timeout: float = 30.0) -> tuple[int, Any]:
-        goal = FollowJointTrajectory.Goal()
+                        timeout: float = 30.0, goal: Any = None) -> tuple[int, Any]:
+        goal = goal if goal is not None else FollowJointTrajectory.Goal()
         goal.trajectory = JointTrajectory()
         goal.trajectory.joint_names = list(names)
         for row, t in zip(positions, times, strict=True):

@@ -6,9 +6,9 @@ import json
 import math
 
 from action_msgs.msg import GoalStatus
+from muscle_mem_demo.physics import OBJECT_START
+from muscle_mem_demo.story import PLACE_TARGET
 from muscle_mem_interfaces.action import ExecuteTask
-from muscle_mem_ros.sim.physics import OBJECT_START
-from muscle_mem_ros.sim.story import PLACE_TARGET
 import pytest
 import rclpy
 from sim_helpers import assert_bad_parameter, NodeProcess, SimClient, unique_namespace
@@ -18,9 +18,9 @@ from sim_helpers import assert_bad_parameter, NodeProcess, SimClient, unique_nam
 def world(tmp_path_factory):
     namespace = unique_namespace()
     logs = tmp_path_factory.mktemp('logs')
-    robot = NodeProcess('muscle_mem_ros.sim.robot_node', namespace=namespace,
+    robot = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
                         params={'rtf': 4.0}, log_dir=logs)
-    agent = NodeProcess('muscle_mem_ros.sim.agent_node', namespace=namespace,
+    agent = NodeProcess('muscle_mem_demo.agent_node', namespace=namespace,
                         params={'think_time': 0.02}, log_dir=logs)
     rclpy.init()
     client = SimClient(namespace)
@@ -116,7 +116,7 @@ def test_bad_tasks_fail_with_a_reason_and_move_nothing(sim, task, params, match)
 @pytest.mark.parametrize('param, value', [('think_time', '-1.0'), ('max_steps', '0'),
                                           ('place_x', '5.0'), ('arm_action', "''")])
 def test_bad_agent_parameters_stop_it_naming_the_parameter(param, value):
-    assert_bad_parameter('muscle_mem_ros.sim.agent_node', param, value)
+    assert_bad_parameter('muscle_mem_demo.agent_node', param, value)
 
 
 def test_cancel_stops_the_task_and_the_arm(sim):

@@ -1,5 +1,5 @@
 """
-launch/sim_demo.launch.py and the config files of the demo robot and the real-arm example.
+launch/sim_demo.launch.py, the demo's config file, and its console scripts on PATH.
 
 Building the launch description needs ``launch`` / ``launch_ros``, which are not published as
 PyPI wheels; where they are not importable that test skips with the reason. The same three
@@ -9,13 +9,17 @@ nodes are started without launch by ``sim_demo`` (test_sim_story.py).
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
+import subprocess
 
 import pytest
 import yaml
 
 PACKAGE = Path(__file__).resolve().parents[1]
+ROOT = PACKAGE.parent
 LAUNCH_FILE = PACKAGE / 'launch' / 'sim_demo.launch.py'
+COMMANDS = ('sim_robot', 'demo_agent', 'sim_demo')
 
 
 def _importable(*modules: str) -> bool:
@@ -61,8 +65,46 @@ def test_sim_config_points_at_the_sim_robot_and_the_agent():
     assert params['sensors']['object']['tolerance'] == [0.02]
 
 
+def test_setup_puts_the_demo_commands_on_path():
+    """
+    Source ``scripts/setup.sh`` in a shell without the console-script folders on PATH.
+
+    ament_python installs the console scripts to ``lib/muscle_mem_demo``, where only
+    ``ros2 run`` looks; setup.sh puts that folder on PATH beside muscle_mem_ros's, so the
+    README's ``sim_demo`` (and ``sim_robot``, ``demo_agent``) run as written.
+    """
+    setup = ROOT / 'scripts' / 'setup.sh'
+    if not setup.is_file():
+        pytest.skip(f'{setup} is not there (the package was copied out of its repository)')
+    if os.environ.get('MUSCLE_MEM_ROOT') != str(ROOT):
+        pytest.skip("not in the environment of this checkout's scripts/setup.sh "
+                    '(MUSCLE_MEM_ROOT unset or another checkout)')
+    env = dict(os.environ)
+    env['PATH'] = os.pathsep.join(
+        p for p in env.get('PATH', '').split(os.pathsep)
+        if not p.endswith(('lib/muscle_mem_ros', 'lib/muscle_mem_demo')))
+    proc = subprocess.run(
+        ['bash', '-c', f'. "{setup}" >/dev/null && command -v {" ".join(COMMANDS)}'],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = [Path(line) for line in proc.stdout.splitlines()]
+    assert [p.name for p in found] == list(COMMANDS), proc.stdout
+    assert {p.parent for p in found} == {
+        ROOT / 'install' / 'muscle_mem_demo' / 'lib' / 'muscle_mem_demo'}, proc.stdout
+
+
+def _product_config(name: str) -> dict:
+    """Return a params file of muscle_mem_ros (installed, or the source tree's copy)."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        folder = Path(get_package_share_directory('muscle_mem_ros')) / 'config'
+    except (ImportError, LookupError):
+        folder = ROOT / 'muscle_mem_ros' / 'config'
+    return yaml.safe_load((folder / name).read_text())['muscle_mem']['ros__parameters']
+
+
 def test_real_arm_example_has_the_same_shape_as_the_sim_config():
-    sim, real = _params('sim_demo.yaml'), _params('ros2_control_arm.yaml')
+    sim, real = _params('sim_demo.yaml'), _product_config('ros2_control_arm.yaml')
     assert set(real['sensors']['joints']) == set(sim['sensors']['joints'])
     assert real['actions']['arm']['type'] == 'control_msgs/action/FollowJointTrajectory'
     for tool in real['actions'].values():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.kinematics import GraspPoint
-from muscle_mem_ros.sim.motion import Motion, MotionOutcome
-from muscle_mem_ros.sim.physics import ArmSim, OBJECT_START
-from muscle_mem_ros.sim.trajectory import JointPath
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.kinematics import GraspPoint
+from muscle_mem_demo.motion import Motion, MotionOutcome
+from muscle_mem_demo.physics import ArmSim, OBJECT_START
+from muscle_mem_demo.trajectory import JointPath
 import numpy as np
 import pytest
 
@@ -93,6 +93,28 @@ def test_multi_waypoint_path_passes_through_its_waypoints(sim):
     run_until_done(sim, motion)
     assert motion.outcome is MotionOutcome.SUCCEEDED
     np.testing.assert_allclose(sim.state().positions[:4], second, atol=0.005)
+
+
+@pytest.mark.parametrize('lift, outcome', [
+    (1e-12, MotionOutcome.TOLERANCE_VIOLATED),  # the lift carries the arm: never this close
+    (-1.0, MotionOutcome.SUCCEEDED),  # control_msgs' -1: any final position
+    (0.0, MotionOutcome.SUCCEEDED),  # 0: the default tolerance
+])
+def test_tolerances_per_joint(sim, lift, outcome):
+    target = kinematics.inverse(GraspPoint(x=0.45, y=-0.1, z=0.1))
+    path = JointPath(times=[0.5], positions=[target])
+    motion = sim.follow(names=kinematics.ARM_JOINTS, path=path,
+                        tolerance=[0.0, lift, 0.0, 0.0], settle_time=0.3)
+    run_until_done(sim, motion)
+    assert motion.outcome is outcome, motion.message
+    if outcome is MotionOutcome.TOLERANCE_VIOLATED:
+        assert motion.message.startswith('shoulder_lift error'), motion.message
+
+
+def test_tolerances_of_the_wrong_length_are_refused(sim):
+    path = JointPath(times=[0.5], positions=[[0.1, 0.2]])
+    with pytest.raises(ValueError, match='3 tolerances for 2 joints'):
+        sim.follow(names=['shoulder_pan', 'elbow'], path=path, tolerance=[0.1, 0.1, 0.1])
 
 
 def test_subset_of_joints_moves_only_those(sim):

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.kinematics import GraspPoint
-from muscle_mem_ros.sim.physics import ArmSim, OBJECT_START
-from muscle_mem_ros.sim.planner import (
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.kinematics import GraspPoint
+from muscle_mem_demo.physics import ArmSim, OBJECT_START
+from muscle_mem_demo.planner import (
     next_step,
     PickPlaceSpec,
     plan,
     StepKind,
     WorldView,
 )
-from muscle_mem_ros.sim.trajectory import JointPath
+from muscle_mem_demo.trajectory import JointPath
 import pytest
 
 EIGHT = [

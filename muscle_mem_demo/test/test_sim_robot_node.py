@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 from action_msgs.msg import GoalStatus
-from muscle_mem_interfaces.action import FollowJointTrajectory
-from muscle_mem_ros.sim import kinematics
-from muscle_mem_ros.sim.kinematics import GraspPoint
-from muscle_mem_ros.sim.physics import OBJECT_START
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.kinematics import GraspPoint
+from muscle_mem_demo.physics import OBJECT_START
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.msg import JointTolerance
 import numpy as np
 import pytest
 import rclpy
@@ -29,7 +30,7 @@ def ros():
 @pytest.fixture(scope='module')
 def robot(ros, tmp_path_factory):
     namespace = unique_namespace()
-    process = NodeProcess('muscle_mem_ros.sim.robot_node', namespace=namespace,
+    process = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
                           params={'rtf': 4}, log_dir=tmp_path_factory.mktemp('logs'))  # int ok
     client = SimClient(namespace)
     try:
@@ -83,7 +84,45 @@ def test_trajectory_goal_reaches_its_target_with_feedback(sim):
     np.testing.assert_allclose(joints.position[:4], target, atol=0.011)
     feedback = sim.wait_feedback(feedback, bool, 'feedback of the trajectory goal')
     assert list(feedback[-1].joint_names) == list(kinematics.ARM_JOINTS)
-    assert len(feedback[-1].desired) == 4 and len(feedback[-1].actual) == 4
+    last = feedback[-1]
+    assert len(last.desired.positions) == 4 and len(last.actual.positions) == 4
+    np.testing.assert_allclose(
+        last.error.positions, np.subtract(last.desired.positions, last.actual.positions))
+
+
+def test_goal_tolerance_is_per_joint_and_names_the_joint_that_violates_it(sim):
+    target = kinematics.inverse(GraspPoint(x=0.45, y=-0.1, z=0.12))
+    goal = FollowJointTrajectory.Goal()
+    # shoulder_lift carries the arm's weight: a position servo never gets within 1e-12 rad
+    goal.goal_tolerance = [JointTolerance(name='shoulder_lift', position=1e-12)]
+    goal.goal_time_tolerance.nanosec = 100_000_000
+    status, result = sim.send_trajectory(kinematics.ARM_JOINTS, [target], [0.5], goal=goal)
+    assert status == GoalStatus.STATUS_ABORTED
+    assert result.error_code == FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED
+    assert result.error_string.startswith('shoulder_lift error'), result.error_string
+    goal = FollowJointTrajectory.Goal()
+    goal.goal_tolerance = [JointTolerance(name='shoulder_lift', position=-1.0)]
+    status, result = sim.send_trajectory(kinematics.ARM_JOINTS, [kinematics.HOME], [0.5],
+                                         goal=goal)
+    assert result.error_code == FollowJointTrajectory.Result.SUCCESSFUL, result.error_string
+
+
+@pytest.mark.parametrize('field, words', [
+    ('goal_tolerance', "goal_tolerance names 'wrist'"),
+    ('multi_dof_trajectory', 'multi_dof_trajectory'),
+])
+def test_goal_fields_the_arm_cannot_honour_are_invalid_goals(sim, field, words):
+    goal = FollowJointTrajectory.Goal()
+    if field == 'goal_tolerance':
+        goal.goal_tolerance = [JointTolerance(name='wrist', position=0.01)]
+    else:
+        goal.multi_dof_trajectory.joint_names = ['base']
+    status, result = sim.send_trajectory(['shoulder_pan'], [[0.3]], [0.5], goal=goal)
+    assert status == GoalStatus.STATUS_ABORTED
+    assert result.error_code == FollowJointTrajectory.Result.INVALID_GOAL
+    assert words in result.error_string
+    joints, _ = sim.wait_fresh()
+    np.testing.assert_allclose(joints.position[:4], kinematics.HOME, atol=1e-3)
 
 
 def test_cancel_stops_the_arm_where_it_is(sim):
@@ -96,7 +135,7 @@ def test_cancel_stops_the_arm_where_it_is(sim):
     handle = sim.result_of(sim.arm.send_goal_async(
         goal, feedback_callback=lambda fb: feedback.append(fb.feedback)))
     assert handle.accepted
-    sim.wait_for(lambda: len(feedback) >= 3 and feedback[-1].actual[0] > 0.05,
+    sim.wait_for(lambda: len(feedback) >= 3 and feedback[-1].actual.positions[0] > 0.05,
                  what='the arm to start moving')
     sim.result_of(handle.cancel_goal_async())
     response = sim.result_of(handle.get_result_async())
@@ -182,12 +221,12 @@ def test_reset_puts_arm_home_and_object_back(sim):
                                           ('joint_state_rate', 'nan'), ('noise_seed', '1.5'),
                                           ('frame_id', '3')])
 def test_bad_parameters_stop_the_node_naming_the_parameter(param, value):
-    assert_bad_parameter('muscle_mem_ros.sim.robot_node', param, value)
+    assert_bad_parameter('muscle_mem_demo.robot_node', param, value)
 
 
 def test_sensor_noise_is_added_when_asked(ros, tmp_path):
     namespace = unique_namespace()
-    process = NodeProcess('muscle_mem_ros.sim.robot_node', namespace=namespace,
+    process = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
                           params={'object_noise': 0.005, 'joint_noise': 0.01},
                           log_dir=tmp_path)
     client = SimClient(namespace)

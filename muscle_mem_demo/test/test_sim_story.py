@@ -1,7 +1,7 @@
 """
 The whole demo story end to end (sim robot + behavior cache + agent), in fast mode.
 
-Runs ``python -m muscle_mem_ros.sim.demo`` as the README does, with a short think time and a
+Runs ``python -m muscle_mem_demo.demo`` as the README does, with a short think time and a
 real-time factor above 1, then checks each run's mode, the agent's calls and where the
 simulation says the object ended, from the JSON summary the demo writes. The judging logic
 itself is checked ROS-free below.
@@ -14,8 +14,8 @@ import math
 import subprocess
 import sys
 
-from muscle_mem_ros.sim.report import format_row, HEADER, write_figure
-from muscle_mem_ros.sim.story import (
+from muscle_mem_demo.report import format_row, HEADER, write_figure
+from muscle_mem_demo.story import (
     judge,
     PLACE_TARGET,
     RunMode,
@@ -36,7 +36,7 @@ EXPECTED = [
 
 def run_demo(out, *extra: str):
     proc = subprocess.run(
-        [sys.executable, '-m', 'muscle_mem_ros.sim.demo', '--think-time', '0.05',
+        [sys.executable, '-m', 'muscle_mem_demo.demo', '--think-time', '0.05',
          '--rtf', '4', '--output-dir', str(out), *extra],
         capture_output=True, text=True, timeout=300)
     summary_path = out / 'sim_demo.json'
