@@ -16,8 +16,9 @@ Files: every ``*.py`` under the package folder (as ament_flake8 checks it from t
 folder), under the demo package's folder (``muscle_mem_demo/``, when it sits beside this one
 in the source tree) and under ``bench/``, skipping folders whose name starts with ``.`` or
 ``_`` (as both ament linters do) and folders holding an ``AMENT_IGNORE`` file (as
-ament_flake8 does; the ament_pep257 test below passes them as ``--exclude``). ``test/core_examples/`` holds one: its
-files are muscle-mem's own examples, kept verbatim to show they run unchanged.
+ament_flake8 does; the ament_pep257 test below passes them as ``--exclude``).
+``test/core_examples/`` holds one: its files are muscle-mem's own examples, kept verbatim to
+show they run unchanged.
 """
 
 from __future__ import annotations
