@@ -5,7 +5,9 @@ Publishes ``joint_states`` (sensor_msgs/JointState, 120 Hz by default) and ``obj
 (geometry_msgs/PoseStamped, 30 Hz) from the physics state, serves the joint-trajectory
 action ``arm/follow_joint_trajectory`` (muscle_mem_demo_interfaces/action/FollowJointTrajectory,
 which mirrors control_msgs': ``trajectory``, per-joint ``goal_tolerance`` positions and
-``goal_time_tolerance`` are used, a ``multi_dof_trajectory`` is refused),
+``goal_time_tolerance`` are used, a ``multi_dof_trajectory`` is refused), the Cartesian move
+``arm/move_to_pose`` (muscle_mem_demo_interfaces/action/MoveToPose: the grasp point to a
+position, gripper down, through the arm's inverse kinematics),
 the gripper ``gripper/set`` (std_srvs/srv/SetBool, true closes), and for demos and tests
 ``~/move_object`` (muscle_mem_demo_interfaces/srv/MoveObject) and ``~/reset``
 (std_srvs/srv/Trigger). All names are relative, so namespaces and remapping apply.
@@ -17,16 +19,18 @@ Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
 
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_demo.motion import MotionOutcome
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.motion import Motion, MotionOutcome
 from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_demo.physics import ArmSim
 from muscle_mem_demo.trajectory import JointPath
-from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
 from muscle_mem_demo_interfaces.srv import MoveObject
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -39,6 +43,8 @@ from std_srvs.srv import SetBool, Trigger
 __all__ = ['SimRobotNode', 'main']
 
 _FEEDBACK_PERIOD = 0.05
+_DEFAULT_MOVE_TIME = 1.0
+"""Seconds a MoveToPose goal takes when it gives no duration."""
 
 
 class SimRobotNode(Node):
@@ -71,6 +77,15 @@ class SimRobotNode(Node):
             FollowJointTrajectory,
             'arm/follow_joint_trajectory',
             execute_callback=self._execute,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
+        self._move_action = ActionServer(
+            self,
+            MoveToPose,
+            'arm/move_to_pose',
+            execute_callback=self._execute_move,
             goal_callback=lambda _goal: GoalResponse.ACCEPT,
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=group,
@@ -181,23 +196,10 @@ class SimRobotNode(Node):
         feedback = FollowJointTrajectory.Feedback()
         feedback.joint_names = names
         while not motion.wait(_FEEDBACK_PERIOD):
-            if self._stop.is_set():
-                self._sim.cancel(motion)
-                result.error_code = FollowJointTrajectory.Result.INVALID_GOAL
-                result.error_string = 'shutting down'
-                goal_handle.abort()
-                return result
-            if goal_handle.is_cancel_requested:
-                self._sim.cancel(motion)
-                motion.wait(1.0)
-                result.error_code = FollowJointTrajectory.Result.SUCCESSFUL
-                result.error_string = 'canceled'
-                goal_handle.canceled()
-                return result
-            if not goal_handle.is_active:
-                self._sim.cancel(motion)
-                result.error_string = 'goal no longer active'
-                return result
+            if self._stop.is_set() or goal_handle.is_cancel_requested or (
+                    not goal_handle.is_active):
+                return self._end_early(goal_handle, motion, result,
+                                       FollowJointTrajectory.Result)
             feedback.header.stamp = self.get_clock().now().to_msg()
             desired, actual = list(motion.desired), list(motion.actual)
             feedback.desired.positions = desired
@@ -217,6 +219,73 @@ class SimRobotNode(Node):
         else:
             result.error_code = FollowJointTrajectory.Result.INVALID_GOAL
             goal_handle.abort()
+        return result
+
+    def _execute_move(self, goal_handle: ServerGoalHandle) -> MoveToPose.Result:
+        target = goal_handle.request.target
+        result = MoveToPose.Result()
+        try:
+            joints = _joints_for(target, self._frame_id)
+        except kinematics.UnreachableError as err:
+            result.error_code, result.error_string = MoveToPose.Result.UNREACHABLE, str(err)
+        except ValueError as err:
+            result.error_code, result.error_string = MoveToPose.Result.INVALID_GOAL, str(err)
+        if result.error_string:
+            self.get_logger().warning(f'rejected move_to_pose: {result.error_string}')
+            goal_handle.abort()
+            return result
+        duration = _seconds(goal_handle.request.duration) or _DEFAULT_MOVE_TIME
+        try:
+            motion = self._sim.follow(names=kinematics.ARM_JOINTS,
+                                      path=JointPath(times=[duration], positions=[joints]))
+        except ValueError as err:
+            result.error_code = MoveToPose.Result.INVALID_GOAL
+            result.error_string = f'duration {duration} s: {err}'
+            goal_handle.abort()
+            return result
+        feedback = MoveToPose.Feedback()
+        feedback.current.header.frame_id = self._frame_id
+        while not motion.wait(_FEEDBACK_PERIOD):
+            if self._stop.is_set() or goal_handle.is_cancel_requested or (
+                    not goal_handle.is_active):
+                return self._end_early(goal_handle, motion, result, MoveToPose.Result)
+            point = kinematics.forward(motion.actual)
+            feedback.current.header.stamp = self.get_clock().now().to_msg()
+            position = feedback.current.pose.position
+            position.x, position.y, position.z = point.x, point.y, point.z
+            goal_handle.publish_feedback(feedback)
+        self._publish_object()
+        self._publish_joints()
+        result.error_string = motion.message
+        if motion.outcome is MotionOutcome.SUCCEEDED:
+            result.error_code = MoveToPose.Result.SUCCESSFUL
+            goal_handle.succeed()
+        else:
+            result.error_code = (MoveToPose.Result.GOAL_TOLERANCE_VIOLATED
+                                 if motion.outcome is MotionOutcome.TOLERANCE_VIOLATED
+                                 else MoveToPose.Result.INVALID_GOAL)
+            goal_handle.abort()
+        return result
+
+    def _end_early(self, goal_handle: ServerGoalHandle, motion: Motion, result: object,
+                   codes: type) -> object:
+        """
+        End a goal whose motion is still running: shutdown, a cancel, or a goal gone.
+
+        :return: ``result``, filled in.
+        """
+        self._sim.cancel(motion)
+        if self._stop.is_set():
+            result.error_code = codes.INVALID_GOAL  # type: ignore[attr-defined]
+            result.error_string = 'shutting down'  # type: ignore[attr-defined]
+            goal_handle.abort()
+        elif goal_handle.is_cancel_requested:
+            motion.wait(1.0)
+            result.error_code = codes.SUCCESSFUL  # type: ignore[attr-defined]
+            result.error_string = 'canceled'  # type: ignore[attr-defined]
+            goal_handle.canceled()
+        else:
+            result.error_string = 'goal no longer active'  # type: ignore[attr-defined]
         return result
 
     def _on_gripper(
@@ -284,6 +353,27 @@ def _goal_tolerances(tolerances: list[object], names: list[str]) -> list[float]:
                              f'{names}, or named twice')
         by_name[name] = float(entry.position)  # type: ignore[attr-defined]
     return [by_name.get(name, 0.0) for name in names]
+
+
+def _joints_for(target: object, frame_id: str) -> tuple[float, ...]:
+    """
+    Return the arm joints that put the grasp point at a MoveToPose target, gripper down.
+
+    :raises ValueError: a frame other than '' or ``frame_id``, an orientation other than
+        "gripper down" (all zeros or identity), or a position that is not finite.
+    :raises UnreachableError: the position is outside the arm's workspace.
+    """
+    frame = target.header.frame_id  # type: ignore[attr-defined]
+    if frame not in ('', frame_id):
+        raise ValueError(f"target.header.frame_id {frame!r}: must be '' or {frame_id!r}")
+    q = target.pose.orientation  # type: ignore[attr-defined]
+    if (q.x, q.y, q.z) != (0.0, 0.0, 0.0) or q.w not in (0.0, 1.0):
+        raise ValueError('target.pose.orientation: the demo arm keeps its gripper pointing '
+                         'down; give an identity (or all-zero) quaternion')
+    p = target.pose.position  # type: ignore[attr-defined]
+    if not all(math.isfinite(v) for v in (p.x, p.y, p.z)):
+        raise ValueError(f'target.pose.position ({p.x}, {p.y}, {p.z}) is not finite')
+    return kinematics.inverse(kinematics.GraspPoint(x=p.x, y=p.y, z=p.z))
 
 
 def _path_from(traj: object) -> JointPath:

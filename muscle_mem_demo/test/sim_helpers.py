@@ -20,7 +20,7 @@ import uuid
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
 from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
 import rclpy
@@ -80,6 +80,8 @@ class SimClient(Node):
         self.calls: list[str] = []
         self.arm = ActionClient(self, FollowJointTrajectory, f'{ns}/arm/follow_joint_trajectory',
                                 callback_group=group)
+        self.move_to_pose = ActionClient(self, MoveToPose, f'{ns}/arm/move_to_pose',
+                                         callback_group=group)
         self.agent = ActionClient(self, ExecuteTask, f'{ns}/demo_agent/execute_task',
                                   callback_group=group)
         self.gripper = self.create_client(SetBool, f'{ns}/gripper/set', callback_group=group)
@@ -182,6 +184,25 @@ class SimClient(Node):
             goal.trajectory.points.append(point)
         callback = (lambda fb: feedback.append(fb.feedback)) if feedback is not None else None
         handle = self.result_of(self.arm.send_goal_async(goal, feedback_callback=callback))
+        assert handle.accepted
+        response = self.result_of(handle.get_result_async(), timeout)
+        return response.status, response.result
+
+    def send_move_to_pose(self, position: Sequence[float], *, frame_id: str = 'world',
+                          orientation: Sequence[float] = (0.0, 0.0, 0.0, 1.0),
+                          duration: float = 0.0, feedback: list | None = None,
+                          timeout: float = 30.0) -> tuple[int, Any]:
+        goal = MoveToPose.Goal()
+        goal.target.header.frame_id = frame_id
+        goal.target.pose.position.x, goal.target.pose.position.y, goal.target.pose.position.z = (
+            float(v) for v in position)
+        q = goal.target.pose.orientation
+        q.x, q.y, q.z, q.w = (float(v) for v in orientation)
+        goal.duration = Duration(sec=int(duration), nanosec=int((duration % 1) * 1e9))
+        callback = (lambda fb: feedback.append(fb.feedback)) if feedback is not None else None
+        assert self.move_to_pose.wait_for_server(timeout_sec=timeout)
+        handle = self.result_of(self.move_to_pose.send_goal_async(goal,
+                                                                  feedback_callback=callback))
         assert handle.accepted
         response = self.result_of(handle.get_result_async(), timeout)
         return response.status, response.result

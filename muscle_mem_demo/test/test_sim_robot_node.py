@@ -8,7 +8,7 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_demo import kinematics
 from muscle_mem_demo.kinematics import GraspPoint
 from muscle_mem_demo.physics import OBJECT_START
-from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
 from muscle_mem_demo_interfaces.msg import JointTolerance
 import numpy as np
 import pytest
@@ -171,6 +171,36 @@ def test_bad_waypoints_are_invalid_goals(sim):
     assert status == GoalStatus.STATUS_ABORTED
     assert result.error_code == FollowJointTrajectory.Result.INVALID_GOAL
     assert 'increasing' in result.error_string
+
+
+def test_move_to_pose_puts_the_grasp_point_there_with_feedback(sim):
+    feedback: list = []
+    status, result = sim.send_move_to_pose((0.45, -0.1, 0.12), duration=0.8, feedback=feedback)
+    assert status == GoalStatus.STATUS_SUCCEEDED
+    assert result.error_code == MoveToPose.Result.SUCCESSFUL, result.error_string
+    joints, _ = sim.wait_fresh()
+    reached = kinematics.forward(joints.position[:4])
+    assert (reached.x, reached.y, reached.z) == pytest.approx((0.45, -0.1, 0.12), abs=0.01)
+    last = sim.wait_feedback(feedback, bool, 'feedback of the move')[-1]
+    assert last.current.header.frame_id == 'world'
+    assert last.current.pose.position.x > 0.0
+
+
+@pytest.mark.parametrize('kwargs, code, words', [
+    ({'position': (1.5, 0.0, 0.0)}, MoveToPose.Result.UNREACHABLE, 'out of reach'),
+    ({'position': (0.4, 0.0, 0.1), 'frame_id': 'base_link'}, MoveToPose.Result.INVALID_GOAL,
+     'target.header.frame_id'),
+    ({'position': (0.4, 0.0, 0.1), 'orientation': (1.0, 0.0, 0.0, 0.0)},
+     MoveToPose.Result.INVALID_GOAL, 'target.pose.orientation'),
+    ({'position': (math.nan, 0.0, 0.1)}, MoveToPose.Result.INVALID_GOAL, 'not finite'),
+])
+def test_move_to_pose_refuses_what_the_arm_cannot_do(sim, kwargs, code, words):
+    status, result = sim.send_move_to_pose(**kwargs)
+    assert status == GoalStatus.STATUS_ABORTED
+    assert result.error_code == code
+    assert words in result.error_string
+    joints, _ = sim.wait_fresh()
+    np.testing.assert_allclose(joints.position[:4], kinematics.HOME, atol=1e-3)
 
 
 def test_gripper_service_closes_and_opens_the_jaws(sim):
