@@ -1,5 +1,8 @@
 """
-The MuJoCo demo robot, the demo planning agent and the end-to-end demo.
+The MuJoCo demo of muscle_mem_ros: the demo robot, the demo planning agent, the story.
+
+Its own colcon package, so the behavior cache (muscle_mem_ros) needs neither MuJoCo nor
+matplotlib; its interfaces are in muscle_mem_demo_interfaces.
 
 ROS-free modules: :mod:`.kinematics` (arm geometry), :mod:`.trajectory` (joint paths),
 :mod:`.physics` (the simulation, stepped in its own thread), :mod:`.planner` (pick-and-place
