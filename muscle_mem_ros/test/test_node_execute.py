@@ -9,7 +9,7 @@ are independent; the robot is reset before each test.
 from __future__ import annotations
 
 from action_msgs.msg import GoalStatus
-from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import ListTasks
 from muscle_mem_ros.ros.cdr import canonical_cdr

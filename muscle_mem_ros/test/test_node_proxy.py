@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from action_msgs.msg import GoalStatus
-from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import ListTasks
 from muscle_mem_ros.ros.action_client import ActionClient as FixedActionClient
 from node_helpers import Harness, JOINT_NAMES, wait_feedback, wait_until
