@@ -37,7 +37,7 @@ from typing import Any
 _records: list[list[Any]] = []
 
 
-def _probe(owner: type, name: str, kind: str) -> bool:
+def _probe(owner: object, name: str, kind: str) -> bool:
     original = getattr(owner, name, None)
     if original is None:
         return False
@@ -97,13 +97,14 @@ def main() -> int:
               'call': _probe(ActionProxy, 'call', 'call')}
     if os.environ.get('MM_BENCH_PARTS', '1') != '0':  # where a replayed step's work goes
         from muscle_mem_ros.ros.node import BehaviorCacheNode
+        from muscle_mem_ros import walk
         from muscle_mem_ros.ros.replay import Replayer
 
         probes.update({
             'capture': _probe(SensorHub, 'capture', 'capture'),
-            'choose': _probe(Replayer, '_choose', 'choose'),
-            'candidates': _probe(Replayer, '_candidates', 'candidates'),
-            'post': _probe(Replayer, '_post_check', 'post'),
+            'choose': _probe(Replayer, 'pick', 'choose'),
+            'candidates': _probe(walk, 'candidates_at', 'candidates'),
+            'post': _probe(Replayer, 'post_check', 'post'),
             'event': _probe(BehaviorCacheNode, 'publish_event', 'event'),
         })
     if path:

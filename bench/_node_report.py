@@ -69,7 +69,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         '## Setup',
         '',
         'Five processes on one machine, all started by the benchmark: a zero-duration '
-        'controller (`muscle_mem_interfaces/action/FollowJointTrajectory`, succeeds every '
+        'controller (`muscle_mem_demo_interfaces/action/FollowJointTrajectory`, succeeds every '
         'goal at once, notes the arrival time of each goal request), a minimal relay '
         '(reference for part 2), a sensor publisher '
         f'(`JointState`, 7 joints, at {args.joint_hz:g} Hz and `LaserScan`, 1080 beams, at '

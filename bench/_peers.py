@@ -3,7 +3,8 @@
 The node benchmark's peers, each run as its own process by ``bench/node.py``.
 
 ``server``: a zero-duration controller. Serves
-``muscle_mem_interfaces/action/FollowJointTrajectory`` at ``/<prefix>/arm/follow_joint_trajectory``
+``muscle_mem_demo_interfaces/action/FollowJointTrajectory`` (shaped like control_msgs') at
+``/<prefix>/arm/follow_joint_trajectory``
 and succeeds every goal at once. It notes the ``time.monotonic_ns()`` at which each
 goal request reaches its goal callback (CLOCK_MONOTONIC is one clock for every process on
 the machine, so the benchmark can line these up with its own and the node's times) and
@@ -39,7 +40,7 @@ import time
 from typing import Any
 
 from action_msgs.msg import GoalStatus
-from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_ros.ros.action_client import ActionClient
 import rclpy
 from rclpy.action import ActionServer, GoalResponse

@@ -5,7 +5,7 @@ Behavior-cache node: replay overhead per step, proxy overhead per goal, idle CPU
 Five processes on loopback (real rclpy, Fast DDS, SQLite), all started by this script:
 
 * the controller (``_peers.py server``): a zero-duration
-  ``muscle_mem_interfaces/action/FollowJointTrajectory`` server that succeeds every goal at
+  ``muscle_mem_demo_interfaces/action/FollowJointTrajectory`` server that succeeds every goal at
   once and notes when each goal request arrives (``time.monotonic_ns``). It keeps finished
   goals for ``--result-timeout`` (1 s; rclpy's default is 10 s): every action status message
   lists all goals the server keeps, and with back-to-back goals a 10 s window makes every
@@ -54,7 +54,9 @@ from _node_report import render
 from _peers import HOME, JOINTS
 from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.msg import JointTolerance
+from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
 from muscle_mem_ros.ros.action_client import ActionClient
@@ -69,7 +71,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 TASK = 'inspect_rack'
-ARM_TYPE = 'muscle_mem_interfaces/action/FollowJointTrajectory'
+ARM_TYPE = 'muscle_mem_demo_interfaces/action/FollowJointTrajectory'
 WAIT = 30.0
 
 
@@ -98,7 +100,8 @@ def make_goal(i: int) -> Any:
         positions=[q + 0.001 * (i + 1) * (p + 1) for q in HOME], velocities=[0.0] * 7,
         time_from_start=Duration(sec=p + 1)) for p in range(3)]
     return FollowJointTrajectory.Goal(
-        trajectory=JointTrajectory(joint_names=JOINTS, points=points), goal_tolerance=0.01)
+        trajectory=JointTrajectory(joint_names=JOINTS, points=points),
+        goal_tolerance=[JointTolerance(name=name, position=0.01) for name in JOINTS])
 
 
 class Peer:

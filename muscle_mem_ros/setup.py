@@ -10,14 +10,14 @@ setup(
     name=package_name,
     version='0.1.0',
     packages=find_packages(exclude=['test']),
-    package_data={package_name: ['py.typed', 'sim/*.xml']},
+    package_data={package_name: ['py.typed']},
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
         ('share/' + package_name, ['package.xml']),
         ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
         ('share/' + package_name + '/config', glob('config/*.yaml')),
     ],
-    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml', 'mujoco', 'matplotlib'],
+    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml'],
     python_requires='>=3.10',
     zip_safe=True,
     maintainer='muscle_mem_ros maintainers',
@@ -34,9 +34,6 @@ setup(
     entry_points={
         'console_scripts': [
             'behavior_cache = muscle_mem_ros.ros.main:main',
-            'sim_robot = muscle_mem_ros.sim.robot_node:main',
-            'demo_agent = muscle_mem_ros.sim.agent_node:main',
-            'sim_demo = muscle_mem_ros.sim.demo:main',
         ],
     },
 )

@@ -11,4 +11,4 @@ set -u
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( (RANDOM % 90) + 5 ))}"
 export PYTHONUNBUFFERED=1
-exec python3 -m muscle_mem_ros.sim.demo "$@"
+exec python3 -m muscle_mem_demo.demo "$@"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare this workspace: use a sourced ROS 2, or build one from PyPI wheels in
-# a git-ignored .venv; then colcon build both packages. Idempotent: a second run
+# a git-ignored .venv; then colcon build every package. Idempotent: a second run
 # with nothing changed only re-checks stamps and lets colcon skip what is built.
 #
 # Source it (". scripts/setup.sh") to get the environment in your shell, or let
@@ -75,12 +75,16 @@ _mm_setup() {
   . "$root/install/setup.bash"
   # ament_python installs console scripts to lib/<package>, where only `ros2 run` looks
   # (and there is no `ros2` on the wheel setup): put them on PATH, once, so the README's
-  # `behavior_cache --ros-args ...` works as written.
-  local bin="$root/install/muscle_mem_ros/lib/muscle_mem_ros"
-  case ":$PATH:" in
-    *":$bin:"*) ;;
-    *) export PATH="$bin:$PATH" ;;
-  esac
+  # `behavior_cache --ros-args ...` and the demo's `sim_robot`, `demo_agent`, `sim_demo`
+  # work as written.
+  local pkg bin
+  for pkg in muscle_mem_demo muscle_mem_ros; do
+    bin="$root/install/$pkg/lib/$pkg"
+    case ":$PATH:" in
+      *":$bin:"*) ;;
+      *) export PATH="$bin:$PATH" ;;
+    esac
+  done
   export MUSCLE_MEM_ROOT="$root"
 }
 

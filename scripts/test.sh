@@ -10,14 +10,22 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( (RANDOM % 90) + 5 ))}"
 export PYTHONUNBUFFERED=1
 cd "$root"
-rm -rf build/muscle_mem_ros/pytest.xml
+# Every ament_python package (a setup.py beside its package.xml) writes its pytest results to
+# build/<package>/pytest.xml; each must be there after the run.
+packages=()
+for setup_py in */setup.py; do
+  packages+=("$(basename "$(dirname "$setup_py")")")
+done
+for pkg in "${packages[@]}"; do rm -f "build/$pkg/pytest.xml"; done
 colcon --log-base log test --event-handlers console_direct+ summary- status- \
   --pytest-args -p no:cacheprovider -ra "$@" || true
 status=0
-if [ ! -s build/muscle_mem_ros/pytest.xml ]; then
-  echo "test: pytest wrote no results (it crashed or collected nothing)" >&2
-  status=1
-fi
+for pkg in "${packages[@]}"; do
+  if [ ! -s "build/$pkg/pytest.xml" ]; then
+    echo "test: pytest wrote no results for $pkg (it crashed or collected nothing)" >&2
+    status=1
+  fi
+done
 colcon --log-base log test-result --test-result-base build --verbose || status=$?
 # One plain closing line over every package's JUnit results.
 python3 - <<'PY'

@@ -11,16 +11,18 @@ from __future__ import annotations
 from .checks import Check, ToleranceCheck
 from .engine import Engine, EngineStats, Resume
 from .errors import (
-    CheckError,
     ConfigError,
+    MissingParamError,
     MuscleMemError,
-    ReplayError,
+    RecordingBusyError,
     StoreAccessError,
     StoreCorruptError,
     StoreError,
     StorePickleError,
     StoreVersionError,
+    TypeResolutionError,
     UnknownTrajectoryError,
+    UnsafeValueError,
 )
 from .matcher import Matcher, Selection
 from .records import (
@@ -36,22 +38,24 @@ from .records import (
     ToolKind,
     TrajectoryInfo,
 )
+from .resume import FailureKind
 from .store import MemoryStore, open_store, SqliteStore, Store
 
 __all__ = [
     'Check',
-    'CheckError',
     'CheckFailure',
     'CheckResult',
     'CompareMode',
     'ConfigError',
     'Engine',
     'EngineStats',
+    'FailureKind',
     'Matcher',
     'MemoryStore',
+    'MissingParamError',
     'MuscleMemError',
     'Node',
-    'ReplayError',
+    'RecordingBusyError',
     'Resume',
     'Selection',
     'SensorSpec',
@@ -69,6 +73,8 @@ __all__ = [
     'ToleranceCheck',
     'ToolKind',
     'TrajectoryInfo',
+    'TypeResolutionError',
     'UnknownTrajectoryError',
+    'UnsafeValueError',
     'open_store',
 ]

@@ -22,7 +22,7 @@ import threading
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .checks import _Sensor
+from .checks import CompiledSensor
 from .records import CompareMode, Node
 
 __all__ = ['CandidateIndex', 'Column', 'IndexBuilder', 'tool_names']
@@ -145,7 +145,7 @@ class IndexBuilder:
     :param kdtree_min: Set size from which an all-ABS check gets a KD-tree.
     """
 
-    def __init__(self, *, sensors: Sequence[_Sensor], kdtree_min: int) -> None:
+    def __init__(self, *, sensors: Sequence[CompiledSensor], kdtree_min: int) -> None:
         self._sensors = tuple(sensors)
         self._kdtree_min = kdtree_min
         self._tree_ok = all(

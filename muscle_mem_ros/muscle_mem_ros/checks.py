@@ -25,8 +25,9 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from .records import CheckFailure, CheckResult, CompareMode, SensorSpec, Snapshot
+from .resume import FailureKind
 
-__all__ = ['Check', 'ToleranceCheck']
+__all__ = ['Check', 'CompiledSensor', 'ToleranceCheck']
 
 T = TypeVar('T')
 
@@ -69,8 +70,8 @@ class Check(Generic[T]):
 
 
 @dataclass(frozen=True, eq=False)
-class _Sensor:
-    """A validated SensorSpec with its tolerance as arrays."""
+class CompiledSensor:
+    """A validated SensorSpec with its tolerance as arrays (:attr:`ToleranceCheck.compiled`)."""
 
     spec: SensorSpec
     tol: np.ndarray
@@ -140,7 +141,7 @@ def _wrap(diff: np.ndarray) -> np.ndarray:
     return np.mod(diff + math.pi, _TWO_PI) - math.pi
 
 
-def _compile(spec: SensorSpec) -> _Sensor:
+def _compile(spec: SensorSpec) -> CompiledSensor:
     if not isinstance(spec, SensorSpec):
         raise TypeError(f'sensors must be SensorSpec, got {type(spec).__name__}')
     if not spec.name:
@@ -162,7 +163,18 @@ def _compile(spec: SensorSpec) -> _Sensor:
         raise ValueError(f'sensor {spec.name!r}: max_age must be > 0 or None, got {spec.max_age}')
     zero = tol == 0.0
     safe = np.where(zero, 1.0, tol)
-    return _Sensor(spec=spec, tol=tol, safe_tol=safe, zero_tol=zero if zero.any() else None)
+    return CompiledSensor(spec=spec, tol=tol, safe_tol=safe, zero_tol=zero if zero.any() else None)
+
+
+class _Why(str):
+    """Why a current reading is unusable: the text, with its kind."""
+
+    kind: FailureKind
+
+    def __new__(cls, text: str, kind: FailureKind) -> _Why:
+        why = super().__new__(cls, text)
+        why.kind = kind
+        return why
 
 
 class ToleranceCheck:
@@ -193,6 +205,17 @@ class ToleranceCheck:
     def __repr__(self) -> str:
         return f'ToleranceCheck(sensors={list(self.sensors)!r})'
 
+    @property
+    def compiled(self) -> tuple[CompiledSensor, ...]:
+        """
+        Return the compiled sensors, in order: what the matcher's index is built from.
+
+        Each holds its spec, its tolerance vector, the tolerance with zeros
+        replaced by 1.0 (``safe_tol``) and the mask of zero tolerances, and
+        scores and deviations of recorded rows against a current vector.
+        """
+        return self._compiled
+
     def current(self, now: Snapshot, *, now_time: float | None = None) -> Current:
         """
         Read the current vector of every sensor, or why it cannot be used.
@@ -211,11 +234,11 @@ class ToleranceCheck:
             if max_age is not None:
                 stamp = now.stamps.get(sensor.name)
                 if stamp is None:
-                    out.append((None, 'stale (no receive time)'))
+                    out.append((None, _Why('stale (no receive time)', FailureKind.STALE)))
                     continue
                 age = clock - stamp
                 if age > max_age:
-                    out.append((None, f'stale ({age:.3g} s old)'))
+                    out.append((None, _Why(f'stale ({age:.3g} s old)', FailureKind.STALE)))
                     continue
             vector = np.asarray(value, dtype=np.float64).reshape(-1)
             if not np.all(np.isfinite(vector)):
@@ -252,7 +275,8 @@ class ToleranceCheck:
             compared += 1
             tol_max = float(sensor.tol.max())
             if x is None:
-                failures.append(CheckFailure(sensor.name, math.inf, tol_max, math.inf, str(why)))
+                failures.append(CheckFailure(sensor.name, math.inf, tol_max, math.inf, str(why),
+                                             getattr(why, 'kind', FailureKind.MISSING)))
                 worst = math.inf
                 continue
             rec = np.asarray(rec_value, dtype=np.float64).reshape(1, -1)
@@ -266,7 +290,8 @@ class ToleranceCheck:
             if not score <= 1.0:
                 deviation = float(sensor.deviations(rec, x)[0])
                 failures.append(CheckFailure(
-                    sensor.name, deviation, tol_max, score, 'out of tolerance'))
+                    sensor.name, deviation, tol_max, score, 'out of tolerance',
+                    FailureKind.OUT_OF_TOLERANCE))
         if compared == 0:
             return CheckResult(False, math.inf, (CheckFailure(
                 '', math.inf, 0.0, math.inf, 'nothing to compare'),))
@@ -274,7 +299,7 @@ class ToleranceCheck:
         return CheckResult(not failures, worst, tuple(failures))
 
 
-def _shape_failure(sensor: _Sensor, k_rec: int, k_now: int) -> CheckFailure | None:
+def _shape_failure(sensor: CompiledSensor, k_rec: int, k_now: int) -> CheckFailure | None:
     """Return a failure if the vectors cannot be compared, else None."""
     tol_max = float(sensor.tol.max())
     if k_rec != k_now:

@@ -19,8 +19,11 @@ muscle-mem 0.1.0 SDK unchanged, with the same builder errors, decorators,
   where the replay stopped and why, so it can continue instead of restarting.
 * A check whose ``capture`` or ``compare`` raises fails safe: that candidate
   is not replayed, the error is logged and counted in :attr:`Engine.stats`.
-  A replayed tool that raises, or a failed post-check, hands off to the agent
-  the same way (the original raised).
+  A replayed tool that raises hands off to the agent the same way (the
+  original raised). After a failed post-check the steps learned after that one
+  are tried first (a recovery the agent taught replays), and only when none
+  passes its pre-check does the agent take over. The walk and its rules are
+  :mod:`muscle_mem_ros.walk`, shared with the ROS node.
 * ``Engine(store='cache.db')`` keeps what it learns in SQLite. Captures and
   call arguments are stored as JSON data and NumPy arrays, never pickled, so
   opening a file from elsewhere runs no code from it; a capture or argument
@@ -35,8 +38,8 @@ muscle-mem 0.1.0 SDK unchanged, with the same builder errors, decorators,
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import fields
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 import functools
 import inspect
 import json
@@ -51,9 +54,10 @@ from .errors import StoreError
 from .metrics import EngineStats, Metrics
 from .params import CallSpec, infer, MissingParamError
 from .records import Node, Snapshot, Step, StepStatus, ToolKind
-from .resume import accepts_resume, Resume
+from .resume import accepts_resume, FailureKind, Resume
 from .store import MemoryStore, open_store, Recording, Store
 from .tools import Tool, ToolRegistry
+from .walk import Miss, StepEvent, Verdict, walk, WalkResult
 
 __all__ = ['Engine', 'EngineStats', 'Resume']
 
@@ -315,79 +319,12 @@ class Engine:
             self._call_lock.release()
 
     def _walk(self, run: _Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        store = self._store
-        parent: Node | None = None
-        replayed: list[Node] = []
-        while True:
-            with self.metrics.measure('lookup'):
-                kids = store.children(task=run.task, variant='',
-                                      parent=None if parent is None else parent.id)
-            choice = self._choose(kids, run)
-            index = len(replayed)
-            if choice is None:
-                if parent is not None and parent.terminal:
-                    return self._hit(run, parent, replayed)
-                reason = (f'no recorded step passed its pre-check at step {index}' if kids
-                          else 'no cached trajectory' if parent is None
-                          else f'nothing learned after step {index - 1}')
-                return self._handoff(run, args, kwargs, parent, replayed, reason)
-            node, tool, call_args, call_kwargs = choice
-            try:
-                with self.metrics.measure('replay'):
-                    run.in_tool += 1
-                    try:
-                        tool.func(*call_args, **call_kwargs)
-                    finally:
-                        run.in_tool -= 1
-            except Exception as err:
-                self._count('tool_errors')
-                _log.exception('replayed step %d (%s) raised; handing off', index, tool.name)
-                return self._handoff(run, args, kwargs, parent, replayed,
-                                     f'step {index} ({tool.name}) raised {err!r}')
-            self._count('steps_replayed')
-            replayed.append(node)
-            parent = node
-            if tool.post_check is not None and node.step.post is not None:
-                if self._similarity(tool.post_check, call_args, call_kwargs,
-                                    node.step.post.user, {}) <= 0.0:
-                    return self._handoff(run, args, kwargs, parent, replayed,
-                                         f'post-check failed after step {index}')
-
-    def _choose(self, kids: list[Node], run: _Run) -> tuple[Node, Tool, tuple[Any, ...],
-                                                            dict[str, Any]] | None:
-        best: tuple[Node, Tool, tuple[Any, ...], dict[str, Any]] | None = None
-        best_key: tuple[float, int, float, int] | None = None
-        memo: dict[Any, Any] = {}
-        for node in kids:
-            step = node.step
-            tool = self._registry.get(step.tool, step.type_name)
-            if tool is None or step.kind is not ToolKind.FUNCTION or \
-                    step.status is not StepStatus.SUCCEEDED:
-                continue
-            try:
-                call_args, call_kwargs = self._spec(step.payload).resolve(run.params)
-            except MissingParamError:
-                continue
-            except Exception:  # noqa: BLE001 - a payload this code cannot read
-                _log.exception('cannot decode the arguments of node %d', node.id)
-                continue
-            if tool.is_method:
-                call_args = (self._context, *call_args)
-            if tool.pre_check is None:
-                if step.pre is not None:
-                    continue
-                similarity = 1.0
-            else:
-                if step.pre is None:
-                    continue
-                similarity = self._similarity(tool.pre_check, call_args, call_kwargs,
-                                              step.pre.user, memo, (tool.name, step.payload))
-                if similarity <= 0.0:
-                    continue
-            key = (-similarity, -node.success_count, -node.last_used, node.id)
-            if best_key is None or key < best_key:
-                best_key, best = key, (node, tool, call_args, call_kwargs)
-        return best
+        side = _EngineSide(self, run)
+        result = walk(store=self._store, task=run.task, variant='', judge=side, executor=side,
+                      reporter=side, locate_trajectories=False, measure=self.metrics.measure)
+        if result.complete:
+            return self._hit(run, result)
+        return self._handoff(run, args, kwargs, result.resume)
 
     def _similarity(self, check: Check[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                     recorded: Any, memo: dict[Any, Any], memo_key: Any = None) -> float:
@@ -408,31 +345,31 @@ class Engine:
             _log.exception('check compare %r raised; candidate skipped', check.compare)
             return 0.0
 
-    def _hit(self, run: _Run, leaf: Node, replayed: list[Node]) -> bool:
-        traj = self._store.trajectory_ending_at(leaf.id)
-        if traj is not None:
-            self._store.note_replay(trajectory_id=traj.id)
+    def _hit(self, run: _Run, result: WalkResult) -> bool:
+        if result.trajectory_id:
+            self._store.note_replay(trajectory_id=result.trajectory_id)
         self._store.note_outcome(task=run.task, hit=True)
         self._count('hits')
-        _log.info('task %s: cache hit, %d steps replayed', run.task, len(replayed))
+        _log.info('task %s: cache hit, %d steps replayed', run.task, result.steps_replayed)
         return True
 
     def _handoff(self, run: _Run, args: tuple[Any, ...], kwargs: dict[str, Any],
-                 parent: Node | None, replayed: list[Node], reason: str) -> bool:
-        index = len(replayed)
+                 stopped: Resume) -> bool:
+        index = stopped.step
+        reason = stopped.reason
         self._count('misses')
-        if replayed:
+        if stopped.replayed:
             self._count('handoffs')
         _log.info('task %s: handing off to the agent at step %d: %s', run.task, index, reason)
         try:
             params_json = json.dumps(run.params or {}, sort_keys=True, default=repr)
             run.recording = self._store.begin(
                 task=run.task, variant='', params_json=params_json,
-                parent=None if parent is None else parent.id)
+                parent=stopped.last_node)
         except StoreError:
             self._count('record_errors')
             _log.exception('cannot start a recording; the agent runs unrecorded')
-        resume = Resume(index, reason, tuple(n.step.tool for n in replayed)) if index else None
+        resume = stopped if index else None
         try:
             with self.metrics.measure('agent'):
                 if self._resumable:
@@ -460,3 +397,104 @@ class Engine:
         except StoreError:
             self._count('record_errors')
             _log.exception('cannot store what the agent did for task %s', run.task)
+
+
+class _EngineSide:
+    """
+    The engine's side of one walk: judge with user checks, execute Python tools.
+
+    Implements the :mod:`.walk` protocols (``Judge``, ``Executor``, ``Reporter``).
+    """
+
+    def __init__(self, engine: Engine, run: _Run) -> None:
+        self._engine = engine
+        self._run = run
+        self._calls: dict[int, tuple[Tool, tuple[Any, ...], dict[str, Any]]] = {}
+
+    def prepare(self, reporter: Any) -> None:
+        """Nothing to wait for: user checks capture on demand."""
+
+    def pick(self, candidates: Sequence[Node], step: int) -> Verdict:
+        """Return the candidates whose pre-check passes, with distance = -similarity."""
+        engine = self._engine
+        passing: list[tuple[Node, float]] = []
+        memo: dict[Any, Any] = {}
+        for node in candidates:
+            recorded = node.step
+            tool = engine._registry.get(recorded.tool, recorded.type_name)
+            if tool is None or recorded.kind is not ToolKind.FUNCTION or \
+                    recorded.status is not StepStatus.SUCCEEDED:
+                continue
+            try:
+                call_args, call_kwargs = engine._spec(recorded.payload).resolve(self._run.params)
+            except MissingParamError:
+                continue
+            except Exception:  # noqa: BLE001 - a payload this code cannot read
+                _log.exception('cannot decode the arguments of node %d', node.id)
+                continue
+            if tool.is_method:
+                call_args = (engine._context, *call_args)
+            if tool.pre_check is None:
+                if recorded.pre is not None:
+                    continue
+                similarity = 1.0
+            else:
+                if recorded.pre is None:
+                    continue
+                similarity = engine._similarity(tool.pre_check, call_args, call_kwargs,
+                                                recorded.pre.user, memo,
+                                                (tool.name, recorded.payload))
+                if similarity <= 0.0:
+                    continue
+            self._calls[node.id] = (tool, call_args, call_kwargs)
+            passing.append((node, -similarity))
+        if passing:
+            return Verdict(passing)
+        if candidates:
+            return Verdict((), Miss(FailureKind.PRE_CHECK,
+                                    f'no recorded step passed its pre-check at step {step}'))
+        return Verdict((), Miss(FailureKind.NO_CANDIDATE, 'no cached trajectory' if step == 0
+                                else f'nothing learned after step {step - 1}'))
+
+    def execute(self, node: Node, step: int, cancel: Any) -> _Ran:
+        """Call the tool with the recorded arguments; a raise is a failed step."""
+        engine = self._engine
+        tool, call_args, call_kwargs = self._calls[node.id]
+        self._run.in_tool += 1
+        try:
+            tool.func(*call_args, **call_kwargs)
+        except Exception as err:
+            engine._count('tool_errors')
+            _log.exception('replayed step %d (%s) raised; handing off', step, tool.name)
+            return _Ran(StepStatus.FAILED, time.monotonic(), f'raised {err!r}')
+        finally:
+            self._run.in_tool -= 1
+        engine._count('steps_replayed')
+        return _Ran(StepStatus.SUCCEEDED, time.monotonic())
+
+    def post_check(self, node: Node, step: int, ended: float) -> Miss | None:
+        """Capture the post-check now and compare it with the recorded one."""
+        tool, call_args, call_kwargs = self._calls[node.id]
+        if tool.post_check is None or node.step.post is None:
+            return None
+        if self._engine._similarity(tool.post_check, call_args, call_kwargs,
+                                    node.step.post.user, {}) > 0.0:
+            return None
+        return Miss(FailureKind.POST_CHECK, f'post-check failed after step {step}')
+
+    def event(self, *, kind: StepEvent, step: int, trajectory_id: int = 0, detail: str = '',
+              failure: Any = None) -> None:
+        """Log what the node would publish as an event."""
+        _log.debug('task %s: %s: %s', self._run.task, kind.value, detail)
+
+    def progress(self, *, step: int, total: int, detail: str) -> None:
+        """Nothing to report: the engine has no feedback channel."""
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """How a replayed Python call ended (the walk's ``Outcome``)."""
+
+    status: StepStatus
+    ended: float
+    detail: str = ''

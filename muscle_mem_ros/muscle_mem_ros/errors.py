@@ -3,22 +3,26 @@ Errors raised by muscle_mem_ros.
 
 One base class, :class:`MuscleMemError`, so a caller can catch everything the
 package raises on purpose. Bad arguments still raise the built-in
-``ValueError`` / ``TypeError``.
+``ValueError`` / ``TypeError``; an error that is also one of those (a missing
+task parameter is a ``KeyError``, an unsafe value a ``TypeError``) derives
+from both, so code catching the built-in keeps working.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    'CheckError',
     'ConfigError',
+    'MissingParamError',
     'MuscleMemError',
-    'ReplayError',
+    'RecordingBusyError',
     'StoreAccessError',
     'StoreCorruptError',
     'StoreError',
     'StorePickleError',
     'StoreVersionError',
+    'TypeResolutionError',
     'UnknownTrajectoryError',
+    'UnsafeValueError',
 ]
 
 
@@ -72,9 +76,17 @@ class ConfigError(MuscleMemError):
     """Bad configuration; the message names the offending parameter."""
 
 
-class CheckError(MuscleMemError):
-    """A user check's capture or compare raised; the candidate is not replayed."""
+class UnsafeValueError(MuscleMemError, TypeError):
+    """A value is not JSON data or a NumPy array, and pickling was not allowed."""
 
 
-class ReplayError(MuscleMemError):
-    """A replay could not continue (a tool raised, or a post-check failed)."""
+class MissingParamError(MuscleMemError, KeyError):
+    """A recorded call refers to a task parameter the current run does not have."""
+
+
+class RecordingBusyError(MuscleMemError, RuntimeError):
+    """A recording is already active."""
+
+
+class TypeResolutionError(MuscleMemError, ValueError):
+    """A type name or a field path does not resolve; the message says why."""

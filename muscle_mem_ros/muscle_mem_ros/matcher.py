@@ -25,11 +25,13 @@ from .bulk import gc_paused
 from .candidates import CandidateIndex, IndexBuilder
 from .checks import ToleranceCheck
 from .records import CheckFailure, CheckResult, Node, Snapshot
+from .resume import FailureKind
+from .walk import rank_key
 
 __all__ = ['Matcher', 'Selection']
 
-_NO_PRE = CheckResult(
-    False, math.inf, (CheckFailure('', math.inf, 0.0, math.inf, 'no pre-check'),))
+_NO_PRE = CheckResult(False, math.inf, (
+    CheckFailure('', math.inf, 0.0, math.inf, 'no pre-check', FailureKind.UNCHECKED),))
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class Matcher:
         self._cache: OrderedDict[Hashable, CandidateIndex] = OrderedDict()
         self._families: OrderedDict[Hashable, CandidateIndex] = OrderedDict()
         self._lock = threading.Lock()
-        self._builder = IndexBuilder(sensors=check._compiled, kdtree_min=kdtree_min)
+        self._builder = IndexBuilder(sensors=check.compiled, kdtree_min=kdtree_min)
 
     def select(
         self,
@@ -97,7 +99,8 @@ class Matcher:
         """
         Return the best passing candidate and the closest failing ones.
 
-        Ranking among passing candidates: lowest score, then highest
+        Ranking among passing candidates: the walk's (:func:`~.walk.rank_key`),
+        with the score as the distance: lowest score, then highest
         ``success_count``, then latest ``last_used``, then lowest id.
 
         :param candidates: Children of one tree node. A store's ``children()``
@@ -176,7 +179,7 @@ class Matcher:
         current: list[tuple[np.ndarray | None, str | None]],
     ) -> tuple[np.ndarray, bool]:
         """Score all candidates; returns (scores, whether the KD-tree produced them)."""
-        sensors = self.check._compiled
+        sensors = self.check.compiled
         usable = all(
             x is not None and column is not None and column.k == x.shape[0]
             for (x, _), column in zip(current, block.columns, strict=True))
@@ -201,7 +204,7 @@ class Matcher:
         block: CandidateIndex,
         current: list[tuple[np.ndarray | None, str | None]],
     ) -> np.ndarray:
-        sensors = self.check._compiled
+        sensors = self.check.compiled
         x_n = np.concatenate([x / s.safe_tol for s, (x, _) in zip(sensors, current, strict=True)])
         assert block.tree is not None and block.tree_rows is not None
         hits = block.tree.query_ball_point(x_n, r=1.0 + 1e-9, p=math.inf, return_sorted=False)
@@ -225,7 +228,7 @@ class Matcher:
     ) -> np.ndarray:
         """Exactly score a few rows with the dense kernels."""
         out = np.zeros(rows.size, dtype=np.float64)
-        sensors = self.check._compiled
+        sensors = self.check.compiled
         for sensor, (x, _), column in zip(sensors, current, block.columns, strict=True):
             if column is None:
                 continue
@@ -253,10 +256,8 @@ class Matcher:
         tied = passing[scores[passing] == best_score]
         best_row = int(tied[0])
         if tied.size > 1:
-            def key(row: int) -> tuple[int, float, int]:
-                node = candidates[row]
-                return (-node.success_count, -node.last_used, node.id)
-            best_row = min((int(r) for r in tied), key=key)
+            best_row = min((int(r) for r in tied),
+                           key=lambda row: rank_key(candidates[row], float(best_score)))
         return best_row
 
     def _result(self, node: Node, current: list) -> CheckResult:
@@ -300,7 +301,7 @@ class Matcher:
     ) -> np.ndarray:
         """Find the closest failing rows with a k-nearest query instead of a full pass."""
         assert block.tree is not None and block.tree_rows is not None
-        sensors = self.check._compiled
+        sensors = self.check.compiled
         x_n = np.concatenate([x / s.safe_tol for s, (x, _) in zip(sensors, current, strict=True)])
         k = min(k, block.tree_rows.size)
         _, idx = block.tree.query(x_n, k=k, p=math.inf)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import json
 from typing import Any
 
-from .errors import StoreCorruptError
+from .errors import MissingParamError, StoreCorruptError
 from .store.values import Blobs, pack, read_container, unpack, write_container
 
 __all__ = ['Arg', 'CALL_MAGIC', 'CallSpec', 'infer', 'MissingParamError']
@@ -29,10 +29,6 @@ __all__ = ['Arg', 'CALL_MAGIC', 'CallSpec', 'infer', 'MissingParamError']
 
 CALL_MAGIC = b'MMC1'
 """First bytes of a stored Python call."""
-
-
-class MissingParamError(KeyError):
-    """A recorded call refers to a task parameter the current run does not have."""
 
 
 @dataclass(frozen=True)

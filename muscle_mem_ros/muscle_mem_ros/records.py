@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .resume import FailureKind
+
 __all__ = [
     'CheckFailure',
     'CheckResult',
@@ -209,6 +211,8 @@ class CheckFailure:
     :ivar tolerance: The tolerance it was compared against (largest element).
     :ivar score: Deviation over tolerance (1.0 = at the tolerance).
     :ivar reason: Short human text: 'out of tolerance', 'stale (0.8 s old)', 'missing'.
+    :ivar kind: The same as a kind (compare this, not the text): OUT_OF_TOLERANCE,
+        STALE, MISSING (also: not comparable) or UNCHECKED (no pre-check recorded).
     """
 
     sensor: str
@@ -216,6 +220,7 @@ class CheckFailure:
     tolerance: float
     score: float
     reason: str
+    kind: FailureKind = FailureKind.MISSING
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,10 @@
 """
+Where a replay stopped and why: :class:`FailureKind` and the one :class:`Resume` record.
+
+The walk (:mod:`.walk`) ends every replay that did not finish with a
+:class:`Resume`; the engine passes it to resume-capable agents, the node turns
+it into the ExecuteTask goal it sends its agent (``ros/convert.py``).
+
 The opt-in resume protocol between the engine and an agent.
 
 An agent declares that it can continue a task from the middle in one of two
@@ -15,10 +21,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 import inspect
 from typing import Any
 
-__all__ = ['accepts_resume', 'Resume']
+__all__ = ['accepts_resume', 'FailureKind', 'Resume']
+
+
+class FailureKind(Enum):
+    """Why a replay (or one check of it) stopped; the reason text beside it is for people."""
+
+    NO_CANDIDATE = 'no_candidate'
+    """Nothing learned at this point of the tree (or nothing this front end can replay)."""
+    PRE_CHECK = 'pre_check'
+    """Learned steps exist but none passed its pre-check."""
+    POST_CHECK = 'post_check'
+    """A replayed step's post-check failed and no learned child of that step passed."""
+    OUT_OF_TOLERANCE = 'out_of_tolerance'
+    """A sensor reading deviates from the recorded one by more than its tolerance."""
+    STALE = 'stale'
+    """A sensor reading is older than ``max_age``, or no data came after the step."""
+    MISSING = 'missing'
+    """A sensor reading is missing, or cannot be compared (shape, type, unusable)."""
+    UNCHECKED = 'unchecked'
+    """The step was recorded without a pre-check and blind replay is not allowed."""
+    STEP_FAILED = 'step_failed'
+    """A replayed step failed: the tool raised, or its server aborted, rejected, timed out."""
+    CANCELED = 'canceled'
+    """The caller canceled the replay (the in-flight step was canceled too)."""
 
 
 @dataclass(frozen=True)
@@ -30,11 +60,22 @@ class Resume:
     :ivar reason: Why the replay stopped, e.g. 'no recorded step passed its
         pre-check at step 2'.
     :ivar replayed: Names of the tools replayed in this run, in order.
+    :ivar kind: Why, as a kind; None when nothing failed (a run that starts
+        with the agent on purpose, e.g. ``record_only``).
+    :ivar last_node: Id of the last replayed node (the parent of what the agent
+        records), None when nothing was replayed.
     """
 
     step: int
     reason: str
     replayed: tuple[str, ...] = ()
+    kind: FailureKind | None = None
+    last_node: int | None = None
+
+    @property
+    def steps_done(self) -> int:
+        """Return how many steps the cache executed before this point."""
+        return len(self.replayed)
 
 
 def accepts_resume(agent: Callable[..., Any]) -> bool:

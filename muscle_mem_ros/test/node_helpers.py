@@ -2,7 +2,7 @@
 Real ROS test doubles for the behavior-cache node tests.
 
 * :class:`FakeRobot`: publishes a 3-joint ``JointState`` and an object
-  ``PoseStamped`` at 50 Hz, serves ``muscle_mem_interfaces/action/FollowJointTrajectory``
+  ``PoseStamped`` at 50 Hz, serves ``muscle_mem_demo_interfaces/action/FollowJointTrajectory``
   (moves the joints to the last waypoint at once, or slowly when asked),
   ``test_msgs/action/Fibonacci`` and a ``std_srvs/srv/SetBool`` gripper. It logs
   every goal's CDR bytes, can abort the next goal, and can "bump" the object
@@ -35,10 +35,12 @@ import uuid
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.ros.action_client import ActionClient
 import rclpy
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
@@ -118,7 +120,7 @@ def params(names: Names, *, store: Path, **overrides: Any) -> dict[str, Any]:
         },
         'actions': {
             'arm': {'server': names.arm,
-                    'type': 'muscle_mem_interfaces/action/FollowJointTrajectory'},
+                    'type': 'muscle_mem_demo_interfaces/action/FollowJointTrajectory'},
             'fib': {'server': names.fib, 'type': 'test_msgs/action/Fibonacci'},
         },
         'services': {
@@ -319,7 +321,7 @@ class FakeRobot(Node):
                     return result
                 feedback = FollowJointTrajectory.Feedback(joint_names=JOINT_NAMES)
                 with self._lock:
-                    feedback.actual = list(self.joints)
+                    feedback.actual.positions = list(self.joints)
                 goal_handle.publish_feedback(feedback)
                 time.sleep(0.02)
             points = goal.trajectory.points

@@ -162,3 +162,26 @@ def test_check_keeps_callbacks_positionally_and_by_keyword():
 ])
 def test_user_compare_results_become_similarities(value, similarity):
     assert user_similarity(value) == pytest.approx(similarity)
+
+
+def test_failures_carry_their_kind_beside_the_text():
+    from muscle_mem_ros import FailureKind, Matcher, Node, Step, ToolKind
+
+    check = ToleranceCheck(sensors=[SensorSpec('q', (0.1,), max_age=0.5)])
+    recorded = snap(q=(0.0,))
+    far = check.evaluate(recorded, snap(t=1.0, stamps={'q': 1.0}, q=(1.0,)))
+    stale = check.evaluate(recorded, snap(t=9.0, stamps={'q': 1.0}, q=(0.0,)))
+    missing = check.evaluate(recorded, snap(t=1.0))
+    assert far.failures[0].kind is FailureKind.OUT_OF_TOLERANCE
+    assert stale.failures[0].kind is FailureKind.STALE
+    assert missing.failures[0].kind is FailureKind.MISSING
+    blind = Node(1, None, 0, Step(tool='t', kind=ToolKind.FUNCTION, type_name='', payload=b''))
+    selection = Matcher(check=check, rejected_on_hit=True).select([blind], recorded)
+    assert selection.rejected[0][1].failures[0].kind is FailureKind.UNCHECKED
+
+
+def test_the_compiled_form_is_public():
+    check = ToleranceCheck(sensors=[SensorSpec('q', (0.0, 0.2))])
+    (sensor,) = check.compiled
+    assert sensor.spec is check.sensors[0]
+    assert sensor.tol.tolist() == [0.0, 0.2] and sensor.safe_tol.tolist() == [1.0, 0.2]

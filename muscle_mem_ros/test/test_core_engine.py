@@ -538,3 +538,41 @@ def test_metrics_count_phases_when_enabled():
     assert report['capture']['count'] == 1 and report['compare']['count'] == 1
     engine.metrics.reset()
     assert engine.metrics.report() == {}
+
+
+def test_learned_recovery_after_a_failed_post_check_replays():
+    engine = Engine()
+    world = {'x': 0, 'slip': False}
+
+    def position(*args):
+        return world['x']
+
+    def same(now, then):
+        return now == then
+
+    @engine.function(post_check=Check(position, same))
+    def push():
+        world['x'] += 0 if world['slip'] else 1
+
+    @engine.function(pre_check=Check(position, same))
+    def fix():
+        world['x'] = 1
+
+    resumes = []
+
+    def agent(*, resume=None):
+        resumes.append(resume)
+        if resume is None:
+            push()
+        if world['x'] != 1:
+            fix()
+
+    engine.set_agent(agent)
+    assert not engine()  # learns [push]
+    world.update(x=0, slip=True)
+    assert not engine()  # push slips: its post-check fails, nothing learned after it
+    assert resumes[-1].step == 1 and 'post-check failed after step 0' in resumes[-1].reason
+    world.update(x=0, slip=True)
+    calls = len(resumes)
+    assert engine()  # push slips again, and the recovery the agent taught replays
+    assert world['x'] == 1 and len(resumes) == calls

@@ -13,10 +13,12 @@ pass there:
   D100-D107, D203, D212 and D404, called the way ament_pep257 calls it.
 
 Files: every ``*.py`` under the package folder (as ament_flake8 checks it from the package
-folder) and under ``bench/``, skipping folders whose name starts with ``.`` or ``_`` (as both
-ament linters do) and folders holding an ``AMENT_IGNORE`` file (as ament_flake8 does; the
-ament_pep257 test below passes them as ``--exclude``). ``test/core_examples/`` holds one: its
-files are muscle-mem's own examples, kept verbatim to show they run unchanged.
+folder), under the demo package's folder (``muscle_mem_demo/``, when it sits beside this one
+in the source tree) and under ``bench/``, skipping folders whose name starts with ``.`` or
+``_`` (as both ament linters do) and folders holding an ``AMENT_IGNORE`` file (as
+ament_flake8 does; the ament_pep257 test below passes them as ``--exclude``).
+``test/core_examples/`` holds one: its files are muscle-mem's own examples, kept verbatim to
+show they run unchanged.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1]
 REPO = PACKAGE.parent
+DEMO = REPO / 'muscle_mem_demo'
 FLAKE8_CONFIG = Path(__file__).with_name('ament_flake8.ini')
 # ament_pep257's 'ament' convention is every pydocstyle code but these.
 AMENT_PEP257_IGNORE = frozenset({
@@ -64,19 +67,29 @@ def _python_files(*roots: Path) -> list[Path]:
     return sorted(found)
 
 
+def _roots() -> list[Path]:
+    """Return the folders linted: this package, the demo package beside it, bench/."""
+    return [PACKAGE, *([DEMO] if DEMO.is_dir() else []), REPO / 'bench']
+
+
 def test_file_selection_skips_the_verbatim_examples():
-    files = _python_files(PACKAGE, REPO / 'bench')
+    files = _python_files(*_roots())
     examples = PACKAGE / 'test' / 'core_examples'
     assert _ignored_dirs(PACKAGE) == [examples]
     assert not [f for f in files if examples in f.parents]
-    for expected in (PACKAGE / 'setup.py', PACKAGE / 'launch' / 'sim_demo.launch.py',
+    for expected in (PACKAGE / 'setup.py', PACKAGE / 'launch' / 'behavior_cache.launch.py',
                      Path(__file__).resolve(), PACKAGE / 'muscle_mem_ros' / 'engine.py',
                      REPO / 'bench' / 'lookup.py'):
         assert expected in files
+    if DEMO.is_dir():
+        for expected in (DEMO / 'setup.py', DEMO / 'launch' / 'sim_demo.launch.py',
+                         DEMO / 'muscle_mem_demo' / 'robot_node.py',
+                         DEMO / 'test' / 'test_sim_story.py'):
+            assert expected in files
 
 
 def test_flake8_with_ament_settings():
-    files = _python_files(PACKAGE, REPO / 'bench')
+    files = _python_files(*_roots())
     proc = subprocess.run(
         [sys.executable, '-m', 'flake8', '--config', str(FLAKE8_CONFIG), *map(str, files)],
         capture_output=True, text=True, cwd=REPO)
@@ -91,7 +104,7 @@ def test_pep257_with_ament_settings():
 
     select = sorted(set(ErrorRegistry.get_error_codes()) - AMENT_PEP257_IGNORE)
     assert 'D213' in select and 'D407' in select and 'D212' not in select
-    files = _python_files(PACKAGE, REPO / 'bench')
+    files = _python_files(*_roots())
     # As ament_pep257 calls it: no property decorators, so properties need imperative
     # summaries too ("Return the store.").
     errors = [str(error) for error in check(map(str, files), select=select,

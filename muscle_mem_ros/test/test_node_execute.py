@@ -9,7 +9,7 @@ are independent; the robot is reset before each test.
 from __future__ import annotations
 
 from action_msgs.msg import GoalStatus
-from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import ListTasks
 from muscle_mem_ros.ros.cdr import canonical_cdr
@@ -181,6 +181,21 @@ def test_divergence_hands_off_learns_branch_then_replays_it(world):
     listing = h.call(ListTasks, 'list_tasks', task='pick_d', with_steps=False)
     assert len(listing.trajectories) == 2
     assert sorted(t.step_count for t in listing.trajectories) == [4, 4]
+
+
+def test_a_failed_post_check_on_the_last_step_is_not_a_hit(world):
+    h = world
+    learn(h, 'pick_last')
+    bumped = (OBJECT_HOME[0] + 0.2, OBJECT_HOME[1] - 0.1, OBJECT_HOME[2])
+    h.robot.bump_after = (4, bumped)  # the object moves when the last step (count) ends
+    calls = len(h.agent.calls)
+    run = h.run_task('pick_last')
+    assert run.result.success and not run.result.cache_hit, run.result.message
+    assert run.result.steps_replayed == 4
+    assert len(h.agent.calls) == calls + 1
+    call = h.agent.calls[-1]
+    assert (call.resume_from_step, call.steps_done) == (4, 4)
+    assert 'post-check failed at step 3' in call.resume_reason
 
 
 def test_stale_sensor_never_replays(world):

@@ -8,7 +8,9 @@ import subprocess
 import sys
 
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_interfaces.action import ExecuteTask, FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.msg import JointTolerance
+from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.ros.introspection import (
     canonical_type_name,
@@ -31,7 +33,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
     ('sensor_msgs/msg/JointState', 'msg', JointState),
     ('sensor_msgs/JointState', 'msg', JointState),
     ('test_msgs/action/Fibonacci', 'action', Fibonacci),
-    ('muscle_mem_interfaces/action/FollowJointTrajectory', 'action', FollowJointTrajectory),
+    ('muscle_mem_demo_interfaces/action/FollowJointTrajectory', 'action', FollowJointTrajectory),
     ('std_srvs/srv/SetBool', 'srv', SetBool),
 ])
 def test_resolve_type(name, kind, expected):
@@ -144,18 +146,20 @@ def test_encode_string_is_stable_and_exact():
 
 
 def test_message_to_json_is_strict_json():
-    goal = FollowJointTrajectory.Goal(goal_tolerance=float('nan'))
+    goal = FollowJointTrajectory.Goal(
+        goal_tolerance=[JointTolerance(name='j1', position=float('nan'))])
     goal.trajectory.joint_names = ['j1']
     goal.trajectory.points = [JointTrajectoryPoint(positions=[0.25])]
     data = json.loads(message_to_json(goal))
     assert data['trajectory']['joint_names'] == ['j1']
     assert data['trajectory']['points'][0]['positions'] == [0.25]
-    assert data['goal_tolerance'] == 'nan'
+    assert data['goal_tolerance'][0]['position'] == 'nan'
     assert json.loads(message_to_json(Arrays()))['byte_values'] == [0, 0, 0]
 
 
 def sample_messages():
-    goal = FollowJointTrajectory.Goal(goal_tolerance=0.01)
+    goal = FollowJointTrajectory.Goal(
+        goal_tolerance=[JointTolerance(name=n, position=0.01) for n in ('shoulder', 'elbow')])
     goal.trajectory.joint_names = ['shoulder', 'elbow', 'wrist']
     goal.trajectory.points = [JointTrajectoryPoint(positions=[0.1, 0.2, 0.3])]
     return [

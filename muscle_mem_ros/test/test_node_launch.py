@@ -26,7 +26,8 @@ LAUNCH_FILE = Path(__file__).resolve().parents[1] / 'launch' / 'behavior_cache.l
 CONFIG = Path(__file__).resolve().parents[1] / 'config' / 'behavior_cache.yaml'
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / 'scripts' / 'setup.sh'
-COMMANDS = ('behavior_cache', 'sim_robot', 'demo_agent', 'sim_demo')
+COMMANDS = ('behavior_cache',)
+"""This package's console scripts (the demo's: muscle_mem_demo's test_sim_launch.py)."""
 
 
 def _importable(*modules: str) -> bool:
@@ -94,7 +95,8 @@ def _setup_environment(how: str) -> dict[str, str]:
                     'it here would build a second workspace inside the sources')
     env = dict(os.environ)
     env['PATH'] = os.pathsep.join(
-        p for p in env.get('PATH', '').split(os.pathsep) if not p.endswith('lib/muscle_mem_ros'))
+        p for p in env.get('PATH', '').split(os.pathsep)
+        if not p.endswith(('lib/muscle_mem_ros', 'lib/muscle_mem_demo')))
     if how == 'sourced ROS':
         env['ROS_DISTRO'] = env.get('ROS_DISTRO') or 'kilted'
     elif env.pop('ROS_DISTRO', None):

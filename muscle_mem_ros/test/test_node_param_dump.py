@@ -159,7 +159,7 @@ def runnable_here(path: Path, tmp_path: Path) -> Path:
         import control_msgs  # noqa: F401
     except ImportError:
         text = text.replace('control_msgs/action/FollowJointTrajectory',
-                            'muscle_mem_interfaces/action/FollowJointTrajectory')
+                            'muscle_mem_demo_interfaces/action/FollowJointTrajectory')
         text = text.replace('control_msgs/action/GripperCommand', 'test_msgs/action/Fibonacci')
     copy = tmp_path / path.name
     copy.write_text(text)

@@ -6,13 +6,17 @@ Nothing is recorded unless a task or a manual recording is active.
 
 from __future__ import annotations
 
+import uuid
+
 from action_msgs.msg import GoalStatus
-from muscle_mem_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import ListTasks
 from muscle_mem_ros.ros.action_client import ActionClient as FixedActionClient
 from node_helpers import Harness, JOINT_NAMES, wait_feedback, wait_until
 import pytest
+import rclpy
 from rclpy.action import ActionClient
+from rclpy.node import Node
 from std_srvs.srv import SetBool
 from test_msgs.action import Fibonacci
 from trajectory_msgs.msg import JointTrajectoryPoint
@@ -41,8 +45,8 @@ def arm_goal(positions):
     return goal
 
 
-def proxy_client(h: Harness, action_type, server: str) -> ActionClient:
-    client = ActionClient(h.client, action_type, h.names.proxy(server))
+def proxy_client(h: Harness, action_type, server: str) -> FixedActionClient:
+    client = FixedActionClient(h.client, action_type, h.names.proxy(server))
     assert client.wait_for_server(timeout_sec=15.0)
     return client
 
@@ -127,6 +131,49 @@ def test_action_client_keeps_no_future_per_goal(world):
         assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
         assert len(wrapped.result.sequence) == order + 1
     assert wait_until(lambda: len(client._futures) <= 1, timeout=5.0), len(client._futures)
+
+
+@pytest.mark.parametrize('client_type', [FixedActionClient, ActionClient],
+                         ids=['project', 'rclpy'])
+def test_action_client_can_be_created_while_its_node_spins(client_type):
+    """
+    Check that a client registered with a spinning node is usable at once.
+
+    rclpy 9.1.2 registers a new ActionClient with its node before it creates
+    the client's lock; an executor thread that wakes in between calls the
+    client's ``add_to_wait_set`` and dies with AttributeError. The node here
+    does what that executor thread does, right at registration, so the window
+    is hit every time: the project's client survives it, rclpy's does not
+    (the second case pins that the fault is real, so the first one means
+    something; it fails once rclpy is fixed, and can then go).
+    """
+    seen = []
+
+    class EagerNode(Node):
+
+        def add_waitable(self, waitable):
+            super().add_waitable(waitable)
+            if not isinstance(waitable, ActionClient):
+                return
+            try:
+                waitable.get_num_entities()
+                seen.append('ok')
+            except AttributeError as err:
+                seen.append(str(err))
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = EagerNode(f'eager_{uuid.uuid4().hex[:8]}', context=context)
+        client = client_type(node, Fibonacci, 'fib_nobody')
+        client.destroy()
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+    if client_type is FixedActionClient:
+        assert seen == ['ok']
+    else:
+        assert len(seen) == 1 and '_lock' in seen[0]
 
 
 def test_goal_without_result_within_step_timeout_is_aborted_and_canceled(world):

@@ -23,9 +23,9 @@ import time
 from action_msgs.msg import GoalStatus
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
+from muscle_mem_ros.ros.action_client import ActionClient
 from node_helpers import Harness, wait_until
 import pytest
-from rclpy.action import ActionClient
 from test_msgs.action import Fibonacci
 
 HERE = Path(__file__).resolve().parent

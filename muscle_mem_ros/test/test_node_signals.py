@@ -23,28 +23,24 @@ import yaml
 
 READY = {
     'behavior_cache': 'behavior cache ready',
-    'sim_robot': 'sim robot up',
-    'demo_agent': 'demo agent up',
 }
+"""Each executable and what it logs when it is up (the demo's are in muscle_mem_demo's tests)."""
 FORBIDDEN = ('Traceback', 'KeyboardInterrupt', 'context is invalid')
 
 
 def command(executable: str, tmp: Path) -> list[str]:
     """Return the executable's command line (``python -m`` of its console script's main)."""
+    assert executable == 'behavior_cache'
     namespace = f'/t{uuid.uuid4().hex[:8]}'
-    if executable == 'behavior_cache':
-        params = tmp / 'params.yaml'
-        params.write_text(yaml.safe_dump({'/**': {'ros__parameters': {
-            'store_path': str(tmp / 'cache.db'),
-            'sensors': {'joints': {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
-                                   'fields': ['position'], 'tolerance': [0.01]}},
-            'actions': {'fib': {'server': 'fibonacci', 'type': 'test_msgs/action/Fibonacci'}},
-        }}}))
-        return [sys.executable, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
-                '-r', f'__ns:={namespace}', '--params-file', str(params)]
-    module = {'sim_robot': 'muscle_mem_ros.sim.robot_node',
-              'demo_agent': 'muscle_mem_ros.sim.agent_node'}[executable]
-    return [sys.executable, '-m', module, '--ros-args', '-r', f'__ns:={namespace}']
+    params = tmp / 'params.yaml'
+    params.write_text(yaml.safe_dump({'/**': {'ros__parameters': {
+        'store_path': str(tmp / 'cache.db'),
+        'sensors': {'joints': {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
+                               'fields': ['position'], 'tolerance': [0.01]}},
+        'actions': {'fib': {'server': 'fibonacci', 'type': 'test_msgs/action/Fibonacci'}},
+    }}}))
+    return [sys.executable, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+            '-r', f'__ns:={namespace}', '--params-file', str(params)]
 
 
 def signal_group(process: subprocess.Popen, sig: int) -> None:

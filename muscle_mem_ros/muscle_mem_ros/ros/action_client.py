@@ -14,6 +14,14 @@ long-running node.
 :class:`ActionClient` drops the orphaned future right after the goal is sent.
 It uses only ``add_future``/``remove_future``, the public ``Waitable`` hooks,
 so on an rclpy without the bug it finds nothing to drop and changes nothing.
+
+A second fault of the same release: ``ActionClient.__init__`` registers the
+client with its node (``add_waitable``) before it creates ``self._lock``. A
+node already spinning in another thread wakes up, calls the new client's
+``add_to_wait_set``, and dies with ``AttributeError: ... no attribute
+'_lock'``: that executor thread is gone and every later answer to the node
+times out. :class:`ActionClient` makes its lock before registering and keeps
+that one lock, so a client can be created while its node spins.
 """
 
 from __future__ import annotations
@@ -31,7 +39,17 @@ class ActionClient(_RclpyActionClient):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._sending = threading.local()
+        self._early_lock = threading.Lock()
         super().__init__(*args, **kwargs)
+
+    @property
+    def _lock(self) -> threading.Lock:
+        """Return the client's lock, made before the client was registered with its node."""
+        return self._early_lock
+
+    @_lock.setter
+    def _lock(self, value: threading.Lock) -> None:
+        """Keep the early lock: rclpy assigns a new one after registering the client."""
 
     def add_future(self, future: Any) -> None:
         """Register ``future`` with the executor; note it if a goal is being sent."""

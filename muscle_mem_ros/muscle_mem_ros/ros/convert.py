@@ -1,4 +1,4 @@
-"""Core records -> muscle_mem_interfaces messages, and task parameter parsing."""
+"""Core records <-> muscle_mem_interfaces messages, and task parameter parsing."""
 
 from __future__ import annotations
 
@@ -6,12 +6,16 @@ import json
 import math
 
 from builtin_interfaces.msg import Time
+from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import StepInfo, TaskInfo
 from muscle_mem_interfaces.msg import TrajectoryInfo as TrajectoryInfoMsg
 from muscle_mem_ros.records import Node, TaskStats, TrajectoryInfo
+from muscle_mem_ros.resume import Resume
 
 __all__ = [
     'canonical_params',
+    'resume_goal',
+    'resume_of',
     'step_info',
     'task_info',
     'time_msg',
@@ -83,3 +87,32 @@ def task_info(stats: TaskStats) -> TaskInfo:
         misses=stats.misses,
         last_used=time_msg(stats.last_used),
     )
+
+
+def resume_goal(*, task: str, params_json: str, resume: Resume) -> ExecuteTask.Goal:
+    """
+    Build the ExecuteTask goal that hands a task to the agent at ``resume``.
+
+    :param task: The task name.
+    :param params_json: The task's params, as the caller sent them.
+    :param resume: Where the replay stopped (the walk's record).
+    :return: A goal with ``resume_from_step``, ``resume_reason`` and ``steps_done``.
+    """
+    return ExecuteTask.Goal(task=task, params_json=params_json, resume_from_step=resume.step,
+                            resume_reason=resume.reason, steps_done=resume.steps_done)
+
+
+def resume_of(goal: ExecuteTask.Goal) -> Resume | None:
+    """
+    Read the resume point of an ExecuteTask goal (what an agent node receives).
+
+    The goal carries the number of steps done, not their tools: ``replayed``
+    holds that many empty names.
+
+    :param goal: The goal.
+    :return: The resume record, or None when the task starts from the beginning.
+    """
+    step = max(0, int(goal.resume_from_step))
+    if step == 0 and not goal.steps_done:
+        return None
+    return Resume(step, goal.resume_reason, ('',) * max(0, int(goal.steps_done)))

@@ -26,6 +26,7 @@ from pathlib import Path
 import re
 from typing import Any
 
+from muscle_mem_ros.errors import TypeResolutionError
 from rclpy.type_support import check_for_type_support
 
 __all__ = [
@@ -56,10 +57,6 @@ _TYPE_RE = re.compile(r'^[A-Z][A-Za-z0-9]*$')
 """An interface name: UpperCamelCase letters and digits (rosidl's rule)."""
 _PARTS = {'srv': ('Request', 'Response'), 'action': ('Goal', 'Result', 'Feedback')}
 """The generated message classes a service or action class carries."""
-
-
-class TypeResolutionError(ValueError):
-    """A type name or a field path does not resolve; the message says why."""
 
 
 def resolve_type(name: str, *, kind: str) -> type:

@@ -15,15 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import threading
 
-from muscle_mem_ros.errors import MuscleMemError, StoreError
+from muscle_mem_ros.errors import MuscleMemError, RecordingBusyError, StoreError
 from muscle_mem_ros.records import Step, TrajectoryInfo
 from muscle_mem_ros.store import Recording, Store
 
 __all__ = ['Recorder', 'RecordingBusyError', 'Session']
-
-
-class RecordingBusyError(RuntimeError):
-    """A recording is already active."""
 
 
 @dataclass(eq=False)

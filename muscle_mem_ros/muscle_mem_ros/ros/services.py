@@ -12,8 +12,8 @@ path is followed and its own params are used (the request's params must then
 be empty or equal). ``dry_run`` checks only whether the first step would
 replay now (its pre-check against the current sensors, and the server being
 available) and moves nothing; it answers the trajectory that first step is on
-(:mod:`.replay` says which, when several share it). With ``cache_mode`` off, Replay and
-StartRecording refuse (the cache is disabled). Forget with ``abandoned_recordings``
+(:mod:`muscle_mem_ros.walk` says which, when several share it). With ``cache_mode`` off,
+Replay and StartRecording refuse (the cache is disabled). Forget with ``abandoned_recordings``
 deletes the incomplete recordings of stopped processes (never one a live process is
 making) and touches nothing learned.
 """
@@ -29,29 +29,11 @@ from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.config import CacheMode
 from muscle_mem_ros.ros.convert import canonical_params, task_info, trajectory_info
 from muscle_mem_ros.ros.recorder import Recorder
-from muscle_mem_ros.ros.replay import Replayer, WalkOutcome
+from muscle_mem_ros.ros.replay import EventReporter, Replayer
 from muscle_mem_ros.ros.sync import CancelToken, TaskGuard
 from muscle_mem_ros.store import Store
 
 __all__ = ['CacheServices']
-
-
-class _ServiceReporter:
-    """Publish a Replay call's events; no feedback channel."""
-
-    def __init__(self, *, task: str, sink: Callable[..., None]) -> None:
-        self._task = task
-        self._sink = sink
-
-    def event(
-        self, *, kind: int, step: int, trajectory_id: int = 0, detail: str = '',
-        failure: CheckFailure | None = None,
-    ) -> None:
-        self._sink(kind=kind, task=self._task, step=step, trajectory_id=trajectory_id,
-                   detail=detail, failure=failure)
-
-    def progress(self, *, step: int, total: int, detail: str) -> None:
-        """Replay has no feedback channel; progress shows in the events."""
 
 
 def _fill_failure(response: Any, failure: CheckFailure | None) -> None:
@@ -144,7 +126,7 @@ class CacheServices:
         try:
             walk = self._replayer.walk(
                 task=task, variant=variant, path=path, cancel=token,
-                reporter=_ServiceReporter(task=task, sink=self._sink),
+                reporter=EventReporter(task=task, sink=self._sink),
             )
         except MuscleMemError as err:
             response.message = f'replay error: {err}'
@@ -153,15 +135,14 @@ class CacheServices:
             self.cancel = None
             self._guard.release()
         response.steps_executed = walk.steps_replayed
-        response.success = walk.outcome is WalkOutcome.COMPLETE
+        response.success = walk.complete
         if response.success:
             response.trajectory_id = walk.trajectory_id
-            response.message = f'replayed {walk.steps_replayed} steps' + (
-                f' ({walk.reason})' if walk.reason else '')
+            response.message = f'replayed {walk.steps_replayed} steps'
             self._sink(kind=CacheEvent.HIT, task=task, step=-1,
                        trajectory_id=walk.trajectory_id, detail=response.message)
             return response
-        response.failed_step = walk.failed_step if walk.failed_step >= 0 else walk.resume_step
+        response.failed_step = walk.failed_step if walk.failed_step >= 0 else walk.resume.step
         response.message = walk.reason
         _fill_failure(response, walk.failure)
         return response

@@ -5,12 +5,13 @@ One goal at a time. For a goal:
 
 1. Validate: a non-empty task name and a params JSON object; otherwise the goal
    is aborted with the reason (nothing stored, the node keeps running).
-2. ``learn`` and ``replay_only``: walk the tree (:mod:`.replay`). A full walk is
-   a cache hit (``HIT``; the agent is not called).
+2. ``learn`` and ``replay_only``: walk the tree (:mod:`muscle_mem_ros.walk`, through
+   :mod:`.replay`). A full walk is a cache hit (``HIT``; the agent is not called).
 3. Otherwise (a miss at the root, a diverged check at step k, a failed step)
    ``learn`` hands off: ``HANDOFF`` (and ``MISS`` when nothing was replayed),
    then an ExecuteTask goal to ``agent_action`` with ``resume_from_step``,
-   ``resume_reason`` and ``steps_done`` filled in. The agent's calls through the
+   ``resume_reason`` and ``steps_done`` filled in from the walk's ``Resume``
+   (``convert.resume_goal``). The agent's calls through the
    proxies are recorded under the last replayed node; when the agent succeeds
    they are committed (``BRANCH_LEARNED``), when it fails they are discarded.
    ``replay_only`` fails instead, with the reason. ``record_only`` skips the
@@ -37,12 +38,12 @@ from typing import Any
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
-from muscle_mem_ros.records import CheckFailure
+from muscle_mem_ros.resume import FailureKind, Resume
 from muscle_mem_ros.ros.config import CacheMode
-from muscle_mem_ros.ros.convert import canonical_params
+from muscle_mem_ros.ros.convert import canonical_params, resume_goal
 from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
-from muscle_mem_ros.ros.replay import Replayer, WalkOutcome, WalkResult
+from muscle_mem_ros.ros.replay import EventReporter, Replayer
 from muscle_mem_ros.ros.sync import cancel_when_accepted, CancelToken, wait_future
 from muscle_mem_ros.store import Store
 from rclpy.action import ActionClient
@@ -57,36 +58,23 @@ EventSink = Callable[..., None]
 """``sink(kind=, task=, step=, trajectory_id=, detail=, failure=)`` publishes a CacheEvent."""
 
 
+_FROM_START = Resume(0, '')
+"""The resume point of a task the agent does from the beginning on purpose (no walk)."""
+
+
+def _replay_feedback(goal_handle: Any, step: int, total: int, detail: str) -> None:
+    """Publish a walk's progress as ExecuteTask feedback in replay mode."""
+    goal_handle.publish_feedback(ExecuteTask.Feedback(
+        mode=ExecuteTask.Feedback.MODE_REPLAY, step=step, total=total, detail=detail,
+    ))
+
+
 def _end_canceled(goal_handle: Any) -> None:
     """End a goal stopped by a cancel: CANCELED if the client asked, else (shutdown) ABORTED."""
     if goal_handle.is_cancel_requested:
         goal_handle.canceled()
     else:
         goal_handle.abort()
-
-
-class _TaskReporter:
-    """Publish a walk's events for one task and its progress as feedback."""
-
-    def __init__(self, *, task: str, sink: EventSink, goal_handle: Any) -> None:
-        self._task = task
-        self._sink = sink
-        self._goal_handle = goal_handle
-
-    def event(
-        self, *, kind: int, step: int, trajectory_id: int = 0, detail: str = '',
-        failure: CheckFailure | None = None,
-    ) -> None:
-        self._sink(
-            kind=kind, task=self._task, step=step, trajectory_id=trajectory_id,
-            detail=detail, failure=failure,
-        )
-
-    def progress(self, *, step: int, total: int, detail: str) -> None:
-        if self._goal_handle is not None:
-            self._goal_handle.publish_feedback(ExecuteTask.Feedback(
-                mode=ExecuteTask.Feedback.MODE_REPLAY, step=step, total=total, detail=detail,
-            ))
 
 
 class TaskRunner:
@@ -141,27 +129,27 @@ class TaskRunner:
             return self._fail(goal_handle, result, task, f'bad goal: {err}')
         if mode is CacheMode.OFF:
             return self._handoff(
-                goal_handle, result, cancel=cancel, task=task, variant=variant, walk=None,
-                record=False,
+                goal_handle, result, cancel=cancel, task=task, variant=variant,
+                resume=_FROM_START, record=False,
             )
         walk = None
         if mode is not CacheMode.RECORD_ONLY:
-            reporter = _TaskReporter(task=task, sink=self._sink, goal_handle=goal_handle)
+            reporter = EventReporter(task=task, sink=self._sink,
+                                     feedback=partial(_replay_feedback, goal_handle))
             walk = self._replayer.walk(
                 task=task, variant=variant, reporter=reporter, cancel=cancel
             )
             self.steps_replayed_total += walk.steps_replayed
             result.steps_replayed = walk.steps_replayed
-            if walk.outcome is WalkOutcome.CANCELED:
+            if walk.kind is FailureKind.CANCELED:
                 _end_canceled(goal_handle)
-                result.message = f'canceled at step {walk.resume_step}'
+                result.message = f'canceled at step {walk.resume.step}'
                 return result
-            if walk.outcome is WalkOutcome.COMPLETE:
+            if walk.complete:
                 unsaved = walk.unsaved or self._count(task, hit=True)
                 self._sink(
                     kind=CacheEvent.HIT, task=task, step=-1, trajectory_id=walk.trajectory_id,
-                    detail=f'replayed {walk.steps_replayed} steps' + (
-                        f' ({walk.reason})' if walk.reason else ''),
+                    detail=f'replayed {walk.steps_replayed} steps',
                 )
                 goal_handle.succeed()
                 result.success = True
@@ -179,8 +167,8 @@ class TaskRunner:
                     f'replay_only: {walk.reason} (the agent is not called in replay_only mode)',
                 )
         return self._handoff(
-            goal_handle, result, cancel=cancel, task=task, variant=variant, walk=walk,
-            record=True,
+            goal_handle, result, cancel=cancel, task=task, variant=variant,
+            resume=walk.resume if walk is not None else _FROM_START, record=True,
         )
 
     def _count(self, task: str, *, hit: bool) -> str:
@@ -206,19 +194,16 @@ class TaskRunner:
 
     def _handoff(
         self, goal_handle: Any, result: Any, *, cancel: CancelToken, task: str, variant: str,
-        walk: WalkResult | None, record: bool,
+        resume: Resume, record: bool,
     ) -> Any:
         goal = goal_handle.request
-        resume = walk.resume_step if walk is not None else 0
-        done = walk.steps_replayed if walk is not None else 0
-        reason = walk.reason if walk is not None else ''
-        parent = walk.last_node if walk is not None else None
+        reason = resume.reason
         unsaved = ''
         if record:
             unsaved = self._count(task, hit=False)
-            if walk is not None and walk.steps_replayed == 0:
+            if resume.kind is not None and resume.steps_done == 0:
                 self._sink(kind=CacheEvent.MISS, task=task, step=-1, detail=reason)
-            self._sink(kind=CacheEvent.HANDOFF, task=task, step=resume, detail=reason or
+            self._sink(kind=CacheEvent.HANDOFF, task=task, step=resume.step, detail=reason or
                        'record_only: the agent performs the task')
         agent = self._agent
         if agent is None:
@@ -231,8 +216,7 @@ class TaskRunner:
         if record:
             try:
                 session = self._recorder.start(
-                    task=task, params_json=variant, parent=None if parent is None else parent.id,
-                    manual=False,
+                    task=task, params_json=variant, parent=resume.last_node, manual=False,
                 )
             except RecordingBusyError as err:
                 return self._fail(goal_handle, result, task, f'cannot record: {err}')
@@ -240,12 +224,8 @@ class TaskRunner:
                 unsaved = f"the agent's steps: {self._health.failed('the recording', err)}"
             else:
                 self._health.succeeded()
-        agent_goal = ExecuteTask.Goal(
-            task=task, params_json=goal.params_json, resume_from_step=resume,
-            resume_reason=reason, steps_done=done,
-        )
-        if not record:
-            agent_goal = goal
+        agent_goal = resume_goal(task=task, params_json=goal.params_json,
+                                 resume=resume) if record else goal
 
         def feedback(msg: Any) -> None:
             fb = msg.feedback
@@ -266,7 +246,7 @@ class TaskRunner:
             return self._fail(goal_handle, result, task, f'agent failed: {message}')
         result.success = True
         result.cache_hit = False
-        result.steps_replayed = done
+        result.steps_replayed = resume.steps_done
         result.message = agent_result.message or 'done by the agent'
         if session is None:
             result.steps_by_agent = agent_result.steps_by_agent
@@ -290,8 +270,9 @@ class TaskRunner:
         if info is not None:
             result.trajectory_id = info.id
             self._sink(
-                kind=CacheEvent.BRANCH_LEARNED, task=task, step=resume, trajectory_id=info.id,
-                detail=f'learned {result.steps_by_agent} steps from step {resume}',
+                kind=CacheEvent.BRANCH_LEARNED, task=task, step=resume.step,
+                trajectory_id=info.id,
+                detail=f'learned {result.steps_by_agent} steps from step {resume.step}',
             )
         goal_handle.succeed()
         return result

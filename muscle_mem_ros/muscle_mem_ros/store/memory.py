@@ -8,7 +8,8 @@ import itertools
 import threading
 import time
 
-from .base import check_step, NodeList, Recording, RecordingInfo, step_signature, Store
+from .base import check_step, NodeList, Recording, RecordingInfo, Store
+from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
 from ..records import Node, Step, TaskStats, TrajectoryInfo
 
@@ -219,51 +220,8 @@ class MemoryStore(Store):
     ) -> TrajectoryInfo:
         with self._lock:
             self._check_parent(task, variant, parent)
-            if not steps and parent is None:
-                raise ValueError('cannot commit an empty trajectory at the root')
-            now = time.time()
-            path: list[int] = []
-            if parent is not None:
-                cursor: int | None = parent
-                while cursor is not None:
-                    path.append(cursor)
-                    cursor = self._nodes[cursor].parent
-                path.reverse()
-            depth = len(path)
-            cursor = parent
-            for step in steps:
-                key = (task, variant, cursor)
-                kids = self._children.setdefault(key, _Children())
-                sig = step_signature(step)
-                nid = kids.by_sig.get(sig) if sig is not None else None
-                if nid is None:
-                    nid = next(self._ids)
-                    self._task_of[nid] = (task, variant)
-                    self._put(Node(id=nid, parent=cursor, depth=depth, step=step,
-                                   success_count=0, last_used=now))
-                    self._sig_of[nid] = sig
-                    kids.ids.append(nid)
-                    if sig is not None:
-                        kids.by_sig[sig] = nid
-                    kids.gen = next(self._gens)
-                path.append(nid)
-                cursor = nid
-                depth += 1
-            for nid in path:
-                node = self._nodes[nid]
-                self._put(replace(node, success_count=node.success_count + 1, last_used=now))
-            leaf = path[-1]
-            self._put(replace(self._nodes[leaf], terminal=True))
-            tid = self._by_leaf.get(leaf)
-            if tid is not None:
-                info = replace(self._trajs[tid], last_used=now)
-            else:
-                info = TrajectoryInfo(id=next(self._traj_ids), task=task, variant=variant,
-                                      params_json=params_json, node_ids=tuple(path),
-                                      created=now, last_used=now)
-                self._by_leaf[leaf] = info.id
-            self._trajs[info.id] = info
-            return info
+            return merge_steps(_MemoryTree(self, task, variant), params_json=params_json,
+                               parent=parent, steps=steps)[0]
 
     def _drop(self, traj: TrajectoryInfo) -> None:
         del self._trajs[traj.id]
@@ -291,3 +249,66 @@ class MemoryStore(Store):
             if not kids.ids:
                 del self._children[key]
             self._children.pop((traj.task, traj.variant, nid), None)
+
+
+class _MemoryTree:
+    """The dictionary writes of a merge for one (task, variant): :class:`~.merge.TreeWriter`."""
+
+    def __init__(self, store: MemoryStore, task: str, variant: str) -> None:
+        self._store = store
+        self._task = task
+        self._variant = variant
+
+    def path_to(self, node: int) -> list[int]:
+        path: list[int] = []
+        cursor: int | None = node
+        while cursor is not None:
+            path.append(cursor)
+            cursor = self._store._nodes[cursor].parent
+        path.reverse()
+        return path
+
+    def child_with(self, parent: int | None, sig: str) -> int | None:
+        kids = self._store._children.get((self._task, self._variant, parent))
+        return None if kids is None else kids.by_sig.get(sig)
+
+    def add_node(self, parent: int | None, depth: int, step: Step, sig: str | None,
+                 now: float) -> int:
+        store = self._store
+        kids = store._children.setdefault((self._task, self._variant, parent), _Children())
+        nid = next(store._ids)
+        store._task_of[nid] = (self._task, self._variant)
+        store._put(Node(id=nid, parent=parent, depth=depth, step=step, success_count=0,
+                        last_used=now))
+        store._sig_of[nid] = sig
+        kids.ids.append(nid)
+        if sig is not None:
+            kids.by_sig[sig] = nid
+        kids.gen = next(store._gens)
+        return nid
+
+    def touch_path(self, path: Sequence[int], now: float) -> None:
+        for nid in path:
+            node = self._store._nodes[nid]
+            self._store._put(replace(node, success_count=node.success_count + 1, last_used=now))
+
+    def mark_terminal(self, leaf: int) -> None:
+        self._store._put(replace(self._store._nodes[leaf], terminal=True))
+
+    def trajectory_at(self, leaf: int) -> TrajectoryInfo | None:
+        tid = self._store._by_leaf.get(leaf)
+        return None if tid is None else self._store._trajs[tid]
+
+    def touch_trajectory(self, info: TrajectoryInfo, now: float) -> TrajectoryInfo:
+        info = replace(info, last_used=now)
+        self._store._trajs[info.id] = info
+        return info
+
+    def add_trajectory(self, params_json: str, path: Sequence[int],
+                       now: float) -> TrajectoryInfo:
+        info = TrajectoryInfo(id=next(self._store._traj_ids), task=self._task,
+                              variant=self._variant, params_json=params_json,
+                              node_ids=tuple(path), created=now, last_used=now)
+        self._store._by_leaf[path[-1]] = info.id
+        self._store._trajs[info.id] = info
+        return info

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 import json
 import sqlite3
-import time
 
-from .base import step_signature
 from .codec import step_row, TRAJ_COLS, trajectory_from_row
+from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
 from ..records import Step, TrajectoryInfo
 
@@ -32,58 +31,83 @@ def check_parent(conn: sqlite3.Connection, task: str, variant: str, parent: int 
         raise ValueError(f'node {parent} belongs to task {row[0]!r}, not {task!r}')
 
 
+class _SqlTree:
+    """The SQL of a merge for one (task, variant): :class:`~.merge.TreeWriter`."""
+
+    def __init__(self, conn: sqlite3.Connection, task: str, variant: str,
+                 allow_pickle: bool) -> None:
+        self._conn = conn
+        self._task = task
+        self._variant = variant
+        self._allow_pickle = allow_pickle
+
+    def path_to(self, node: int) -> list[int]:
+        path: list[int] = []
+        cursor: int | None = node
+        while cursor is not None:
+            path.append(cursor)
+            cursor = self._conn.execute('SELECT parent FROM nodes WHERE id = ?',
+                                        (cursor,)).fetchone()[0]
+        path.reverse()
+        return path
+
+    def child_with(self, parent: int | None, sig: str) -> int | None:
+        row = self._conn.execute(
+            'SELECT id FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
+            ' AND sig = ? LIMIT 1', (self._task, self._variant, parent, sig)).fetchone()
+        return None if row is None else row[0]
+
+    def add_node(self, parent: int | None, depth: int, step: Step, sig: str | None,
+                 now: float) -> int:
+        return self._conn.execute(
+            'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name,'
+            ' payload, payload_json, pre, post, status, duration, sig, success_count,'
+            ' last_used, terminal) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0)',
+            (self._task, self._variant, parent, depth, *step_row(step, self._allow_pickle),
+             sig, now)).lastrowid
+
+    def touch_path(self, path: Sequence[int], now: float) -> None:
+        self._conn.executemany('UPDATE nodes SET success_count = success_count + 1,'
+                               ' last_used = ? WHERE id = ?', [(now, nid) for nid in path])
+
+    def mark_terminal(self, leaf: int) -> None:
+        self._conn.execute('UPDATE nodes SET terminal = 1 WHERE id = ?', (leaf,))
+
+    def trajectory_at(self, leaf: int) -> TrajectoryInfo | None:
+        row = self._conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories WHERE leaf = ?',
+                                 (leaf,)).fetchone()
+        return None if row is None else trajectory_from_row(row)
+
+    def touch_trajectory(self, info: TrajectoryInfo, now: float) -> TrajectoryInfo:
+        self._conn.execute('UPDATE trajectories SET last_used = ? WHERE id = ?', (now, info.id))
+        return replace(info, last_used=now)
+
+    def add_trajectory(self, params_json: str, path: Sequence[int],
+                       now: float) -> TrajectoryInfo:
+        tid = self._conn.execute(
+            'INSERT INTO trajectories (task, variant, params_json, leaf, node_ids, created,'
+            ' last_used, replay_count) VALUES (?,?,?,?,?,?,?,0)',
+            (self._task, self._variant, params_json, path[-1], json.dumps(list(path)), now,
+             now)).lastrowid
+        return TrajectoryInfo(id=tid, task=self._task, variant=self._variant,
+                              params_json=params_json, node_ids=tuple(path), created=now,
+                              last_used=now)
+
+
 def merge(
     conn: sqlite3.Connection, task: str, variant: str, params_json: str, parent: int | None,
     steps: Sequence[Step], *, allow_pickle: bool = False,
 ) -> tuple[TrajectoryInfo, list[int]]:
-    """Insert/reuse nodes and the trajectory; caller holds the write transaction."""
+    """
+    Insert or reuse nodes and the trajectory (:func:`~.merge.merge_steps`).
+
+    The caller holds the write transaction.
+    """
     if not steps and parent is None:
         raise ValueError('cannot commit an empty trajectory at the root')
     check_parent(conn, task, variant, parent)
-    now = time.time()
-    path: list[int] = []
-    cursor = parent
-    while cursor is not None:
-        path.append(cursor)
-        cursor = conn.execute('SELECT parent FROM nodes WHERE id = ?', (cursor,)).fetchone()[0]
-    path.reverse()
-    depth = len(path)
-    cursor = parent
-    for step in steps:
-        sig = step_signature(step)
-        row = None
-        if sig is not None:
-            row = conn.execute(
-                'SELECT id FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
-                ' AND sig = ? LIMIT 1', (task, variant, cursor, sig)).fetchone()
-        if row is not None:
-            nid = row[0]
-        else:
-            nid = conn.execute(
-                'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name,'
-                ' payload, payload_json, pre, post, status, duration, sig, success_count,'
-                ' last_used, terminal) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0)',
-                (task, variant, cursor, depth, *step_row(step, allow_pickle), sig, now)).lastrowid
-        path.append(nid)
-        cursor = nid
-        depth += 1
-    conn.executemany('UPDATE nodes SET success_count = success_count + 1, last_used = ?'
-                     ' WHERE id = ?', [(now, nid) for nid in path])
-    leaf = path[-1]
-    conn.execute('UPDATE nodes SET terminal = 1 WHERE id = ?', (leaf,))
-    row = conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories WHERE leaf = ?',
-                       (leaf,)).fetchone()
-    if row is not None:
-        conn.execute('UPDATE trajectories SET last_used = ? WHERE id = ?', (now, row[0]))
-        info = replace(trajectory_from_row(row), last_used=now)
-    else:
-        tid = conn.execute(
-            'INSERT INTO trajectories (task, variant, params_json, leaf, node_ids, created,'
-            ' last_used, replay_count) VALUES (?,?,?,?,?,?,?,0)',
-            (task, variant, params_json, leaf, json.dumps(path), now, now)).lastrowid
-        info = TrajectoryInfo(id=tid, task=task, variant=variant, params_json=params_json,
-                              node_ids=tuple(path), created=now, last_used=now)
-    return info, path
+    return merge_steps(_SqlTree(conn, task, variant, allow_pickle), params_json=params_json,
+                       parent=parent, steps=steps)
 
 
 def prune(conn: sqlite3.Connection, leaf: int) -> None:

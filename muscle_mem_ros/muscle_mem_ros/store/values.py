@@ -40,16 +40,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import StoreCorruptError, StorePickleError
+from ..errors import StoreCorruptError, StorePickleError, UnsafeValueError
 
 __all__ = ['Blobs', 'UnsafeValueError', 'pack', 'read_container', 'unpack', 'write_container']
 
 _DTYPE = re.compile(r'^[<>|=]?(?:[biufc][1-9][0-9]?|[SU][0-9]{1,6})$')
 _LENGTH = struct.Struct('<I')
-
-
-class UnsafeValueError(TypeError):
-    """A value is not JSON data or a NumPy array, and pickling was not allowed."""
 
 
 class Blobs:

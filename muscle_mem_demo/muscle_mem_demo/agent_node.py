@@ -1,0 +1,355 @@
+"""
+ROS 2 node ``demo_agent``: a slow planning agent serving ExecuteTask for the demo arm.
+
+It stands in for an LLM, VLM or motion-planner agent: before every step it perceives the
+world (``joint_states``, ``object_pose``), asks :func:`planner.next_step` what to do, spends
+``think_time`` seconds "thinking", and sends the step as a joint-trajectory goal or a gripper
+request. Point ``arm_action`` and ``gripper_service`` at the behavior cache's proxies (or
+remap them) so the cache records what the agent does.
+
+Task ``pick_and_place``; params JSON may hold ``{"place": [x, y]}`` (metres). The resume
+context is honoured: with ``resume_from_step`` k the steps before k are taken as done and the
+rest is planned from the current state, numbered from k.
+
+Each call is announced on ``~/calls`` (std_msgs/String, JSON: event start|end, task,
+resume_from_step, steps, success) so demos and tests can count the agent's calls.
+
+Parameters: ``think_time`` (s, 1.5), ``arm_action`` ('arm/follow_joint_trajectory'),
+``gripper_service`` ('gripper/set'), ``place_x``/``place_y`` (m, 0.3/-0.3),
+``move_time``/``vertical_time`` (s of robot motion, 0.8/0.5), ``step_timeout`` (s, 30.0),
+``max_steps`` (16), ``goal_tolerance`` (rad, 0.005).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseStamped
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
+from muscle_mem_demo.planner import next_step, PickPlaceSpec, PlannedStep, StepKind, WorldView
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.msg import JointTolerance
+from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_ros.ros.action_client import ActionClient
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.task import Future
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import SetBool
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+__all__ = ['DemoAgentNode', 'TASK_NAME', 'main']
+
+TASK_NAME = 'pick_and_place'
+"""The one task the demo agent knows."""
+
+
+class _TaskFailed(Exception):
+    """A step could not be planned or executed; the message says why."""
+
+
+class _TaskCanceled(Exception):
+    """The task was canceled while a step was in flight (the step's goal was canceled)."""
+
+
+class DemoAgentNode(Node):
+    """Serves ``~/execute_task`` and plans the pick-and-place step by step."""
+
+    def __init__(self, *, node_name: str = 'demo_agent', **kwargs: Any) -> None:
+        """
+        Declare and check parameters, create the clients, subscriptions and server.
+
+        :raises ValueError: a parameter is out of range; the message names it.
+        """
+        super().__init__(node_name, **kwargs)
+        self._think_time = declare_number(self, 'think_time', 1.5, minimum=0.0)
+        arm_action = declare_string(self, 'arm_action', 'arm/follow_joint_trajectory')
+        gripper = declare_string(self, 'gripper_service', 'gripper/set')
+        self._step_timeout = declare_number(self, 'step_timeout', 30.0, minimum=0.0,
+                                            exclusive=True)
+        self._goal_tolerance = declare_number(self, 'goal_tolerance', 0.005, minimum=0.0)
+        self._max_steps = declare_int(self, 'max_steps', 16, minimum=1)
+        place_x = declare_number(self, 'place_x', 0.3)
+        place_y = declare_number(self, 'place_y', -0.3)
+        move_time = declare_number(self, 'move_time', 0.8, minimum=0.0, exclusive=True)
+        vertical_time = declare_number(self, 'vertical_time', 0.5, minimum=0.0, exclusive=True)
+        try:
+            self._spec = PickPlaceSpec(place_x=place_x, place_y=place_y, move_time=move_time,
+                                       vertical_time=vertical_time)
+        except ValueError as err:
+            raise ValueError(f"parameters 'place_x'/'place_y': {err}") from err
+        self._group = ReentrantCallbackGroup()
+        self._lock = threading.Lock()
+        self._joints: JointState | None = None
+        self._object: PoseStamped | None = None
+        self._busy = False
+        self._stopping = threading.Event()
+        self.create_subscription(JointState, 'joint_states', self._on_joints, 10,
+                                 callback_group=self._group)
+        self.create_subscription(PoseStamped, 'object_pose', self._on_object, 10,
+                                 callback_group=self._group)
+        self._arm = ActionClient(self, FollowJointTrajectory, arm_action,
+                                 callback_group=self._group)
+        self._gripper = self.create_client(SetBool, gripper, callback_group=self._group)
+        self._calls = self.create_publisher(String, '~/calls', 10)
+        self._server = ActionServer(
+            self,
+            ExecuteTask,
+            '~/execute_task',
+            execute_callback=self._execute,
+            goal_callback=self._on_goal,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=self._group,
+        )
+        self.get_logger().info(
+            f'demo agent up: think {self._think_time} s/step, arm -> {self._arm._action_name}, '
+            f'gripper -> {self._gripper.srv_name}'
+        )
+
+    def shutdown(self) -> None:
+        """End a running task ('shutting down') at its next wait: called before the node stops."""
+        self._stopping.set()
+
+    def _check_stopping(self) -> None:
+        if self._stopping.is_set():
+            raise _TaskFailed('shutting down')
+
+    # -- perception ---------------------------------------------------------------------------
+
+    def _on_joints(self, msg: JointState) -> None:
+        with self._lock:
+            self._joints = msg
+
+    def _on_object(self, msg: PoseStamped) -> None:
+        with self._lock:
+            self._object = msg
+
+    def _perceive(self, *, after: int, timeout: float) -> WorldView:
+        """
+        Wait for a joint state and an object pose stamped after ``after`` (ns); build the view.
+
+        Stamps, not arrival order, decide freshness: a message read just before the last
+        step ended may arrive after its result.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                joints, obj = self._joints, self._object
+            if (
+                joints is not None
+                and obj is not None
+                and _stamp_ns(joints.header.stamp) > after
+                and _stamp_ns(obj.header.stamp) > after
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise _TaskFailed('no fresh joint_states / object_pose (is the robot up?)')
+            self._check_stopping()
+            time.sleep(0.005)
+        by_name = dict(zip(joints.name, joints.position, strict=False))
+        try:
+            arm = tuple(float(by_name[n]) for n in kinematics.ARM_JOINTS)
+            jaws = [float(by_name[n]) for n in kinematics.GRIPPER_JOINTS]
+        except KeyError as err:
+            raise _TaskFailed(f'joint_states lacks joint {err}') from err
+        closed = sum(jaws) / len(jaws) > kinematics.GRIPPER_CLOSED / 2
+        p = obj.pose.position
+        return WorldView(joints=arm, gripper_closed=closed, object_position=(p.x, p.y, p.z))
+
+    # -- ExecuteTask --------------------------------------------------------------------------
+
+    def _on_goal(self, goal: ExecuteTask.Goal) -> GoalResponse:
+        with self._lock:
+            if self._busy:
+                self.get_logger().warning('rejecting a task: one is already running')
+                return GoalResponse.REJECT
+            self._busy = True
+        return GoalResponse.ACCEPT
+
+    def _execute(self, goal_handle: ServerGoalHandle) -> ExecuteTask.Result:
+        goal = goal_handle.request
+        result = ExecuteTask.Result()
+        start_step = max(0, int(goal.resume_from_step))
+        self._announce(event='start', task=goal.task, resume_from_step=start_step, steps=0)
+        done = 0
+        try:
+            spec = self._task_spec(goal.task, goal.params_json)
+            if goal.resume_reason:
+                self.get_logger().info(f'resuming at step {start_step}: {goal.resume_reason}')
+            # plan only from data stamped after the task arrived: on a handoff the world may
+            # have changed just before (a bump the cache's post-check caught)
+            since = self.get_clock().now().nanoseconds
+            while True:
+                thinking_since = time.monotonic()
+                view = self._perceive(after=since, timeout=self._step_timeout)
+                step = self._plan(view, spec)
+                if step is None:
+                    break
+                if done >= self._max_steps:
+                    raise _TaskFailed(f'not finished after {done} steps')
+                index = start_step + done
+                self.get_logger().info(
+                    f'step {index}: {step.label} (object at '
+                    f'{_fmt(view.object_position)}, grasp point at '
+                    f'{_fmt(kinematics.forward(view.joints))}, '
+                    f'jaws {"closed" if view.gripper_closed else "open"})'
+                )
+                self._feedback(goal_handle, index, f'step {index}: thinking about {step.label}')
+                self._stopping.wait(
+                    max(0.0, self._think_time - (time.monotonic() - thinking_since)))
+                self._check_stopping()
+                if goal_handle.is_cancel_requested:
+                    goal_handle.canceled()
+                    result.message = f'canceled before step {index}'
+                    result.steps_by_agent = done
+                    return result
+                self._feedback(goal_handle, index, f'step {index}: {step.label}')
+                self._send(step, goal_handle)
+                since = self.get_clock().now().nanoseconds
+                done += 1
+            result.success = True
+            result.message = f'pick_and_place done: {done} step(s) from step {start_step}'
+            goal_handle.succeed()
+        except _TaskCanceled:
+            result.message = f'canceled during step {start_step + done}'
+            goal_handle.canceled()
+        except _TaskFailed as err:
+            result.success = False
+            result.message = f'step {start_step + done}: {err}'
+            self.get_logger().error(result.message)
+            goal_handle.abort()
+        finally:
+            with self._lock:
+                self._busy = False
+            self._announce(event='end', task=goal.task, resume_from_step=start_step,
+                           steps=done, success=result.success)
+        result.steps_by_agent = done
+        return result
+
+    def _task_spec(self, task: str, params_json: str) -> PickPlaceSpec:
+        if task != TASK_NAME:
+            raise _TaskFailed(f'unknown task {task!r} (this agent knows {TASK_NAME!r})')
+        try:
+            params = json.loads(params_json) if params_json.strip() else {}
+        except json.JSONDecodeError as err:
+            raise _TaskFailed(f'params_json is not JSON: {err}') from err
+        if not isinstance(params, dict):
+            raise _TaskFailed('params_json must be a JSON object')
+        place = params.get('place')
+        if place is None:
+            return self._spec
+        try:
+            x, y = (float(v) for v in place)
+            return PickPlaceSpec(place_x=x, place_y=y, move_time=self._spec.move_time,
+                                 vertical_time=self._spec.vertical_time)
+        except (TypeError, ValueError) as err:
+            raise _TaskFailed(f'params "place" must be [x, y] within reach: {err}') from err
+
+    def _plan(self, view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
+        try:
+            return next_step(view, spec)
+        except kinematics.UnreachableError as err:
+            raise _TaskFailed(str(err)) from err
+
+    def _feedback(self, goal_handle: ServerGoalHandle, step: int, detail: str) -> None:
+        feedback = ExecuteTask.Feedback()
+        feedback.mode = ExecuteTask.Feedback.MODE_AGENT
+        feedback.step = step
+        feedback.total = -1
+        feedback.detail = detail
+        goal_handle.publish_feedback(feedback)
+
+    def _announce(self, **fields: Any) -> None:
+        self._calls.publish(String(data=json.dumps(fields, sort_keys=True)))
+
+    # -- acting -------------------------------------------------------------------------------
+
+    def _send(self, step: PlannedStep, task: ServerGoalHandle) -> None:
+        if step.kind is StepKind.GRIPPER:
+            self._call_gripper(step)
+        else:
+            self._move(step, task)
+
+    def _move(self, step: PlannedStep, task: ServerGoalHandle) -> None:
+        if not self._arm.wait_for_server(timeout_sec=self._step_timeout):
+            raise _TaskFailed(f'action server {self._arm._action_name} not available')
+        goal = FollowJointTrajectory.Goal()
+        goal.goal_tolerance = [JointTolerance(name=name, position=self._goal_tolerance)
+                               for name in kinematics.ARM_JOINTS]
+        goal.trajectory = JointTrajectory()
+        goal.trajectory.joint_names = list(kinematics.ARM_JOINTS)
+        point = JointTrajectoryPoint()
+        point.positions = [float(v) for v in step.joints]
+        point.velocities = [0.0] * len(step.joints)
+        seconds = int(step.duration)
+        point.time_from_start = Duration(sec=seconds,
+                                         nanosec=int(round((step.duration - seconds) * 1e9)))
+        goal.trajectory.points = [point]
+        handle = self._wait(self._arm.send_goal_async(goal), 'goal acceptance')
+        if not handle.accepted:
+            raise _TaskFailed(f'{step.label}: goal rejected')
+        result = handle.get_result_async()
+        deadline = time.monotonic() + self._step_timeout
+        while not result.done():
+            if task.is_cancel_requested:
+                handle.cancel_goal_async()
+                self._wait(result, 'the canceled trajectory to stop')
+                raise _TaskCanceled()
+            if time.monotonic() > deadline or self._stopping.is_set():
+                handle.cancel_goal_async()
+                self._check_stopping()
+                raise _TaskFailed(f'{step.label}: no result within {self._step_timeout} s')
+            time.sleep(0.02)
+        response = self._wait(result, 'trajectory result')
+        code = response.result.error_code
+        if code != FollowJointTrajectory.Result.SUCCESSFUL:
+            raise _TaskFailed(f'{step.label}: error {code} {response.result.error_string}')
+
+    def _call_gripper(self, step: PlannedStep) -> None:
+        if not self._gripper.wait_for_service(timeout_sec=self._step_timeout):
+            raise _TaskFailed(f'service {self._gripper.srv_name} not available')
+        response = self._wait(self._gripper.call_async(SetBool.Request(data=step.close)),
+                              'gripper response')
+        if not response.success:
+            raise _TaskFailed(f'{step.label}: {response.message}')
+
+    def _wait(self, future: Future, what: str) -> Any:
+        event = threading.Event()
+        future.add_done_callback(lambda _f: event.set())
+        deadline = time.monotonic() + self._step_timeout
+        while not event.wait(0.05):
+            if self._stopping.is_set() or time.monotonic() > deadline:
+                future.cancel()
+                self._check_stopping()
+                raise _TaskFailed(f'timed out waiting for {what}')
+        if future.exception() is not None:
+            raise _TaskFailed(f'{what} failed: {future.exception()}')
+        return future.result()
+
+
+def _stamp_ns(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def _fmt(point: object) -> str:
+    if isinstance(point, kinematics.GraspPoint):
+        point = (point.x, point.y, point.z)
+    return '(' + ', '.join(f'{v:.3f}' for v in point) + ')'  # type: ignore[union-attr]
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the demo agent until interrupted; exit code 1 on bad parameters."""
+    return spin_node(DemoAgentNode, name='demo_agent', args=args, on_exit=DemoAgentNode.shutdown)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

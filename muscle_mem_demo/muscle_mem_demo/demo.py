@@ -1,0 +1,179 @@
+"""
+``sim_demo``: the end-to-end demo, MuJoCo arm + behavior cache + planning agent.
+
+Starts the three nodes as child processes (no ``ros2 launch`` needed), then runs the story of
+:mod:`muscle_mem_demo.story`, printing one table row per run, and writes
+``<output-dir>/sim_demo.png``. Exit code 0 only when every run held; 1 when a run did not;
+2 when the demo could not run (a node did not start, bad option).
+
+The ROS environment is inherited (ROS_DOMAIN_ID, RMW); ROS_AUTOMATIC_DISCOVERY_RANGE is set to
+LOCALHOST unless already set.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+import json
+import math
+import os
+from pathlib import Path
+import sys
+import tempfile
+import time
+from typing import TextIO
+
+from muscle_mem_demo.processes import (
+    ChildProcesses,
+    config_path,
+    node_commands,
+    NodeProcessError,
+)
+from muscle_mem_demo.report import format_row, HEADER, rule, write_figure
+from muscle_mem_demo.story import judge, RunMode, RunOutcome, STORY
+
+__all__ = ['main', 'parse_args', 'run_story']
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the demo's command line."""
+    parser = argparse.ArgumentParser(
+        prog='sim_demo',
+        description='MuJoCo arm + behavior cache + planning agent: a scripted story showing '
+        'a miss, replays, a nudge within tolerance, a mid-task bump with handoff, and the '
+        'learned branch replayed.',
+    )
+    parser.add_argument('--think-time', type=float, default=1.5,
+                        help="the agent's think time per step, seconds (default 1.5)")
+    parser.add_argument('--rtf', type=float, default=1.0,
+                        help='real-time factor of the simulation (default 1.0)')
+    parser.add_argument('--output-dir', type=Path, default=Path('demo_output'),
+                        help='where the PNG, the summary JSON and the node logs go '
+                        '(default ./demo_output)')
+    parser.add_argument('--store', default=None,
+                        help="the cache's SQLite file (default: a fresh temporary file, so "
+                        'the story starts with a miss)')
+    parser.add_argument('--startup-timeout', type=float, default=60.0,
+                        help='seconds to wait for the nodes to come up (default 60)')
+    args = parser.parse_args(argv)
+    if not (math.isfinite(args.think_time) and args.think_time >= 0.0):
+        parser.error('--think-time must be >= 0')
+    if not (math.isfinite(args.rtf) and args.rtf > 0.0):
+        parser.error('--rtf must be > 0')
+    return args
+
+
+def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[RunOutcome]:
+    """
+    Start the nodes, perform the story and return the judged outcomes.
+
+    :raises NodeProcessError: a node exited early.
+    :raises DriverError: a node did not come up or stopped answering.
+    """
+    from muscle_mem_demo.driver import StoryDriver
+    import rclpy
+
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    output_dir: Path = args.output_dir
+    output_dir.mkdir(parents=True, exist_ok=True)
+    store = args.store
+    scratch: tempfile.TemporaryDirectory[str] | None = None
+    if store is None:
+        scratch = tempfile.TemporaryDirectory(prefix='muscle_mem_demo_')
+        store = str(Path(scratch.name) / 'cache.db')
+    commands = node_commands(rtf=args.rtf, think_time=args.think_time, store_path=store,
+                             params_file=config_path('sim_demo.yaml'))
+    say(f'muscle_mem_ros demo: think time {args.think_time} s/step, rtf {args.rtf}, '
+        f'store {store}, ROS_DOMAIN_ID {os.environ.get("ROS_DOMAIN_ID", "0")}')
+    outcomes: list[RunOutcome] = []
+    rclpy.init(args=[])
+    try:
+        with ChildProcesses(log_dir=output_dir / 'logs') as children:
+            for name, command in commands.items():
+                children.start(name, command)
+            driver = StoryDriver()
+            try:
+                say('starting sim_robot, behavior_cache, demo_agent ...')
+                driver.wait_ready(timeout=args.startup_timeout, alive=children.check)
+                say('')
+                say(HEADER)
+                say(rule())
+                run_timeout = 60.0 + 15.0 * (args.think_time + 3.0 / args.rtf)
+                for spec in STORY:
+                    children.check()
+                    driver.prepare(spec)
+                    outcome = judge(driver.execute(spec, timeout=run_timeout))
+                    outcomes.append(outcome)
+                    baseline = outcomes[0].wall_time
+                    say(format_row(outcome, baseline=baseline))
+                    for failure in outcome.failures:
+                        say(f'      ! {failure}')
+                    if spec.number == 1 and outcome.mode is RunMode.REPLAY and args.store:
+                        say(f'      ! {args.store} already knew the task: the story needs a '
+                            'fresh store (omit --store)')
+                    if outcome.check_failure:
+                        then = (
+                            f'agent resumed at step {outcome.agent_calls[0]}'
+                            if outcome.agent_calls
+                            else 'a learned branch matched, agent not called'
+                        )
+                        say(f'      cache noticed: {outcome.check_failure}; {then}')
+                    children.check()
+                say(rule())
+            finally:
+                children.stop()  # first, so no message arrives while the driver closes
+                driver.close()
+    finally:
+        rclpy.try_shutdown()
+        if scratch is not None:
+            scratch.cleanup()
+    return outcomes
+
+
+def _summary(outcomes: Sequence[RunOutcome]) -> list[dict[str, object]]:
+    return [
+        {
+            'run': o.spec.number,
+            'title': o.spec.title,
+            'mode': o.mode.value if o.mode else None,
+            'steps_replayed': o.replayed,
+            'steps_by_agent': o.by_agent,
+            'agent_calls': list(o.agent_calls),
+            'wall_time': o.wall_time,
+            'final_object': o.final_object,
+            'placement_error': o.placement_error if o.final_object else None,
+            'held': o.held,
+            'failures': list(o.failures),
+            'check_failure': o.check_failure,
+            'message': o.message,
+        }
+        for o in outcomes
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo; return 0 when the story held, 1 when it did not, 2 when it could not run."""
+    args = parse_args(argv)
+    started = time.monotonic()
+    try:
+        outcomes = run_story(args)
+    except NodeProcessError as err:
+        print(f'sim_demo: a node failed: {err}', file=sys.stderr)
+        return 2
+    except (RuntimeError, TimeoutError, FileNotFoundError) as err:
+        print(f'sim_demo: {err} (node logs in {args.output_dir / "logs"})', file=sys.stderr)
+        return 2
+    held = len(outcomes) == len(STORY) and all(o.held for o in outcomes)
+    png = write_figure(outcomes, args.output_dir / 'sim_demo.png')
+    (args.output_dir / 'sim_demo.json').write_text(json.dumps(_summary(outcomes), indent=2))
+    total = time.monotonic() - started
+    verdict = 'the story held' if held else 'the story did NOT hold'
+    print(f'{verdict}; {total:.0f} s in all; figure: {png}')
+    return 0 if held else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""
+The demo's ROS client: resets and changes the world, runs the task, observes what happened.
+
+:class:`StoryDriver` is an rclpy node spun in a background thread. It talks only to public
+interfaces: the sim robot's ``~/reset`` and ``~/move_object``, the cache's
+``/muscle_mem/execute_task`` and ``/muscle_mem/events``, the agent's ``/demo_agent/calls``,
+and ``/joint_states`` / ``/object_pose``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import json
+import math
+import threading
+import time
+from typing import Any
+
+from geometry_msgs.msg import PoseStamped
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.story import RunOutcome, RunSpec
+from muscle_mem_demo_interfaces.srv import MoveObject
+from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.ros.action_client import ActionClient
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.client import Client
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.task import Future
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+__all__ = ['DriverError', 'StoryDriver']
+
+TASK = 'pick_and_place'
+
+
+class DriverError(RuntimeError):
+    """The demo could not talk to a node it needs."""
+
+
+class StoryDriver(Node):
+    """Performs the story's runs against the running nodes."""
+
+    def __init__(
+        self,
+        *,
+        cache_action: str = '/muscle_mem/execute_task',
+        cache_events: str = '/muscle_mem/events',
+        robot: str = '/sim_robot',
+        agent: str = '/demo_agent',
+    ) -> None:
+        super().__init__('sim_demo')
+        group = ReentrantCallbackGroup()
+        self._lock = threading.Lock()
+        self._joints: JointState | None = None
+        self._object: PoseStamped | None = None
+        self._recording = False
+        self._trace_start = 0.0
+        self._trace_end = math.inf
+        self._trace_times: list[float] = []
+        self._trace_positions: list[tuple[float, ...]] = []
+        self._calls: list[dict[str, Any]] = []
+        self._events: list[CacheEvent] = []
+        self._task = ActionClient(self, ExecuteTask, cache_action, callback_group=group)
+        self._agent_server = ActionClient(self, ExecuteTask, f'{agent}/execute_task',
+                                          callback_group=group)
+        self._reset = self.create_client(Trigger, f'{robot}/reset', callback_group=group)
+        self._move = self.create_client(MoveObject, f'{robot}/move_object',
+                                        callback_group=group)
+        self.create_subscription(JointState, '/joint_states', self._on_joints, 1000,
+                                 callback_group=group)
+        self.create_subscription(PoseStamped, '/object_pose', self._on_object, 10,
+                                 callback_group=group)
+        self.create_subscription(String, f'{agent}/calls', self._on_call, 10,
+                                 callback_group=group)
+        self.create_subscription(CacheEvent, cache_events, self._on_event, 50,
+                                 callback_group=group)
+        self._executor = MultiThreadedExecutor(num_threads=3)
+        self._executor.add_node(self)
+        self._spinner = threading.Thread(target=self._executor.spin, daemon=True)
+        self._spinner.start()
+
+    def close(self) -> None:
+        """Stop spinning and destroy the node."""
+        self._executor.shutdown(timeout_sec=2.0)
+        self.destroy_node()
+
+    # -- subscriptions ------------------------------------------------------------------------
+
+    def _on_joints(self, msg: JointState) -> None:
+        with self._lock:
+            self._joints = msg
+            stamp = _ns(msg.header.stamp) * 1e-9
+            if self._recording and self._trace_start <= stamp <= self._trace_end:
+                by_name = dict(zip(msg.name, msg.position, strict=False))
+                if all(n in by_name for n in kinematics.ARM_JOINTS):
+                    self._trace_times.append(stamp - self._trace_start)
+                    self._trace_positions.append(
+                        tuple(float(by_name[n]) for n in kinematics.ARM_JOINTS)
+                    )
+
+    def _on_object(self, msg: PoseStamped) -> None:
+        with self._lock:
+            self._object = msg
+
+    def _on_call(self, msg: String) -> None:
+        try:
+            call = json.loads(msg.data)
+        except json.JSONDecodeError:
+            return
+        with self._lock:
+            self._calls.append(call)
+
+    def _on_event(self, msg: CacheEvent) -> None:
+        with self._lock:
+            self._events.append(msg)
+
+    # -- readiness ----------------------------------------------------------------------------
+
+    def wait_ready(self, *, timeout: float, alive: Callable[[], None]) -> None:
+        """
+        Wait until every interface the story uses is up and the sensors are streaming.
+
+        :param timeout: seconds.
+        :param alive: called while waiting; raises if a child process died.
+        :raises DriverError: something is still missing after ``timeout`` (named).
+        """
+        deadline = time.monotonic() + timeout
+        checks: list[tuple[str, Callable[[], bool]]] = [
+            ('the cache action /muscle_mem/execute_task', self._task.server_is_ready),
+            ('the agent action /demo_agent/execute_task', self._agent_server.server_is_ready),
+            ('the robot service ~/reset', self._reset.service_is_ready),
+            ('the robot service ~/move_object', self._move.service_is_ready),
+            ('/joint_states and /object_pose', self._streaming),
+            ('the agent topic ~/calls', lambda: self.count_publishers('/demo_agent/calls') > 0),
+        ]
+        for what, ready in checks:
+            while not ready():
+                alive()
+                if time.monotonic() > deadline:
+                    raise DriverError(f'timed out waiting for {what}')
+                time.sleep(0.05)
+        time.sleep(0.5)  # let the last discovery handshakes (service replies) complete
+
+    def _streaming(self) -> bool:
+        with self._lock:
+            return self._joints is not None and self._object is not None
+
+    # -- one run ------------------------------------------------------------------------------
+
+    def prepare(self, spec: RunSpec, *, attempts: int = 3) -> None:
+        """
+        Reset the world, then apply the run's nudge and bump; wait for fresh sensor data.
+
+        A lost service reply is retried from the reset (which drops pending bumps), so a
+        bump is never queued twice.
+
+        :raises DriverError: the robot did not answer or refused the change.
+        """
+        last = ''
+        for _ in range(attempts):
+            try:
+                self._call(self._reset, Trigger.Request(), timeout=5.0)
+                if spec.nudge is not None:
+                    self._move_object(spec.nudge, after_goals=0)
+                if spec.bump is not None:
+                    self._move_object(spec.bump, after_goals=1)
+            except TimeoutError as err:
+                last = str(err)
+                continue
+            self._wait_fresh(self.get_clock().now().nanoseconds, timeout=5.0)
+            return
+        raise DriverError(f'could not prepare the world: {last}')
+
+    def _move_object(self, position: tuple[float, float, float], *, after_goals: int) -> None:
+        request = MoveObject.Request()
+        request.pose.position.x, request.pose.position.y, request.pose.position.z = position
+        request.pose.orientation.w = 1.0
+        request.after_goals = after_goals
+        response = self._call(self._move, request, timeout=5.0)
+        if not response.success:
+            raise DriverError(f'move_object refused: {response.message}')
+
+    def execute(self, spec: RunSpec, *, timeout: float) -> RunOutcome:
+        """Send the task to the cache, wait for the result, observe the world afterwards."""
+        outcome = RunOutcome(spec=spec)
+        with self._lock:
+            self._calls.clear()
+            self._events.clear()
+            self._trace_times, self._trace_positions = [], []
+            self._trace_start = self.get_clock().now().nanoseconds * 1e-9
+            self._trace_end = math.inf
+            self._recording = True
+        started = time.monotonic()
+        try:
+            handle = self._wait(self._task.send_goal_async(ExecuteTask.Goal(task=TASK)),
+                                timeout=30.0, what='goal acceptance')
+            if not handle.accepted:
+                outcome.message = 'the cache rejected the task'
+                return outcome
+            response = self._wait(handle.get_result_async(), timeout=timeout, what='result')
+            result = response.result
+            outcome.wall_time = time.monotonic() - started
+            outcome.success = bool(result.success)
+            outcome.cache_hit = bool(result.cache_hit)
+            outcome.replayed = int(result.steps_replayed)
+            outcome.by_agent = int(result.steps_by_agent)
+            outcome.message = result.message
+        except TimeoutError as err:
+            outcome.message = str(err)
+        finally:
+            done_at = self.get_clock().now().nanoseconds
+            with self._lock:
+                self._trace_end = done_at * 1e-9
+        self._wait_settled(timeout=10.0)
+        try:
+            obj = self._wait_fresh(done_at, timeout=5.0)
+            p = obj.pose.position
+            outcome.final_object = (p.x, p.y, p.z)
+        except DriverError as err:
+            outcome.message += f'; {err}'
+        with self._lock:
+            self._recording = False
+            outcome.trace_times = self._trace_times
+            outcome.trace_positions = self._trace_positions
+            outcome.agent_calls = tuple(
+                int(c.get('resume_from_step', -1)) for c in self._calls
+                if c.get('event') == 'start'
+            )
+            failed = [e for e in self._events if e.type == CacheEvent.CHECK_FAILED]
+        if failed:
+            e = failed[0]
+            outcome.check_failure = e.detail or (
+                f'step {e.step}: {e.sensor} off by {e.deviation:.3f} (tolerance {e.tolerance:g})'
+            )
+        return outcome
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    _CLOSING = (CacheEvent.HIT, CacheEvent.BRANCH_LEARNED, CacheEvent.ERROR)
+
+    def _wait_settled(self, *, timeout: float) -> None:
+        """
+        Wait (bounded) until the run's last announcements and events have arrived.
+
+        They travel on topics, unordered with the result: the cache's closing event
+        (hit, branch learned or error) and an "end" for every agent call that started.
+        A run that produced neither (canceled, timed out) is judged after ``timeout``.
+        """
+        def settled() -> bool:
+            with self._lock:
+                starts = sum(c.get('event') == 'start' for c in self._calls)
+                ends = sum(c.get('event') == 'end' for c in self._calls)
+                closed = any(e.type in self._CLOSING for e in self._events)
+            return closed and ends >= starts
+
+        deadline = time.monotonic() + timeout
+        while not settled() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def _wait_fresh(self, after_ns: int, *, timeout: float) -> PoseStamped:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                joints, obj = self._joints, self._object
+            if (
+                joints is not None
+                and obj is not None
+                and _ns(joints.header.stamp) > after_ns
+                and _ns(obj.header.stamp) > after_ns
+            ):
+                return obj
+            time.sleep(0.01)
+        raise DriverError('no fresh /joint_states and /object_pose from the robot')
+
+    def _call(self, client: Client, request: Any, *, timeout: float) -> Any:
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f'service {client.srv_name} not available')
+        return self._wait(client.call_async(request), timeout=timeout,
+                          what=f'a reply from {client.srv_name}')
+
+    @staticmethod
+    def _wait(future: Future, *, timeout: float, what: str) -> Any:
+        event = threading.Event()
+        future.add_done_callback(lambda _f: event.set())
+        if not event.wait(timeout):
+            future.cancel()
+            raise TimeoutError(f'timed out after {timeout:g} s waiting for {what}')
+        if future.exception() is not None:
+            raise DriverError(f'{what} failed: {future.exception()}')
+        return future.result()
+
+
+def _ns(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)

@@ -1,0 +1,416 @@
+"""
+ROS-free MuJoCo simulation of the demo arm: a physics thread, trajectory tracking, grasping.
+
+The simulator owns one ``MjModel``/``MjData`` pair guarded by a lock. Either a background
+thread steps it at a real-time factor (``start()``), or a caller steps it by hand
+(``advance()``, used by tests). Commands (follow a trajectory, open or close the gripper,
+move the object, reset) are accepted from any thread and finish inside the stepping loop,
+which completes a :class:`Motion` that the caller may wait on.
+
+Grasping is an attach stand-in: when the jaws finish closing with the cube's centre within
+``grasp_radius`` of the grasp point, a weld equality between gripper and cube is switched on
+at the current relative pose; opening the jaws switches it off and the cube drops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+import importlib.resources
+import math
+import threading
+import time
+
+import mujoco
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.motion import Motion, MotionOutcome, SimState
+from muscle_mem_demo.trajectory import JointPath
+import numpy as np
+
+__all__ = [
+    'DEFAULT_GOAL_TOLERANCE',
+    'GRIPPER_MOTION_TIME',
+    'OBJECT_START',
+    'SETTLE_TIME',
+    'ArmSim',
+    'default_model_path',
+]
+
+GRIPPER_MOTION_TIME = 0.3
+"""Simulated seconds the jaws take to open or close."""
+
+OBJECT_START: tuple[float, float, float] = (0.4, 0.2, 0.02)
+"""Where the cube rests after a reset (centre, table frame, metres)."""
+
+DEFAULT_GOAL_TOLERANCE = 0.01
+"""Final position error accepted per joint when a goal gives none, radians."""
+
+SETTLE_TIME = 1.0
+"""Simulated seconds allowed after a trajectory's last waypoint to reach the tolerance."""
+
+
+def default_model_path() -> str:
+    """Return the path of the MJCF file shipped with the package."""
+    return str(importlib.resources.files('muscle_mem_demo') / 'arm.xml')
+
+
+@dataclass
+class _Tracking:
+    motion: Motion
+    path: JointPath
+    indices: np.ndarray
+    started_at: float
+    tolerance: np.ndarray
+    settle_time: float
+
+
+@dataclass
+class _Bump:
+    remaining: int
+    position: tuple[float, float, float]
+    orientation: tuple[float, float, float, float]
+
+
+class ArmSim:
+    """The demo arm, table and cube in MuJoCo, stepped in real time times ``rtf``."""
+
+    def __init__(
+        self,
+        *,
+        model_path: str | None = None,
+        rtf: float = 1.0,
+        grasp_radius: float = 0.03,
+    ) -> None:
+        """
+        Load the model and put the world in its start state.
+
+        :param model_path: MJCF file; the packaged arm.xml when None.
+        :param rtf: simulated seconds per wall-clock second when running in the thread.
+        :param grasp_radius: largest cube-to-grasp-point distance at which closing attaches, m.
+        :raises ValueError: rtf or grasp_radius is not positive.
+        """
+        if not rtf > 0.0 or not math.isfinite(rtf):
+            raise ValueError(f'rtf must be a positive number, got {rtf}')
+        if not grasp_radius > 0.0:
+            raise ValueError(f'grasp_radius must be positive, got {grasp_radius}')
+        self._model = mujoco.MjModel.from_xml_path(model_path or default_model_path())
+        self._data = mujoco.MjData(self._model)
+        self._rtf = float(rtf)
+        self._grasp_radius = float(grasp_radius)
+        self._lock = threading.RLock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        names = kinematics.ARM_JOINTS + kinematics.GRIPPER_JOINTS
+        self._joint_names = names
+        self._qpos_idx = np.array([self._model.joint(n).qposadr[0] for n in names])
+        self._qvel_idx = np.array([self._model.joint(n).dofadr[0] for n in names])
+        self._act_idx = np.array([self._model.actuator(n).id for n in names])
+        self._object_body = self._model.body('object').id
+        self._gripper_body = self._model.body('gripper').id
+        self._object_qpos = self._model.joint('object_free').qposadr[0]
+        self._object_qvel = self._model.joint('object_free').dofadr[0]
+        self._weld = self._model.equality('grasp').id
+        self._grasp_site = self._model.site('grasp').id
+        self._tracking: _Tracking | None = None
+        self._gripper_motion: Motion | None = None
+        self._gripper_ends_at = 0.0
+        self._gripper_closed = False
+        self._bumps: list[_Bump] = []
+        self._finished_goals = 0
+        self.reset()
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Arm joints then jaw joints, the order of :attr:`SimState.positions`."""
+        return self._joint_names
+
+    @property
+    def rtf(self) -> float:
+        """Return the real-time factor the thread runs at."""
+        return self._rtf
+
+    @property
+    def timestep(self) -> float:
+        """Physics step, simulated seconds."""
+        return float(self._model.opt.timestep)
+
+    @property
+    def finished_goals(self) -> int:
+        """Joint-trajectory goals that ended (any outcome) since creation."""
+        return self._finished_goals
+
+    # -- running ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start stepping in a background thread at the real-time factor."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name='arm_sim', daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the background thread (commands in progress stay pending)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def advance(self, seconds: float) -> None:
+        """Step the physics by ``seconds`` of simulated time in the calling thread."""
+        steps = max(1, round(seconds / self.timestep))
+        with self._lock:
+            for _ in range(steps):
+                self._step_once()
+
+    def _run(self) -> None:
+        dt = self.timestep
+        max_chunk = max(1, int(0.02 * self._rtf / dt) * 4)
+        wall_anchor = time.monotonic()
+        with self._lock:
+            sim_anchor = float(self._data.time)
+        while not self._stop.is_set():
+            target = sim_anchor + (time.monotonic() - wall_anchor) * self._rtf
+            with self._lock:
+                steps = int((target - self._data.time) / dt)
+                if steps > max_chunk:
+                    steps = max_chunk
+                    wall_anchor = time.monotonic()
+                    sim_anchor = float(self._data.time) + steps * dt
+                for _ in range(max(0, steps)):
+                    self._step_once()
+            time.sleep(0.001)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def state(self) -> SimState:
+        """Return a consistent copy of the current state."""
+        with self._lock:
+            d = self._data
+            return SimState(
+                sim_time=float(d.time),
+                joint_names=self._joint_names,
+                positions=tuple(float(v) for v in d.qpos[self._qpos_idx]),
+                velocities=tuple(float(v) for v in d.qvel[self._qvel_idx]),
+                object_position=tuple(float(v) for v in d.xpos[self._object_body]),
+                object_orientation=tuple(float(v) for v in d.xquat[self._object_body]),
+                holding=bool(d.eq_active[self._weld]),
+                gripper_closed=self._gripper_closed,
+            )
+
+    def grasp_point(self) -> tuple[float, float, float]:
+        """Return the world position of the point between the jaw tips."""
+        with self._lock:
+            return tuple(float(v) for v in self._data.site_xpos[self._grasp_site])
+
+    # -- commands --------------------------------------------------------------------------
+
+    def follow(
+        self, *, names: Sequence[str], path: JointPath,
+        tolerance: float | Sequence[float] = 0.0, settle_time: float = 0.0,
+    ) -> Motion:
+        """
+        Start tracking ``path`` for the named arm joints; preempt any trajectory in progress.
+
+        :param names: arm joints the path's columns refer to (a subset of ARM_JOINTS, no repeats).
+        :param path: waypoints relative to now; starts from the current positions.
+        :param tolerance: final error accepted, radians: one value for every joint or one per
+            joint of ``names``; 0 uses DEFAULT_GOAL_TOLERANCE, a negative value accepts any error
+            (control_msgs' "-1 erases the tolerance").
+        :param settle_time: simulated seconds after the last waypoint to get within tolerance;
+            0 uses SETTLE_TIME.
+        :raises ValueError: unknown or repeated joint names, a path of the wrong width, or
+            tolerances of the wrong length.
+        """
+        names = tuple(names)
+        unknown = [n for n in names if n not in kinematics.ARM_JOINTS]
+        if unknown or not names or len(set(names)) != len(names):
+            raise ValueError(
+                f'joint names must be distinct arm joints {list(kinematics.ARM_JOINTS)}, '
+                f'got {list(names)}'
+            )
+        if path.width != len(names):
+            raise ValueError(f'path has {path.width} columns for {len(names)} joints')
+        tolerances = np.atleast_1d(np.asarray(tolerance, dtype=float)).copy()
+        if tolerances.size == 1:
+            tolerances = np.full(len(names), tolerances[0])
+        if tolerances.shape != (len(names),):
+            raise ValueError(f'{tolerances.size} tolerances for {len(names)} joints')
+        tolerances[tolerances == 0.0] = DEFAULT_GOAL_TOLERANCE
+        tolerances[tolerances < 0.0] = np.inf
+        motion = Motion(kind='trajectory')
+        indices = np.array([self._joint_names.index(n) for n in names])
+        with self._lock:
+            start = self._data.qpos[self._qpos_idx[indices]].copy()
+            if self._tracking is not None:
+                self._end_tracking(MotionOutcome.PREEMPTED, 'preempted by a newer goal')
+            self._tracking = _Tracking(
+                motion=motion,
+                path=path.anchored(start),
+                indices=indices,
+                started_at=float(self._data.time),
+                tolerance=tolerances,
+                settle_time=settle_time if settle_time > 0.0 else SETTLE_TIME,
+            )
+            motion.desired = tuple(float(v) for v in start)
+            motion.actual = motion.desired
+        return motion
+
+    def cancel(self, motion: Motion) -> None:
+        """Stop a trajectory in progress where it is (holding the current position)."""
+        with self._lock:
+            if self._tracking is not None and self._tracking.motion is motion:
+                hold = self._data.qpos[self._qpos_idx[self._tracking.indices]]
+                self._data.ctrl[self._act_idx[self._tracking.indices]] = hold
+                self._end_tracking(MotionOutcome.PREEMPTED, 'canceled')
+
+    def set_gripper(self, *, closed: bool) -> Motion:
+        """Open or close the jaws; closing near the cube attaches it, opening releases it."""
+        motion = Motion(kind='gripper')
+        with self._lock:
+            if self._gripper_motion is not None:
+                self._gripper_motion.finish(MotionOutcome.PREEMPTED, 'preempted')
+            if not closed:
+                self._release()
+            self._gripper_closed = closed
+            value = kinematics.GRIPPER_CLOSED if closed else kinematics.GRIPPER_OPEN
+            self._data.ctrl[self._act_idx[4:]] = value
+            self._gripper_motion = motion
+            self._gripper_ends_at = float(self._data.time) + GRIPPER_MOTION_TIME
+        return motion
+
+    def move_object(
+        self,
+        *,
+        position: Sequence[float],
+        orientation: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
+        after_goals: int = 0,
+    ) -> None:
+        """
+        Teleport the cube now, or when the ``after_goals``-th trajectory goal from now ends.
+
+        A moved cube is released from the gripper. Orientation is (w, x, y, z), normalized.
+
+        :raises ValueError: non-finite numbers, a zero quaternion or a negative after_goals.
+        """
+        pos = tuple(float(v) for v in position)
+        quat = np.array([float(v) for v in orientation])
+        if len(pos) != 3 or not all(math.isfinite(v) for v in pos):
+            raise ValueError(f'object position must be 3 finite numbers, got {pos}')
+        norm = float(np.linalg.norm(quat))
+        if quat.shape != (4,) or not math.isfinite(norm) or norm < 1e-9:
+            raise ValueError(f'object orientation must be a non-zero quaternion, got {quat}')
+        if after_goals < 0:
+            raise ValueError(f'after_goals must be >= 0, got {after_goals}')
+        rot = tuple(float(v) for v in quat / norm)
+        with self._lock:
+            if after_goals == 0:
+                self._teleport(pos, rot)
+            else:
+                self._bumps.append(_Bump(remaining=after_goals, position=pos, orientation=rot))
+
+    def reset(self) -> None:
+        """
+        Put the arm at home with open jaws and the cube at its start pose.
+
+        Preempts any motion in progress and drops pending deferred moves.
+        """
+        with self._lock:
+            if self._tracking is not None:
+                self._end_tracking(MotionOutcome.PREEMPTED, 'reset')
+            if self._gripper_motion is not None:
+                self._gripper_motion.finish(MotionOutcome.PREEMPTED, 'reset')
+                self._gripper_motion = None
+            self._bumps.clear()
+            self._release()
+            d = self._data
+            home = np.array(kinematics.HOME + (kinematics.GRIPPER_OPEN,) * 2)
+            d.qpos[self._qpos_idx] = home
+            d.qvel[:] = 0.0
+            d.qacc_warmstart[:] = 0.0
+            d.ctrl[self._act_idx] = home
+            self._gripper_closed = False
+            self._teleport(OBJECT_START, (1.0, 0.0, 0.0, 0.0))
+
+    # -- inside the lock -------------------------------------------------------------------
+
+    def _teleport(self, pos: tuple[float, ...], quat: tuple[float, ...]) -> None:
+        self._release()
+        d = self._data
+        d.qpos[self._object_qpos:self._object_qpos + 3] = pos
+        d.qpos[self._object_qpos + 3:self._object_qpos + 7] = quat
+        d.qvel[self._object_qvel:self._object_qvel + 6] = 0.0
+        mujoco.mj_forward(self._model, d)
+
+    def _release(self) -> None:
+        self._data.eq_active[self._weld] = 0
+        self._model.body_gravcomp[self._object_body] = 0.0
+
+    def _attach_if_near(self) -> None:
+        d = self._data
+        grasp = d.site_xpos[self._grasp_site]
+        obj = d.xpos[self._object_body]
+        if float(np.linalg.norm(grasp - obj)) > self._grasp_radius:
+            return
+        gpos = d.xpos[self._gripper_body]
+        gmat = d.xmat[self._gripper_body].reshape(3, 3)
+        rel_pos = gmat.T @ (obj - gpos)
+        inv = np.zeros(4)
+        mujoco.mju_negQuat(inv, d.xquat[self._gripper_body])
+        rel_quat = np.zeros(4)
+        mujoco.mju_mulQuat(rel_quat, inv, d.xquat[self._object_body])
+        eq = self._model.eq_data[self._weld]
+        eq[0:3] = 0.0
+        eq[3:6] = rel_pos
+        eq[6:10] = rel_quat
+        d.eq_active[self._weld] = 1
+        self._model.body_gravcomp[self._object_body] = 1.0
+
+    def _end_tracking(self, outcome: MotionOutcome, message: str) -> None:
+        tracking = self._tracking
+        self._tracking = None
+        if tracking is None:
+            return
+        self._finished_goals += 1
+        for bump in list(self._bumps):
+            bump.remaining -= 1
+            if bump.remaining <= 0:
+                self._bumps.remove(bump)
+                self._teleport(bump.position, bump.orientation)
+        tracking.motion.finish(outcome, message)
+
+    def _step_once(self) -> None:
+        d = self._data
+        now = float(d.time)
+        tracking = self._tracking
+        if tracking is not None:
+            elapsed = now - tracking.started_at
+            desired = tracking.path.sample(elapsed)
+            d.ctrl[self._act_idx[tracking.indices]] = desired
+            actual = d.qpos[self._qpos_idx[tracking.indices]]
+            tracking.motion.desired = tuple(float(v) for v in desired)
+            tracking.motion.actual = tuple(float(v) for v in actual)
+            if elapsed >= tracking.path.duration:
+                errors = np.abs(actual - tracking.path.final)
+                error = float(np.max(errors))
+                if np.all(errors <= tracking.tolerance):
+                    self._end_tracking(MotionOutcome.SUCCEEDED, f'reached, max error {error:.4f}')
+                elif elapsed >= tracking.path.duration + tracking.settle_time:
+                    worst = int(np.argmax(errors - tracking.tolerance))
+                    name = self._joint_names[int(tracking.indices[worst])]
+                    self._end_tracking(
+                        MotionOutcome.TOLERANCE_VIOLATED,
+                        f'{name} error {errors[worst]:.4f} rad > tolerance '
+                        f'{tracking.tolerance[worst]:.4f}',
+                    )
+        gripper = self._gripper_motion
+        if gripper is not None and now >= self._gripper_ends_at:
+            self._gripper_motion = None
+            message = 'opened'
+            if self._gripper_closed:
+                self._attach_if_near()
+                message = 'closed, holding the object' if d.eq_active[self._weld] else (
+                    'closed, nothing grasped'
+                )
+            gripper.finish(MotionOutcome.SUCCEEDED, message)
+        mujoco.mj_step(self._model, d)

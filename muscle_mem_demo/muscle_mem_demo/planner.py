@@ -1,0 +1,193 @@
+"""
+ROS-free pick-and-place planning for the demo arm, one step at a time from the current state.
+
+The demo agent calls :func:`next_step` before every step with what it perceives now (joint
+positions, jaw state, the cube's pose), as an LLM or VLM planner would be queried per step.
+From home the answer sequence is eight steps: move above the object, descend, close the
+gripper, lift, move above the place target, lower, open the gripper, return home. Because each
+answer depends only on the current state, the same function resumes a task anywhere: if the
+cube was knocked away after the first step, the next answer is "move above the object" at its
+new position. :func:`plan` rolls the sequence forward on the ideal outcome of each step, for
+previews and tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+import enum
+import math
+
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.kinematics import GraspPoint
+
+__all__ = [
+    'PickPlaceSpec',
+    'PlannedStep',
+    'StepKind',
+    'WorldView',
+    'next_step',
+    'plan',
+]
+
+
+class StepKind(enum.Enum):
+    """What a planned step commands."""
+
+    MOVE = 'move'
+    """A joint trajectory to ``PlannedStep.joints``."""
+    GRIPPER = 'gripper'
+    """Open or close the jaws (``PlannedStep.close``)."""
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One step for the agent to send."""
+
+    kind: StepKind
+    """Trajectory or gripper."""
+    label: str
+    """Short description, for example 'descend to the object'."""
+    joints: tuple[float, ...] = ()
+    """Target arm joint positions (ARM_JOINTS order) for MOVE steps."""
+    duration: float = 0.0
+    """Seconds the trajectory takes, for MOVE steps."""
+    close: bool = False
+    """For GRIPPER steps: True closes, False opens."""
+
+
+@dataclass(frozen=True)
+class WorldView:
+    """What the agent perceives before a step."""
+
+    joints: tuple[float, ...]
+    """Arm joint positions, ARM_JOINTS order, radians."""
+    gripper_closed: bool
+    """True when the jaws are closed."""
+    object_position: tuple[float, float, float]
+    """Cube centre, metres, table frame."""
+
+
+@dataclass(frozen=True)
+class PickPlaceSpec:
+    """Where to put the cube and how to move; defaults fit the packaged arm.xml."""
+
+    place_x: float = 0.3
+    """Place target, metres forward."""
+    place_y: float = -0.3
+    """Place target, metres left (negative: right)."""
+    hover_height: float = 0.15
+    """Grasp-point height for moves above the table, metres."""
+    release_height: float = 0.025
+    """Grasp-point height when letting go, metres (the cube centre rests at 0.02)."""
+    move_time: float = 0.8
+    """Seconds for moves between hover poses and home."""
+    vertical_time: float = 0.5
+    """Seconds for descending, lifting and lowering."""
+    align_tolerance: float = 0.015
+    """Horizontal distance counting as 'above' a point, metres."""
+    height_tolerance: float = 0.012
+    """Vertical distance counting as 'at' a height, metres."""
+    holding_radius: float = 0.035
+    """Cube within this distance of the grasp point with the jaws closed means held, m."""
+    placed_tolerance: float = 0.03
+    """Cube within this horizontal distance of the target, on the table, means placed, m."""
+    home_tolerance: float = 0.03
+    """Largest joint difference counting as being at home, radians."""
+
+    def __post_init__(self) -> None:
+        for name in ('hover_height', 'move_time', 'vertical_time', 'align_tolerance',
+                     'height_tolerance', 'holding_radius', 'placed_tolerance',
+                     'home_tolerance'):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0.0):
+                raise ValueError(f'{name} must be a positive number, got {value}')
+        if not (math.isfinite(self.place_x) and math.isfinite(self.place_y)):
+            raise ValueError('place target must be finite')
+        kinematics.inverse(GraspPoint(x=self.place_x, y=self.place_y, z=self.hover_height))
+
+    @property
+    def place(self) -> GraspPoint:
+        """Return the place target at table height."""
+        return GraspPoint(x=self.place_x, y=self.place_y, z=0.0)
+
+
+def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
+    """
+    Return the next step of the pick-and-place from ``view``, or None when it is done.
+
+    :raises kinematics.UnreachableError: the cube or the target is out of the arm's reach.
+    """
+    grasp = kinematics.forward(view.joints)
+    ox, oy, oz = view.object_position
+    cube = GraspPoint(x=ox, y=oy, z=oz)
+    held = view.gripper_closed and math.dist(
+        (grasp.x, grasp.y, grasp.z), view.object_position
+    ) <= spec.holding_radius
+    if held:
+        if grasp.distance_xy(spec.place) > spec.align_tolerance:
+            if grasp.z < spec.hover_height - spec.height_tolerance:
+                return _move('lift the object', replace(grasp, z=spec.hover_height),
+                             spec.vertical_time)
+            return _move('move above the place target',
+                         replace(spec.place, z=spec.hover_height), spec.move_time)
+        if grasp.z > spec.release_height + spec.height_tolerance:
+            return _move('lower the object', replace(spec.place, z=spec.release_height),
+                         spec.vertical_time)
+        return PlannedStep(kind=StepKind.GRIPPER, label='open the gripper', close=False)
+    if view.gripper_closed:
+        return PlannedStep(kind=StepKind.GRIPPER, label='open the gripper', close=False)
+    placed = cube.distance_xy(spec.place) <= spec.placed_tolerance and oz < 0.035
+    if placed:
+        away = max(abs(a - b) for a, b in zip(view.joints, kinematics.HOME, strict=True))
+        if away > spec.home_tolerance:
+            return PlannedStep(kind=StepKind.MOVE, label='return home',
+                               joints=tuple(kinematics.HOME), duration=spec.move_time)
+        return None
+    if grasp.distance_xy(cube) > spec.align_tolerance:
+        return _move('move above the object', replace(cube, z=spec.hover_height),
+                     spec.move_time)
+    if grasp.z > cube.z + spec.height_tolerance:
+        return _move('descend to the object', cube, spec.vertical_time)
+    return PlannedStep(kind=StepKind.GRIPPER, label='close the gripper', close=True)
+
+
+def plan(view: WorldView, spec: PickPlaceSpec, *, max_steps: int = 16) -> list[PlannedStep]:
+    """
+    Return the whole remaining sequence, assuming every step ends exactly at its target.
+
+    :raises RuntimeError: no end within ``max_steps`` (a planning bug, not a world state).
+    """
+    steps: list[PlannedStep] = []
+    while len(steps) < max_steps:
+        step = next_step(view, spec)
+        if step is None:
+            return steps
+        steps.append(step)
+        view = _ideal_outcome(view, step, spec)
+    raise RuntimeError(f'pick-and-place did not finish within {max_steps} steps')
+
+
+def _move(label: str, target: GraspPoint, duration: float) -> PlannedStep:
+    return PlannedStep(kind=StepKind.MOVE, label=label, joints=kinematics.inverse(target),
+                       duration=duration)
+
+
+def _ideal_outcome(view: WorldView, step: PlannedStep, spec: PickPlaceSpec) -> WorldView:
+    grasp = kinematics.forward(view.joints)
+    held = view.gripper_closed and math.dist(
+        (grasp.x, grasp.y, grasp.z), view.object_position
+    ) <= spec.holding_radius
+    if step.kind is StepKind.GRIPPER:
+        position = view.object_position
+        if not step.close and held:
+            position = (position[0], position[1], 0.02)
+        return replace(view, gripper_closed=step.close, object_position=position)
+    new_grasp = kinematics.forward(step.joints)
+    position = view.object_position
+    if held:
+        position = (
+            position[0] + new_grasp.x - grasp.x,
+            position[1] + new_grasp.y - grasp.y,
+            position[2] + new_grasp.z - grasp.z,
+        )
+    return replace(view, joints=step.joints, object_position=position)

@@ -1,0 +1,142 @@
+"""
+Start the demo's three nodes as child processes, without ``ros2 launch``.
+
+Each node runs as ``python -m <module> --ros-args ...`` with the parent's environment, its
+output going to ``<log_dir>/<name>.log``. Stopping sends SIGINT (the nodes shut down
+cleanly), then SIGTERM, then SIGKILL, each only to the children this object started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+from typing import IO
+
+__all__ = ['ChildProcesses', 'NodeProcessError', 'config_path', 'node_commands']
+
+
+class NodeProcessError(RuntimeError):
+    """A child node exited while it was needed; the message holds the end of its log."""
+
+
+@dataclass
+class _Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    log: IO[bytes]
+
+
+def config_path(file_name: str) -> Path:
+    """
+    Return an installed config file of muscle_mem_demo, or the source tree's copy.
+
+    :raises FileNotFoundError: neither exists.
+    """
+    candidates: list[Path] = []
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        candidates.append(Path(get_package_share_directory('muscle_mem_demo')) / 'config')
+    except Exception:  # noqa: BLE001 - not installed through colcon: use the source tree
+        pass
+    candidates.append(Path(__file__).resolve().parents[2] / 'config')
+    for folder in candidates:
+        path = folder / file_name
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f'{file_name} not found in {[str(c) for c in candidates]}')
+
+
+def node_commands(
+    *, rtf: float, think_time: float, store_path: str, params_file: Path
+) -> dict[str, list[str]]:
+    """Return the command lines of sim robot, behavior cache and demo agent, by name."""
+    python = sys.executable
+    return {
+        'sim_robot': [
+            python, '-m', 'muscle_mem_demo.robot_node', '--ros-args',
+            '-p', f'rtf:={float(rtf)}',
+        ],
+        'behavior_cache': [
+            python, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+            '--params-file', str(params_file), '-p', f'store_path:={store_path}',
+        ],
+        'demo_agent': [
+            python, '-m', 'muscle_mem_demo.agent_node', '--ros-args',
+            '-p', f'think_time:={float(think_time)}',
+            '-p', 'arm_action:=/muscle_mem/arm/follow_joint_trajectory',
+            '-p', 'gripper_service:=/muscle_mem/gripper/set',
+        ],
+    }
+
+
+class ChildProcesses:
+    """The demo's child processes; use as a context manager so they always stop."""
+
+    def __init__(self, *, log_dir: Path) -> None:
+        self._log_dir = log_dir
+        self._children: list[_Child] = []
+
+    def start(self, name: str, command: Sequence[str]) -> None:
+        """Start ``command`` as child ``name`` with output to ``<log_dir>/<name>.log``."""
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self._log_dir / f'{name}.log'
+        log = open(log_path, 'wb')  # noqa: SIM115 - closed in stop()
+        env = dict(os.environ)
+        env.setdefault('PYTHONUNBUFFERED', '1')
+        process = subprocess.Popen(
+            list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env,
+        )
+        self._children.append(_Child(name=name, process=process, log_path=log_path, log=log))
+
+    def check(self) -> None:
+        """
+        Raise if any child has exited.
+
+        :raises NodeProcessError: naming the child, its exit code and the end of its log.
+        """
+        for child in self._children:
+            code = child.process.poll()
+            if code is not None:
+                raise NodeProcessError(
+                    f'{child.name} exited with code {code}; end of {child.log_path}:\n'
+                    + self.tail(child.name)
+                )
+
+    def tail(self, name: str, lines: int = 15) -> str:
+        """Return the last lines of a child's log."""
+        for child in self._children:
+            if child.name == name:
+                child.log.flush()
+                text = child.log_path.read_text(errors='replace').splitlines()
+                return '\n'.join(text[-lines:])
+        raise KeyError(name)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop every child: SIGINT, then SIGTERM, then SIGKILL, waiting ``timeout`` each."""
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            alive = [c for c in self._children if c.process.poll() is None]
+            if not alive:
+                break
+            for child in alive:
+                child.process.send_signal(sig)
+            for child in alive:
+                try:
+                    child.process.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+        for child in self._children:
+            child.log.close()
+
+    def __enter__(self) -> ChildProcesses:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()

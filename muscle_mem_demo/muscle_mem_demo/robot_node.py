@@ -1,0 +1,396 @@
+"""
+ROS 2 node ``sim_robot``: the MuJoCo demo arm behind ordinary robot interfaces.
+
+Publishes ``joint_states`` (sensor_msgs/JointState, 120 Hz by default) and ``object_pose``
+(geometry_msgs/PoseStamped, 30 Hz) from the physics state, serves the joint-trajectory
+action ``arm/follow_joint_trajectory`` (muscle_mem_demo_interfaces/action/FollowJointTrajectory,
+which mirrors control_msgs': ``trajectory``, per-joint ``goal_tolerance`` positions and
+``goal_time_tolerance`` are used, a ``multi_dof_trajectory`` is refused), the Cartesian move
+``arm/move_to_pose`` (muscle_mem_demo_interfaces/action/MoveToPose: the grasp point to a
+position, gripper down, through the arm's inverse kinematics),
+the gripper ``gripper/set`` (std_srvs/srv/SetBool, true closes), and for demos and tests
+``~/move_object`` (muscle_mem_demo_interfaces/srv/MoveObject) and ``~/reset``
+(std_srvs/srv/Trigger). All names are relative, so namespaces and remapping apply.
+
+Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
+``object_pose_rate`` (Hz, 30.0), ``joint_noise`` (rad, standard deviation, 0.0),
+``object_noise`` (m, 0.0), ``noise_seed`` (0), ``frame_id`` ('world').
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+
+from geometry_msgs.msg import PoseStamped
+from muscle_mem_demo import kinematics
+from muscle_mem_demo.motion import Motion, MotionOutcome
+from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
+from muscle_mem_demo.physics import ArmSim
+from muscle_mem_demo.trajectory import JointPath
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
+from muscle_mem_demo_interfaces.srv import MoveObject
+import numpy as np
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+
+__all__ = ['SimRobotNode', 'main']
+
+_FEEDBACK_PERIOD = 0.05
+_DEFAULT_MOVE_TIME = 1.0
+"""Seconds a MoveToPose goal takes when it gives no duration."""
+
+
+class SimRobotNode(Node):
+    """The simulated arm as a ROS node; owns an :class:`ArmSim` running in its own thread."""
+
+    def __init__(self, *, node_name: str = 'sim_robot', **kwargs: object) -> None:
+        """
+        Declare and check parameters, start the physics and the publishing threads.
+
+        :raises ValueError: a parameter is out of range; the message names it.
+        """
+        super().__init__(node_name, **kwargs)
+        rtf = declare_number(self, 'rtf', 1.0, minimum=0.0, exclusive=True)
+        self._joint_rate = declare_number(self, 'joint_state_rate', 120.0, minimum=0.0,
+                                          exclusive=True)
+        self._object_rate = declare_number(self, 'object_pose_rate', 30.0, minimum=0.0,
+                                           exclusive=True)
+        self._joint_noise = declare_number(self, 'joint_noise', 0.0, minimum=0.0)
+        self._object_noise = declare_number(self, 'object_noise', 0.0, minimum=0.0)
+        seed = declare_int(self, 'noise_seed', 0, minimum=0)
+        self._frame_id = declare_string(self, 'frame_id', 'world')
+        self._rng = np.random.default_rng(seed)
+        self._sim = ArmSim(rtf=rtf)
+        group = ReentrantCallbackGroup()
+        self._joint_pub = self.create_publisher(JointState, 'joint_states', 10)
+        self._object_pub = self.create_publisher(PoseStamped, 'object_pose', 10)
+        self._publish_lock = threading.Lock()
+        self._action = ActionServer(
+            self,
+            FollowJointTrajectory,
+            'arm/follow_joint_trajectory',
+            execute_callback=self._execute,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
+        self._move_action = ActionServer(
+            self,
+            MoveToPose,
+            'arm/move_to_pose',
+            execute_callback=self._execute_move,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
+        self.create_service(SetBool, 'gripper/set', self._on_gripper, callback_group=group)
+        self.create_service(MoveObject, '~/move_object', self._on_move, callback_group=group)
+        self.create_service(Trigger, '~/reset', self._on_reset, callback_group=group)
+        self._stop = threading.Event()
+        self._sim.start()
+        self._publisher = threading.Thread(target=self._publish_loop, daemon=True)
+        self._publisher.start()
+        self.get_logger().info(
+            f'sim robot up: rtf {rtf}, joint_states {self._joint_rate} Hz, '
+            f'object_pose {self._object_rate} Hz'
+        )
+
+    @property
+    def sim(self) -> ArmSim:
+        """Return the simulation behind the node."""
+        return self._sim
+
+    def shutdown(self) -> None:
+        """
+        End running goals, then stop the publishing and physics threads.
+
+        Called after a shutdown signal and before the node is destroyed: a goal in
+        progress is aborted ('shutting down') and nothing publishes afterwards.
+        """
+        self._stop.set()
+        self._publisher.join(timeout=2.0)
+        self._sim.stop()
+
+    # -- publishing -------------------------------------------------------------------------
+
+    def _publish_loop(self) -> None:
+        period = 1.0 / self._joint_rate
+        object_every = 1.0 / self._object_rate
+        next_joint = time.monotonic()
+        next_object = next_joint
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_joint:
+                self._publish_joints()
+                next_joint = max(next_joint + period, now - period)
+            if now >= next_object:
+                self._publish_object()
+                next_object = max(next_object + object_every, now - object_every)
+            time.sleep(max(0.0, min(next_joint, next_object) - time.monotonic()))
+
+    def _publish_joints(self) -> None:
+        msg = JointState()
+        msg.header.frame_id = self._frame_id
+        with self._publish_lock:
+            # read, stamp and publish together: a message never carries an older state than
+            # one published before it, on either topic
+            state = self._sim.state()
+            positions = np.array(state.positions)
+            if self._joint_noise > 0.0:
+                positions = positions + self._rng.normal(0.0, self._joint_noise, positions.shape)
+            msg.name = list(state.joint_names)
+            msg.position = [float(v) for v in positions]
+            msg.velocity = list(state.velocities)
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self._joint_pub.publish(msg)
+
+    def _publish_object(self) -> None:
+        msg = PoseStamped()
+        msg.header.frame_id = self._frame_id
+        with self._publish_lock:
+            state = self._sim.state()
+            position = np.array(state.object_position)
+            if self._object_noise > 0.0:
+                position = position + self._rng.normal(0.0, self._object_noise, 3)
+            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (
+                float(v) for v in position
+            )
+            w, x, y, z = state.object_orientation
+            msg.pose.orientation.w, msg.pose.orientation.x = w, x
+            msg.pose.orientation.y, msg.pose.orientation.z = y, z
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self._object_pub.publish(msg)
+
+    # -- action and services ----------------------------------------------------------------
+
+    def _execute(self, goal_handle: ServerGoalHandle) -> FollowJointTrajectory.Result:
+        goal = goal_handle.request
+        result = FollowJointTrajectory.Result()
+        traj = goal.trajectory
+        names = list(traj.joint_names)
+        try:
+            if goal.multi_dof_trajectory.joint_names or goal.multi_dof_trajectory.points:
+                raise ValueError('multi_dof_trajectory: the demo arm has no multi-DOF joints')
+            path = _path_from(traj)
+            motion = self._sim.follow(names=names, path=path,
+                                      tolerance=_goal_tolerances(goal.goal_tolerance, names),
+                                      settle_time=_seconds(goal.goal_time_tolerance))
+        except ValueError as err:
+            unknown = not names or any(n not in self._sim.joint_names[:4] for n in names)
+            result.error_code = (
+                FollowJointTrajectory.Result.INVALID_JOINTS
+                if unknown or len(set(names)) != len(names)
+                else FollowJointTrajectory.Result.INVALID_GOAL
+            )
+            result.error_string = str(err)
+            self.get_logger().warning(f'rejected trajectory: {err}')
+            goal_handle.abort()
+            return result
+        feedback = FollowJointTrajectory.Feedback()
+        feedback.joint_names = names
+        while not motion.wait(_FEEDBACK_PERIOD):
+            if self._stop.is_set() or goal_handle.is_cancel_requested or (
+                    not goal_handle.is_active):
+                return self._end_early(goal_handle, motion, result,
+                                       FollowJointTrajectory.Result)
+            feedback.header.stamp = self.get_clock().now().to_msg()
+            desired, actual = list(motion.desired), list(motion.actual)
+            feedback.desired.positions = desired
+            feedback.actual.positions = actual
+            feedback.error.positions = [d - a for d, a in zip(desired, actual, strict=True)]
+            goal_handle.publish_feedback(feedback)
+        # a deferred object move may have happened as the motion ended: publish it first
+        self._publish_object()
+        self._publish_joints()
+        result.error_string = motion.message
+        if motion.outcome is MotionOutcome.SUCCEEDED:
+            result.error_code = FollowJointTrajectory.Result.SUCCESSFUL
+            goal_handle.succeed()
+        elif motion.outcome is MotionOutcome.TOLERANCE_VIOLATED:
+            result.error_code = FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED
+            goal_handle.abort()
+        else:
+            result.error_code = FollowJointTrajectory.Result.INVALID_GOAL
+            goal_handle.abort()
+        return result
+
+    def _execute_move(self, goal_handle: ServerGoalHandle) -> MoveToPose.Result:
+        target = goal_handle.request.target
+        result = MoveToPose.Result()
+        try:
+            joints = _joints_for(target, self._frame_id)
+        except kinematics.UnreachableError as err:
+            result.error_code, result.error_string = MoveToPose.Result.UNREACHABLE, str(err)
+        except ValueError as err:
+            result.error_code, result.error_string = MoveToPose.Result.INVALID_GOAL, str(err)
+        if result.error_string:
+            self.get_logger().warning(f'rejected move_to_pose: {result.error_string}')
+            goal_handle.abort()
+            return result
+        duration = _seconds(goal_handle.request.duration) or _DEFAULT_MOVE_TIME
+        try:
+            motion = self._sim.follow(names=kinematics.ARM_JOINTS,
+                                      path=JointPath(times=[duration], positions=[joints]))
+        except ValueError as err:
+            result.error_code = MoveToPose.Result.INVALID_GOAL
+            result.error_string = f'duration {duration} s: {err}'
+            goal_handle.abort()
+            return result
+        feedback = MoveToPose.Feedback()
+        feedback.current.header.frame_id = self._frame_id
+        while not motion.wait(_FEEDBACK_PERIOD):
+            if self._stop.is_set() or goal_handle.is_cancel_requested or (
+                    not goal_handle.is_active):
+                return self._end_early(goal_handle, motion, result, MoveToPose.Result)
+            point = kinematics.forward(motion.actual)
+            feedback.current.header.stamp = self.get_clock().now().to_msg()
+            position = feedback.current.pose.position
+            position.x, position.y, position.z = point.x, point.y, point.z
+            goal_handle.publish_feedback(feedback)
+        self._publish_object()
+        self._publish_joints()
+        result.error_string = motion.message
+        if motion.outcome is MotionOutcome.SUCCEEDED:
+            result.error_code = MoveToPose.Result.SUCCESSFUL
+            goal_handle.succeed()
+        else:
+            result.error_code = (MoveToPose.Result.GOAL_TOLERANCE_VIOLATED
+                                 if motion.outcome is MotionOutcome.TOLERANCE_VIOLATED
+                                 else MoveToPose.Result.INVALID_GOAL)
+            goal_handle.abort()
+        return result
+
+    def _end_early(self, goal_handle: ServerGoalHandle, motion: Motion, result: object,
+                   codes: type) -> object:
+        """
+        End a goal whose motion is still running: shutdown, a cancel, or a goal gone.
+
+        :return: ``result``, filled in.
+        """
+        self._sim.cancel(motion)
+        if self._stop.is_set():
+            result.error_code = codes.INVALID_GOAL  # type: ignore[attr-defined]
+            result.error_string = 'shutting down'  # type: ignore[attr-defined]
+            goal_handle.abort()
+        elif goal_handle.is_cancel_requested:
+            motion.wait(1.0)
+            result.error_code = codes.SUCCESSFUL  # type: ignore[attr-defined]
+            result.error_string = 'canceled'  # type: ignore[attr-defined]
+            goal_handle.canceled()
+        else:
+            result.error_string = 'goal no longer active'  # type: ignore[attr-defined]
+        return result
+
+    def _on_gripper(
+        self, request: SetBool.Request, response: SetBool.Response
+    ) -> SetBool.Response:
+        motion = self._sim.set_gripper(closed=bool(request.data))
+        deadline = time.monotonic() + 10.0 / max(self._sim.rtf, 0.1) + 2.0
+        finished = False
+        while not finished and time.monotonic() < deadline and not self._stop.is_set():
+            finished = motion.wait(_FEEDBACK_PERIOD)
+        response.success = finished and motion.outcome is MotionOutcome.SUCCEEDED
+        response.message = motion.message if finished else (
+            'shutting down' if self._stop.is_set() else 'gripper timed out')
+        return response
+
+    def _on_move(
+        self, request: MoveObject.Request, response: MoveObject.Response
+    ) -> MoveObject.Response:
+        p, q = request.pose.position, request.pose.orientation
+        try:
+            self._sim.move_object(
+                position=(p.x, p.y, p.z),
+                orientation=(q.w, q.x, q.y, q.z),
+                after_goals=int(request.after_goals),
+            )
+        except ValueError as err:
+            response.success = False
+            response.message = str(err)
+            return response
+        if request.after_goals == 0:
+            self._publish_object()
+        response.success = True
+        when = 'now' if request.after_goals == 0 else f'after {request.after_goals} goal(s)'
+        response.message = f'object moves to ({p.x:.3f}, {p.y:.3f}, {p.z:.3f}) {when}'
+        return response
+
+    def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self._sim.reset()
+        self._publish_joints()
+        self._publish_object()
+        response.success = True
+        response.message = 'arm at home, object at its start pose'
+        return response
+
+
+def _seconds(duration: object) -> float:
+    return duration.sec + duration.nanosec * 1e-9  # type: ignore[attr-defined]
+
+
+def _goal_tolerances(tolerances: list[object], names: list[str]) -> list[float]:
+    """
+    Return the final position tolerance of each joint in ``names`` from JointTolerance entries.
+
+    As joint_trajectory_controller reads them: a joint not listed, or listed with position
+    0, keeps the server default (0 here, which the simulation takes as its default); -1
+    accepts any final position.
+
+    :raises ValueError: an entry names a joint that is not in the trajectory, or a joint twice.
+    """
+    by_name: dict[str, float] = {}
+    for entry in tolerances:
+        name = entry.name  # type: ignore[attr-defined]
+        if name not in names or name in by_name:
+            raise ValueError(f'goal_tolerance names {name!r}: not a joint of the trajectory '
+                             f'{names}, or named twice')
+        by_name[name] = float(entry.position)  # type: ignore[attr-defined]
+    return [by_name.get(name, 0.0) for name in names]
+
+
+def _joints_for(target: object, frame_id: str) -> tuple[float, ...]:
+    """
+    Return the arm joints that put the grasp point at a MoveToPose target, gripper down.
+
+    :raises ValueError: a frame other than '' or ``frame_id``, an orientation other than
+        "gripper down" (all zeros or identity), or a position that is not finite.
+    :raises UnreachableError: the position is outside the arm's workspace.
+    """
+    frame = target.header.frame_id  # type: ignore[attr-defined]
+    if frame not in ('', frame_id):
+        raise ValueError(f"target.header.frame_id {frame!r}: must be '' or {frame_id!r}")
+    q = target.pose.orientation  # type: ignore[attr-defined]
+    if (q.x, q.y, q.z) != (0.0, 0.0, 0.0) or q.w not in (0.0, 1.0):
+        raise ValueError('target.pose.orientation: the demo arm keeps its gripper pointing '
+                         'down; give an identity (or all-zero) quaternion')
+    p = target.pose.position  # type: ignore[attr-defined]
+    if not all(math.isfinite(v) for v in (p.x, p.y, p.z)):
+        raise ValueError(f'target.pose.position ({p.x}, {p.y}, {p.z}) is not finite')
+    return kinematics.inverse(kinematics.GraspPoint(x=p.x, y=p.y, z=p.z))
+
+
+def _path_from(traj: object) -> JointPath:
+    points = list(traj.points)  # type: ignore[attr-defined]
+    if not points:
+        raise ValueError('trajectory has no points')
+    times = [_seconds(p.time_from_start) for p in points]
+    positions = [list(p.positions) for p in points]
+    with_vel = all(len(p.velocities) > 0 for p in points)
+    velocities = [list(p.velocities) for p in points] if with_vel else None
+    return JointPath(times=times, positions=positions, velocities=velocities)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the sim robot until interrupted; exit code 1 on bad parameters."""
+    return spin_node(SimRobotNode, name='sim_robot', args=args, on_exit=SimRobotNode.shutdown)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

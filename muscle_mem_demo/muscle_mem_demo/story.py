@@ -1,0 +1,190 @@
+"""
+The demo's scripted story: five runs of the pick-and-place, what each expects, the verdict.
+
+ROS-free: :mod:`muscle_mem_demo.driver` performs a :class:`RunSpec` over ROS and returns a
+:class:`RunOutcome`; :func:`judge` decides whether it held. The simulation is the judge of
+the result: a run whose cube did not end on the place target failed, whatever the cache
+reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import enum
+import math
+
+from muscle_mem_demo.physics import OBJECT_START
+
+__all__ = [
+    'BUMP_POSITION',
+    'NUDGE_POSITION',
+    'PLACE_TOLERANCE',
+    'PLACE_TARGET',
+    'STORY',
+    'Expectation',
+    'RunMode',
+    'RunOutcome',
+    'RunSpec',
+    'judge',
+]
+
+PLACE_TARGET: tuple[float, float] = (0.3, -0.3)
+"""Where the agent puts the cube (the agent's default place_x, place_y), metres."""
+
+PLACE_TOLERANCE = 0.03
+"""Largest horizontal distance from the target for the cube to count as placed, metres."""
+
+NUDGE_POSITION: tuple[float, float, float] = (OBJECT_START[0] + 0.01, OBJECT_START[1] - 0.01,
+                                              OBJECT_START[2])
+"""Run 3's cube: 1.4 cm from its start, inside the cache's 2 cm object tolerance."""
+
+BUMP_POSITION: tuple[float, float, float] = (0.45, 0.02, OBJECT_START[2])
+"""Runs 4 and 5: where the cube is knocked when the first arm goal ends (19 cm away)."""
+
+
+class RunMode(enum.Enum):
+    """How a run was carried out, read from the cache's ExecuteTask result."""
+
+    MISS = 'miss -> agent'
+    """Nothing learned matched: the agent did every step."""
+    REPLAY = 'replay'
+    """Every step came from the cache; the agent was not called."""
+    HANDOFF = 'replay -> agent'
+    """The cache replayed a prefix, a check failed, the agent finished the task."""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a run must show for the story to hold."""
+
+    mode: RunMode
+    """How it must be carried out."""
+    replayed: int
+    """Steps replayed by the cache."""
+    by_agent: int
+    """Steps done by the agent."""
+    agent_calls: tuple[int, ...]
+    """resume_from_step of each agent call, in order; () means the agent is not called."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the story: how to change the world first, and what must happen."""
+
+    number: int
+    """1-based position in the story."""
+    title: str
+    """What the run shows."""
+    expect: Expectation
+    """The verdict's reference."""
+    nudge: tuple[float, float, float] | None = None
+    """Move the cube here before the run (after the reset)."""
+    bump: tuple[float, float, float] | None = None
+    """Knock the cube here when the run's first arm goal ends (MoveObject after_goals=1)."""
+
+
+STORY: tuple[RunSpec, ...] = (
+    RunSpec(number=1, title='first pick-and-place',
+            expect=Expectation(mode=RunMode.MISS, replayed=0, by_agent=8, agent_calls=(0,))),
+    RunSpec(number=2, title='same again',
+            expect=Expectation(mode=RunMode.REPLAY, replayed=8, by_agent=0, agent_calls=())),
+    RunSpec(number=3, title='object nudged 1.4 cm (< 2 cm tol.)', nudge=NUDGE_POSITION,
+            expect=Expectation(mode=RunMode.REPLAY, replayed=8, by_agent=0, agent_calls=())),
+    RunSpec(number=4, title='object bumped 19 cm after step 0', bump=BUMP_POSITION,
+            expect=Expectation(mode=RunMode.HANDOFF, replayed=1, by_agent=8,
+                               agent_calls=(1,))),
+    RunSpec(number=5, title='same bump again', bump=BUMP_POSITION,
+            expect=Expectation(mode=RunMode.REPLAY, replayed=9, by_agent=0, agent_calls=())),
+)
+"""The five runs the demo performs, in order, each from a reset world."""
+
+
+@dataclass
+class RunOutcome:
+    """What happened in one run, as observed over ROS and in the simulation."""
+
+    spec: RunSpec
+    """The run."""
+    success: bool = False
+    """ExecuteTask result: success."""
+    cache_hit: bool = False
+    """ExecuteTask result: cache_hit."""
+    replayed: int = 0
+    """ExecuteTask result: steps_replayed."""
+    by_agent: int = 0
+    """ExecuteTask result: steps_by_agent."""
+    message: str = ''
+    """ExecuteTask result message, or why the run could not be performed."""
+    agent_calls: tuple[int, ...] = ()
+    """resume_from_step of each call the agent announced during the run."""
+    wall_time: float = math.nan
+    """Seconds from sending the goal to its result."""
+    final_object: tuple[float, float, float] | None = None
+    """The cube's position in the simulation after the run."""
+    check_failure: str = ''
+    """The cache's first failed check of the run, if any (from its events)."""
+    trace_times: list[float] = field(default_factory=list)
+    """Seconds since the goal was sent, one per joint_states message."""
+    trace_positions: list[tuple[float, ...]] = field(default_factory=list)
+    """Arm joint positions, one row per joint_states message."""
+    failures: tuple[str, ...] = ()
+    """Why the run does not hold (filled in by :func:`judge`); empty when it holds."""
+
+    @property
+    def mode(self) -> RunMode | None:
+        """How the run was carried out, None when it did not finish."""
+        if not self.success:
+            return None
+        if self.cache_hit or self.by_agent == 0:
+            return RunMode.REPLAY
+        return RunMode.HANDOFF if self.replayed > 0 else RunMode.MISS
+
+    @property
+    def placement_error(self) -> float:
+        """Horizontal distance of the cube from the place target, metres (inf if unknown)."""
+        if self.final_object is None:
+            return math.inf
+        x, y, _ = self.final_object
+        return math.hypot(x - PLACE_TARGET[0], y - PLACE_TARGET[1])
+
+    @property
+    def placed(self) -> bool:
+        """Return True when the cube rests on the table within PLACE_TOLERANCE of the target."""
+        return (
+            self.final_object is not None
+            and self.placement_error <= PLACE_TOLERANCE
+            and self.final_object[2] < 0.035
+        )
+
+    @property
+    def held(self) -> bool:
+        """Return True when judged and nothing failed."""
+        return not self.failures
+
+
+def judge(outcome: RunOutcome) -> RunOutcome:
+    """Fill in ``outcome.failures`` against its spec's expectation; return it."""
+    expect = outcome.spec.expect
+    failures: list[str] = []
+    if not outcome.success:
+        failures.append(f'task failed: {outcome.message}')
+    if outcome.mode is not expect.mode:
+        mode = outcome.mode.value if outcome.mode else 'none'
+        failures.append(f'mode {mode}, expected {expect.mode.value}')
+    if (outcome.replayed, outcome.by_agent) != (expect.replayed, expect.by_agent):
+        failures.append(
+            f'{outcome.replayed} replayed / {outcome.by_agent} by agent, expected '
+            f'{expect.replayed} / {expect.by_agent}'
+        )
+    if outcome.agent_calls != expect.agent_calls:
+        failures.append(
+            f'agent calls (resume steps) {list(outcome.agent_calls)}, expected '
+            f'{list(expect.agent_calls)}'
+        )
+    if not outcome.placed:
+        where = 'unknown' if outcome.final_object is None else (
+            f'{outcome.placement_error * 100:.1f} cm from the target'
+        )
+        failures.append(f'object not placed ({where})')
+    outcome.failures = tuple(failures)
+    return outcome

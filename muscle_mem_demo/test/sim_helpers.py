@@ -1,0 +1,271 @@
+"""
+Helpers for the sim tests: the sim robot and demo agent as real processes, a client node.
+
+Every process runs in a unique namespace (the nodes use relative names), so tests on the same
+ROS_DOMAIN_ID cannot see each other's topics. Processes are stopped by their own PID only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+import uuid
+
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseStamped
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
+from muscle_mem_demo_interfaces.srv import MoveObject
+from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_ros.ros.action_client import ActionClient
+import rclpy
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import SetBool, Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+
+def unique_namespace() -> str:
+    return '/t' + uuid.uuid4().hex[:8]
+
+
+class NodeProcess:
+    """One node as ``python -m <module> --ros-args ...`` with its output in a log file."""
+
+    def __init__(self, module: str, *, namespace: str, params: dict[str, Any],
+                 log_dir: Path) -> None:
+        args = [sys.executable, '-m', module, '--ros-args', '-r', f'__ns:={namespace}']
+        for key, value in params.items():
+            args += ['-p', f'{key}:={value}']
+        self.log_path = log_dir / f'{module.rsplit(".", 1)[-1]}_{uuid.uuid4().hex[:6]}.log'
+        self._log = open(self.log_path, 'wb')  # noqa: SIM115
+        self.process = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
+                                        env=dict(os.environ, PYTHONUNBUFFERED='1'))
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors='replace')
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+class SimClient(Node):
+    """Talks to one namespaced sim robot (and agent), spinning in its own thread."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__('sim_test_client_' + uuid.uuid4().hex[:6])
+        ns = namespace
+        group = ReentrantCallbackGroup()
+        self.lock = threading.Lock()
+        self.joint_msgs: list[JointState] = []
+        self.object_msgs: list[PoseStamped] = []
+        self.calls: list[str] = []
+        self.arm = ActionClient(self, FollowJointTrajectory, f'{ns}/arm/follow_joint_trajectory',
+                                callback_group=group)
+        self.move_to_pose = ActionClient(self, MoveToPose, f'{ns}/arm/move_to_pose',
+                                         callback_group=group)
+        self.agent = ActionClient(self, ExecuteTask, f'{ns}/demo_agent/execute_task',
+                                  callback_group=group)
+        self.gripper = self.create_client(SetBool, f'{ns}/gripper/set', callback_group=group)
+        self.reset_client = self.create_client(Trigger, f'{ns}/sim_robot/reset',
+                                               callback_group=group)
+        self.move_client = self.create_client(MoveObject, f'{ns}/sim_robot/move_object',
+                                              callback_group=group)
+        self.create_subscription(JointState, f'{ns}/joint_states', self._on_joints, 50,
+                                 callback_group=group)
+        self.create_subscription(PoseStamped, f'{ns}/object_pose', self._on_object, 50,
+                                 callback_group=group)
+        self.create_subscription(String, f'{ns}/demo_agent/calls', self._on_call, 10,
+                                 callback_group=group)
+        self._executor = MultiThreadedExecutor(num_threads=3)
+        self._executor.add_node(self)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._executor.shutdown(timeout_sec=2.0)
+        self.destroy_node()
+
+    def _on_joints(self, msg: JointState) -> None:
+        with self.lock:
+            self.joint_msgs.append(msg)
+            del self.joint_msgs[:-500]
+
+    def _on_object(self, msg: PoseStamped) -> None:
+        with self.lock:
+            self.object_msgs.append(msg)
+            del self.object_msgs[:-200]
+
+    def _on_call(self, msg: String) -> None:
+        with self.lock:
+            self.calls.append(msg.data)
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def wait_for(self, predicate, timeout: float = 20.0, what: str = 'condition') -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f'timed out waiting for {what}')
+            time.sleep(0.02)
+
+    def wait_feedback(self, feedback: list, until, what: str, timeout: float = 10.0) -> list:
+        """
+        Return a copy of ``feedback`` once ``until(copy)`` holds (bounded).
+
+        Feedback travels on a topic, the result on a service: the last feedback messages
+        may arrive after the result, so a test that asserts on feedback after a result
+        waits here for what it needs.
+        """
+        self.wait_for(lambda: until(list(feedback)), timeout, what)
+        return list(feedback)
+
+    def wait_robot(self, timeout: float = 30.0) -> None:
+        self.wait_for(lambda: self.arm.server_is_ready() and self.gripper.service_is_ready()
+                      and self.reset_client.service_is_ready()
+                      and self.move_client.service_is_ready()
+                      and bool(self.joint_msgs) and bool(self.object_msgs),
+                      timeout, 'the sim robot')
+        time.sleep(0.5)
+
+    def wait_agent(self, timeout: float = 30.0) -> None:
+        self.wait_for(lambda: self.agent.server_is_ready()
+                      and self.count_publishers(self._calls_topic()) > 0,
+                      timeout, 'the demo agent')
+        time.sleep(0.5)
+
+    def _calls_topic(self) -> str:
+        for sub in self.subscriptions:
+            if sub.topic_name.endswith('/demo_agent/calls'):
+                return sub.topic_name
+        raise AssertionError('no calls subscription')
+
+    @staticmethod
+    def result_of(future, timeout: float = 30.0) -> Any:
+        event = threading.Event()
+        future.add_done_callback(lambda _f: event.set())
+        assert event.wait(timeout), 'timed out waiting for a future'
+        return future.result()
+
+    def call(self, client, request, timeout: float = 10.0) -> Any:
+        assert client.wait_for_service(timeout_sec=timeout)
+        return self.result_of(client.call_async(request), timeout)
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def send_trajectory(self, names: Sequence[str], positions: Sequence[Sequence[float]],
+                        times: Sequence[float], *, feedback: list | None = None,
+                        timeout: float = 30.0, goal: Any = None) -> tuple[int, Any]:
+        goal = goal if goal is not None else FollowJointTrajectory.Goal()
+        goal.trajectory = JointTrajectory()
+        goal.trajectory.joint_names = list(names)
+        for row, t in zip(positions, times, strict=True):
+            point = JointTrajectoryPoint()
+            point.positions = [float(v) for v in row]
+            point.time_from_start = Duration(sec=int(t), nanosec=int((t - int(t)) * 1e9))
+            goal.trajectory.points.append(point)
+        callback = (lambda fb: feedback.append(fb.feedback)) if feedback is not None else None
+        handle = self.result_of(self.arm.send_goal_async(goal, feedback_callback=callback))
+        assert handle.accepted
+        response = self.result_of(handle.get_result_async(), timeout)
+        return response.status, response.result
+
+    def send_move_to_pose(self, position: Sequence[float], *, frame_id: str = 'world',
+                          orientation: Sequence[float] = (0.0, 0.0, 0.0, 1.0),
+                          duration: float = 0.0, feedback: list | None = None,
+                          timeout: float = 30.0) -> tuple[int, Any]:
+        goal = MoveToPose.Goal()
+        goal.target.header.frame_id = frame_id
+        goal.target.pose.position.x, goal.target.pose.position.y, goal.target.pose.position.z = (
+            float(v) for v in position)
+        q = goal.target.pose.orientation
+        q.x, q.y, q.z, q.w = (float(v) for v in orientation)
+        goal.duration = Duration(sec=int(duration), nanosec=int((duration % 1) * 1e9))
+        callback = (lambda fb: feedback.append(fb.feedback)) if feedback is not None else None
+        assert self.move_to_pose.wait_for_server(timeout_sec=timeout)
+        handle = self.result_of(self.move_to_pose.send_goal_async(goal,
+                                                                  feedback_callback=callback))
+        assert handle.accepted
+        response = self.result_of(handle.get_result_async(), timeout)
+        return response.status, response.result
+
+    def run_task(self, task: str = 'pick_and_place', *, params_json: str = '',
+                 resume_from_step: int = 0, feedback: list | None = None,
+                 timeout: float = 60.0) -> Any:
+        goal = ExecuteTask.Goal(task=task, params_json=params_json,
+                                resume_from_step=resume_from_step)
+        callback = (lambda fb: feedback.append(fb.feedback)) if feedback is not None else None
+        handle = self.result_of(self.agent.send_goal_async(goal, feedback_callback=callback))
+        assert handle.accepted
+        return self.result_of(handle.get_result_async(), timeout).result
+
+    def reset(self) -> None:
+        assert self.call(self.reset_client, Trigger.Request()).success
+        self.wait_fresh()
+
+    def move_object(self, position: Sequence[float], *, after_goals: int = 0,
+                    orientation: Sequence[float] = (0.0, 0.0, 0.0, 1.0)) -> Any:
+        request = MoveObject.Request(after_goals=after_goals)
+        request.pose.position.x, request.pose.position.y, request.pose.position.z = position
+        o = request.pose.orientation
+        o.x, o.y, o.z, o.w = orientation
+        return self.call(self.move_client, request)
+
+    # -- observations ----------------------------------------------------------------------
+
+    def now_ns(self) -> int:
+        return self.get_clock().now().nanoseconds
+
+    def wait_fresh(self, after_ns: int | None = None) -> tuple[JointState, PoseStamped]:
+        after = self.now_ns() if after_ns is None else after_ns
+
+        def fresh() -> bool:
+            with self.lock:
+                return (bool(self.joint_msgs) and _ns(self.joint_msgs[-1]) > after
+                        and bool(self.object_msgs) and _ns(self.object_msgs[-1]) > after)
+
+        self.wait_for(fresh, 10.0, 'fresh sensor data')
+        with self.lock:
+            return self.joint_msgs[-1], self.object_msgs[-1]
+
+    def object_position(self, after_ns: int | None = None) -> tuple[float, float, float]:
+        _, obj = self.wait_fresh(after_ns)
+        p = obj.pose.position
+        return (p.x, p.y, p.z)
+
+
+def assert_bad_parameter(module: str, param: str, value: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, '-m', module, '--ros-args',
+         '-r', f'__ns:={unique_namespace()}', '-p', f'{param}:={value}'],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert f"'{param}'" in proc.stdout + proc.stderr
+
+
+def _ns(msg: Any) -> int:
+    stamp = msg.header.stamp
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def ros_init() -> None:
+    if not rclpy.ok():
+        rclpy.init()
