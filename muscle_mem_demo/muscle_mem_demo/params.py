@@ -1,26 +1,30 @@
 """
 Declare and check the sim nodes' ROS parameters, naming the parameter in every error.
 
+The validation is the cache's own (:class:`muscle_mem_ros.ros.parameters.ParameterReader`):
+one validator, and every sim parameter gets a descriptor (type, range, read-only) too.
+
 ``spin_node`` is the sim nodes' shared ``main``: a bad parameter (a ``ValueError`` from the
 declare helpers) becomes exit code 1 with the message logged, like the cache's own main.
 
-Numbers are declared with dynamic typing so ``-p rtf:=2`` (an integer on the command line)
-is accepted as 2.0 instead of failing deep inside rclpy with a type exception.
+An integer given for a number (``-p rtf:=2`` on the command line) is accepted as 2.0
+instead of failing deep inside rclpy with a type exception.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 import sys
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from muscle_mem_ros.errors import ConfigError
+from muscle_mem_ros.ros.parameters import ParameterReader
 from muscle_mem_ros.ros.shutdown import (
     init_without_signal_handlers,
     ShutdownSignals,
     spin_until_shutdown,
 )
-from rcl_interfaces.msg import ParameterDescriptor
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
@@ -29,55 +33,50 @@ __all__ = ['declare_int', 'declare_number', 'declare_string', 'spin_node']
 
 N = TypeVar('N', bound=Node)
 
-_DYNAMIC = ParameterDescriptor(dynamic_typing=True)
-
 
 def declare_number(
     node: Node, name: str, default: float, *, minimum: float | None = None,
-    exclusive: bool = False,
+    exclusive: bool = False, description: str = '',
 ) -> float:
     """
-    Declare a numeric parameter and return its value as a float.
+    Declare a numeric parameter (read-only, with its range) and return its value as a float.
 
     :param node: The node declaring it.
     :param name: Parameter name.
     :param default: Value when not set.
     :param minimum: Smallest accepted value, or None.
     :param exclusive: True if ``minimum`` itself is refused.
+    :param description: For the parameter's descriptor.
     :raises ValueError: not a finite number in range; the message names the parameter.
     """
-    value = _declare(node, name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f'parameter {name!r} must be a number, got {value!r}')
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f'parameter {name!r} must be finite, got {value!r}')
-    if minimum is not None and (number < minimum or (exclusive and number == minimum)):
-        bound = f'> {minimum}' if exclusive else f'>= {minimum}'
-        raise ValueError(f'parameter {name!r} must be {bound}, got {value!r}')
-    return number
+    with _as_value_error(name):
+        return ParameterReader(node=node).number(
+            name, default, minimum=minimum, exclusive=exclusive, description=description)
 
 
-def declare_int(node: Node, name: str, default: int, *, minimum: int | None = None) -> int:
+def declare_int(node: Node, name: str, default: int, *, minimum: int | None = None,
+                description: str = '') -> int:
     """Declare an integer parameter; ValueError naming it when not an integer in range."""
-    value = _declare(node, name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f'parameter {name!r} must be an integer, got {value!r}')
-    if minimum is not None and value < minimum:
-        raise ValueError(f'parameter {name!r} must be >= {minimum}, got {value!r}')
-    return value
+    with _as_value_error(name):
+        return ParameterReader(node=node).integer(
+            name, default, minimum=minimum, description=description)
 
 
-def declare_string(node: Node, name: str, default: str) -> str:
+def declare_string(node: Node, name: str, default: str, *, description: str = '') -> str:
     """Declare a string parameter; ValueError naming it when not a non-empty string."""
-    value = _declare(node, name, default)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f'parameter {name!r} must be a non-empty string, got {value!r}')
-    return value
+    with _as_value_error(name):
+        return ParameterReader(node=node).string(
+            name, default, empty=False, description=description)
 
 
-def _declare(node: Node, name: str, default: Any) -> Any:
-    return node.declare_parameter(name, default, _DYNAMIC).value
+@contextmanager
+def _as_value_error(name: str) -> Iterator[None]:
+    """Turn the shared validator's ConfigError into the ValueError :func:`spin_node` expects."""
+    try:
+        yield
+    except ConfigError as err:
+        reason = str(err).removeprefix(f'{name}: ')
+        raise ValueError(f'parameter {name!r} {reason}') from err
 
 
 def spin_node(

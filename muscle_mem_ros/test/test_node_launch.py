@@ -11,6 +11,7 @@ it as ``python -m``).
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 from pathlib import Path
@@ -52,6 +53,16 @@ def test_launch_file_and_config_are_shipped():
     text = LAUNCH_FILE.read_text()
     assert "executable='behavior_cache'" in text
     assert "'params_file'" in text
+
+
+def test_launch_file_shows_both_lifecycle_modes():
+    """Without launch installed: the file parses and names both ways to start the node."""
+    tree = ast.parse(LAUNCH_FILE.read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert {'LifecycleNode', 'ChangeState', 'OnStateTransition'} <= imported
+    strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)}
+    assert {'autostart', 'manage', 'inactive'} <= strings
 
 
 @needs_launch_ros

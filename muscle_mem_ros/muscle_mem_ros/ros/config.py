@@ -31,7 +31,13 @@ known name suggested. Parameters that rclpy itself declares or reads
 (``use_sim_time``, ``start_type_description_service``, ``qos_overrides.*``)
 are left alone.
 
-Every value is checked at startup; a bad one raises :class:`ConfigError` whose
+Every parameter is read through :class:`.parameters.ParameterReader` (the one
+validator, shared with the sim nodes), which declares it again with a
+descriptor: description, type, a range for timeouts, tolerances' ``max_age``
+and retention, and ``read_only`` for all but ``cache_mode``. ``autostart``
+(read-only, default true) is read when the node is created (see :mod:`.node`).
+
+Every value is checked at configure; a bad one raises :class:`ConfigError` whose
 message starts with the parameter's full name (``sensors.joints.tolerance: must
 be >= 0``), so the node exits before touching the robot. Types and field paths
 are resolved against the installed interface packages here too.
@@ -74,8 +80,9 @@ from muscle_mem_ros.ros.introspection import (
     resolve_type,
     TypeResolutionError,
 )
+from muscle_mem_ros.ros.parameters import ParameterReader
 from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import ListParameters
 from rclpy.node import Node as RosNode
 
@@ -88,6 +95,7 @@ __all__ = [
     'NODE_OPTIONS',
     'load_config',
     'parse_cache_mode',
+    'read_autostart',
 ]
 
 DEFAULT_STORE_PATH = '~/.ros/muscle_mem/cache.db'
@@ -205,7 +213,7 @@ class NodeConfig:
 _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
-    'sensor_startup_timeout',
+    'sensor_startup_timeout', 'autostart',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
 _TOOL_KEYS = ('server', 'type', 'proxy')
@@ -225,49 +233,50 @@ def parse_cache_mode(value: Any, *, parameter: str = 'cache_mode') -> CacheMode:
         raise ConfigError(f'{parameter}: {value!r} is not one of {names}') from err
 
 
-class _Reader:
-    """Declare and read parameters with dynamic typing, validating by hand."""
+def read_autostart(node: RosNode) -> bool:
+    """
+    Read ``autostart`` (read-only, default true): configure and activate at startup.
 
-    def __init__(self, *, node: RosNode) -> None:
-        self._node = node
-        self.declared: set[str] = set()
+    :param node: The lifecycle node.
+    :return: Its value.
+    :raises ConfigError: not true or false.
+    """
+    return ParameterReader(node=node, describe=_describe).boolean('autostart', True)
 
-    def get(self, name: str, default: Any) -> Any:
-        if not self._node.has_parameter(name):
-            self._node.declare_parameter(
-                name, default, ParameterDescriptor(name=name, dynamic_typing=True)
-            )
-        self.declared.add(name)
-        value = self._node.get_parameter(name).value
-        return default if value is None else value
 
-    def optional(self, name: str) -> Any:
-        """Return the value of ``name`` if it was given, else None (and declare nothing)."""
-        if not self._node.has_parameter(name):
-            return None
-        return self.get(name, None)
+def _describe(name: str) -> str:
+    """Return the description of parameter ``name`` (by its last part for sensors and tools)."""
+    parts = name.split('.')
+    if len(parts) == 3:
+        return _DESCRIPTIONS[f'{parts[0]}.*.{parts[2]}']
+    return _DESCRIPTIONS[name]
 
-    def string(self, name: str, default: str | None = None) -> str:
-        value = self.get(name, default)
-        if value is None:
-            raise ConfigError(f'{name}: required')
-        if not isinstance(value, str):
-            raise ConfigError(f'{name}: must be a string, got {value!r}')
-        return value
 
-    def number(self, name: str, default: float, *, positive: bool = True) -> float:
-        value = self.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f'{name}: must be a number, got {value!r}')
-        if not math.isfinite(value) or (positive and value <= 0):
-            raise ConfigError(f'{name}: must be a finite number > 0, got {value!r}')
-        return float(value)
-
-    def boolean(self, name: str, default: bool) -> bool:
-        value = self.get(name, default)
-        if not isinstance(value, bool):
-            raise ConfigError(f'{name}: must be true or false, got {value!r}')
-        return value
+_DESCRIPTIONS = {
+    'autostart': 'Configure and activate at startup (false: wait for ros2 lifecycle set).',
+    'store_path': "SQLite file of the cache ('~' expanded; ':memory:' for none).",
+    'agent_action': 'ExecuteTask action of the planning agent a miss is handed to (empty: none).',
+    'cache_mode': 'learn | replay_only | record_only | off; may change at run time.',
+    'step_timeout': 'Seconds a replayed step may take before it fails (> 0).',
+    'post_check_timeout': 'Seconds to wait for sensor data newer than a step (> 0).',
+    'agent_timeout': 'Seconds the agent may take for one handed-off task (> 0).',
+    'sensor_startup_timeout': 'Seconds the first task waits for every sensor (> 0).',
+    'allow_unchecked_replay': 'Replay steps recorded without sensor checks.',
+    'abandoned_recording_retention': 'Seconds before abandoned recordings are purged (>= 0).',
+    'sensors.*.topic': 'Topic of this sensor.',
+    'sensors.*.type': 'Message type, e.g. sensor_msgs/msg/JointState.',
+    'sensors.*.fields': 'Field paths concatenated into the feature vector.',
+    'sensors.*.joints': 'Element names read from the message name array, in order.',
+    'sensors.*.tolerance': 'One tolerance, or one per feature element (>= 0).',
+    'sensors.*.mode': 'How deviations compare: abs | norm | rms | exact | angle.',
+    'sensors.*.max_age': 'Seconds (node clock) after which a reading is stale (> 0).',
+    'actions.*.server': 'The real action server (replay sends goals here).',
+    'actions.*.type': 'Action type, e.g. control_msgs/action/FollowJointTrajectory.',
+    'actions.*.proxy': 'Name the cache serves for the agent (default ~/<server>).',
+    'services.*.server': 'The real service (replay calls it).',
+    'services.*.type': 'Service type, e.g. std_srvs/srv/SetBool.',
+    'services.*.proxy': 'Name the cache serves for the agent (default ~/<server>).',
+}
 
 
 def _names(name: str, value: Any, what: str) -> list[str]:
@@ -371,9 +380,9 @@ def _legacy_names(node: RosNode, group: str, found: list[str], given: list[str])
     return listed
 
 
-def _tolerance(reader: _Reader, prefix: str, mode: CompareMode, size: int | None) -> tuple:
+def _tolerance(reader: ParameterReader, prefix: str, mode: CompareMode, size: int | None) -> tuple:
     name = f'{prefix}.tolerance'
-    value = reader.get(name, [0.0] if mode is CompareMode.EXACT else None)
+    value = reader.raw(name, [0.0] if mode is CompareMode.EXACT else None)
     if value is None:
         raise ConfigError(f'{name}: required (one value, or one per element)')
     values = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -388,10 +397,12 @@ def _tolerance(reader: _Reader, prefix: str, mode: CompareMode, size: int | None
             f'{name}: {len(values)} values, but the fields give {size} elements '
             '(use one value, or one per element)'
         )
-    return tuple(float(v) for v in values)
+    tolerance = tuple(float(v) for v in values)
+    reader.describe(name, list(tolerance), ParameterType.PARAMETER_DOUBLE_ARRAY, minimum=0.0)
+    return tolerance
 
 
-def _sensor(reader: _Reader, name: str) -> SensorConfig:
+def _sensor(reader: ParameterReader, name: str) -> SensorConfig:
     prefix = f'sensors.{name}'
     topic = reader.string(f'{prefix}.topic')
     if not topic:
@@ -452,7 +463,9 @@ def _compare_mode(value: str, parameter: str) -> CompareMode:
         raise ConfigError(f'{parameter}: {value!r} is not one of {names}') from err
 
 
-def _tool(reader: _Reader, node: RosNode, group: str, name: str, kind: ToolKind) -> ToolConfig:
+def _tool(
+    reader: ParameterReader, node: RosNode, group: str, name: str, kind: ToolKind,
+) -> ToolConfig:
     prefix = f'{group}.{name}'
     server = reader.string(f'{prefix}.server')
     if not server:
@@ -492,13 +505,13 @@ def load_config(node: RosNode) -> NodeConfig:
     items, legacy = _layout(given)
     for group in legacy:
         items[group] = _legacy_names(node, group, items[group], given)
-    reader = _Reader(node=node)
+    reader = ParameterReader(node=node, describe=_describe)
     store_path = reader.string('store_path', DEFAULT_STORE_PATH)
     if not store_path:
         raise ConfigError('store_path: must not be empty')
     if store_path != ':memory:':
         store_path = os.path.expanduser(store_path)
-    mode = parse_cache_mode(reader.string('cache_mode', CacheMode.LEARN.value))
+    mode = parse_cache_mode(reader.string('cache_mode', CacheMode.LEARN.value, read_only=False))
     sensors = tuple(_sensor(reader, n) for n in items['sensors'])
     actions = tuple(
         _tool(reader, node, 'actions', n, ToolKind.ACTION) for n in items['actions']
@@ -539,10 +552,8 @@ def load_config(node: RosNode) -> NodeConfig:
     )
 
 
-def _retention(reader: _Reader) -> float:
+def _retention(reader: ParameterReader) -> float:
     """Read ``abandoned_recording_retention`` (seconds, >= 0; 0 purges every abandoned one)."""
-    value = reader.number('abandoned_recording_retention', DEFAULT_ABANDONED_RETENTION,
-                          positive=False)
-    if value < 0:
-        raise ConfigError(f'abandoned_recording_retention: must be >= 0 seconds, got {value!r}')
-    return value
+    return reader.number(
+        'abandoned_recording_retention', DEFAULT_ABANDONED_RETENTION, minimum=0.0,
+        exclusive=False)

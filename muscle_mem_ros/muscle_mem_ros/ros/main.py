@@ -6,15 +6,24 @@ Run it with a params file, with or without ``ros2 run``/``launch``::
     behavior_cache --ros-args --params-file config/behavior_cache.yaml
     python -m muscle_mem_ros.ros.main --ros-args -r __node:=cache --params-file my.yaml
 
+The node is a managed (lifecycle) node. With ``autostart`` true (the default)
+it is configured and activated here at once; with ``-p autostart:=false`` it
+starts unconfigured and waits for a lifecycle manager or
+``ros2 lifecycle set /muscle_mem configure`` (then ``activate``).
+
 Exit codes: 0 after a clean shutdown (SIGINT or SIGTERM), 1 for a bad
-configuration (the message, naming the parameter, is logged on stderr before
-anything moves), 2 for any other startup failure.
+configuration at autostart (the message, naming the parameter, is logged on
+stderr before anything moves), 2 for any other startup failure. Without
+autostart a bad configuration fails the ``configure`` transition instead, and
+the node stays up, unconfigured.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 import sys
+
+from typing import TYPE_CHECKING
 
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.ros.shutdown import (
@@ -24,6 +33,10 @@ from muscle_mem_ros.ros.shutdown import (
 )
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
+from rclpy.lifecycle import TransitionCallbackReturn
+
+if TYPE_CHECKING:
+    from muscle_mem_ros.ros.node import BehaviorCacheNode
 
 __all__ = ['EXECUTOR_THREADS', 'main']
 
@@ -62,6 +75,11 @@ def main(args: Sequence[str] | None = None) -> int:
                 return 0  # SIGINT / SIGTERM while starting
             logger.fatal(f'cannot start: {err!r}')
             return 2
+        if node.autostart:
+            code = _autostart(node)
+            if code is not None:
+                node.destroy_node()
+                return 0 if signals.requested or not rclpy.ok() else code
         executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
         executor.add_node(node)
         code = 0
@@ -72,12 +90,35 @@ def main(args: Sequence[str] | None = None) -> int:
                 logger.fatal(f'executor failed: {error!r}')
                 code = 2
         finally:
-            node.close()
-            node.destroy_node()
+            _shut_down(node)
         return code
     finally:
         rclpy.try_shutdown()
         signals.ignore_further()  # a signal during interpreter exit must not kill it
+
+
+def _autostart(node: BehaviorCacheNode) -> int | None:
+    """
+    Configure and activate ``node``; return None when active, else the exit code.
+
+    :param node: The freshly created node.
+    :return: None (active), 1 (bad configuration, already logged), 2 (other failure).
+    """
+    if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+        return 1 if isinstance(node.config_error, ConfigError) else 2
+    if node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+        node.trigger_shutdown()
+        return 2
+    return None
+
+
+def _shut_down(node: BehaviorCacheNode) -> None:
+    """Take ``node`` through its shutdown transition (from any state) and destroy it."""
+    try:
+        node.trigger_shutdown()
+    except Exception:  # already finalized (a lifecycle manager shut it down)
+        node.close()
+    node.destroy_node()
 
 
 if __name__ == '__main__':

@@ -25,10 +25,16 @@ rclpy's experimental ``EventsExecutor`` would be cheaper per message, but in
 rclpy 9.1.2 it never runs an accepted action goal's execute callback (checked
 with one action server and one client), so it cannot serve the proxies.
 
-Parameters are described in :mod:`.config` and the package's
+A managed (lifecycle) node: configure reads the parameters and opens the
+store, activate serves, deactivate cancels and stops serving, cleanup and
+shutdown close the store (see :class:`BehaviorCacheNode`). ``autostart``
+(default true) makes :mod:`.main` go through configure and activate at once.
+
+Parameters are described in :mod:`.config` (each is declared with a
+descriptor: ``ros2 param describe``) and the package's
 ``config/behavior_cache.yaml``. ``cache_mode`` may be changed at run time
 (``ros2 param set /muscle_mem cache_mode replay_only``); it applies from the
-next goal. Every other parameter is read once at startup.
+next goal. Every other parameter is read-only once configured.
 
 One activity at a time: an ExecuteTask goal, a Replay call, a manual
 recording or a Forget. A second ExecuteTask goal while one runs is accepted
@@ -45,6 +51,7 @@ needs a thread it holds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import threading
 import time
 from typing import Any
@@ -69,8 +76,10 @@ from muscle_mem_ros.ros.config import (
     NODE_OPTIONS,
     NodeConfig,
     parse_cache_mode,
+    read_autostart,
 )
 from muscle_mem_ros.ros.health import StoreHealth
+from muscle_mem_ros.ros.logbridge import LoggingBridge
 from muscle_mem_ros.ros.proxy import make_proxy, ToolProxy
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.replay import Replayer
@@ -84,20 +93,44 @@ import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node as RosNode
 from std_msgs.msg import Header
 
 __all__ = ['BehaviorCacheNode']
 
+_DEACTIVATE_WAIT = 10.0
+"""Seconds deactivate waits for a canceled task or replay to end."""
 
-class BehaviorCacheNode(RosNode):
+
+class BehaviorCacheNode(LifecycleNode):
     """
-    The behavior-cache node.
+    The behavior-cache node, a managed (lifecycle) node.
+
+    Construction only declares ``autostart``; the transitions do the work:
+
+    * configure: read and validate the parameters (:func:`.config.load_config`),
+      open the store, create the ``~/events`` and ``/diagnostics`` lifecycle
+      publishers, forward the core's Python logging to this node's logger (so it
+      reaches ``/rosout``). A bad parameter fails the transition (FAILURE, back
+      to unconfigured) with the error logged, naming the parameter;
+      :attr:`config_error` keeps it.
+    * activate: start the sensors, the proxies, the services, the ExecuteTask
+      action server, the diagnostics timer; index the store's first steps.
+    * deactivate: cancel the running task, replay or recording, wait for it to
+      end, and stop serving: services, proxies and sensors are destroyed;
+      ExecuteTask goals are rejected (its server stays until cleanup, so the
+      result of a goal canceled by the deactivation still reaches its client).
+    * cleanup / shutdown: undo configure exactly (the store is closed).
+
+    With ``autostart`` (default true) :mod:`.main` configures and activates the
+    node at once; with false it waits for ``ros2 lifecycle set`` (the standard
+    ``~/change_state`` service), as a lifecycle manager expects.
 
     :param node_name: Default node name (a ``__node`` remap overrides it).
     :param kwargs: Passed to ``rclpy.node.Node`` (for example ``parameter_overrides``).
-    :raises ConfigError: A bad parameter (the message starts with its name), or a
-        store file that cannot be opened (``store_path: ...``).
+    :raises ConfigError: A parameter given with no value (rclpy cannot declare it),
+        or ``autostart`` that is not true or false.
     """
 
     def __init__(self, *, node_name: str = 'muscle_mem', **kwargs: Any) -> None:
@@ -107,70 +140,152 @@ class BehaviorCacheNode(RosNode):
             raise ConfigError(
                 f'parameters: one is given with no value (an empty list [] or null), which '
                 f'ROS cannot declare: remove it or give it a value ({err})') from err
-        self.config: NodeConfig = load_config(self)
-        self._mode = self.config.cache_mode
-        try:
-            self.store = open_store(
-                self.config.store_path,
-                abandoned_retention=self.config.abandoned_recording_retention)
-        except MuscleMemError as err:
-            raise ConfigError(f'store_path: cannot open {self.config.store_path!r}: {err}') \
-                from err
-        self.health = StoreHealth(logger=self.get_logger())
+        self.autostart: bool = read_autostart(self)
+        self.config_error: MuscleMemError | None = None
+        self._mode = CacheMode.LEARN
         self._closing = False
         self._group = ReentrantCallbackGroup()
-        self._events = self.create_publisher(CacheEvent, '~/events', 50)
-        self._diagnostics = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self._guard = TaskGuard()
         self._counts = {'runs': 0, 'hits': 0}
         self._counts_lock = threading.Lock()
-        self.hub = SensorHub(node=self, sensors=self.config.sensors, on_error=self._sensor_error)
-        self.recorder = Recorder(store=self.store)
+        self._task_tokens: dict[bytes, CancelToken] = {}
+        self._configured: _Configured | None = None
+        self._active: _Active | None = None
         self._proxy_node: RosNode | None = None
         self._proxy_executor: SingleThreadedExecutor | None = None
         self._proxy_thread: threading.Thread | None = None
-        if self.config.tools:
+        self._execute_server: ActionServer | None = None
+        self._frozen = False
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+    # -- transitions -------------------------------------------------------------------
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Read and validate the parameters, open the store; FAILURE on a bad one."""
+        self.config_error = None
+        try:
+            self._configure()
+        except MuscleMemError as err:
+            self.config_error = err
+            self.get_logger().fatal(f'bad configuration: {err}')
+            self._cleanup()
+            return TransitionCallbackReturn.FAILURE
+        except Exception as err:  # rclpy would turn it into ERROR without a word
+            self.config_error = err  # type: ignore[assignment]
+            self.get_logger().fatal(f'cannot configure: {err!r}')
+            self._cleanup()
+            return TransitionCallbackReturn.FAILURE
+        return super().on_configure(state)
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Start the sensors, proxies, services and the ExecuteTask action server."""
+        try:
+            self._activate()
+        except Exception as err:  # rclpy would turn it into ERROR without a word
+            self.get_logger().error(f'cannot activate: {err!r}')
+            self._deactivate()
+            return TransitionCallbackReturn.FAILURE
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Cancel what runs, wait for it to end, stop serving."""
+        self._deactivate()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Undo configure: close the store, remove the logging bridge."""
+        self._cleanup()
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Deactivate and clean up, whatever the state."""
+        self.close()
+        return super().on_shutdown(state)
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Tear everything down after an error; the node is unconfigured again."""
+        self.close()
+        self._closing = False
+        return TransitionCallbackReturn.SUCCESS
+
+    def _configure(self) -> None:
+        self._closing = False
+        bridge = LoggingBridge(self.get_logger())
+        bridge.install()
+        parts = _Configured(bridge=bridge)
+        self._configured = parts
+        parts.config = config = load_config(self)
+        self._mode = config.cache_mode
+        try:
+            parts.store = open_store(
+                config.store_path, abandoned_retention=config.abandoned_recording_retention)
+        except MuscleMemError as err:
+            raise ConfigError(f'store_path: cannot open {config.store_path!r}: {err}') from err
+        parts.health = StoreHealth(logger=self.get_logger())
+        parts.recorder = Recorder(store=parts.store)
+        parts.events = self.create_lifecycle_publisher(CacheEvent, '~/events', 50)
+        parts.diagnostics = self.create_lifecycle_publisher(
+            DiagnosticArray, '/diagnostics', 10)
+        self._report_incomplete()
+        self._frozen = True
+        self.get_logger().info(
+            f'configured: mode {self._mode.value}, store {config.store_path}, '
+            f'{len(config.sensors)} sensors, {len(config.tools)} tools, agent '
+            f"{config.agent_action or '(none)'}")
+        if not config.tools:
+            self.get_logger().warning(
+                'no actions or services configured: nothing can be recorded or replayed '
+                '(was the params file found and does its top key match the node name?)')
+        elif not config.sensors and not config.allow_unchecked_replay:
+            self.get_logger().warning(
+                'no sensors configured: recorded steps have no checks and are never replayed '
+                '(set allow_unchecked_replay to replay blindly)')
+
+    def _activate(self) -> None:
+        parts = self._configured
+        assert parts is not None and parts.config is not None and parts.store is not None
+        config, store = parts.config, parts.store
+        self._closing = False
+        active = _Active()
+        self._active = active
+        active.hub = SensorHub(node=self, sensors=config.sensors, on_error=self._sensor_error)
+        if config.tools:
             self._start_proxy_node()
-        self.proxies: dict[str, ToolProxy] = {
+        active.proxies = {
             tool.server: make_proxy(
-                node=self._proxy_node, tool=tool, hub=self.hub, recorder=self.recorder,
+                node=self._proxy_node, tool=tool, hub=active.hub, recorder=parts.recorder,
                 callback_group=ReentrantCallbackGroup(),
-                post_timeout=self.config.post_check_timeout,
-                logger=self.get_logger(), timeout=self.config.step_timeout,
+                post_timeout=config.post_check_timeout,
+                logger=self.get_logger(), timeout=config.step_timeout,
             )
-            for tool in self.config.tools
+            for tool in config.tools
         }
-        self.replayer = Replayer(
-            store=self.store, hub=self.hub, tools=self.proxies,
-            sensors=[s.spec for s in self.config.sensors],
-            allow_unchecked_replay=self.config.allow_unchecked_replay,
-            step_timeout=self.config.step_timeout,
-            post_timeout=self.config.post_check_timeout,
-            sensor_startup_timeout=self.config.sensor_startup_timeout,
-            health=self.health,
+        active.replayer = Replayer(
+            store=store, hub=active.hub, tools=active.proxies,
+            sensors=[s.spec for s in config.sensors],
+            allow_unchecked_replay=config.allow_unchecked_replay,
+            step_timeout=config.step_timeout, post_timeout=config.post_check_timeout,
+            sensor_startup_timeout=config.sensor_startup_timeout, health=parts.health,
         )
-        agent = None
-        if self.config.agent_action:
-            agent = ActionClient(
-                self, ExecuteTask, self.config.agent_action, callback_group=self._group
-            )
-        self.runner = TaskRunner(
-            store=self.store, replayer=self.replayer, recorder=self.recorder, agent=agent,
-            agent_name=self.config.agent_action, agent_timeout=self.config.agent_timeout,
-            sink=self.publish_event, logger=self.get_logger(), health=self.health,
+        if config.agent_action:
+            active.agent = ActionClient(
+                self, ExecuteTask, config.agent_action, callback_group=self._group)
+        active.runner = TaskRunner(
+            store=store, replayer=active.replayer, recorder=parts.recorder, agent=active.agent,
+            agent_name=config.agent_action, agent_timeout=config.agent_timeout,
+            sink=self.publish_event, logger=self.get_logger(), health=parts.health,
         )
-        self.handlers = CacheServices(
-            store=self.store, replayer=self.replayer, recorder=self.recorder,
+        handlers = active.handlers = CacheServices(
+            store=store, replayer=active.replayer, recorder=parts.recorder,
             guard=self._guard, sink=self.publish_event, logger=self.get_logger(),
             mode=lambda: self._mode,
         )
-        self._task_tokens: dict[bytes, CancelToken] = {}
-        self._execute_server = ActionServer(
-            self, ExecuteTask, '~/execute_task', self._execute,
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=self._cancel_task, callback_group=self._group,
-        )
-        handlers = self.handlers
+        if self._execute_server is None:
+            self._execute_server = ActionServer(
+                self, ExecuteTask, '~/execute_task', self._execute,
+                goal_callback=self._accept_goal,
+                cancel_callback=self._cancel_task, callback_group=self._group,
+            )
         for srv_type, name, handler in (
             (Replay, '~/replay', handlers.replay),
             (ListTasks, '~/list_tasks', handlers.list_tasks),
@@ -179,26 +294,104 @@ class BehaviorCacheNode(RosNode):
             (StartRecording, '~/start_recording', handlers.start_recording),
             (StopRecording, '~/stop_recording', handlers.stop_recording),
         ):
-            self.create_service(
-                srv_type, name, self._guarded(name, handler), callback_group=self._group
-            )
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-        self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, self._group)
-        self._report_incomplete()
-        threading.Thread(target=self._warm, name=f'{self.get_name()} warm', daemon=True).start()
+            active.services.append(self.create_service(
+                srv_type, name, self._guarded(name, handler), callback_group=self._group))
+        active.diag_timer = self.create_timer(1.0, self._publish_diagnostics, self._group)
+        replayer = active.replayer
+        threading.Thread(target=self._warm, args=(replayer,), name=f'{self.get_name()} warm',
+                         daemon=True).start()
         self.get_logger().info(
-            f'behavior cache ready: mode {self._mode.value}, store {self.config.store_path}, '
-            f'{len(self.config.sensors)} sensors, {len(self.proxies)} tools, agent '
-            f"{self.config.agent_action or '(none)'}"
+            f'behavior cache ready: mode {self._mode.value}, store {config.store_path}, '
+            f'{len(config.sensors)} sensors, {len(active.proxies)} tools, agent '
+            f"{config.agent_action or '(none)'}"
         )
-        if not self.proxies:
+
+    def _deactivate(self) -> None:
+        """Cancel what runs, wait for it (bounded), destroy what activate made."""
+        active = self._active
+        if active is None:
+            return
+        self._closing = True
+        self.cancel_all()
+        deadline = time.monotonic() + _DEACTIVATE_WAIT
+        while self._guard.holder is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self._guard.holder is not None:
             self.get_logger().warning(
-                'no actions or services configured: nothing can be recorded or replayed '
-                '(was the params file found and does its top key match the node name?)')
-        elif not self.config.sensors and not self.config.allow_unchecked_replay:
-            self.get_logger().warning(
-                'no sensors configured: recorded steps have no checks and are never replayed '
-                '(set allow_unchecked_replay to replay blindly)')
+                f'deactivate: {self._guard.holder} still running after {_DEACTIVATE_WAIT:g} s')
+        parts = self._configured
+        if parts is not None and parts.recorder is not None and parts.recorder.active:
+            try:
+                parts.recorder.finish(save=False)
+                self.get_logger().info('deactivate: the open recording was discarded')
+            except MuscleMemError as err:
+                self.get_logger().error(f'deactivate: discarding the recording: {err}')
+        if active.diag_timer is not None:
+            self.destroy_timer(active.diag_timer)
+        for service in active.services:
+            self.destroy_service(service)
+        if active.agent is not None:
+            active.agent.destroy()
+        self._stop_proxy_node()
+        if active.hub is not None:
+            active.hub.close()
+        self._active = None
+
+    def _cleanup(self) -> None:
+        """Undo configure: close the store, destroy the publishers, remove the bridge."""
+        parts = self._configured
+        self._frozen = False
+        if self._execute_server is not None:
+            self._execute_server.destroy()
+            self._execute_server = None
+        if parts is None:
+            return
+        self._configured = None
+        if parts.store is not None:
+            try:
+                parts.store.close()
+            except MuscleMemError as err:
+                self.get_logger().error(f'closing the store: {err}')
+        for publisher in (parts.events, parts.diagnostics):
+            if publisher is not None:
+                self.destroy_lifecycle_publisher(publisher)
+        parts.bridge.remove()
+
+    # -- state shortcuts ----------------------------------------------------------------
+
+    @property
+    def config(self) -> NodeConfig:
+        """Return the configuration (only while configured)."""
+        assert self._configured is not None and self._configured.config is not None
+        return self._configured.config
+
+    @property
+    def store(self) -> Any:
+        """Return the open store; only while configured."""
+        assert self._configured is not None
+        return self._configured.store
+
+    @property
+    def recorder(self) -> Recorder:
+        """Return the recorder; only while configured."""
+        assert self._configured is not None and self._configured.recorder is not None
+        return self._configured.recorder
+
+    @property
+    def health(self) -> StoreHealth:
+        """Return the store health; only while configured."""
+        assert self._configured is not None and self._configured.health is not None
+        return self._configured.health
+
+    @property
+    def hub(self) -> SensorHub | None:
+        """Return the sensor hub while active, else None."""
+        return self._active.hub if self._active is not None else None
+
+    @property
+    def proxies(self) -> dict[str, ToolProxy]:
+        """Return the proxies by server name ({} unless active)."""
+        return self._active.proxies if self._active is not None else {}
 
     def _start_proxy_node(self) -> None:
         """Create the hidden proxy node and its single-threaded executor thread."""
@@ -212,6 +405,16 @@ class BehaviorCacheNode(RosNode):
         self._proxy_thread = threading.Thread(
             target=self._spin_proxies, name=name, daemon=True)
         self._proxy_thread.start()
+
+    def _stop_proxy_node(self) -> None:
+        """Stop the proxy executor thread and destroy the proxy node (and its servers)."""
+        if self._proxy_executor is not None:
+            self._proxy_executor.shutdown(timeout_sec=2.0)
+            if self._proxy_thread is not None:
+                self._proxy_thread.join(2.0)
+        if self._proxy_node is not None:
+            self._proxy_node.destroy_node()
+        self._proxy_executor = self._proxy_node = self._proxy_thread = None
 
     def _spin_proxies(self) -> None:
         executor = self._proxy_executor
@@ -234,11 +437,11 @@ class BehaviorCacheNode(RosNode):
                 return response
         return call
 
-    def _warm(self) -> None:
+    def _warm(self, replayer: Replayer) -> None:
         """Load and index the store's first steps in the background (see ``Replayer.warm``)."""
         started = time.monotonic()
         try:
-            count = self.replayer.warm()
+            count = replayer.warm()
         except Exception as err:  # closing, or a store problem the first task will report
             if not self._closing:
                 self.get_logger().warning(f'store: could not preload first steps: {err!r}')
@@ -279,7 +482,10 @@ class BehaviorCacheNode(RosNode):
         self, *, kind: int, task: str, step: int, trajectory_id: int = 0, detail: str = '',
         failure: CheckFailure | None = None,
     ) -> None:
-        """Publish one CacheEvent on ``~/events``."""
+        """Publish one CacheEvent on ``~/events`` (while active)."""
+        parts = self._configured
+        if parts is None or parts.events is None or not parts.events.is_activated:
+            return
         msg = CacheEvent(
             stamp=self.get_clock().now().to_msg(), type=kind, task=task, step=step,
             trajectory_id=trajectory_id, detail=detail,
@@ -288,19 +494,21 @@ class BehaviorCacheNode(RosNode):
             msg.sensor = failure.sensor
             msg.deviation = float(failure.deviation)
             msg.tolerance = float(failure.tolerance)
-        self._events.publish(msg)
+        parts.events.publish(msg)
 
     def _sensor_error(self, message: str) -> None:
         self.get_logger().error(message)
         self.publish_event(kind=CacheEvent.ERROR, task='', step=-1, detail=message)
 
     def _on_set_parameters(self, params: list[Any]) -> SetParametersResult:
+        if not self._frozen:
+            return SetParametersResult(successful=True)  # read by the next configure
         mode = None
         for param in params:
             if param.name != 'cache_mode':
                 return SetParametersResult(
                     successful=False,
-                    reason=f'{param.name}: read at startup only; restart the node to change it',
+                    reason=f'{param.name}: read when configured; clean up and configure again',
                 )
             try:
                 mode = parse_cache_mode(param.value)
@@ -310,6 +518,10 @@ class BehaviorCacheNode(RosNode):
             self._mode = mode
             self.get_logger().info(f'cache_mode is now {mode.value}')
         return SetParametersResult(successful=True)
+
+    def _accept_goal(self, _goal: Any) -> GoalResponse:
+        """Accept ExecuteTask goals while active; reject them while inactive."""
+        return GoalResponse.ACCEPT if self._active is not None else GoalResponse.REJECT
 
     def _cancel_task(self, goal_handle: Any) -> CancelResponse:
         token = self._task_tokens.get(bytes(goal_handle.goal_id.uuid))
@@ -332,7 +544,10 @@ class BehaviorCacheNode(RosNode):
         try:
             if goal_handle.is_cancel_requested:
                 token.cancel()
-            result = self.runner.run(goal_handle, mode=self._mode, cancel=token)
+            active = self._active
+            if active is None or active.runner is None:
+                raise MuscleMemError('the node is not active')
+            result = active.runner.run(goal_handle, mode=self._mode, cancel=token)
             with self._counts_lock:
                 self._counts['runs'] += 1
                 self._counts['hits'] += int(bool(result.cache_hit))
@@ -383,33 +598,54 @@ class BehaviorCacheNode(RosNode):
         with self._counts_lock:
             values['runs_since_start'] = str(self._counts['runs'])
             values['hits_since_start'] = str(self._counts['hits'])
-        values['steps_saved'] = str(self.runner.steps_replayed_total)
+        active = self._active
+        runner = active.runner if active is not None else None
+        values['steps_saved'] = str(runner.steps_replayed_total if runner is not None else 0)
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        self._diagnostics.publish(DiagnosticArray(
+        parts = self._configured
+        if parts is None or parts.diagnostics is None:
+            return
+        parts.diagnostics.publish(DiagnosticArray(
             header=Header(stamp=self.get_clock().now().to_msg()), status=[status]))
 
     def cancel_all(self) -> None:
         """Cancel the running task or replay (its in-flight goal is canceled too)."""
         for token in list(self._task_tokens.values()):
             token.cancel()
-        if self.handlers.cancel is not None:
-            self.handlers.cancel.cancel()
+        active = self._active
+        if active is not None and active.handlers is not None \
+                and active.handlers.cancel is not None:
+            active.handlers.cancel.cancel()
 
     def close(self) -> None:
-        """Cancel what runs, stop the sensors, discard an open recording, close the store."""
+        """Deactivate and clean up, whatever the state (cancel, stop, close the store)."""
         self._closing = True
-        self.cancel_all()
-        self.hub.close()
-        if self._proxy_executor is not None:
-            self._proxy_executor.shutdown(timeout_sec=2.0)
-            if self._proxy_thread is not None:
-                self._proxy_thread.join(2.0)
-            if self._proxy_node is not None:
-                self._proxy_node.destroy_node()
-            self._proxy_executor = self._proxy_node = self._proxy_thread = None
-        try:
-            if self.recorder.active is not None:
-                self.recorder.finish(save=False)
-            self.store.close()
-        except MuscleMemError as err:
-            self.get_logger().error(f'closing the store: {err}')
+        self._deactivate()
+        self._cleanup()
+
+
+@dataclass
+class _Configured:
+    """What configure made; cleanup undoes it."""
+
+    bridge: LoggingBridge
+    config: NodeConfig | None = None
+    store: Any = None
+    health: StoreHealth | None = None
+    recorder: Recorder | None = None
+    events: Any = None
+    diagnostics: Any = None
+
+
+@dataclass
+class _Active:
+    """What activate made; deactivate undoes it."""
+
+    hub: SensorHub | None = None
+    proxies: dict[str, ToolProxy] = field(default_factory=dict)
+    replayer: Replayer | None = None
+    agent: ActionClient | None = None
+    runner: TaskRunner | None = None
+    handlers: CacheServices | None = None
+    services: list[Any] = field(default_factory=list)
+    diag_timer: Any = None

@@ -17,7 +17,13 @@ each step), and cached per message so two snapshots of the same message
 deserialize it once.
 
 All times are ``time.monotonic()`` seconds, the clock of ``Snapshot.stamps``
-and of the staleness test (``max_age``). A message's stamp is when the
+and of the staleness test (``max_age``), except under simulated time: when the
+node's clock runs on ``/clock`` (``use_sim_time``), a reading's age is measured
+on the node's clock (a paused simulation keeps data fresh, an advanced one
+ages it), and the snapshot expresses it on the monotonic clock of the capture
+(stamp = capture time - age in simulated seconds). The simulated receive time
+is the node's clock when the message is taken, so under simulated time every
+message is taken on arrival (the thread stays armed). A message's stamp is when the
 middleware received it (its rmw reception time moved onto that clock), not when
 it was taken, so "data newer than the step's end" really was sent
 after the step ended. A sensor that never sent anything is
@@ -39,6 +45,16 @@ oldest value, so ``max_age`` and "newer than the step's end" hold for every
 configured name. Cost while idle: 1/DRAIN_PERIOD wake-ups per second and one
 take per message (no deserialization), only for such sensors; messages are
 lost only if more than BY_NAME_DEPTH arrive within one period (4 kHz).
+
+Waiting without taking needs rclpy's private wait-set API, kept in
+:mod:`.waitset` with a version check. Where it is unavailable (another rclpy,
+or ``MUSCLE_MEM_PLAIN_SUBSCRIPTIONS=1``), the helper node's subscriptions get
+plain callbacks instead, spun by a single-threaded executor in the same thread:
+every message is taken on arrival (stamped then), snapshots are the same.
+
+The receive thread never dies silently: an unexpected error in its loop is
+reported through ``on_error`` (``sensors: capture failed: ...; restarted``) and
+the loop starts again, so waits for fresh data keep working.
 """
 
 from __future__ import annotations
@@ -49,16 +65,20 @@ import time
 from typing import Any
 
 from muscle_mem_ros.records import Snapshot
+from muscle_mem_ros.ros import waitset
 from muscle_mem_ros.ros.config import SensorConfig
 import rclpy
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.guard_condition import GuardCondition
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node as RosNode
 from rclpy.qos import HistoryPolicy, qos_profile_sensor_data, QoSProfile
 from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerGuardCondition
 
 __all__ = ['BY_NAME_DEPTH', 'DRAIN_PERIOD', 'SensorHub']
+
+_RESTART_PAUSE = 0.1
+"""Seconds the receive loop pauses before it restarts after an unexpected error."""
 
 BY_NAME_DEPTH = 200
 """History depth of a by-name sensor's subscription: messages kept between two drains."""
@@ -70,12 +90,14 @@ DRAIN_PERIOD = 0.05
 class _Latest:
     """Latest raw message of one sensor and the features of the last one decoded."""
 
-    __slots__ = ('config', 'raw', 'stamp', 'decoded', 'invalid', 'problem', 'seen', 'by_name')
+    __slots__ = ('config', 'raw', 'stamp', 'sim', 'decoded', 'invalid', 'problem', 'seen',
+                 'by_name')
 
     def __init__(self, config: SensorConfig) -> None:
         self.config = config
         self.raw: bytes | None = None
         self.stamp = float('-inf')
+        self.sim = 0.0
         self.decoded: tuple[bytes | None, tuple[float, ...]] = (None, ())
         self.invalid = False
         self.problem = ''
@@ -92,7 +114,8 @@ class _ByName:
     configured name has not been seen in every configured field.
     """
 
-    __slots__ = ('index', 'width', 'values', 'stamps', 'pending', 'features', 'first', 'noted')
+    __slots__ = ('index', 'width', 'values', 'stamps', 'sims', 'pending', 'features', 'first',
+                 'noted')
 
     def __init__(self, config: SensorConfig) -> None:
         self.index = {name: i for i, name in enumerate(config.joints)}
@@ -100,12 +123,14 @@ class _ByName:
         size = self.width * len(config.extractors)
         self.values = [0.0] * size
         self.stamps = [float('-inf')] * size
-        self.pending: dict[bytes, tuple[bytes, float]] = {}
+        self.sims = [0.0] * size
+        self.pending: dict[bytes, tuple[bytes, float, float | None]] = {}
         self.features: tuple[float, ...] | None = None
         self.first = float('inf')
         self.noted = False
 
-    def apply(self, names: list[str], columns: list[list[float] | None], stamp: float) -> None:
+    def apply(self, names: list[str], columns: list[list[float] | None], stamp: float,
+              sim: float | None) -> None:
         """Take the values of the configured names from one decoded message."""
         for column_index, column in enumerate(columns):
             if column is None:
@@ -116,6 +141,7 @@ class _ByName:
                 if at is not None:
                     self.values[base + at] = value
                     self.stamps[base + at] = stamp
+                    self.sims[base + at] = 0.0 if sim is None else sim
         self.first = min(self.first, stamp)
 
     def unseen(self, joints: Sequence[str]) -> list[str]:
@@ -152,11 +178,18 @@ class SensorHub:
         self._node: RosNode | None = None
         self._thread: threading.Thread | None = None
         self._context = node.context
+        self._clock = node.get_clock()
         self._stop = GuardCondition(callback=None, callback_group=None, context=node.context)
         self._arm = GuardCondition(callback=None, callback_group=None, context=node.context)
         self._stopping = False
+        self._stop_event = threading.Event()
         self._subs: list[tuple[Any, _Latest]] = []
         self._drained: list[tuple[Any, _Latest]] = []
+        self.fault_hook: Callable[[], None] | None = None
+        """Called on every wake-up of the receive loop; a test hook to make it fail."""
+        self.fallback = waitset.unavailable()
+        """Why plain subscriptions are used instead of the wait set, or None."""
+        self._executor: SingleThreadedExecutor | None = None
         if not sensors:
             return
         name = f'_{node.get_name()}_sensors'
@@ -166,52 +199,96 @@ class SensorHub:
         )
         self._subs = [
             (self._node.create_subscription(
-                s.msg_type, s.topic, lambda _raw: None,
+                s.msg_type, s.topic, self._callback(self._latest[s.name]),
                 _qos(BY_NAME_DEPTH if s.by_name is not None else 1), raw=True),
              self._latest[s.name])
             for s in sensors
         ]
         self._drained = [(sub, x) for sub, x in self._subs if x.by_name is not None]
+        if self.fallback is not None:
+            self._executor = SingleThreadedExecutor(context=node.context)
+            self._executor.add_node(self._node)
         self._thread = threading.Thread(target=self._receive, name=name, daemon=True)
         self._thread.start()
 
+    def _callback(self, latest: _Latest) -> Callable[[bytes], None]:
+        """Return the subscription callback; it only runs with plain subscriptions."""
+        def on_message(raw: bytes) -> None:
+            self._fault()
+            with self._take_lock:
+                if latest.by_name is not None:
+                    latest.by_name.pending[b''] = (raw, time.monotonic(), self._sim_now())
+                    self._merge(latest)
+                else:
+                    self._store(latest, raw, time.monotonic())
+        return on_message
+
+    def _fault(self) -> None:
+        hook = self.fault_hook
+        if hook is not None:
+            hook()
+
+    def _sim_now(self) -> float | None:
+        """Return the node's clock in seconds when it runs on ``/clock``, else None."""
+        clock = self._clock
+        if not getattr(clock, 'ros_time_is_active', False):
+            return None
+        return clock.now().nanoseconds * 1e-9
+
     def _wanted(self) -> list[Any]:
         """Subscriptions to wait on: all while someone waits, else those never heard from."""
-        if self._waiters:
+        if self._waiters or self._sim_now() is not None:
             return [sub for sub, _latest in self._subs]
         return [sub for sub, latest in self._subs if not latest.seen]
 
     def _receive(self) -> None:
+        """Run the receive loop until closed; report and restart it after an error."""
+        while not self._stopping and self._context.ok():
+            try:
+                if self._executor is not None:
+                    self._spin_plain()
+                else:
+                    self._wait_loop()
+            except Exception as err:
+                if self._stopping or not self._context.ok():
+                    return  # closing, or the context was shut down under us
+                self._on_error(f'sensors: capture failed: {err!r}; restarted')
+                self._stop_event.wait(_RESTART_PAUSE)
+
+    def _spin_plain(self) -> None:
+        """Fallback: spin the helper node; its subscription callbacks store each message."""
+        assert self._executor is not None
+        while not self._stopping and self._context.ok():
+            self._executor.spin_once(timeout_sec=0.2)
+
+    def _wait_loop(self) -> None:
         """While armed, wait on the subscriptions and take what arrives; else sleep."""
         context = self._context
         sigint = SignalHandlerGuardCondition(context=context)
-        timeout = int(DRAIN_PERIOD * 1e9) if self._drained else -1
+        period = int(DRAIN_PERIOD * 1e9)
+        guards = [self._stop, self._arm, sigint]
         try:
-            wait_set = _rclpy.WaitSet(len(self._subs), 3, 0, 0, 0, 0, context.handle)
+            wait_set = waitset.RawWaitSet(context, subscriptions=len(self._subs), guards=3)
             while not self._stopping and context.ok():
-                wait_set.clear_entities()
-                for sub in self._wanted():
-                    wait_set.add_subscription(sub.handle)
-                wait_set.add_guard_condition(self._stop.handle)
-                wait_set.add_guard_condition(self._arm.handle)
-                wait_set.add_guard_condition(sigint.handle)
-                wait_set.wait(timeout)
-                if wait_set.get_ready_entities('subscription'):
+                timeout = period if self._drained or self._sim_now() is not None else -1
+                ready = wait_set.wait(self._wanted(), guards, timeout)
+                self._fault()
+                if ready:
                     self._refresh()
                 elif self._drained:
                     with self._take_lock:
                         for sub, latest in self._drained:
                             self._take_by_name(sub, latest)
-        except Exception:  # the context was shut down under us: nothing left to receive
-            pass
         finally:
             try:
                 sigint.destroy()
-            except Exception:
+            except Exception:  # the context is gone already
                 pass
 
     def _refresh(self) -> None:
         """Take the newest pending message of every sensor (the history holds one)."""
+        if self.fallback is not None:
+            return  # plain subscriptions: their callbacks stored every message
         with self._take_lock:
             for sub, latest in self._subs:
                 if latest.by_name is not None:
@@ -220,10 +297,7 @@ class SensorHub:
                     continue
                 last = None
                 while True:
-                    try:
-                        taken = sub.handle.take_message(sub.msg_type, True)
-                    except Exception:  # destroyed while closing
-                        taken = None
+                    taken = waitset.take(sub)
                     if taken is None:
                         break
                     last = taken
@@ -235,20 +309,17 @@ class SensorHub:
         state = latest.by_name
         assert state is not None
         while True:
-            try:
-                taken = sub.handle.take_message(sub.msg_type, True)
-            except Exception:  # destroyed while closing
-                taken = None
+            taken = waitset.take(sub)
             if taken is None:
                 return
             raw, info = taken
             gid = info.get('publisher_gid') if isinstance(info, dict) else None
             key = gid.get('data') if isinstance(gid, dict) else None
             if key is None:  # no publisher identity from this rmw: decode every message
-                state.pending[b''] = (raw, _arrival(info))
+                state.pending[b''] = (raw, _arrival(info), self._sim_now())
                 self._merge(latest)
             else:
-                state.pending[key] = (raw, _arrival(info))
+                state.pending[key] = (raw, _arrival(info), self._sim_now())
 
     def _merge(self, latest: _Latest) -> None:
         """Decode each publisher's newest message, oldest first, into the values by name."""
@@ -260,19 +331,20 @@ class SensorHub:
         state.pending.clear()
         config = latest.config
         assert config.by_name is not None
-        for raw, stamp in pending:
+        for raw, stamp, sim in pending:
             try:
                 names, columns = config.by_name.read(deserialize_message(raw, config.msg_type))
             except Exception as err:  # a malformed message must not stop capture
                 self._report(latest, f'sensors.{config.name}: cannot read {config.topic}: {err}')
                 continue
-            state.apply(names, columns, stamp)
+            state.apply(names, columns, stamp, sim)
             latest.problem = ''
         complete = all(t != float('-inf') for t in state.stamps)
         with self._cond:
             latest.raw = pending[-1][0]
             state.features = tuple(state.values) if complete else None
             latest.stamp = min(state.stamps) if complete else float('-inf')
+            latest.sim = min(state.sims) if complete else 0.0
             latest.seen = True
             if self._waiters:
                 self._cond.notify_all()
@@ -280,6 +352,7 @@ class SensorHub:
     def close(self) -> None:
         """Stop the receive thread and destroy the helper node."""
         self._stopping = True
+        self._stop_event.set()
         try:
             self._stop.trigger()
         except Exception:  # context already shut down: the thread has ended
@@ -288,6 +361,9 @@ class SensorHub:
             self._thread.join(2.0)
             if self._thread.is_alive():
                 return  # a daemon thread; process exit ends it
+        if self._executor is not None:
+            self._executor.shutdown(timeout_sec=1.0)
+            self._executor = None
         if self._node is not None:
             self._node.destroy_node()
         self._thread = self._node = None
@@ -303,9 +379,11 @@ class SensorHub:
         return time.monotonic()
 
     def _store(self, latest: _Latest, raw: bytes, stamp: float) -> None:
+        sim = self._sim_now()
         with self._cond:
             latest.raw = raw
             latest.stamp = stamp
+            latest.sim = sim if sim is not None else 0.0
             if self._waiters:
                 self._cond.notify_all()
         if not latest.seen:
@@ -363,6 +441,8 @@ class SensorHub:
             ]
         features: dict[str, tuple[float, ...]] = {}
         stamps: dict[str, float] = {}
+        taken_at = time.monotonic()
+        sim_now = self._sim_now()
         for latest, raw, stamp, by_name in current:
             if raw is None:
                 continue
@@ -375,8 +455,9 @@ class SensorHub:
                 values = self._features(latest, raw)
             if values is not None:
                 features[latest.config.name] = values
-                stamps[latest.config.name] = stamp
-        return Snapshot(features=features, stamps=stamps, taken_at=time.monotonic())
+                stamps[latest.config.name] = stamp if sim_now is None else \
+                    taken_at - max(0.0, sim_now - latest.sim)
+        return Snapshot(features=features, stamps=stamps, taken_at=taken_at)
 
     def _note_unseen(self, latest: _Latest) -> None:
         """Say once which configured names a by-name sensor has not received (checks fail)."""
