@@ -591,6 +591,24 @@ class Harness:
             raise TimeoutError(f'no answer in {timeout} s; end of the cache log:\n{tail}{died}')
         return future.result()
 
+    def result(self, handle: Any, timeout: float = 30.0, attempts: int = 3) -> Any:
+        """
+        Return the wrapped result of an accepted goal, asking again if an answer is lost.
+
+        A result request is idempotent (the server keeps a finished goal's result
+        for its ``result_timeout``). Fast DDS drops a response to a client whose
+        response reader the server has not matched yet ("failed to send response
+        (timeout): client will not receive response"), which happens to a client
+        created moments before a goal that ends at once; the request is then sent
+        again, ``attempts`` times in all within ``timeout``.
+        """
+        for attempt in range(attempts):
+            try:
+                return self.wait(handle.get_result_async(), timeout / attempts)
+            except TimeoutError:
+                if attempt == attempts - 1:
+                    raise
+
     def send_task(self, task: str, params_json: str = '',
                   feedback: list[Any] | None = None) -> Any:
         """Send an ExecuteTask goal; return its goal handle (accepted or not)."""

@@ -60,7 +60,7 @@ def test_goal_feedback_and_result_pass_through(world):
     handle = h.wait(client.send_goal_async(
         arm_goal([0.5, 0.4, 0.3]), feedback_callback=lambda m: feedback.append(m.feedback)))
     assert handle.accepted
-    wrapped = h.wait(handle.get_result_async())
+    wrapped = h.result(handle)
     assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
     assert wrapped.result.error_string == 'reached'
     assert len(h.robot.arm_goals) == before + 1
@@ -69,7 +69,7 @@ def test_goal_feedback_and_result_pass_through(world):
     assert h.robot.joints == [0.5, 0.4, 0.3]
     fib = proxy_client(h, Fibonacci, h.names.fib)
     handle = h.wait(fib.send_goal_async(Fibonacci.Goal(order=6)))
-    wrapped = h.wait(handle.get_result_async())
+    wrapped = h.result(handle)
     assert list(wrapped.result.sequence) == [0, 1, 1, 2, 3, 5, 8]
 
 
@@ -81,7 +81,7 @@ def test_cancel_of_proxied_goal_cancels_the_real_goal(world):
     handle = h.wait(client.send_goal_async(arm_goal([0.1, 0.1, 0.1])))
     assert wait_until(h.robot.arm_active.is_set, 10.0)
     h.wait(handle.cancel_goal_async())
-    wrapped = h.wait(handle.get_result_async())
+    wrapped = h.result(handle)
     assert wrapped.status == GoalStatus.STATUS_CANCELED
     assert h.robot.arm_canceled == canceled + 1
 
@@ -91,12 +91,12 @@ def test_abort_and_missing_server_reach_the_caller(world):
     client = proxy_client(h, FollowJointTrajectory, h.names.arm)
     h.robot.abort_next = 1
     handle = h.wait(client.send_goal_async(arm_goal([0.2, 0.2, 0.2])))
-    wrapped = h.wait(handle.get_result_async())
+    wrapped = h.result(handle)
     assert wrapped.status == GoalStatus.STATUS_ABORTED
     assert wrapped.result.error_string == 'aborted by the test'
     ghost = proxy_client(h, Fibonacci, f'/{h.names.prefix}/ghost')
     handle = h.wait(ghost.send_goal_async(Fibonacci.Goal(order=3)))
-    wrapped = h.wait(handle.get_result_async())
+    wrapped = h.result(handle)
     assert wrapped.status == GoalStatus.STATUS_ABORTED
 
 
@@ -127,7 +127,7 @@ def test_action_client_keeps_no_future_per_goal(world):
     assert client.wait_for_server(timeout_sec=15.0)
     for order in range(1, 41):
         handle = h.wait(client.send_goal_async(Fibonacci.Goal(order=order)))
-        wrapped = h.wait(handle.get_result_async())
+        wrapped = h.result(handle)
         assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
         assert len(wrapped.result.sequence) == order + 1
     assert wait_until(lambda: len(client._futures) <= 1, timeout=5.0), len(client._futures)
@@ -184,7 +184,7 @@ def test_goal_without_result_within_step_timeout_is_aborted_and_canceled(world):
     canceled = h.robot.arm_canceled
     handle = h.wait(client.send_goal_async(arm_goal([0.3, 0.3, 0.3])))
     assert handle.accepted
-    wrapped = h.wait(handle.get_result_async(), 25.0)
+    wrapped = h.result(handle, 25.0)
     assert wrapped.status == GoalStatus.STATUS_ABORTED
     assert 'within 5 s (step_timeout)' in wrapped.result.error_string
     assert wait_until(lambda: h.robot.arm_canceled == canceled + 1)  # the real goal too
