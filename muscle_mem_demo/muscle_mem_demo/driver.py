@@ -22,6 +22,7 @@ from muscle_mem_demo.story import RunOutcome, RunSpec
 from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.ros.action_client import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
@@ -37,7 +38,7 @@ __all__ = ['DriverError', 'StoryDriver']
 TASK = 'pick_and_place'
 
 
-class DriverError(RuntimeError):
+class DriverError(MuscleMemError, RuntimeError):
     """The demo could not talk to a node it needs."""
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 import math
 
+from muscle_mem_ros.errors import MuscleMemError
+
 __all__ = [
     'ARM_JOINTS',
     'GRIPPER_CLOSED',
@@ -57,7 +59,7 @@ HOME: tuple[float, ...] = (0.0, 1.5, -2.0, -math.pi / 2 - 1.5 + 2.0)
 """Arm pose at rest: folded above the base, gripper pointing down."""
 
 
-class UnreachableError(ValueError):
+class UnreachableError(MuscleMemError, ValueError):
     """A grasp point lies outside the arm's workspace or joint limits."""
 
 

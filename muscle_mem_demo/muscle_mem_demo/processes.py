@@ -17,10 +17,12 @@ import subprocess
 import sys
 from typing import IO
 
+from muscle_mem_ros.errors import MuscleMemError
+
 __all__ = ['ChildProcesses', 'NodeProcessError', 'config_path', 'node_commands']
 
 
-class NodeProcessError(RuntimeError):
+class NodeProcessError(MuscleMemError, RuntimeError):
     """A child node exited while it was needed; the message holds the end of its log."""
 
 

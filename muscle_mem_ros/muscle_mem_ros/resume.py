@@ -46,7 +46,11 @@ class FailureKind(Enum):
     UNCHECKED = 'unchecked'
     """The step was recorded without a pre-check and blind replay is not allowed."""
     STEP_FAILED = 'step_failed'
-    """A replayed step failed: the tool raised, or its server aborted, rejected, timed out."""
+    """A replayed step failed: the tool raised, or its server aborted or rejected it."""
+    TIMEOUT = 'timeout'
+    """A replayed step's server did not answer within ``step_timeout`` (the goal was canceled)."""
+    SERVER_LOST = 'server_lost'
+    """A replayed step's server left the ROS graph while the step ran (stopped or crashed)."""
     CANCELED = 'canceled'
     """The caller canceled the replay (the in-flight step was canceled too)."""
 

@@ -112,7 +112,13 @@ class Judge(Protocol):
 
 
 class Outcome(Protocol):
-    """How an executed step ended (the proxy's ``CallOutcome`` is one)."""
+    """
+    How an executed step ended (the proxy's ``CallOutcome`` is one).
+
+    An outcome may also carry ``kind``, a :class:`FailureKind` saying why a failed
+    step failed beyond the server's own answer (``TIMEOUT``, ``SERVER_LOST``); the
+    walk stops with ``STEP_FAILED`` when it has none.
+    """
 
     status: StepStatus
     ended: float
@@ -296,7 +302,7 @@ def walk(
             reason = f'step {depth} ({node.step.tool}) failed: {out.detail}'
             reporter.event(kind=StepEvent.STEP_FAILED, step=depth, trajectory_id=on,
                            detail=reason)
-            return stop(FailureKind.STEP_FAILED, reason, depth)
+            return stop(getattr(out, 'kind', None) or FailureKind.STEP_FAILED, reason, depth)
         replayed.append(node)
         parent = node
         post_miss = judge.post_check(node, depth, out.ended)

@@ -17,6 +17,7 @@ from muscle_mem_ros import MemoryStore
 from muscle_mem_ros.records import CheckFailure, Node, Step, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind, Resume
 from muscle_mem_ros.walk import choose, Miss, StepEvent, Verdict, walk
+import pytest
 
 TASK = 'task'
 
@@ -49,6 +50,7 @@ class Ran:
     status: StepStatus
     ended: float
     detail: str = ''
+    kind: FailureKind | None = None
 
 
 @dataclass
@@ -63,6 +65,8 @@ class World:
     """Steps whose post-check fails."""
     breaks: set[str] = field(default_factory=set)
     """Steps that fail when executed."""
+    stalls: dict[str, FailureKind] = field(default_factory=dict)
+    """Steps whose server times out or goes away, by the kind the executor reports."""
     cancel_at: str = ''
     """The step during which the caller cancels."""
     cancelled: bool = False
@@ -97,6 +101,8 @@ class World:
             return Ran(StepStatus.CANCELED, 1.0, 'canceled')
         if name in self.breaks:
             return Ran(StepStatus.FAILED, 1.0, 'motor jammed')
+        if name in self.stalls:
+            return Ran(StepStatus.FAILED, 1.0, 'no answer', self.stalls[name])
         return Ran(StepStatus.SUCCEEDED, 1.0)
 
     def event(self, *, kind: StepEvent, step: int, trajectory_id: int = 0, detail: str = '',
@@ -215,6 +221,16 @@ def test_a_failed_step_stops_the_walk_and_the_agent_redoes_it():
     assert result.resume.step == 1 and result.resume.last_node == node_of(store, 'a').id
     assert result.reason == 'step 1 (b) failed: motor jammed' and result.failed_step == 1
     assert world.events[-1] == (StepEvent.STEP_FAILED, 1, result.reason)
+
+
+@pytest.mark.parametrize('kind', [FailureKind.TIMEOUT, FailureKind.SERVER_LOST])
+def test_a_step_that_times_out_or_loses_its_server_stops_with_that_kind(kind):
+    store = MemoryStore()
+    learn(store, 'a', 'b')
+    result = run(store, World(stalls={'b': kind}))
+    assert not result.complete and result.kind is kind
+    assert result.resume.kind is kind and result.resume.step == 1
+    assert result.reason == 'step 1 (b) failed: no answer'
 
 
 def test_cancel_stops_the_walk_as_canceled():

@@ -47,6 +47,7 @@ from typing import Any
 from action_msgs.msg import GoalStatus
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
+from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.ros.config import ToolConfig
@@ -84,6 +85,8 @@ class CallOutcome:
     :ivar started: Monotonic time the call was sent.
     :ivar ended: Monotonic time the result arrived (or the wait ended).
     :ivar response: The result message (action) or response (service), or None.
+    :ivar kind: Why a failed call failed when it is more than the server's own answer:
+        ``TIMEOUT`` or ``SERVER_LOST``; None otherwise (the walk then says ``STEP_FAILED``).
     """
 
     status: StepStatus
@@ -91,6 +94,7 @@ class CallOutcome:
     started: float
     ended: float
     response: Any = None
+    kind: FailureKind | None = None
 
 
 class ToolProxy:
@@ -389,9 +393,11 @@ class ActionProxy(ToolProxy):
             if end is WaitEnd.CANCELED:
                 return _ended(started, StepStatus.CANCELED, 'canceled')
             if end is WaitEnd.LOST:
-                return _ended(started, StepStatus.FAILED, _lost(server))
+                return _ended(started, StepStatus.FAILED, _lost(server),
+                              kind=FailureKind.SERVER_LOST)
             return _ended(started, StepStatus.FAILED,
-                          f'{server} did not answer the goal in {timeout:g} s')
+                          f'{server} did not answer the goal in {timeout:g} s',
+                          kind=FailureKind.TIMEOUT)
         handle = send.result()
         if handle is None or not handle.accepted:
             return _ended(started, StepStatus.FAILED, f'{server} rejected the goal')
@@ -401,7 +407,8 @@ class ActionProxy(ToolProxy):
         if end is not WaitEnd.DONE:
             handle.cancel_goal_async()
             if end is WaitEnd.LOST:  # nobody is left to confirm the cancel
-                return _ended(started, StepStatus.FAILED, _lost(server))
+                return _ended(started, StepStatus.FAILED, _lost(server),
+                              kind=FailureKind.SERVER_LOST)
             end = wait_watched(result, timeout=_CANCEL_GRACE, cancel=CancelToken(),
                                present=self.ready)
             response = result.result().result if end is WaitEnd.DONE else None
@@ -410,7 +417,7 @@ class ActionProxy(ToolProxy):
             return _ended(
                 started, StepStatus.FAILED,
                 f'{server} timed out after {timeout:g} s (goal canceled)',
-                response,
+                response, kind=FailureKind.TIMEOUT,
             )
         wrapped = result.result()
         status = _status(wrapped.status)
@@ -531,8 +538,10 @@ class ServiceProxy(ToolProxy):
             if end is WaitEnd.CANCELED:
                 return _ended(started, StepStatus.CANCELED, 'canceled')
             if end is WaitEnd.LOST:
-                return _ended(started, StepStatus.FAILED, _lost(server))
-            return _ended(started, StepStatus.FAILED, f'{server} did not answer in {timeout:g} s')
+                return _ended(started, StepStatus.FAILED, _lost(server),
+                              kind=FailureKind.SERVER_LOST)
+            return _ended(started, StepStatus.FAILED, f'{server} did not answer in {timeout:g} s',
+                          kind=FailureKind.TIMEOUT)
         response = future.result()
         if not _service_succeeded(response):
             message_text = getattr(response, 'message', '')
@@ -572,8 +581,9 @@ def _with_reason(message: Any, reason: str) -> Any:
 
 def _ended(
     started: float, status: StepStatus, detail: str, response: Any = None,
+    kind: FailureKind | None = None,
 ) -> CallOutcome:
-    return CallOutcome(status, detail, started, time.monotonic(), response)
+    return CallOutcome(status, detail, started, time.monotonic(), response, kind)
 
 
 def make_proxy(**kwargs: Any) -> ToolProxy:
