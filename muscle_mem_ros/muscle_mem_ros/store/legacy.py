@@ -32,6 +32,7 @@ import pickle
 import sqlite3
 from typing import Any
 
+from . import sqltree
 from .base import step_signature
 from .codec import encode_snapshot
 from ..errors import StoreCorruptError
@@ -180,16 +181,7 @@ def _drop_nodes(conn: sqlite3.Connection, bad: list[int], dropped: Dropped) -> N
     conn.executemany('DELETE FROM nodes WHERE id = ?', [(n,) for n in sorted(doomed)])
     dropped.nodes.extend(sorted(doomed))
     for cursor in parents:
-        while cursor is not None:
-            row = conn.execute('SELECT parent, terminal FROM nodes WHERE id = ?',
-                               (cursor,)).fetchone()
-            busy = conn.execute('SELECT 1 FROM nodes WHERE parent = ? LIMIT 1',
-                                (cursor,)).fetchone()
-            if row is None or row[1] or busy:
-                break
-            conn.execute('DELETE FROM nodes WHERE id = ?', (cursor,))
-            dropped.nodes.append(cursor)
-            cursor = row[0]
+        dropped.nodes.extend(sqltree.prune_unused(conn, cursor))
 
 
 def _convert_recordings(conn: sqlite3.Connection, trusted: bool, dropped: Dropped) -> None:

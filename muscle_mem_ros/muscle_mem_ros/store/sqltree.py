@@ -113,13 +113,27 @@ def merge(
 def prune(conn: sqlite3.Connection, leaf: int) -> None:
     """Drop ``leaf`` and its ancestors while no other trajectory needs them."""
     conn.execute('UPDATE nodes SET terminal = 0 WHERE id = ?', (leaf,))
-    cursor: int | None = leaf
+    prune_unused(conn, leaf)
+
+
+def prune_unused(conn: sqlite3.Connection, node: int | None) -> list[int]:
+    """
+    Delete ``node`` and then its ancestors, each while it is no trajectory's end and has no child.
+
+    :param conn: The store's connection, inside the caller's write transaction.
+    :param node: Where to start (None: nothing to do).
+    :return: The ids deleted, from ``node`` upwards.
+    """
+    deleted = []
+    cursor = node
     while cursor is not None:
         row = conn.execute('SELECT parent, terminal FROM nodes WHERE id = ?',
                            (cursor,)).fetchone()
         busy = conn.execute('SELECT 1 FROM nodes WHERE parent = ? LIMIT 1',
                             (cursor,)).fetchone()
         if row is None or row[1] or busy:
-            return
+            break
         conn.execute('DELETE FROM nodes WHERE id = ?', (cursor,))
+        deleted.append(cursor)
         cursor = row[0]
+    return deleted
