@@ -507,11 +507,14 @@ class Harness:
         """
         Start the cache process (store in tmp) and wait until it answers.
 
-        Waits for the ready log line, the ExecuteTask server and an answered
-        ListTasks call: a server seen in the graph can still lose a request sent
-        before the endpoints matched (or be a stopped process's stale entry).
+        Waits for the ready log line, the ExecuteTask server and an answer from
+        each of the cache's services: a server seen in the graph can still lose a
+        request sent before the endpoints matched (or be a stopped process's stale
+        entry), and Fast DDS drops a response to a client whose response reader the
+        new server has not matched yet ("failed to send response (timeout)"). Each
+        warm-up request is one the service refuses (empty task name, unknown id,
+        nothing recording), so nothing changes.
         """
-        from muscle_mem_interfaces.srv import ListTasks
         values = params(self.names, store=self.tmp / 'cache.db', **overrides)
         params_file = write_params(self.tmp / 'params.yaml', self.names.node, values)
         log = self.tmp / f'cache_{len(list(self.tmp.glob("cache_*.log")))}.log'
@@ -522,16 +525,32 @@ class Harness:
             raise RuntimeError(f'cache did not start:\n{cache.output()}')
         if not self.execute_client.wait_for_server(timeout_sec=30.0):
             raise RuntimeError(f'cache did not serve ExecuteTask:\n{cache.output()}')
-        for _ in range(30):
-            try:
-                self.call(ListTasks, 'list_tasks', timeout=1.0, task='', with_steps=False)
-                break
-            except TimeoutError:
-                continue
-        else:
-            raise RuntimeError(f'cache did not answer:\n{cache.output()}')
+        self._warm_services(cache)
         self._warm_proxies(cache)
         return cache
+
+    def _warm_services(self, cache: CacheProcess) -> None:
+        """Call each of the cache's services with a request it refuses, until each answers."""
+        from muscle_mem_interfaces.srv import (
+            Forget, GetTrajectory, ListTasks, Replay, StartRecording, StopRecording,
+        )
+        harmless = (
+            (ListTasks, 'list_tasks', {'task': '', 'with_steps': False}),
+            (GetTrajectory, 'get_trajectory', {'trajectory_id': 0}),
+            (Replay, 'replay', {'task': ''}),
+            (Forget, 'forget', {'task': ''}),
+            (StartRecording, 'start_recording', {'task': ''}),
+            (StopRecording, 'stop_recording', {'save': False}),
+        )
+        for srv_type, name, fields in harmless:
+            for _ in range(30):
+                try:
+                    self.call(srv_type, name, timeout=1.0, **fields)
+                    break
+                except TimeoutError:
+                    continue
+            else:
+                raise RuntimeError(f'cache did not answer {name}:\n{cache.output()}')
 
     def _warm_proxies(self, cache: CacheProcess) -> None:
         """
