@@ -208,7 +208,8 @@ class Replayer:
 
         A persistent store reads lazily, and the matcher indexes a candidate set
         on first use: without this the first task after a start pays both (seconds
-        for a tree with 100 000 first steps). Returns the number of first steps.
+        for a tree with 100 000 first steps); the trees' bindings are learned too.
+        Returns the number of first steps.
         """
         self._store.preload()
         count = 0
@@ -216,6 +217,7 @@ class Replayer:
             usable = self.usable(self._store.children(task=task, variant=variant, parent=None))
             if self._matcher is not None:
                 self._matcher.warm(usable)
+            self.plans(task, variant)
             count += len(usable)
         return count
 
