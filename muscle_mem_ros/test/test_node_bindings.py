@@ -81,6 +81,8 @@ def test_declared_binding_retargets_a_replay_beyond_the_literal_tolerance(declar
     assert subs[(2, X)].source == 'sensor:object[0]' and subs[(2, X)].origin == 'declared'
     assert subs[(2, X)].value == pytest.approx(moved[0], abs=1e-3)
     assert subs[(2, X)].recorded == pytest.approx(OBJECT_HOME[0], abs=1e-3)
+    learned = h.events_of(CacheEvent.BRANCH_LEARNED, 'decl_pick')[0].detail
+    assert f'2:{X} <- sensor:object[0] (declared)' in learned, learned
     events = [e for e in h.events_of(CacheEvent.STEP_OK, 'decl_pick') if e.substituted]
     assert any(any(s.field == X for s in e.substituted) for e in events)
     assert any(fb.substituted for fb in result.feedback)
@@ -130,6 +132,9 @@ def test_a_sensor_binding_is_inferred_from_two_recordings(inferred):
     run(h, 'infer_pick')
     result, called = run(h, 'infer_pick', obj=shifted(0.05, 0.03))
     assert called  # one recording explains nothing: a literal miss
+    h.wait_events(CacheEvent.BRANCH_LEARNED, 'infer_pick', count=2)
+    learned = h.events_of(CacheEvent.BRANCH_LEARNED, 'infer_pick')[-1].detail
+    assert f'2:{X} <- sensor:object[0] (inferred)' in learned, learned
     third = shifted(0.08, 0.01)
     result, called = run(h, 'infer_pick', obj=third)
     assert not called, h.agent.calls[-1].resume_reason
