@@ -421,7 +421,7 @@ def _sensor_bindings(group: Sequence[_Obs], max_shift: float | None,
         values = [o.goal.get(path) for o in group]
         if not all(_number(v) for v in values) or _spread(values) <= 1e-9:
             continue
-        best: tuple[float, str, float] | None = None
+        fits: list[tuple[float, str, float]] = []
         for source in sorted(shared):
             tol = tolerance(source)
             origins = [o.pre[source] for o in group]
@@ -429,10 +429,15 @@ def _sensor_bindings(group: Sequence[_Obs], max_shift: float | None,
                 continue
             diffs = [v - s for v, s in zip(values, origins)]
             spread = _spread(diffs)
-            if spread <= tol and (best is None or spread < best[0]):
-                best = (spread, source, sum(diffs) / len(diffs))
-        if best is not None:
-            out.append(Binding(path, best[1], best[2], max_shift, INFERRED))
+            if spread <= tol:
+                fits.append((spread / tol, source, sum(diffs) / len(diffs)))
+        fits.sort()
+        # Two sources that explain the field about as well (the cube moved as much in x as
+        # in y between the recordings) leave it ambiguous: it is not bound until a further
+        # recording tells them apart (the runner-up's spread must exceed a quarter of its
+        # tolerance and four times the best's).
+        if fits and (len(fits) == 1 or fits[1][0] > max(4 * fits[0][0], 0.25)):
+            out.append(Binding(path, fits[0][1], fits[0][2], max_shift, INFERRED))
     return out
 
 
@@ -442,12 +447,18 @@ def _spread(values: Sequence[float]) -> float:
 
 def _follows(o: _Obs, bindings: Sequence[Binding],
              tolerance: Callable[[str], float | None]) -> tuple[tuple[str, str], ...]:
-    """Pair each post element with the bound field it equalled at recording, if any."""
+    """
+    Pair each post element the step moved with the bound field it equalled at recording.
+
+    Only elements the step moved (post differs from pre beyond the tolerance) can
+    follow a field: the tool after a move, the cube carried in the gripper; a value
+    that merely happens to be near a field (closed jaws, a resting joint) does not.
+    """
     out = []
     numeric = [b.field for b in bindings if _number(o.goal.get(b.field))]
     for key, value in sorted(o.post.items()):
         tol = tolerance(key)
-        if tol is None or tol <= 0:
+        if tol is None or tol <= 0 or key not in o.pre or abs(value - o.pre[key]) <= tol:
             continue
         near = min(((abs(value - o.goal[f]), f) for f in numeric), default=None)
         if near is not None and near[0] <= tol:
