@@ -161,7 +161,8 @@ class Engine:
         self._max_shift = None if binding_max_shift is None else float(binding_max_shift)
         self._tolerance = float(binding_tolerance)
         self._plans: dict[str, tuple[Any, dict[int, Plan]]] = {}
-        self._plan_memo: dict[int, Any] = {}
+        self._plan_memo: dict[str, dict[int, Any]] = {}
+        self._paths: dict[str, dict[Any, list[Node]]] = {}
         self._substitutions: tuple[Substitution, ...] = ()
         if isinstance(store, Store):
             if allow_pickle and not store.allow_pickle:
@@ -407,21 +408,30 @@ class Engine:
         """
         Return the bindings of a task's learned steps (node id -> plan with bindings).
 
-        Learned again only when the task's trajectories change; each step is read once.
+        Learned again only when the task's trajectories change; each trajectory's
+        nodes are read from the store once (a trajectory is known by its id, nodes and
+        creation time, so an id used again is read again).
         """
         if not self._infer_bindings:
             return {}
         infos = [t for t in self._store.trajectories(task=task) if t.variant == '']
-        key = tuple((t.id, t.node_ids) for t in infos)
+        key = tuple((t.id, t.node_ids, t.created) for t in infos)
         cached = self._plans.get(task)
         if cached is not None and cached[0] == key:
             return cached[1]
         plans: dict[int, Plan] = {}
+        known = self._paths.get(task, {})
+        paths = {k: known[k] if k in known else self._store.path(t.id)
+                 for t, k in zip(infos, key)}
+        self._paths[task] = paths
+        ids = {i for t in infos for i in t.node_ids}
+        memo = self._plan_memo[task] = {
+            i: o for i, o in self._plan_memo.get(task, {}).items() if i in ids}
         if len(infos) >= 2:
             tolerance = self._tolerance
-            learned = learn([(self._store.path(t.id), {}) for t in infos], infer=True,
+            learned = learn([(nodes, {}) for nodes in paths.values()], infer=True,
                             max_shift=self._max_shift, tolerance=lambda key: tolerance,
-                            memo=self._plan_memo, elements=capture_leaves)
+                            memo=memo, elements=capture_leaves)
             # A later step's capture is its own: its leaves are not checked ahead.
             plans = {i: Plan(p.bindings, p.follows) for i, p in learned.items() if p.bindings}
         self._plans[task] = (key, plans)
