@@ -60,13 +60,20 @@ at replay:
   (default 0.1, in the capture's units; None = any) from the recording; every
   other leaf is judged by ``compare`` as recorded. The tool is called with the
   bound arguments set to ``current source + offset`` (the capture is taken with
-  the recorded arguments); a post-check capture leaf that equalled a bound
-  argument at recording is expected moved by the same amount. What was
-  substituted is in :attr:`Engine.substitutions` (the last call's) and counted in
-  ``stats.steps_rebound``; the return value is unchanged. Not done here: a shift
-  carried to later steps' checks (each step's check is its own), and filing a
-  rebound recording into the branch it explains (the second recording is a
-  sibling; from then on the step replays).
+  the recorded arguments). What was substituted is in
+  :attr:`Engine.substitutions` (the last call's) and counted in
+  ``stats.steps_rebound``; the return value is unchanged.
+* The walk keeps a shift per capture function and leaf, as the node keeps one per
+  sensor element: a bound source leaf keeps the shift seen at its pre-check, a
+  post-check leaf that equalled a bound argument at recording is expected moved
+  by that argument's shift, and a leaf the step moved at recording ends its
+  shift. Later checks by the same capture function are given the recorded
+  capture moved by the shift (the arm that went to the moved cube is where the
+  next step expects it). ``ahead`` range checks of the node are not done: a
+  source leaf that an earlier step's capture also reads is compared there as
+  recorded.
+* Not done: filing a rebound recording into the branch it explains (the second
+  recording is a sibling; from then on the step replays).
 """
 
 from __future__ import annotations
@@ -530,6 +537,58 @@ class _EngineSide:
         self._calls: dict[int, tuple[Tool, tuple[Any, ...], dict[str, Any]]] = {}
         self._bound: dict[int, Bound] = {}
         self._plans: dict[int, Plan] | None = None
+        self._shift: dict[tuple[Any, str], float] = {}
+
+    def _moved(self, capture: Any, recorded: Any,
+               replaced: Mapping[str, float] | None = None) -> Any:
+        """
+        Return a recorded capture moved by the walk's shift, ``replaced`` leaves set outright.
+
+        :param capture: The check's capture function (the shift is kept per function).
+        :param recorded: The recorded capture.
+        :param replaced: Source leaves already range-checked: set to their current values.
+        :return: What ``compare`` is given as the candidate.
+        :raises KeyError: a leaf path cannot be followed (also IndexError, TypeError).
+        """
+        changes: dict[tuple[str | int, ...], Any] = {}
+        if self._shift:
+            for key, value in capture_leaves(Snapshot(user=recorded)).items():
+                delta = self._shift.get((capture, key))
+                if delta is not None:
+                    changes[_capture_path(key)] = value + delta
+        for key, value in (replaced or {}).items():
+            changes[_capture_path(key)] = value
+        return _with_leaves(recorded, changes) if changes else recorded
+
+    def _advance(self, tool: Tool, node: Node, plan: Plan | None, bound: Bound | None) -> None:
+        """
+        Update the walk's shift after a step ran (the rule of :func:`.bindings.advance`).
+
+        A post leaf the step moved at recording (pre and post captures by the same
+        function differ) is where the recording left it; a source leaf keeps the shift
+        seen at the pre-check; a post leaf that followed a bound argument moves by that
+        argument's shift. With different pre and post capture functions every post leaf
+        not following an argument is taken as the recording left it.
+        """
+        pre_fn = tool.pre_check.capture if tool.pre_check is not None else None
+        post_fn = tool.post_check.capture if tool.post_check is not None else None
+        pre = capture_leaves(node.step.pre)
+        post = capture_leaves(node.step.post)
+        followed = dict(plan.follows) if plan is not None and bound is not None else {}
+        if post_fn is not None:
+            before = pre if post_fn is pre_fn else {}
+            for key, value in post.items():
+                if key not in followed and (key not in before or
+                                            abs(value - before[key]) > self._engine._tolerance):
+                    self._shift.pop((post_fn, key), None)
+        if bound is None:
+            return
+        for key, value in bound.sources.items():
+            if key in pre:
+                self._shift[(pre_fn, key)] = value - pre[key]
+        for key, path in followed.items():
+            if path in bound.shifts and post_fn is not None:
+                self._shift[(post_fn, key)] = bound.shifts[path]
 
     def _plan(self, node: Node) -> Plan | None:
         """Return ``node``'s bindings (the task's plans are learned once per walk)."""
@@ -581,8 +640,12 @@ class _EngineSide:
                         continue
                     similarity, call_args, call_kwargs = judged
                 else:
+                    try:
+                        expected = self._moved(tool.pre_check.capture, recorded.pre.user)
+                    except (KeyError, IndexError, TypeError, ValueError):
+                        continue
                     similarity = engine._similarity(tool.pre_check, call_args, call_kwargs,
-                                                    recorded.pre.user, memo,
+                                                    expected, memo,
                                                     (tool.name, recorded.payload))
                 if similarity <= 0.0:
                     continue
@@ -622,8 +685,7 @@ class _EngineSide:
             return None
         is_method = tool.is_method
         try:
-            expected = _with_leaves(recorded.pre.user, {
-                _capture_path(key): value for key, value in bound.sources.items()})
+            expected = self._moved(tool.pre_check.capture, recorded.pre.user, bound.sources)
             args = call_args[1:] if is_method else call_args
             call = _with_leaves({'args': list(args), 'kwargs': dict(call_kwargs)},
                                 {tuple(parse_path(f)): v for f, v in bound.values.items()})
@@ -660,6 +722,8 @@ class _EngineSide:
         finally:
             self._run.in_tool -= 1
         engine._count('steps_replayed')
+        if bound is not None or self._shift:
+            self._advance(tool, node, self._plan(node), bound)
         return _Ran(StepStatus.SUCCEEDED, time.monotonic())
 
     def post_check(self, node: Node, step: int, ended: float) -> Miss | None:
@@ -667,16 +731,11 @@ class _EngineSide:
         tool, call_args, call_kwargs = self._calls[node.id]
         if tool.post_check is None or node.step.post is None:
             return None
-        expected = node.step.post.user
-        bound, plan = self._bound.get(node.id), self._plan(node)
-        if bound is not None and plan is not None and plan.follows:
-            recorded = capture_leaves(node.step.post)
-            moved = {_capture_path(key): recorded[key] + bound.shifts[field]
-                     for key, field in plan.follows if field in bound.shifts and key in recorded}
-            try:
-                expected = _with_leaves(expected, moved)
-            except (KeyError, IndexError, TypeError, ValueError):
-                _log.exception('cannot move the recorded post-check capture of node %d', node.id)
+        try:
+            expected = self._moved(tool.post_check.capture, node.step.post.user)
+        except (KeyError, IndexError, TypeError, ValueError):
+            _log.exception('cannot move the recorded post-check capture of node %d', node.id)
+            return Miss(FailureKind.POST_CHECK, f'post-check failed after step {step}')
         if self._engine._similarity(tool.post_check, call_args, call_kwargs, expected, {}) > 0.0:
             return None
         return Miss(FailureKind.POST_CHECK, f'post-check failed after step {step}')
