@@ -301,6 +301,7 @@ def learn(
     max_shift: float | None = 0.1,
     tolerance: Callable[[str], float | None] = lambda key: None,
     memo: dict[int, Any] | None = None,
+    elements: Callable[[Snapshot | None], dict[str, float]] | None = None,
 ) -> dict[int, Plan]:
     """
     Find the bindings of every step of a tree's trajectories.
@@ -313,9 +314,12 @@ def learn(
     :param tolerance: Tolerance of a sensor element (:func:`element_tolerances`).
     :param memo: Kept between calls by the caller: each step's goal and snapshots are
         read once (a tree that grows is learned again without re-reading it).
+    :param elements: Reads a snapshot's sources (default :func:`sensor_elements`; the
+        Python ``Engine`` reads the leaves of a user capture).
     :return: Node id -> its plan, for nodes with at least one binding.
     """
     memo = {} if memo is None else memo
+    elements = sensor_elements if elements is None else elements
     obs: dict[int, _Obs] = {}
     for nodes, params in paths:
         for node in nodes:
@@ -324,8 +328,8 @@ def learn(
             seen = memo.get(node.id)
             if seen is None or seen.node.step.payload != node.step.payload:  # an id used again
                 seen = memo[node.id] = _Obs(node, goal_leaves(node.step),
-                                            sensor_elements(node.step.pre),
-                                            sensor_elements(node.step.post))
+                                            elements(node.step.pre),
+                                            elements(node.step.post))
             obs[node.id] = _Obs(node, seen.goal, seen.pre, seen.post, param_leaves(params))
     found: dict[int, dict[str, Binding]] = {i: {} for i in obs}
     if infer:
@@ -532,7 +536,8 @@ class Bound:
 
 
 def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
-            now: Snapshot) -> Bound:
+            now: Snapshot,
+            elements: Callable[[Snapshot | None], dict[str, float]] | None = None) -> Bound:
     """
     Compute the values of a step's bound fields in the current world.
 
@@ -541,11 +546,13 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
     :param node: The learned step.
     :param params: The run's parameters.
     :param now: The current snapshot.
+    :param elements: Reads a snapshot's sources (default :func:`sensor_elements`).
     :return: The values, or why the world is outside what the bindings explain.
     """
+    elements = sensor_elements if elements is None else elements
     goal = goal_leaves(node.step)
-    recorded_sources = sensor_elements(node.step.pre)
-    current = {**param_leaves(params), **sensor_elements(now)}
+    recorded_sources = elements(node.step.pre)
+    current = {**param_leaves(params), **elements(now)}
     values: dict[str, Any] = {}
     subs = []
     sources: dict[str, float] = {}
