@@ -462,8 +462,8 @@ def _follows(o: _Obs, bindings: Sequence[Binding],
     numeric = [b.field for b in bindings if _number(o.goal.get(b.field))]
     for key, value in sorted(o.post.items()):
         tol = tolerance(key)
-        if tol is None or tol <= 0 or key not in o.pre or abs(value - o.pre[key]) <= tol:
-            continue
+        if tol is None or tol <= 0 or (key in o.pre and abs(value - o.pre[key]) <= tol):
+            continue  # (an element only the post snapshot has may have moved: the Engine's)
         near = min(((abs(value - o.goal[f]), f) for f in numeric), default=None)
         if near is not None and near[0] <= tol:
             out.append((key, near[1]))
