@@ -160,6 +160,34 @@ def test_learns_from_events_then_replays_without_the_agent(world, side):
     assert len(steps_of(h, task)) == 4
 
 
+def test_an_agent_faster_than_the_sensors_still_learns_a_replayable_task(world):
+    """
+    Check that each step's pre snapshot shows the world after the step before, however fast.
+
+    The agent sends each call as soon as the previous one's result is in, before the
+    sensors (50 Hz) reported the arm's new position, and nothing holds it back (no
+    proxy). The arm takes 0.3 s per goal. A pre snapshot taken when the call's request
+    event arrives would still show the arm before the previous goal ended; the cache
+    uses the previous call's post snapshot instead, so the replay's checks pass.
+    """
+    h = world
+    introspect(h, 'client')
+    h.agent.step_delay = 0.0
+    try:
+        h.robot.arm_delay = 0.3
+        calls = len(h.agent.calls)
+        run = h.run_task('pick_fast')
+        assert run.result.success and not run.result.cache_hit, run.result.message
+        assert run.result.steps_by_agent == 4, h.cache.output()
+        h.robot.reset()
+        h.robot.arm_delay = 0.3
+        run = h.run_task('pick_fast')
+        assert run.result.success and run.result.cache_hit, run.result.message
+        assert len(h.agent.calls) == calls + 1
+    finally:
+        h.agent.step_delay = STEP_DELAY
+
+
 def test_manual_recording_of_an_agent_that_never_heard_of_the_cache(world):
     """Teach by demonstration: start recording, let the agent work on its own, stop, replay."""
     h = world

@@ -89,7 +89,7 @@ from muscle_mem_ros.ros.replay import Replayer
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.ros.services import CacheServices
 from muscle_mem_ros.ros.sync import CancelToken, TaskGuard
-from muscle_mem_ros.ros.tap import make_tap, Tap
+from muscle_mem_ros.ros.tap import Ledger, make_tap, Tap
 from muscle_mem_ros.ros.tasks import TaskRunner
 from muscle_mem_ros.store import open_store
 from rcl_interfaces.msg import SetParametersResult
@@ -264,10 +264,11 @@ class BehaviorCacheNode(LifecycleNode):
             )
             for tool in config.tools
         }
+        ledger = Ledger()
         active.taps = [
             make_tap(node=self._proxy_node, proxy=active.proxies[tool.server], hub=active.hub,
                      recorder=parts.recorder, post_timeout=config.post_check_timeout,
-                     logger=self.get_logger())
+                     logger=self.get_logger(), ledger=ledger)
             for tool in config.tools if tool.record_from is RecordFrom.INTROSPECTION
         ]
         for tap in active.taps:

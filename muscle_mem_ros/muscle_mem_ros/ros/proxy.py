@@ -223,7 +223,7 @@ class ToolProxy:
 
     def record(
         self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
-    ) -> None:
+    ) -> Snapshot | None:
         """
         Record a call the agent made straight to the server (seen in introspection events).
 
@@ -233,20 +233,21 @@ class ToolProxy:
         :param message: The goal or request.
         :param pre: Snapshot taken when the call was seen starting.
         :param out: How it ended (``started``/``ended`` on the monotonic clock).
+        :return: The post snapshot if the step was appended, else None.
         """
-        self._record(session, message, pre, out)
+        return self._record(session, message, pre, out)
 
     def _record(
         self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
-    ) -> None:
-        """Append the call to ``session`` if it is still the active one and succeeded."""
+    ) -> Snapshot | None:
+        """Append the call to ``session`` if still active and succeeded; return its post."""
         if session is None:
-            return
+            return None
         if out.status is not StepStatus.SUCCEEDED:
             self._log.info(
                 f'{self._label}: call {out.status.value} ({out.detail}); not recorded'
             )
-            return
+            return None
         if self._hub.names and not self._hub.wait_newer(out.ended, self._post_timeout):
             self._log.warning(
                 f'{self._label}: no data newer than the call from '
@@ -268,9 +269,11 @@ class ToolProxy:
             appended = session is self._recorder.active and session.append(step)
         except MuscleMemError as err:  # the call itself succeeded: say so, log the loss
             self._log.error(f'{self._label}: step not recorded: {err}')
-            return
+            return None
         if not appended:
             self._log.warning(f'{self._label}: recording ended during the call; not recorded')
+            return None
+        return post
 
 
 class ActionProxy(ToolProxy):

@@ -43,17 +43,20 @@ client GID is its reply reader's).
 Compared with the proxy, a tap loses: the pre snapshot is taken when the
 request event arrives, after the server already has the goal (a fast arm may
 have started moving); the agent is not held until the post snapshot is taken,
-so its next call may start before it (the next step's pre snapshot then comes
-from the same moment or later); calls made by any client other than the
-node's own are recorded (the proxy records only what is sent to it); an action
-whose result the client never requests is never recorded; and nothing is
-recorded unless someone publishes the events with contents.
+so its next call may start before the sensors reported the end of the previous
+one: that call's pre snapshot is then the previous call's post snapshot
+(:class:`Ledger`), which shows the new call's motion if the robot moves within
+one sensor period (checks then fail at replay: a miss, not a wrong replay);
+calls made by any client other than the node's own are recorded (the proxy
+records only what is sent to it); an action whose result the client never
+requests is never recorded; and nothing is recorded unless someone publishes
+the events with contents.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import threading
 import time
 from typing import Any
@@ -68,7 +71,7 @@ from rclpy.node import Node as RosNode
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from service_msgs.msg import ServiceEventInfo
 
-__all__ = ['ActionTap', 'EVENT_DEPTH', 'ServiceTap', 'Tap', 'make_tap']
+__all__ = ['ActionTap', 'EVENT_DEPTH', 'Ledger', 'ServiceTap', 'Tap', 'make_tap']
 
 EVENT_DEPTH = 100
 """Events kept per topic before the tap takes them (bursts of concurrent calls)."""
@@ -79,14 +82,53 @@ _SETTLE_GRACE = 1.0
 _REQUESTS = (ServiceEventInfo.REQUEST_SENT, ServiceEventInfo.REQUEST_RECEIVED)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Call:
-    """One call seen starting: the recording it belongs to, its payload and pre snapshot."""
+    """
+    One call seen starting: the recording it belongs to, its payload and pre snapshot.
+
+    :ivar after: The call that ended last before this one started, when this
+        one's pre snapshot is older than that end: its post snapshot is used instead.
+    :ivar ended: When the response was sent (monotonic); inf while running.
+    :ivar post: Its post snapshot once recorded (None if it was not).
+    :ivar posted: Set once ``post`` is final.
+    """
 
     session: Session
     message: Any
     pre: Snapshot | None
     started: float
+    after: _Call | None = None
+    ended: float = float('inf')
+    post: Snapshot | None = None
+    posted: threading.Event = field(default_factory=threading.Event)
+
+
+class Ledger:
+    """
+    The call that ended last, across all taps of a node (steps of any tool follow each other).
+
+    An agent that sends its next call before the sensors reported after the
+    previous one ended leaves a pre snapshot from before that end (the proxy
+    cannot be outrun: it answers after the post snapshot). A replay checks the
+    next step right after the previous one's post-check, so such a call's pre
+    snapshot is taken to be the previous call's post snapshot instead.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: _Call | None = None
+
+    def ended(self, call: _Call) -> None:
+        """Note ``call`` as the one that ended last."""
+        with self._lock:
+            self._last = call
+
+    def previous(self, session: Session) -> _Call | None:
+        """Return the call of ``session`` that ended last, if any."""
+        with self._lock:
+            last = self._last
+        return last if last is not None and last.session is session else None
 
 
 class _Bounded(OrderedDict):
@@ -114,11 +156,12 @@ class Tap:
     :param post_timeout: The node's ``post_check_timeout``; bounds the wait of
         a recording being saved, with a grace of a second.
     :param logger: Where to log.
+    :param ledger: Shared by the node's taps (see :class:`Ledger`); default: one of its own.
     """
 
     def __init__(
         self, *, node: RosNode, proxy: ToolProxy, hub: SensorHub, recorder: Recorder,
-        post_timeout: float, logger: Any,
+        post_timeout: float, logger: Any, ledger: Ledger | None = None,
     ) -> None:
         self.tool = proxy.tool
         self._node = node
@@ -127,6 +170,7 @@ class Tap:
         self._recorder = recorder
         self._log = logger
         self._settle_timeout = post_timeout + _SETTLE_GRACE
+        self._ledger = ledger if ledger is not None else Ledger()
         self._cond = threading.Condition()
         self._pending: dict[Any, _Call] = {}
         self._done = _Bounded(_REMEMBERED)
@@ -197,8 +241,11 @@ class Tap:
             for stale in [k for k, c in self._pending.items() if c.session is not session]:
                 del self._pending[stale]  # calls of an ended recording that never ended
         pre = self._hub.capture()
+        previous = self._ledger.previous(session)
+        after = previous if previous is not None and _older(pre, previous.ended) else None
         with self._cond:
-            self._pending[key] = _Call(session=session, message=message, pre=pre, started=at)
+            self._pending[key] = _Call(session=session, message=message, pre=pre, started=at,
+                                       after=after)
 
     def _drop(self, key: Any) -> None:
         """End a call without a step (a rejected goal)."""
@@ -215,16 +262,23 @@ class Tap:
             if call is None:
                 return
             self._recording += 1
+            call.ended = at
+        self._ledger.ended(call)
         out = CallOutcome(status, detail, call.started, at, response)
         threading.Thread(target=self._record, args=(call, out),
                          name=f'tap {self.tool.server}', daemon=True).start()
 
     def _record(self, call: _Call, out: CallOutcome) -> None:
         try:
-            self._proxy.record(call.session, call.message, call.pre, out)
+            pre = call.pre
+            if call.after is not None:  # see Ledger; waiting also keeps the steps in order
+                call.after.posted.wait(self._settle_timeout)
+                pre = call.after.post or pre
+            call.post = self._proxy.record(call.session, call.message, pre, out)
         except Exception as err:  # logged; the agent's call is not affected
             self._log.error(f'{self.tool.server}: recording the step failed: {err!r}')
         finally:
+            call.posted.set()
             with self._cond:
                 self._recording -= 1
                 self._cond.notify_all()
@@ -351,6 +405,11 @@ class ActionTap(Tap):
             else StepStatus.FAILED
         return self._end(goal_id, status, f'goal ended with status {wrapped.status}',
                          _sent_at(info), wrapped.result)
+
+
+def _older(snapshot: Snapshot, since: float) -> bool:
+    """Return True if some sensor in ``snapshot`` has no data received after ``since``."""
+    return any(stamp <= since for stamp in snapshot.stamps.values())
 
 
 def _sent_at(info: Any) -> float:
