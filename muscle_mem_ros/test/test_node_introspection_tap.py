@@ -13,14 +13,14 @@ import threading
 import uuid
 
 from muscle_mem_ros.records import ToolKind
-from muscle_mem_ros.ros.config import RecordFrom, ToolConfig
+from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS, RecordFrom, ToolConfig
 from muscle_mem_ros.ros.proxy import ServiceProxy
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.ros.sync import CancelToken
 from muscle_mem_ros.ros.tap import ServiceTap
 from muscle_mem_ros.store import open_store
-from node_helpers import wait_until
+from node_helpers import wait_until, write_params
 import pytest
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -113,3 +113,29 @@ def test_calls_outside_a_recording_are_ignored(rig):
     assert wait_until(lambda: session.steps >= 1, 15.0)
     ended, _info = recorder.finish(save=True)
     assert ended.steps == 1
+
+
+def test_config_of_introspection_tools(tmp_path):
+    """An introspection tool serves no proxy name, so two of them never clash; case is free."""
+    values = {
+        'store_path': ':memory:',
+        'actions': {'arm': {'server': '/arm', 'type': 'test_msgs/action/Fibonacci',
+                            'record_from': 'introspection'}},
+        'services': {'grip': {'server': '/grip', 'type': 'std_srvs/srv/SetBool',
+                              'record_from': 'Introspection'},
+                     'lamp': {'server': '/lamp', 'type': 'std_srvs/srv/SetBool'}},
+    }
+    path = write_params(tmp_path / 'p.yaml', 'muscle_mem', values)
+    context = rclpy.Context()
+    rclpy.init(context=context, args=['--ros-args', '--params-file', str(path)])
+    try:
+        node = Node('muscle_mem', context=context, **NODE_OPTIONS)
+        config = load_config(node)
+        described = node.describe_parameter('services.grip.record_from')
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+    tools = {t.name: (t.record_from, t.proxy) for t in config.tools}
+    assert tools == {'arm': (RecordFrom.INTROSPECTION, ''), 'grip': (RecordFrom.INTROSPECTION, ''),
+                     'lamp': (RecordFrom.PROXY, '/muscle_mem/lamp')}
+    assert described.read_only and 'introspection' in described.description

@@ -176,7 +176,7 @@ class Tap:
         self._done = _Bounded(_REMEMBERED)
         self._recording = 0
         self._own: frozenset[bytes] = frozenset()
-        self._subs: list[Any] = []
+        self._subs: list[Any] = []  # destroyed with the node
         self._said_empty = False
         self.topics: list[str] = []
         """The event topics this tap listens to."""
@@ -195,12 +195,6 @@ class Tap:
         self._subs.append(self._node.create_subscription(
             event_type, topic, callback, qos, event_callbacks=events))
         self.topics.append(topic)
-
-    def destroy(self) -> None:
-        """Stop listening."""
-        for sub in self._subs:
-            self._node.destroy_subscription(sub)
-        self._subs.clear()
 
     # -- the node's own client ------------------------------------------------------------
 
