@@ -224,9 +224,11 @@ def render(res: dict[str, Any], args: argparse.Namespace) -> str:
         'proxy every goal pays the extra hop, and while recording also the post-snapshot wait '
         "(until the sensor reports after the goal's end), which the proxy does before it "
         "answers so that the next step's pre snapshot never precedes this one's post.",
-        '- What introspection gives up for that is in the README (`record_from`): the pre '
-        'snapshot is taken when the request event arrives, and the agent may start its next '
-        'call before the cache took the previous post snapshot.',
+        '- What introspection gives up for that is in the README ("Recording without a '
+        'proxy"): the pre snapshot is taken when the request event arrives, and a call sent '
+        "before the sensors reported the previous call's end gets that call's post snapshot "
+        "as its pre. The p90 and p99 columns show the machine's load (see the load average "
+        'above) more than any path.',
         '',
     ]
     return '\n'.join(lines)
