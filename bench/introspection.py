@@ -222,8 +222,9 @@ def render(res: dict[str, Any], args: argparse.Namespace) -> str:
         '(two event messages per service call, for the goal and the result services: four per '
         "goal, serialized on the agent's side); the cache never holds the agent. Through the "
         'proxy every goal pays the extra hop, and while recording also the post-snapshot wait '
-        "(until the sensor reports after the goal's end), which the proxy does before it "
-        "answers so that the next step's pre snapshot never precedes this one's post.",
+        "(until the sensor reports after the goal's end) and the step's write to the store, "
+        "which the proxy does before it answers so that the next step's pre snapshot never "
+        "precedes this one's post.",
         '- What introspection gives up for that is in the README ("Recording without a '
         'proxy"): the pre snapshot is taken when the request event arrives, and a call sent '
         "before the sensors reported the previous call's end gets that call's post snapshot "
