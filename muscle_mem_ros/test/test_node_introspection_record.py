@@ -160,6 +160,34 @@ def test_learns_from_events_then_replays_without_the_agent(world, side):
     assert len(steps_of(h, task)) == 4
 
 
+def test_divergence_learns_only_the_agents_branch(world):
+    """
+    A replay that diverges hands off; only the agent's calls become the branch.
+
+    The robot's servers publish the events, so the replay's own calls (just before
+    the recording of the agent's part starts) are in the event stream too.
+    """
+    h = world
+    introspect(h, 'server')
+    run = h.run_task('pick_diverge')
+    assert run.result.success and run.result.steps_by_agent == 4, run.result.message
+    h.robot.reset()
+    bumped = (OBJECT_HOME[0] + 0.2, OBJECT_HOME[1] - 0.1, OBJECT_HOME[2])
+    h.robot.bump_after = (2, bumped)  # when the gripper call (step 1) finishes
+    calls = len(h.agent.calls)
+    run = h.run_task('pick_diverge')
+    assert run.result.success and not run.result.cache_hit, run.result.message
+    assert (run.result.steps_replayed, run.result.steps_by_agent) == (2, 2), h.cache.output()
+    assert h.agent.calls[-1].resume_from_step == 2
+    branch = run.result.trajectory_id
+    h.robot.reset()
+    h.robot.bump_after = (2, bumped)
+    run = h.run_task('pick_diverge')
+    assert run.result.success and run.result.cache_hit, run.result.message
+    assert run.result.trajectory_id == branch
+    assert len(h.agent.calls) == calls + 1
+
+
 def test_an_agent_faster_than_the_sensors_still_learns_a_replayable_task(world):
     """
     Check that each step's pre snapshot shows the world after the step before, however fast.
