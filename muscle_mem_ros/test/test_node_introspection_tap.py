@@ -72,7 +72,7 @@ def rig():
     assert client.wait_for_service(timeout_sec=15.0)
     assert wait_until(lambda: cache.count_publishers(f'{server_name}/_service_event') == 1, 15.0)
     yield {'client': client, 'proxy': proxy, 'tap': tap, 'recorder': recorder, 'store': store,
-           'answered': answered}
+           'answered': answered, 'executor': executor, 'cache': cache}
     executor.shutdown(timeout_sec=5.0)
     hub.close()
     rclpy.try_shutdown(context=context)
@@ -100,6 +100,22 @@ def test_own_replayed_calls_are_not_recorded(rig):
     ended, info = recorder.finish(save=True)
     assert rig['answered'][-2:] == [True, False]
     assert tap.own_calls == 1
+    assert ended.steps == 1
+    (node,) = rig['store'].path(info.id)
+    assert deserialize_message(node.step.payload, SetBool.Request).data is False
+
+
+def test_a_call_sent_before_the_recording_started_is_not_part_of_it(rig):
+    """Its events reach the tap only after the recording started (the tap's node was busy)."""
+    recorder, executor, cache = rig['recorder'], rig['executor'], rig['cache']
+    outside_call(rig, False)
+    executor.remove_node(cache)  # the tap takes nothing: the next call's events wait for it
+    outside_call(rig, True)
+    session = recorder.start(task='t', params_json='{}', parent=None, manual=True)
+    executor.add_node(cache)
+    outside_call(rig, False)
+    assert wait_until(lambda: session.steps >= 1, 15.0)
+    ended, info = recorder.finish(save=True)
     assert ended.steps == 1
     (node,) = rig['store'].path(info.id)
     assert deserialize_message(node.step.payload, SetBool.Request).data is False

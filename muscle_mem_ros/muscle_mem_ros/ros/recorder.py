@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 import threading
+import time
 
 from muscle_mem_ros.errors import MuscleMemError, RecordingBusyError, StoreError
 from muscle_mem_ros.records import Step, TrajectoryInfo
@@ -40,6 +41,8 @@ class Session:
     :ivar steps: Steps appended so far.
     :ivar lost: Why a step could not be stored ('' if none was lost): such a
         recording lacks a step and is never committed.
+    :ivar opened: When it started (``time.monotonic``); a call sent earlier is not
+        part of it, even if the node learns of it later (:mod:`.tap`).
     """
 
     task: str
@@ -51,6 +54,7 @@ class Session:
     closed: bool = False
     lost: str = ''
     lock: threading.Lock = field(default_factory=threading.Lock)
+    opened: float = field(default_factory=time.monotonic)
 
     def append(self, step: Step) -> bool:
         """Append ``step`` unless the session has ended; True if appended."""

@@ -21,6 +21,9 @@ reliable). Either side is enough; when both publish, each call is taken once.
 
 While a recording is active a tap does what the proxy does with a proxied call:
 
+* a call whose request was sent (the event's DDS source time) before the
+  recording started is not part of it, however late its events arrive (hosts'
+  clocks must agree, as ROS time across hosts assumes anyway);
 * service: the request event starts a call (pre snapshot at once), keyed by
   (client GID, sequence number); its response event ends it; a response with a
   boolean ``success`` false is a failed step;
@@ -226,6 +229,9 @@ class Tap:
         if session is None:
             return
         with self._cond:
+            if at < session.opened:  # sent before the recording started, seen late
+                self._done.put(key, None)
+                return
             if key in self._pending or key in self._done:
                 return  # the other side's event of a call already seen
             if self._is_own(gid[:16]):
