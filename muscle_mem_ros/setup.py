@@ -17,7 +17,7 @@ setup(
         ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
         ('share/' + package_name + '/config', glob('config/*.yaml')),
     ],
-    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml'],
+    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml', 'rich', 'mcap', 'mcap-ros2-support'],
     python_requires='>=3.10',
     zip_safe=True,
     maintainer='muscle_mem_ros maintainers',
@@ -34,6 +34,7 @@ setup(
     entry_points={
         'console_scripts': [
             'behavior_cache = muscle_mem_ros.ros.main:main',
+            'muscle-mem = muscle_mem_ros.cli:main',
         ],
     },
 )
