@@ -10,8 +10,9 @@ Two sources, one rule:
   task. Runs of the same step (the same goals, byte for byte, from the first step
   to it) are repeats of one situation; their spread is the noise plus whatever
   varied harmlessly between runs. A sibling in the tree with a *different* goal,
-  learned after the step, is a divergence from it: the world differed, a check failed, the agent took over and a new
-  branch was learned. A tolerance that admits a divergence replays the wrong step.
+  learned after the step, is a divergence from it: the world differed, a check
+  failed, the agent took over and a new branch was learned. A tolerance that
+  admits a divergence replays the wrong step.
 
 The proposal per element is ``max(k * std, peak_to_peak) * margin`` (at least
 ``floor``): wide enough that the observed variation never fails a check, and no
