@@ -104,7 +104,7 @@ def build_store(path: Path, seed: int = 7) -> Path:
     with SqliteStore(path=path) as store:
         first = None
         for i in range(REPEATS):
-            tid = _run(store, rng, t0=100.0 * i, arm=[0.5, 0.2, 0.1], order=5)
+            tid = _run(store, rng, t0=10.0 + 100.0 * i, arm=[0.5, 0.2, 0.1], order=5)
             first = first or tid
         for i in range(ROOT_DIVERGENCES):
             _run(store, rng, t0=5000.0 + 100 * i, arm=[0.7, 0.2, 0.1], order=5,

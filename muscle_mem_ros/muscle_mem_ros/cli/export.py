@@ -16,10 +16,11 @@ Times. The store keeps, per step, the snapshots' capture times (a monotonic
 clock of the recording process), the step's duration and, per trajectory, the
 wall time it was committed. A trajectory is laid out on its own steps' clock
 (gaps between consecutive steps kept when they come from one recording; a step
-recorded in another run follows the previous one directly) and placed so that
-it ends at its commit time; trajectories are exported oldest first and a
-trajectory that would overlap the previous one starts a second after it. In
-one step, pre snapshot, goal and post snapshot come in that order.
+recorded in another run follows the previous one directly, and no two messages
+share a time) and placed so that it ends at its commit time; trajectories are
+exported oldest first and a trajectory that would overlap the previous one
+starts a second after it. In one step, pre snapshot, goal and post snapshot come
+in that order.
 
 Python API steps (Python functions) have no ROS type: only their snapshots are
 exported. rclpy is imported (for serializing snapshot messages) only when a
@@ -123,7 +124,7 @@ class _Snapshots:
         for name in sorted(snapshot.features):
             setting = self._settings.get(name)
             stamp = snapshot.stamps.get(name)
-            age = snapshot.taken_at - stamp if stamp is not None and snapshot.taken_at else -1.0
+            age = snapshot.taken_at - stamp if stamp is not None else -1.0
             msg.features.append(self._feature(
                 name=name, values=[float(v) for v in snapshot.features[name]],
                 tolerance=list(setting.tolerance) if setting else [],
@@ -192,6 +193,7 @@ def export_mcap(
                 summary.messages[topic] = summary.messages.get(topic, 0) + 1
 
             previous_end = 0.0
+            last_ns = 0
             for info, nodes in paths:
                 spans = timeline(nodes)
                 base = info.created - (spans[-1][1] if spans else 0.0)
@@ -199,9 +201,9 @@ def export_mcap(
                     base = previous_end + TRAJECTORY_GAP
                 for index, (node, (start, end)) in enumerate(zip(nodes, spans)):
                     step = node.step
-                    t_pre = int(round((base + start) * _NS))
+                    t_pre = max(int(round((base + start) * _NS)), last_ns + 1000)
                     t_goal = t_pre + 1000
-                    t_post = max(int(round((base + end) * _NS)), t_goal + 1000)
+                    t_post = last_ns = max(int(round((base + end) * _NS)), t_goal + 1000)
                     meta = {'task': task, 'trajectory': info.id, 'index': index, 'node': node}
                     if step.pre is not None:
                         emit(PRE_TOPIC, SNAPSHOT_TYPE, encoder.encode(
