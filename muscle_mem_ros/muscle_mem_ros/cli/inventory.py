@@ -113,11 +113,39 @@ def goal_data(node: Node) -> Any:
         return text
 
 
-def goal_summary(node: Node, width: int = 60) -> str:
-    """Return a one-line summary of a step's goal, cut to ``width`` characters."""
+def _leaves(value: Any, name: str, into: list[tuple[str, Any]]) -> None:
+    """Collect (field name, value) of the scalars and scalar lists that are not empty or 0."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _leaves(item, key, into)
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        for item in value:
+            _leaves(item, name, into)
+    elif isinstance(value, list):
+        if any(v not in (0, 0.0, '', False) for v in value):
+            into.append((name, [round(v, 3) if isinstance(v, float) else v for v in value]))
+    elif value not in (0, 0.0, '', None) or isinstance(value, bool):
+        into.append((name, round(value, 3) if isinstance(value, float) else value))
+
+
+def goal_summary(node: Node, width: int = 72) -> str:
+    """
+    Return a one-line summary of a step's goal, cut to ``width`` characters.
+
+    The goal's fields as ``name=value``, numbers first: empty and zero fields (stamps,
+    unused tolerances) are left out and floats rounded to 3 decimals, so what is left
+    is what the agent chose (``positions=[0.464, 0.951] sec=1``).
+    """
     data = goal_data(node)
-    text = data if isinstance(data, str) else json.dumps(data, separators=(', ', ': '))
-    text = ' '.join((text or '').split())
+    if not isinstance(data, (dict, list)):
+        text = str(data or '')
+    else:
+        leaves: list[tuple[str, Any]] = []
+        _leaves(data, 'value', leaves)
+        leaves.sort(key=lambda leaf: isinstance(leaf[1], str) or (
+            isinstance(leaf[1], list) and any(isinstance(v, str) for v in leaf[1])))
+        text = ' '.join(f'{k}={json.dumps(v)}' for k, v in leaves) or '{}'
+    text = ' '.join(text.split())
     return text if len(text) <= width else text[:width - 3] + '...'
 
 

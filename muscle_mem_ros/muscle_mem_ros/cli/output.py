@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import datetime
 import json
 import math
+import os
 import sys
 from typing import Any, TextIO
 
@@ -46,8 +47,9 @@ class Output:
         self.json_mode = json_mode
         out = stdout or sys.stdout
         err = stderr or sys.stderr
+        wide = out.isatty() or 'COLUMNS' in os.environ
         self.console = Console(file=out, highlight=False, soft_wrap=False,
-                               width=None if out.isatty() else 160)
+                               width=None if wide else 160)
         self.errors = Console(file=err, highlight=False, stderr=True)
         self._out = out
 
