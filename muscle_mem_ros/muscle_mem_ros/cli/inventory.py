@@ -115,7 +115,11 @@ def goal_data(node: Node) -> Any:
 
 def _leaves(value: Any, name: str, into: list[tuple[str, Any]]) -> None:
     """Collect (field name, value) of the scalars and scalar lists that are not empty or 0."""
-    if isinstance(value, dict):
+    if isinstance(value, dict) and set(value) == {'sec', 'nanosec'}:
+        seconds = value['sec'] + value['nanosec'] / 1e9
+        if seconds:
+            into.append((name, round(seconds, 3)))
+    elif isinstance(value, dict):
         for key, item in value.items():
             _leaves(item, key, into)
     elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
@@ -133,8 +137,9 @@ def goal_summary(node: Node, width: int = 72) -> str:
     Return a one-line summary of a step's goal, cut to ``width`` characters.
 
     The goal's fields as ``name=value``, numbers first: empty and zero fields (stamps,
-    unused tolerances) are left out and floats rounded to 3 decimals, so what is left
-    is what the agent chose (``positions=[0.464, 0.951] sec=1``).
+    unused tolerances) are left out, times (``sec``, ``nanosec``) shown in seconds and
+    floats rounded to 3 decimals, so what is left is what the agent chose
+    (``positions=[0.464, 0.951] time_from_start=0.8``).
     """
     data = goal_data(node)
     if not isinstance(data, (dict, list)):
