@@ -3,9 +3,9 @@ Plot a file written by ``muscle-mem export``: the README's figure of an exported
 
 Usage: ``python3 docs/plot_mcap.py TASK.mcap OUT.png``. Reads the file with the
 mcap reader and mcap_ros2's decoder (no ROS needed), and draws per sensor the
-recorded pre snapshots (one line per element) over the export's time axis, with
-a tick per goal and its topic, and the first trajectory's tolerance band where
-the snapshots carry one.
+recorded pre snapshots (one line per element and trajectory) over the export's
+time axis, with a tick per goal and its topic, and a band of +-tolerance around
+the first snapshot where the snapshots carry tolerances.
 """
 
 from __future__ import annotations
@@ -44,14 +44,18 @@ def main(argv: list[str]) -> int:
     for ax, name in zip(axes, names):
         rows = snaps[name]
         width = max(len(r[2]) for r in rows)
+        trajectories = sorted({r[1] for r in rows})
         for i in range(width):
-            points = [(t, v[i]) for t, _, v, _ in rows if len(v) > i]
-            ax.plot([p[0] for p in points], [p[1] for p in points], '.-', lw=0.8, ms=3,
-                    label=f'{name}[{i}]')
+            color = f'C{i % 10}'
+            for n, tid in enumerate(trajectories):
+                points = [(t, v[i]) for t, k, v, _ in rows if k == tid and len(v) > i]
+                ax.plot([p[0] for p in points], [p[1] for p in points], '.-', lw=0.8, ms=3,
+                        color=color, label=f'{name}[{i}]' if n == 0 else None)
             tol = rows[0][3]
             if tol:
                 band = tol[i] if len(tol) > 1 else tol[0]
-                ax.axhspan(rows[0][2][i] - band, rows[0][2][i] + band, alpha=0.08)
+                ax.axhspan(rows[0][2][i] - band, rows[0][2][i] + band, color=color,
+                           alpha=0.08)
         ax.set_ylabel(f'{name}\n(pre snapshots)')
         ax.legend(loc='upper right', fontsize=7, ncol=min(width, 6))
         ax.grid(alpha=0.3)

@@ -95,15 +95,14 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
             'params_yaml': snippet,
         })
         return 0
-    out.table(('step', 'tool', 'repeats', 'divergences', 'sensor', 'std (max)',
-               'peak to peak (max)', 'proposed (max)'),
+    out.table(('step', 'tool', 'repeats', 'divergences', 'sensor', 'std', 'peak-peak',
+               'proposed'),
               ([s.depth, s.tool, s.repeats, s.divergences, name, _top(x.std),
                 _top(x.peak_to_peak), _top(x.proposed)]
-               for s in found.steps for name, x in (sorted(s.noise.items()) or [('-', None)])
-               if x is not None),
-              title=f'recorded pre snapshots of task {found.task!r}: spread per step',
-              right=('repeats', 'divergences', 'std (max)', 'peak to peak (max)',
-                     'proposed (max)'))
+               for s in found.steps for name, x in sorted(s.noise.items()) if name in tables),
+              title=f'task {found.task!r}: spread of the recorded pre snapshots per step '
+                    '(largest element)',
+              right=('repeats', 'divergences', 'std', 'peak-peak', 'proposed'))
     for sensor, rows in tables.items():
         proposed = max(found.proposed.get(sensor, (math.nan,)))
         out.table(('tolerance', 'replayed', 'wrongly replayed divergences'),
