@@ -49,9 +49,10 @@ def _cmd_tasks(args: argparse.Namespace, out: Output) -> int:
 
 
 def _tree_label(entry: dict) -> str:
+    goal = entry['goal'] if len(entry['goal']) <= 50 else entry['goal'][:47] + '...'
     end = f"  -> trajectory {entry['ends_trajectory']}" if entry['ends_trajectory'] else ''
-    return (f"[{entry['step']}] {entry['tool']}  {entry['goal']}  "
-            f"(x{entry['successes']}, last {when(entry['last_success'])}){end}")
+    return (f"[{entry['step']}] {entry['tool']}  {goal}  "
+            f"(x{entry['successes']}, {when(entry['last_success'])}){end}")
 
 
 def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
@@ -83,11 +84,10 @@ def _cmd_show(args: argparse.Namespace, out: Output) -> int:
                   f"{traj['params']}  created {when(traj['created'])}  replays "
                   f"{traj['replays']}")
         for step in traj['steps']:
-            head = {k: step[k] for k in ('step', 'tool', 'kind', 'type', 'status', 'duration')}
             body = {'goal': step['goal'], 'pre': step['pre'], 'post': step['post']}
             text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=96)
-            line = yaml.safe_dump(head, sort_keys=False, default_flow_style=True).strip()
-            out.print(f'- {line}')
+            out.print(f"- step {step['step']}: {step['tool']} ({step['kind']} {step['type']}, "
+                      f"{step['status']}, {step['duration']:.3f} s)")
             out.print('  ' + text.rstrip().replace('\n', '\n  '))
     return 0
 
