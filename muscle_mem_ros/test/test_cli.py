@@ -16,13 +16,17 @@ import sqlite3
 import struct
 import subprocess
 
-from cli_helpers import build_store, fingerprint, REPEATS, ROOT_DIVERGENCES
+from cli_helpers import build_store, FIB, FIB_TYPE, fingerprint, REPEATS, ROOT_DIVERGENCES
 from core_helpers import subprocess_env
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.errors import StoreAccessError
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
+from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.store import SqliteStore
 import pytest
+from rclpy.serialization import serialize_message
+from test_msgs.action import Fibonacci
+import yaml
 
 PICK_TRAJECTORIES = REPEATS + ROOT_DIVERGENCES + 1
 
@@ -261,3 +265,26 @@ def test_console_script_is_installed_and_runs(store):
                           capture_output=True, text=True, env=subprocess_env(), timeout=60)
     assert done.returncode == 1 and done.stdout == ''
     assert done.stderr.startswith('muscle-mem tasks: error: ')
+
+
+def test_tree_shows_the_bindings_the_node_would_use(capsys, tmp_path):
+    path = tmp_path / 'cache.db'
+    goal = Fibonacci.Goal(order=6)
+    with SqliteStore(path=path) as db:
+        db.add_trajectory(task='count', variant='{"n":6}', params_json='{"n":6}', steps=[Step(
+            tool=FIB, kind=ToolKind.ACTION, type_name=FIB_TYPE,
+            payload=canonical_cdr(bytes(serialize_message(goal)), Fibonacci.Goal),
+            payload_json='{"order": 6}', pre=Snapshot(features={'joints': (0.0,)}))])
+    before = fingerprint(path)
+    (tree,) = run_json(capsys, 'tree', str(path), 'count')
+    (step,) = tree['steps']
+    assert step['bindings'] == [{'field': 'order', 'source': 'param:n', 'offset': 0.0,
+                                 'max_shift': None, 'origin': 'inferred'}]
+    code, out, _ = run(capsys, 'tree', str(path), 'count')
+    assert code == 0 and 'bound: order<-param:n' in out
+    params = tmp_path / 'params.yaml'
+    params.write_text(yaml.safe_dump({'muscle_mem': {'ros__parameters': {
+        'infer_bindings': False, 'sensors': {'joints': {'tolerance': 0.1}}}}}))
+    (tree,) = run_json(capsys, 'tree', str(path), 'count', '--params', str(params))
+    assert tree['steps'][0]['bindings'] == []
+    assert fingerprint(path) == before

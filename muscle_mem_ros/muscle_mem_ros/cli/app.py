@@ -26,6 +26,7 @@ from .inventory import (
     task_tree,
 )
 from .output import Output, when
+from .paramsfile import read_binding_settings
 from ..errors import MuscleMemError
 
 __all__ = ['build_parser', 'main']
@@ -51,13 +52,16 @@ def _cmd_tasks(args: argparse.Namespace, out: Output) -> int:
 def _tree_label(entry: dict) -> str:
     goal = entry['goal'] if len(entry['goal']) <= 50 else entry['goal'][:47] + '...'
     end = f"  -> trajectory {entry['ends_trajectory']}" if entry['ends_trajectory'] else ''
+    bound = ', '.join(f"{b['field']}<-{b['source']}" for b in entry['bindings'])
+    bound = f'  bound: {bound}' if bound else ''
     return (f"[{entry['step']}] {entry['tool']}  {goal}  "
-            f"(x{entry['successes']}, {when(entry['last_success'])}){end}")
+            f"(x{entry['successes']}, {when(entry['last_success'])}){bound}{end}")
 
 
 def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
+    bindings = read_binding_settings(args.params, args.node_name) if args.params else None
     with open_cli_store(args.store) as store:
-        trees = task_tree(store, args.task)
+        trees = task_tree(store, args.task, bindings)
     if out.json_mode:
         out.json(trees)
         return 0
@@ -161,8 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add('tasks', 'list the tasks: params, trajectories, steps, hits, last use',
         task=False).set_defaults(run=_cmd_tasks)
-    add('tree', "a task's branches as a tree: step, tool, goal, successes, last success"
-        ).set_defaults(run=_cmd_tree)
+    cmd = add('tree', "a task's branches as a tree: step, tool, goal, successes, last success, "
+              'bindings')
+    cmd.add_argument('--params', metavar='FILE',
+                     help="the node's params file: declared bindings, sensor tolerances")
+    cmd.add_argument('--node-name', default='muscle_mem',
+                     help='top key of the params file (default muscle_mem)')
+    cmd.set_defaults(run=_cmd_tree)
     add('show', "a task's trajectories with goals (YAML) and pre/post snapshots",
         trajectory=True).set_defaults(run=_cmd_show)
     add('stats', 'store-wide counters: trajectories, steps, hit rate, incomplete recordings',

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .paramsfile import BindingSettings
+from ..bindings import element_tolerances, learn
 from ..errors import UnknownTrajectoryError
 from ..records import Node, Snapshot, TrajectoryInfo
 from ..store import open_store, SqliteStore, Store
@@ -162,8 +164,9 @@ def snapshot_data(snapshot: Snapshot | None) -> dict[str, list[float]] | None:
             sorted(snapshot.features.items())}
 
 
-def _node_entry(store: Store, node: Node) -> dict[str, Any]:
+def _node_entry(store: Store, node: Node, plans: dict[int, Any]) -> dict[str, Any]:
     ending = store.trajectory_ending_at(node.id) if node.terminal else None
+    plan = plans.get(node.id)
     return {
         'node': node.id,
         'step': node.depth,
@@ -174,32 +177,57 @@ def _node_entry(store: Store, node: Node) -> dict[str, Any]:
         'successes': node.success_count,
         'last_success': node.last_used,
         'ends_trajectory': ending.id if ending is not None else None,
+        'bindings': [b.to_json() for b in plan.bindings] if plan is not None else [],
         'children': [],
     }
 
 
-def task_tree(store: Store, task: str) -> list[dict[str, Any]]:
+def _plans(store: Store, infos: list[TrajectoryInfo],
+           settings: BindingSettings) -> dict[int, Any]:
+    """Return the bindings of a tree's steps, learned as the node learns them."""
+    if not settings.infer and not settings.declared:
+        return {}
+    paths = []
+    for info in infos:
+        try:
+            params = json.loads(info.params_json) if info.params_json else {}
+        except ValueError:
+            params = {}
+        paths.append((store.path(info.id), params if isinstance(params, dict) else {}))
+    return learn(paths, declared=settings.declared, infer=settings.infer,
+                 max_shift=settings.max_shift, tolerance=element_tolerances(settings.sensors))
+
+
+def task_tree(
+    store: Store, task: str, bindings: BindingSettings | None = None,
+) -> list[dict[str, Any]]:
     """
     Return a task's trees, one per parameter set, each a nested list of step entries.
 
     :param store: The store.
     :param task: Task name.
+    :param bindings: How the node finds bindings (its params file); default: inferred
+        from the recordings with the node's defaults and no sensor tolerances (so only
+        parameter bindings are found).
     :return: ``[{'params': ..., 'trajectories': [ids], 'steps': [entry, ...]}]``; an entry
-        has ``children`` (the branches after it) and ``ends_trajectory`` (the id of the
-        trajectory that ends there, or None).
+        has ``children`` (the branches after it), ``ends_trajectory`` (the id of the
+        trajectory that ends there, or None) and ``bindings`` (its goal fields bound to
+        parameters or sensors: field, source, offset, max_shift, origin).
     :raises UnknownTrajectoryError: unknown task.
     """
+    settings = bindings or BindingSettings()
     trees = []
     variants: dict[str, list[TrajectoryInfo]] = {}
     for info in task_trajectories(store, task):
         variants.setdefault(info.variant, []).append(info)
     for variant, infos in variants.items():
+        plans = _plans(store, infos, settings)
         roots: list[dict[str, Any]] = []
         stack: list[tuple[int | None, list[dict[str, Any]]]] = [(None, roots)]
         while stack:
             parent, into = stack.pop()
             for child in store.children(task=task, variant=variant, parent=parent):
-                entry = _node_entry(store, child)
+                entry = _node_entry(store, child, plans)
                 into.append(entry)
                 stack.append((child.id, entry['children']))
         trees.append({'params': infos[0].params_json, 'trajectories': [i.id for i in infos],

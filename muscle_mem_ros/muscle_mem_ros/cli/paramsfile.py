@@ -15,10 +15,11 @@ from typing import Any
 
 import yaml
 
+from ..bindings import Declared
 from ..errors import ConfigError
-from ..records import CompareMode
+from ..records import CompareMode, SensorSpec
 
-__all__ = ['SensorSetting', 'read_sensor_settings']
+__all__ = ['BindingSettings', 'SensorSetting', 'read_binding_settings', 'read_sensor_settings']
 
 
 @dataclass(frozen=True)
@@ -42,18 +43,8 @@ def _flatten(prefix: str, value: Any, into: dict[str, Any]) -> None:
         into[prefix] = value
 
 
-def read_sensor_settings(
-    path: str | Path, node_name: str = 'muscle_mem',
-) -> dict[str, SensorSetting]:
-    """
-    Return each configured sensor's tolerance and mode from a params file.
-
-    :param path: The params file.
-    :param node_name: Top key of the node's section (``/**`` is used when it is absent).
-    :return: Sensor name -> setting (sensors without a tolerance are left out).
-    :raises ConfigError: the file cannot be read or has no such node section; the message
-        names the file.
-    """
+def _section(path: str | Path, node_name: str) -> dict[str, Any]:
+    """Return the node's parameters from a params file, flattened to dotted names."""
     try:
         data = yaml.safe_load(Path(path).expanduser().read_text())
     except (OSError, yaml.YAMLError) as err:
@@ -69,6 +60,22 @@ def read_sensor_settings(
         raise ConfigError(f'--params {path}: no {node_name}: ros__parameters: section')
     flat: dict[str, Any] = {}
     _flatten('', section, flat)
+    return flat
+
+
+def read_sensor_settings(
+    path: str | Path, node_name: str = 'muscle_mem',
+) -> dict[str, SensorSetting]:
+    """
+    Return each configured sensor's tolerance and mode from a params file.
+
+    :param path: The params file.
+    :param node_name: Top key of the node's section (``/**`` is used when it is absent).
+    :return: Sensor name -> setting (sensors without a tolerance are left out).
+    :raises ConfigError: the file cannot be read or has no such node section; the message
+        names the file.
+    """
+    flat = _section(path, node_name)
     settings = {}
     names = {k.split('.')[1] for k in flat if k.startswith('sensors.') and k.count('.') >= 2}
     for name in sorted(names):
@@ -82,3 +89,55 @@ def read_sensor_settings(
         except (TypeError, ValueError) as err:
             raise ConfigError(f'--params {path}: sensors.{name}: {err}') from err
     return settings
+
+
+@dataclass(frozen=True)
+class BindingSettings:
+    """
+    What a params file says about bindings, as the node reads it.
+
+    :ivar declared: The declared bindings (tool names resolved to their servers).
+    :ivar infer: ``infer_bindings``.
+    :ivar max_shift: ``binding_max_shift``.
+    :ivar sensors: The sensors' tolerances (inferring sensor bindings needs them).
+    """
+
+    declared: tuple[Declared, ...] = ()
+    infer: bool = True
+    max_shift: float = 0.1
+    sensors: tuple[SensorSpec, ...] = ()
+
+
+def read_binding_settings(path: str | Path, node_name: str = 'muscle_mem') -> BindingSettings:
+    """
+    Return the bindings settings of a params file (declared bindings, inference, tolerances).
+
+    :param path: The params file.
+    :param node_name: Top key of the node's section.
+    :return: The settings.
+    :raises ConfigError: the file cannot be read, or a binding names no configured tool.
+    """
+    flat = _section(path, node_name)
+    servers = {}
+    for key, value in flat.items():
+        parts = key.split('.')
+        if len(parts) == 3 and parts[0] in ('actions', 'services') and parts[2] == 'server':
+            servers[parts[1]] = str(value)
+    declared = []
+    names = sorted({k.split('.')[1] for k in flat if k.startswith('bindings.')
+                    and k.count('.') >= 2})
+    for name in names:
+        tool = str(flat.get(f'bindings.{name}.tool', ''))
+        if tool not in servers and tool not in servers.values():
+            raise ConfigError(f'--params {path}: bindings.{name}.tool: {tool!r} is not a '
+                              'configured action or service')
+        declared.append(Declared(tool=servers.get(tool, tool),
+                                 field=str(flat.get(f'bindings.{name}.field', '')),
+                                 source=str(flat.get(f'bindings.{name}.source', '')),
+                                 max_shift=float(flat.get(f'bindings.{name}.max_shift', 0.1))))
+    sensors = tuple(SensorSpec(name=n, tolerance=s.tolerance, mode=s.mode)
+                    for n, s in read_sensor_settings(path, node_name).items())
+    return BindingSettings(declared=tuple(declared),
+                           infer=bool(flat.get('infer_bindings', True)),
+                           max_shift=float(flat.get('binding_max_shift', 0.1)),
+                           sensors=sensors)
