@@ -20,6 +20,7 @@ import threading
 from cli_helpers import build_store, DIVERGENCE, fingerprint, JOINT_NOISE, OBJECT_NOISE, \
     REPEATS, ROOT_DIVERGENCES
 from core_helpers import subprocess_env
+from muscle_mem_interfaces.srv import StartRecording, StopRecording
 from muscle_mem_ros import calibration
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.cli.paramsfile import read_sensor_settings
@@ -181,11 +182,12 @@ class _NoisyJoints:
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
 
-    def call(self, service: str, **fields: float):
+    def call(self, service: str, srv_type: type | None = None, **fields: object):
         from muscle_mem_interfaces.srv import Calibrate
-        client = self.node.create_client(Calibrate, service)
+        srv_type = srv_type or Calibrate
+        client = self.node.create_client(srv_type, service)
         assert client.wait_for_service(timeout_sec=30.0)
-        future = client.call_async(Calibrate.Request(**fields))
+        future = client.call_async(srv_type.Request(**fields))
         assert wait_until(future.done, 60.0)
         return future.result()
 
@@ -212,6 +214,14 @@ def test_live_calibrate_service_against_a_real_publisher(tmp_path):
         service = f'/{names.node}/calibrate'
         bad = publisher.call(service, duration=0.0)
         assert not bad.success and 'duration' in bad.message
+        # While something holds the node (here a manual recording) it refuses: the robot
+        # may move.
+        started = publisher.call(f'/{names.node}/start_recording', StartRecording, task='t')
+        assert started.success, started.message
+        busy = publisher.call(service, duration=0.5)
+        assert not busy.success and 'busy' in busy.message and busy.sensors == []
+        assert publisher.call(f'/{names.node}/stop_recording', StopRecording,
+                              save=False).success
         done = subprocess.run(
             [sys.executable, '-m', 'muscle_mem_ros.cli', 'calibrate', '--live',
              f'/{names.node}', '--duration', '2', '--json'],
