@@ -6,7 +6,8 @@ Node name ``muscle_mem``. Interfaces (relative names resolve under the node):
 * action ``~/execute_task`` (muscle_mem_interfaces/action/ExecuteTask): run a
   task: replay from the cache, hand off to the agent, learn (:mod:`.tasks`).
 * services ``~/replay``, ``~/list_tasks``, ``~/get_trajectory``, ``~/forget``,
-  ``~/start_recording``, ``~/stop_recording`` (:mod:`.services`).
+  ``~/start_recording``, ``~/stop_recording`` (:mod:`.services`); ``~/calibrate``
+  (sensor noise at rest and proposed tolerances, :mod:`.calibrate`).
 * topic ``~/events`` (muscle_mem_interfaces/msg/CacheEvent): one message per decision.
 * topic ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, 1 Hz): mode, hit
   rate, steps saved, store health (``store``: ok; ``degraded: <error>`` while
@@ -63,6 +64,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import (
+    Calibrate,
     Forget,
     GetTrajectory,
     ListTasks,
@@ -73,6 +75,7 @@ from muscle_mem_interfaces.srv import (
 from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.calibrate import Calibrator
 from muscle_mem_ros.ros.config import (
     CacheMode,
     load_config,
@@ -305,7 +308,10 @@ class BehaviorCacheNode(LifecycleNode):
                 goal_callback=self._accept_goal,
                 cancel_callback=self._cancel_task, callback_group=self._group,
             )
+        calibrator = Calibrator(hub=active.hub, sensors=config.sensors, guard=self._guard,
+                                node_name=self.get_name(), stopping=lambda: self._closing)
         for srv_type, name, handler in (
+            (Calibrate, '~/calibrate', calibrator.handle),
             (Replay, '~/replay', handlers.replay),
             (ListTasks, '~/list_tasks', handlers.list_tasks),
             (GetTrajectory, '~/get_trajectory', handlers.get_trajectory),
