@@ -440,9 +440,21 @@ def _sensor_bindings(group: Sequence[_Obs], max_shift: float | None,
         # in y between the recordings) leave it ambiguous: it is not bound until a further
         # recording tells them apart (the runner-up's spread must exceed a quarter of its
         # tolerance and four times the best's).
-        if fits and (len(fits) == 1 or fits[1][0] > max(4 * fits[0][0], 0.25)):
+        # Runner-ups that equal the best source in every recording (the tool that the
+        # previous step put above the cube, and the cube) are the same value seen twice,
+        # not a rival explanation: they do not make the field ambiguous.
+        best = fits[0][1] if fits else ''
+        rivals = [f for f in fits[1:] if not _same_values(group, best, f[1], tolerance)]
+        if fits and (not rivals or rivals[0][0] > max(4 * fits[0][0], 0.25)):
             out.append(Binding(path, fits[0][1], fits[0][2], max_shift, INFERRED))
     return out
+
+
+def _same_values(group: Sequence[_Obs], a: str, b: str,
+                 tolerance: Callable[[str], float | None]) -> bool:
+    """Return True when sources ``a`` and ``b`` agree within tolerance in every recording."""
+    tol = min(tolerance(a) or 0.0, tolerance(b) or 0.0)
+    return tol > 0 and all(abs(o.pre[a] - o.pre[b]) <= tol for o in group)
 
 
 def _spread(values: Sequence[float]) -> float:
@@ -457,6 +469,9 @@ def _follows(o: _Obs, bindings: Sequence[Binding],
     Only elements the step moved (post differs from pre beyond the tolerance) can
     follow a field: the tool after a move, the cube carried in the gripper; a value
     that merely happens to be near a field (closed jaws, a resting joint) does not.
+    A field named by an axis or an index (``position.y``, ``positions[2]``) pairs only
+    with the element of the same axis (``sensor:ee[1]``, ``sensor:joints[2]``), so a
+    tool height is never taken for a cube's y.
     """
     out = []
     numeric = [b.field for b in bindings if _number(o.goal.get(b.field))]
@@ -464,10 +479,20 @@ def _follows(o: _Obs, bindings: Sequence[Binding],
         tol = tolerance(key)
         if tol is None or tol <= 0 or (key in o.pre and abs(value - o.pre[key]) <= tol):
             continue  # (an element only the post snapshot has may have moved: the Engine's)
-        near = min(((abs(value - o.goal[f]), f) for f in numeric), default=None)
+        index = _split_element(key)[1]
+        near = min(((abs(value - o.goal[f]), f) for f in numeric
+                    if _axis(f) in (None, index)), default=None)
         if near is not None and near[0] <= tol:
             out.append((key, near[1]))
     return tuple(out)
+
+
+def _axis(path: str) -> int | None:
+    """Return the axis a leaf path names (x, y, z -> 0, 1, 2; ``[k]`` -> k), or None."""
+    last = parse_path(path)[-1] if path else None
+    if isinstance(last, int):
+        return last
+    return {'x': 0, 'y': 1, 'z': 2}.get(str(last))
 
 
 # -- Replay ------------------------------------------------------------------------------------
@@ -608,18 +633,26 @@ def advance(shift: Shift, node: Node, tolerance: Callable[[str], float | None],
     Update the walk's shift after a step ran.
 
     Source elements keep the shift seen at the pre-check; post elements that
-    followed a bound field at recording move by that field's shift; any other
-    element the step moved at recording (post differs from pre beyond its
-    tolerance) is where the recording left it, so its shift ends. Elements the
-    step did not move keep their shift (the cube on the table while the arm
-    goes home).
+    followed a bound field at recording move by that field's shift; every other
+    element of a sensor the step moved at recording (its vector moved beyond the
+    tolerance: the tool on its way home, even if its x ends near where it was) is
+    where the recording left it, so its shift ends. Sensors the step did not move
+    keep their shift (the cube on the table while the arm goes home).
     """
     pre = sensor_elements(node.step.pre)
     post = sensor_elements(node.step.post)
     followed = dict(plan.follows) if plan is not None and bound is not None else {}
+    moves: dict[str, list[float]] = {}
     for key, value in post.items():
+        if key in pre:
+            moves.setdefault(_split_element(key)[0], []).append(value - pre[key])
+    for key in post:
+        name = _split_element(key)[0]
         tol = tolerance(key)
-        if key not in followed and key in pre and tol is not None and abs(value - pre[key]) > tol:
+        if key in followed or tol is None or name not in moves:
+            continue
+        deltas = moves[name]
+        if max(abs(d) for d in deltas) > tol or math.sqrt(sum(d * d for d in deltas)) > tol:
             shift.by_element.pop(key, None)
     if bound is None:
         return

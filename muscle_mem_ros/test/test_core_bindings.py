@@ -197,3 +197,39 @@ def test_only_elements_the_step_moved_follow_a_field():
     plan = learn([([node], {})], declared=[decl], infer=False, tolerance=TOL)[1]
     assert ('sensor:ee[0]', 'target.pose.position.x') in plan.follows  # the tool moved there
     assert all(key != 'sensor:object[0]' for key, _ in plan.follows)  # the cube stayed put
+
+
+def test_sources_equal_in_every_recording_are_one_explanation_not_rivals():
+    # The previous step put the tool above the cube: at this step both read the same x, y.
+    def over(node_id, x, y):
+        node = move(node_id, x, y, (x, y, 0.02))
+        pre = Snapshot(features={'object': (x, y, 0.02), 'ee': (x, y, 0.15)}, taken_at=1.0)
+        return Node(node_id, None, 0, Step(tool=node.step.tool, kind=node.step.kind,
+                                           type_name=node.step.type_name,
+                                           payload=node.step.payload,
+                                           payload_json=node.step.payload_json, pre=pre,
+                                           post=node.step.post))
+    plans = learn([([over(1, 0.40, 0.00)], {}), ([over(2, 0.46, 0.03)], {})], tolerance=TOL)
+    fields = {b.field for b in plans[1].bindings}
+    assert fields == {'target.pose.position.x', 'target.pose.position.y'}
+
+
+def test_a_field_pairs_only_with_the_element_of_its_axis():
+    # The tool ends 0.15 m high; the bound y is 0.16: a height is not a y.
+    node = move(1, 0.40, 0.16, (0.40, 0.16, 0.02), z=0.15)
+    decl = Declared('/arm/move', 'target.pose.position.y', 'sensor:object[1]', 0.1)
+    plan = learn([([node], {})], declared=[decl], infer=False, tolerance=TOL)[1]
+    assert ('sensor:ee[1]', 'target.pose.position.y') in plan.follows
+    assert all(key != 'sensor:ee[2]' for key, _ in plan.follows)
+
+
+def test_a_step_that_moved_a_sensor_ends_the_shift_of_all_its_elements():
+    shift = Shift()
+    shift.by_element.update({'sensor:ee[0]': 0.05, 'sensor:ee[1]': 0.02,
+                             'sensor:object[0]': 0.05})
+    # The move home: x ends 1 cm from where it was, y and z move a lot.
+    home = Node(2, 1, 1, Step(tool='/arm/home', kind=ToolKind.ACTION, type_name='x',
+                              payload=b'', pre=snap((0.45, 0, 0.02), (0.30, -0.3, 0.1)),
+                              post=snap((0.45, 0, 0.02), (0.29, 0.0, 0.4))))
+    advance(shift, home, TOL)
+    assert shift.by_element == {'sensor:object[0]': 0.05}
