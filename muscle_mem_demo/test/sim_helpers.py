@@ -77,6 +77,7 @@ class SimClient(Node):
         self.lock = threading.Lock()
         self.joint_msgs: list[JointState] = []
         self.object_msgs: list[PoseStamped] = []
+        self.ee_msgs: list[PoseStamped] = []
         self.calls: list[str] = []
         self.arm = ActionClient(self, FollowJointTrajectory, f'{ns}/arm/follow_joint_trajectory',
                                 callback_group=group)
@@ -92,6 +93,8 @@ class SimClient(Node):
         self.create_subscription(JointState, f'{ns}/joint_states', self._on_joints, 50,
                                  callback_group=group)
         self.create_subscription(PoseStamped, f'{ns}/object_pose', self._on_object, 50,
+                                 callback_group=group)
+        self.create_subscription(PoseStamped, f'{ns}/ee_pose', self._on_ee, 50,
                                  callback_group=group)
         self.create_subscription(String, f'{ns}/demo_agent/calls', self._on_call, 10,
                                  callback_group=group)
@@ -113,6 +116,11 @@ class SimClient(Node):
         with self.lock:
             self.object_msgs.append(msg)
             del self.object_msgs[:-200]
+
+    def _on_ee(self, msg: PoseStamped) -> None:
+        with self.lock:
+            self.ee_msgs.append(msg)
+            del self.ee_msgs[:-500]
 
     def _on_call(self, msg: String) -> None:
         with self.lock:
