@@ -60,6 +60,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--store', default=None,
                         help="the cache's SQLite file (default: a fresh temporary file, so "
                         'the story starts with a miss)')
+    parser.add_argument('--params-file', type=Path, default=None,
+                        help="the cache's ROS params file (default: the package's "
+                        'config/sim_demo.yaml)')
     parser.add_argument('--startup-timeout', type=float, default=60.0,
                         help='seconds to wait for the nodes to come up (default 60)')
     args = parser.parse_args(argv)
@@ -92,7 +95,7 @@ def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[Run
         scratch = tempfile.TemporaryDirectory(prefix='muscle_mem_demo_')
         store = str(Path(scratch.name) / 'cache.db')
     commands = node_commands(rtf=args.rtf, think_time=args.think_time, store_path=store,
-                             params_file=config_path('sim_demo.yaml'))
+                             params_file=args.params_file or config_path('sim_demo.yaml'))
     say(f'muscle_mem_ros demo: think time {args.think_time} s/step, rtf {args.rtf}, '
         f'store {store}, ROS_DOMAIN_ID {os.environ.get("ROS_DOMAIN_ID", "0")}')
     outcomes: list[RunOutcome] = []

@@ -57,9 +57,10 @@ SHIFT_POSITION: tuple[float, float, float] = (OBJECT_START[0] - 0.045, OBJECT_ST
 """Run 6's cube: 6.0 cm from its start, beyond the 2 cm tolerance, within max_shift 0.1 per
 axis, and away from the bump (so the branch learned in run 4 does not match)."""
 
-FAR_POSITION: tuple[float, float, float] = (OBJECT_START[0] - 0.11, OBJECT_START[1] + 0.11,
+FAR_POSITION: tuple[float, float, float] = (OBJECT_START[0] - 0.11, OBJECT_START[1] - 0.11,
                                             OBJECT_START[2])
-"""Run 8's cube: 15.6 cm from its start, 11 cm along each axis, beyond max_shift 0.1."""
+"""Run 8's cube: 15.6 cm from its start, 11 cm along each axis, beyond max_shift 0.1 (and
+more than 0.1 from run 6's spot along y, should run 6 have been learned as a new branch)."""
 
 MOVED_PLACE_TARGET: tuple[float, float] = (PLACE_TARGET[0] + 0.04, PLACE_TARGET[1] + 0.03)
 """Run 7's place target, given as the task parameter: 5 cm from the learned one."""
