@@ -135,9 +135,9 @@ def write_figure(outcomes: Sequence[RunOutcome], path: Path) -> Path:
             text += f', {outcome.placement_error * 1000:.1f} mm off'
         text += '' if outcome.held else '  FAIL'
         bars.text(value, y, ' ' + text, va='center', fontsize=9)
-    bars.set_xlim(0, max(times + [1.0]) * 1.3)
+    bars.set_xlim(0, max(times + [1.0]) * 1.6)
     bars.legend(handles=[Patch(color=_MODE_COLOURS[m], label=m.value) for m in RunMode],
-                loc='lower right', fontsize=8)
+                loc='upper center', bbox_to_anchor=(0.5, -0.1), ncol=3, fontsize=8)
     bars.set_title('muscle_mem_ros demo: pick-and-place with a behavior cache')
     _top_view(table, outcomes)
 
