@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+import json
 import os
 from pathlib import Path
 import signal
@@ -363,13 +364,17 @@ class AgentCall:
     steps_done: int
 
 
-def plan(obj: tuple[float, float, float]) -> list[tuple[str, Any]]:
-    """Return the agent's plan: arm out, close gripper, arm to the object, count (Fibonacci)."""
+def plan(obj: tuple[float, float, float], order: int = 5) -> list[tuple[str, Any]]:
+    """
+    Return the agent's plan: arm out, close gripper, arm to the object, count (Fibonacci).
+
+    The count is the task parameter ``order`` when the task has one (default 5).
+    """
     return [
         ('arm', [0.1, 0.2, 0.3]),
         ('gripper', True),
         ('arm', [round(obj[0], 3), round(obj[1], 3), 0.5]),
-        ('fib', 5),
+        ('fib', order),
     ]
 
 
@@ -436,7 +441,12 @@ class FakeAgent(Node):
             return result
         with self._robot._lock:
             obj = tuple(self._robot.object)
-        steps = plan(obj)[goal.resume_from_step:]
+        try:
+            params = json.loads(goal.params_json or '{}')
+        except ValueError:
+            params = {}
+        order = params.get('order', 5) if isinstance(params, dict) else 5
+        steps = plan(obj, order)[goal.resume_from_step:]
         for index, (kind, arg) in enumerate(steps):
             if self.step_delay:
                 time.sleep(self.step_delay)

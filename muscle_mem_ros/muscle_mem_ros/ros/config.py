@@ -66,8 +66,10 @@ import difflib
 from enum import Enum
 import math
 import os
+import re
 from typing import Any
 
+from muscle_mem_ros.bindings import Declared, parse_path
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
 from muscle_mem_ros.ros.introspection import (
@@ -203,6 +205,12 @@ class NodeConfig:
     services: tuple[ToolConfig, ...]
     abandoned_recording_retention: float = DEFAULT_ABANDONED_RETENTION
     """Seconds; recordings abandoned by a stopped process are purged at start once this old."""
+    bindings: tuple[Declared, ...] = ()
+    """Declared goal-field bindings (:mod:`muscle_mem_ros.bindings`), tools by server name."""
+    infer_bindings: bool = True
+    """Infer bindings from the recordings (parameters from one, sensors from two)."""
+    binding_max_shift: float = 0.1
+    """``max_shift`` of inferred numeric bindings, in the source's units."""
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:
@@ -213,11 +221,13 @@ class NodeConfig:
 _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
-    'sensor_startup_timeout', 'autostart',
+    'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
 _TOOL_KEYS = ('server', 'type', 'proxy')
-_GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS}
+_BINDING_KEYS = ('tool', 'field', 'source', 'max_shift')
+_GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS,
+               'bindings': _BINDING_KEYS}
 _ROS_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 """Parameters rclpy declares on every node; a params file may set them."""
 _ROS_PREFIXES = ('qos_overrides.',)
@@ -276,6 +286,12 @@ _DESCRIPTIONS = {
     'services.*.server': 'The real service (replay calls it).',
     'services.*.type': 'Service type, e.g. std_srvs/srv/SetBool.',
     'services.*.proxy': 'Name the cache serves for the agent (default ~/<server>).',
+    'infer_bindings': 'Bind goal fields to parameters and sensors found in the recordings.',
+    'binding_max_shift': 'How far an inferred binding may move a field from its recording.',
+    'bindings.*.tool': 'The action or service (its key under actions/services) it binds.',
+    'bindings.*.field': 'Goal field path, e.g. target.pose.position.x (a message: each leaf).',
+    'bindings.*.source': 'param:<key>[i] or sensor:<sensor>[i] (no index: the whole vector).',
+    'bindings.*.max_shift': 'Largest distance from the recorded value a replay may send (> 0).',
 }
 
 
@@ -549,7 +565,42 @@ def load_config(node: RosNode) -> NodeConfig:
         actions=actions,
         services=services,
         abandoned_recording_retention=_retention(reader),
+        bindings=tuple(_binding(reader, n, actions + services, sensors)
+                       for n in items['bindings']),
+        infer_bindings=reader.boolean('infer_bindings', True),
+        binding_max_shift=reader.number('binding_max_shift', 0.1),
     )
+
+
+_SOURCE = re.compile(r'^(param|sensor):([^\[\]]+)(\[\d+\])?$')
+
+
+def _binding(reader: ParameterReader, name: str, tools: tuple[ToolConfig, ...],
+             sensors: tuple[SensorConfig, ...]) -> Declared:
+    """
+    Read one declared binding; its tool and sensor must be configured.
+
+    :raises ConfigError: a missing or unknown tool, field or source, naming the parameter.
+    """
+    prefix = f'bindings.{name}'
+    tool_name = reader.string(f'{prefix}.tool')
+    tool = next((t for t in tools if tool_name in (t.name, t.server)), None)
+    if tool is None:
+        known = ', '.join(t.name for t in tools) or 'none configured'
+        raise ConfigError(f'{prefix}.tool: {tool_name!r} is not a configured action or '
+                          f'service (known: {known})')
+    field = reader.string(f'{prefix}.field')
+    if not field or not parse_path(field):
+        raise ConfigError(f'{prefix}.field: required, a goal field path like target.pose.x')
+    source = reader.string(f'{prefix}.source')
+    found = _SOURCE.match(source or '')
+    if found is None:
+        raise ConfigError(f'{prefix}.source: {source!r} is not param:<key>[i] or '
+                          'sensor:<sensor>[i]')
+    if found.group(1) == 'sensor' and found.group(2) not in {s.name for s in sensors}:
+        raise ConfigError(f'{prefix}.source: sensor {found.group(2)!r} is not configured')
+    max_shift = reader.number(f'{prefix}.max_shift', 0.1)
+    return Declared(tool=tool.server, field=field, source=source, max_shift=max_shift)
 
 
 def _retention(reader: ParameterReader) -> float:

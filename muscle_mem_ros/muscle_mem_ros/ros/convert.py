@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import json
 import math
 
 from builtin_interfaces.msg import Time
 from muscle_mem_interfaces.action import ExecuteTask
-from muscle_mem_interfaces.msg import StepInfo, TaskInfo
+from muscle_mem_interfaces.msg import StepInfo, Substitution as SubstitutionMsg, TaskInfo
 from muscle_mem_interfaces.msg import TrajectoryInfo as TrajectoryInfoMsg
+from muscle_mem_ros.bindings import Plan, Substitution
 from muscle_mem_ros.records import Node, TaskStats, TrajectoryInfo
 from muscle_mem_ros.resume import Resume
 
@@ -17,6 +19,7 @@ __all__ = [
     'resume_goal',
     'resume_of',
     'step_info',
+    'substitution_msg',
     'task_info',
     'time_msg',
     'trajectory_info',
@@ -50,10 +53,22 @@ def time_msg(seconds: float) -> Time:
     return Time(sec=sec, nanosec=min(int((seconds - sec) * 1e9), 999_999_999))
 
 
-def step_info(index: int, node: Node) -> StepInfo:
-    """One learned step as a StepInfo."""
+def substitution_msg(sub: Substitution) -> SubstitutionMsg:
+    """One substituted field as a Substitution message."""
+    numeric = isinstance(sub.value, (int, float)) and not isinstance(sub.value, bool)
+    return SubstitutionMsg(
+        step=sub.step, tool=sub.tool, field=sub.field, source=sub.source, origin=sub.origin,
+        recorded=float(sub.recorded) if numeric else 0.0,
+        value=float(sub.value) if numeric else 0.0, text='' if numeric else str(sub.value),
+    )
+
+
+def step_info(index: int, node: Node, plan: Plan | None = None) -> StepInfo:
+    """One learned step as a StepInfo, with its bindings when it has a plan."""
     step = node.step
+    bindings = [b.to_json() for b in plan.bindings] if plan is not None else []
     return StepInfo(
+        bindings_json=json.dumps(bindings, separators=(',', ':')),
         index=index,
         tool=step.tool,
         kind=step.kind.value,
@@ -64,13 +79,14 @@ def step_info(index: int, node: Node) -> StepInfo:
     )
 
 
-def trajectory_info(info: TrajectoryInfo, steps: list[Node] | None = None) -> TrajectoryInfoMsg:
-    """One trajectory as a TrajectoryInfo message, with its steps if given."""
+def trajectory_info(info: TrajectoryInfo, steps: list[Node] | None = None,
+                    plans: Mapping[int, Plan] | None = None) -> TrajectoryInfoMsg:
+    """One trajectory as a TrajectoryInfo message, with its steps (and their bindings)."""
     return TrajectoryInfoMsg(
         id=info.id,
         task=info.task,
         params_json=info.params_json,
-        steps=[step_info(i, n) for i, n in enumerate(steps or [])],
+        steps=[step_info(i, n, (plans or {}).get(n.id)) for i, n in enumerate(steps or [])],
         step_count=len(info.node_ids),
         replay_count=info.replay_count,
         created=time_msg(info.created),

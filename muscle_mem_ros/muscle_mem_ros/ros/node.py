@@ -51,6 +51,7 @@ needs a thread it holds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 import threading
 import time
@@ -266,6 +267,8 @@ class BehaviorCacheNode(LifecycleNode):
             allow_unchecked_replay=config.allow_unchecked_replay,
             step_timeout=config.step_timeout, post_timeout=config.post_check_timeout,
             sensor_startup_timeout=config.sensor_startup_timeout, health=parts.health,
+            declared=config.bindings, infer_bindings=config.infer_bindings,
+            binding_max_shift=config.binding_max_shift,
         )
         if config.agent_action:
             active.agent = ActionClient(
@@ -480,15 +483,15 @@ class BehaviorCacheNode(LifecycleNode):
 
     def publish_event(
         self, *, kind: int, task: str, step: int, trajectory_id: int = 0, detail: str = '',
-        failure: CheckFailure | None = None,
+        failure: CheckFailure | None = None, substituted: Sequence[Any] = (),
     ) -> None:
-        """Publish one CacheEvent on ``~/events`` (while active)."""
+        """Publish one CacheEvent on ``~/events`` (while active); ``substituted``: messages."""
         parts = self._configured
         if parts is None or parts.events is None or not parts.events.is_activated:
             return
         msg = CacheEvent(
             stamp=self.get_clock().now().to_msg(), type=kind, task=task, step=step,
-            trajectory_id=trajectory_id, detail=detail,
+            trajectory_id=trajectory_id, detail=detail, substituted=list(substituted),
         )
         if failure is not None:
             msg.sensor = failure.sensor

@@ -38,7 +38,7 @@ clients.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 import threading
 import time
@@ -51,6 +51,7 @@ from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.ros.config import ToolConfig
+from muscle_mem_ros.ros.goalfields import set_fields
 from muscle_mem_ros.ros.introspection import message_to_json
 from muscle_mem_ros.ros.recorder import Recorder, Session
 from muscle_mem_ros.ros.sensors import SensorHub
@@ -149,14 +150,26 @@ class ToolProxy:
         """Return True when the real server is discovered."""
         raise NotImplementedError
 
-    def call(self, payload: bytes, *, timeout: float, cancel: CancelToken) -> CallOutcome:
-        """Replay one stored payload against the real server."""
+    def call(self, payload: bytes, *, timeout: float, cancel: CancelToken,
+             fields: Mapping[str, Any] | None = None) -> CallOutcome:
+        """
+        Replay one stored payload against the real server.
+
+        :param payload: The stored CDR bytes.
+        :param timeout: Seconds the call may take.
+        :param cancel: Cancels it.
+        :param fields: Bound fields to set before sending (leaf path -> value).
+        :return: How it ended.
+        """
         now = time.monotonic()
         try:
             message = deserialize_message(payload, self.payload_type)
+            if fields:
+                set_fields(message, fields)
         except Exception as err:  # stored bytes no longer match the type
             return CallOutcome(
-                StepStatus.FAILED, f'cannot decode stored payload as {self.tool.type_name}: '
+                StepStatus.FAILED, f'cannot decode or rebind the stored payload as '
+                f'{self.tool.type_name}: '
                 f'{err}', now, now,
             )
         return self._send(message, timeout=timeout, cancel=cancel)

@@ -12,6 +12,7 @@ at once) are recorded in the order they finish and replayed one after another.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 import threading
 
@@ -19,7 +20,10 @@ from muscle_mem_ros.errors import MuscleMemError, RecordingBusyError, StoreError
 from muscle_mem_ros.records import Step, TrajectoryInfo
 from muscle_mem_ros.store import Recording, Store
 
-__all__ = ['Recorder', 'RecordingBusyError', 'Session']
+__all__ = ['Filer', 'Recorder', 'RecordingBusyError', 'Session']
+
+Filer = Callable[..., tuple[str, int | None, list[Step]]]
+"""Files a finished recording (see :meth:`Recorder.finish`)."""
 
 
 @dataclass(eq=False)
@@ -75,11 +79,13 @@ class Recorder:
         return self._session
 
     def start(
-        self, *, task: str, params_json: str, parent: int | None, manual: bool
+        self, *, task: str, params_json: str, parent: int | None, manual: bool,
+        variant: str | None = None,
     ) -> Session:
         """
         Begin recording ``task`` under node ``parent`` (None = from the root).
 
+        :param variant: The tree (default ``params_json``: the tree of exactly these params).
         :raises RecordingBusyError: Another recording is active.
         """
         with self._lock:
@@ -88,7 +94,8 @@ class Recorder:
                     f"a recording of task '{self._session.task}' is already active"
                 )
             recording = self._store.begin(
-                task=task, variant=params_json, params_json=params_json, parent=parent
+                task=task, variant=variant or params_json, params_json=params_json,
+                parent=parent,
             )
             self._session = Session(
                 task=task, params_json=params_json, manual=manual, parent=parent,
@@ -96,9 +103,17 @@ class Recorder:
             )
             return self._session
 
-    def finish(self, *, save: bool) -> tuple[Session | None, TrajectoryInfo | None]:
+    def finish(
+        self, *, save: bool, filer: Filer | None = None,
+    ) -> tuple[Session | None, TrajectoryInfo | None]:
         """
         End the active recording: commit it (``save``) or discard it.
+
+        ``filer(task=, variant=, params_json=, parent=, steps=)`` may file the steps
+        elsewhere: under a tree with bound parameters, or further down an existing
+        branch that its bindings already explain. It returns (variant, parent, the
+        steps still to add); then those are added at once and the recording dropped
+        (added first: a crash in between leaves an abandoned recording, never a gap).
 
         Committing zero steps under a parent marks that parent terminal; with
         zero steps from the root there is nothing to store and it is discarded.
@@ -122,6 +137,18 @@ class Recorder:
             raise StoreError(f'a step could not be stored ({session.lost}); '
                              'the recording was discarded')
         if save and (session.steps or session.parent is not None):
-            return session, session.recording.commit()
+            recording = session.recording
+            if filer is not None:
+                variant, parent, rest = filer(
+                    task=session.task, variant=recording.variant,
+                    params_json=session.params_json, parent=session.parent,
+                    steps=list(recording.steps))
+                if (variant, parent) != (recording.variant, session.parent):
+                    info = self._store.add_trajectory(
+                        task=session.task, variant=variant, params_json=session.params_json,
+                        steps=rest, parent=parent)
+                    recording.discard()
+                    return session, info
+            return session, recording.commit()
         session.recording.discard()
         return session, None

@@ -25,17 +25,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+import json
 import logging
 import math
 import time
+from typing import Any
 
 from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.bindings import (
+    advance, bound_params, bound_variant, Declared, element_tolerances, explains, learn,
+    match_variant, Plan, Shift, Substitution,
+)
 from muscle_mem_ros.checks import ToleranceCheck
 from muscle_mem_ros.matcher import Matcher
-from muscle_mem_ros.records import CheckFailure, Node, SensorSpec
+from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, Step
 from muscle_mem_ros.resume import FailureKind
+from muscle_mem_ros.ros.convert import substitution_msg
 from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.proxy import CallOutcome, ToolProxy
+from muscle_mem_ros.ros.retarget import BoundWalk
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.ros.sync import CancelToken
 from muscle_mem_ros.store import Store
@@ -45,6 +53,9 @@ from muscle_mem_ros.walk import (
 )
 
 __all__ = ['DryRun', 'EventReporter', 'Replayer', 'describe_failure']
+
+BOUND_MARK = '"$bound":true'
+"""How a bound parameter leaf appears in a canonical variant (a cheap pre-filter)."""
 
 _EVENTS = {
     StepEvent.STEP_OK: CacheEvent.STEP_OK,
@@ -75,23 +86,40 @@ class EventReporter:
     """
 
     def __init__(self, *, task: str, sink: Callable[..., None],
-                 feedback: Callable[[int, int, str], None] | None = None) -> None:
+                 feedback: Callable[..., None] | None = None) -> None:
         self._task = task
         self._sink = sink
         self._feedback = feedback
+        self._total = -1
+        self._pending: dict[int, list[Any]] = {}
+        self.substitutions: list[Substitution] = []
+        """Every substitution of the walk, in order (the ExecuteTask result lists them)."""
 
     def event(
         self, *, kind: StepEvent, step: int, trajectory_id: int = 0, detail: str = '',
         failure: CheckFailure | None = None,
     ) -> None:
-        """Publish one CacheEvent."""
+        """Publish one CacheEvent; a bound step's STEP_OK carries its substitutions."""
+        subs = self._pending.pop(step, []) if kind is StepEvent.STEP_OK else []
+        if subs:
+            detail += ' (' + ', '.join(s.describe() for s in subs) + ')'
         self._sink(kind=_EVENTS[kind], task=self._task, step=step,
-                   trajectory_id=trajectory_id, detail=detail, failure=failure)
+                   trajectory_id=trajectory_id, detail=detail, failure=failure,
+                   substituted=[substitution_msg(s) for s in subs])
 
     def progress(self, *, step: int, total: int, detail: str) -> None:
         """Publish feedback, when there is a channel for it."""
+        self._total = total
         if self._feedback is not None:
             self._feedback(step, total, detail)
+
+    def substituted(self, step: int, subs: Sequence[Substitution]) -> None:
+        """Note a bound step's substitutions; feedback says them before the goal is sent."""
+        self._pending[step] = list(subs)
+        self.substitutions.extend(subs)
+        if self._feedback is not None:
+            self._feedback(step, self._total, f'step {step}: ' + ', '.join(
+                s.describe() for s in subs), [substitution_msg(s) for s in subs])
 
 
 def describe_failure(failure: CheckFailure) -> str:
@@ -123,6 +151,9 @@ class Replayer:
         waits for sensors that have not sent their first message yet.
     :param health: Notes failed and successful bookkeeping writes (default: a fresh one
         logging to this module's logger).
+    :param declared: Bindings from the params file.
+    :param infer_bindings: Infer bindings from the recordings.
+    :param binding_max_shift: ``max_shift`` of inferred numeric bindings.
     """
 
     def __init__(
@@ -137,20 +168,30 @@ class Replayer:
         post_timeout: float,
         sensor_startup_timeout: float = 0.0,
         health: StoreHealth | None = None,
+        declared: Sequence[Declared] = (),
+        infer_bindings: bool = False,
+        binding_max_shift: float = 0.1,
     ) -> None:
         self._store = store
+        self.hub = hub
         self._hub = hub
         self._tools = dict(tools)
-        self._check = ToleranceCheck(sensors=sensors) if sensors else None
+        self.check = self._check = ToleranceCheck(sensors=sensors) if sensors else None
         self._matcher = Matcher(check=self._check) if self._check is not None else None
-        self._allow_unchecked = allow_unchecked_replay
+        self.allow_unchecked = self._allow_unchecked = allow_unchecked_replay
+        self._declared = tuple(declared)
+        self._infer = infer_bindings
+        self._max_shift = binding_max_shift
+        self.tolerance = element_tolerances(sensors)
+        self._plans: dict[tuple[str, str], tuple[Any, dict[int, Plan]]] = {}
+        self._memo: dict[int, Any] = {}
         self.step_timeout = step_timeout
         self._post_timeout = post_timeout
         self._startup_deadline = time.monotonic() + sensor_startup_timeout
         self._health = health if health is not None else StoreHealth(
             logger=logging.getLogger(__name__))
 
-    def _usable(self, candidates: Sequence[Node]) -> Sequence[Node]:
+    def usable(self, candidates: Sequence[Node]) -> Sequence[Node]:
         """
         Return the candidates whose tool is configured (the same list object when all are).
 
@@ -172,7 +213,7 @@ class Replayer:
         self._store.preload()
         count = 0
         for task, variant in sorted({(t.task, t.variant) for t in self._store.trajectories()}):
-            usable = self._usable(self._store.children(task=task, variant=variant, parent=None))
+            usable = self.usable(self._store.children(task=task, variant=variant, parent=None))
             if self._matcher is not None:
                 self._matcher.warm(usable)
             count += len(usable)
@@ -180,20 +221,11 @@ class Replayer:
 
     def pick(self, candidates: Sequence[Node], step: int) -> Verdict:
         """Return the matcher's best candidate (or the blind ones), else why none passes."""
-        usable = self._usable(candidates)
-        if not usable:
-            if not candidates:
-                return _missed(FailureKind.NO_CANDIDATE, f'nothing learned for step {step}')
-            tools = ', '.join(sorted({c.step.tool for c in candidates}))
-            return _missed(FailureKind.NO_CANDIDATE, f'step {step}: tool {tools} not configured')
+        usable = self.usable(candidates)
+        early = self.unusable(candidates, usable, step)
+        if early is not None:
+            return early
         failure: CheckFailure | None = None
-        problems = self._hub.problems()
-        if problems:
-            name, problem = next(iter(problems.items()))
-            failure = CheckFailure(name, math.inf, 0.0, math.inf, f'unusable: {problem}',
-                                   FailureKind.MISSING)
-            return _missed(FailureKind.PRE_CHECK, f'pre-check failed at step {step}: {problem}',
-                           failure)
         if self._matcher is not None:
             selection = self._matcher.select(usable, self._hub.capture(), now_time=self._hub.now())
             if selection.node is not None:
@@ -212,6 +244,93 @@ class Replayer:
             FailureKind.UNCHECKED, f'step {step} was recorded without sensor checks and '
             'allow_unchecked_replay is false', failure,
         )
+
+    def unusable(self, candidates: Sequence[Node], usable: Sequence[Node],
+                 step: int) -> Verdict | None:
+        """Return the miss when nothing can be judged (no usable tool, a broken sensor)."""
+        if not usable:
+            if not candidates:
+                return _missed(FailureKind.NO_CANDIDATE, f'nothing learned for step {step}')
+            tools = ', '.join(sorted({c.step.tool for c in candidates}))
+            return _missed(FailureKind.NO_CANDIDATE, f'step {step}: tool {tools} not configured')
+        problems = self._hub.problems()
+        if problems:
+            name, problem = next(iter(problems.items()))
+            failure = CheckFailure(name, math.inf, 0.0, math.inf, f'unusable: {problem}',
+                                   FailureKind.MISSING)
+            return _missed(FailureKind.PRE_CHECK, f'pre-check failed at step {step}: {problem}',
+                           failure)
+        return None
+
+    def plans(self, task: str, variant: str) -> dict[int, Plan]:
+        """
+        Return the bindings of every learned step of a tree (node id -> plan).
+
+        Learned again only when the tree's trajectories change; each step's goal is
+        read once (:func:`muscle_mem_ros.bindings.learn`).
+        """
+        if not self._declared and not self._infer:
+            return {}
+        infos = [t for t in self._store.trajectories(task=task) if t.variant == variant]
+        key = tuple((t.id, t.node_ids) for t in infos)
+        cached = self._plans.get((task, variant))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        paths = [(self._store.path(t.id), _params(t.params_json)) for t in infos]
+        plans = learn(paths, declared=self._declared, infer=self._infer,
+                      max_shift=self._max_shift, tolerance=self.tolerance, memo=self._memo)
+        self._plans[(task, variant)] = (key, plans)
+        return plans
+
+    def filer(self, *, task: str, variant: str, params_json: str, parent: int | None,
+              steps: Sequence[Step]) -> tuple[str, int | None, list[Step]]:
+        """
+        File a finished recording by its bindings (see :meth:`.recorder.Recorder.finish`).
+
+        A new tree whose goals use parameters is filed under a variant with those
+        parameters bound; steps that a learned step's bindings explain (the same
+        step in a moved world) follow that step instead of starting a new branch.
+        """
+        params = _params(params_json)
+        if parent is None and BOUND_MARK not in variant and (self._infer or self._declared):
+            bound = bound_params(steps, params, declared=self._declared, infer=self._infer)
+            if bound:
+                variant = bound_variant(params, bound)
+        plans = self.plans(task, variant)
+        at, i, shift = parent, 0, Shift()
+        while plans and i < len(steps):
+            found = None
+            for child in self._store.children(task=task, variant=variant, parent=at):
+                plan = plans.get(child.id, Plan())
+                bound = explains(plan, child, steps[i], params, self.check, self.tolerance, shift)
+                if bound is not None:
+                    found = child
+                    advance(shift, child, self.tolerance, plan, bound)
+                    break
+            if found is None:
+                break
+            at, i = found.id, i + 1
+        return variant, at, list(steps[i:])
+
+    def variant_for(self, task: str, params: Mapping[str, Any], literal: str) -> str:
+        """
+        Return the tree a run with ``params`` uses: its own, else one with them bound.
+
+        :param task: The task.
+        :param params: The run's parameters.
+        :param literal: Their canonical JSON (the tree of runs with exactly these values).
+        :return: ``literal`` when such a tree exists or no tree binds the differing
+            parameters; else the bound tree with the most trajectories (then the newest).
+        """
+        counts: dict[str, tuple[int, float]] = {}
+        for info in self._store.trajectories(task=task):
+            n, newest = counts.get(info.variant, (0, 0.0))
+            counts[info.variant] = (n + 1, max(newest, info.created))
+        if literal in counts:
+            return literal
+        fitting = [(c, v) for v, c in counts.items()
+                   if BOUND_MARK in v and match_variant(v, params)]
+        return max(fitting)[1] if fitting else literal
 
     def prepare(self, reporter: Reporter | None = None) -> None:
         """
@@ -239,14 +358,15 @@ class Replayer:
             self._hub.wait_first(remaining)
         self._hub.wait_newer(since, self._post_timeout)
 
-    def dry_run(self, *, task: str, variant: str, path: Sequence[int] | None = None) -> DryRun:
-        """Answer whether the first step would replay now; moves nothing."""
+    def dry_run(self, *, task: str, variant: str, path: Sequence[int] | None = None,
+                params: Mapping[str, Any] | None = None) -> DryRun:
+        """Answer whether the first step would replay now (under its bindings); moves nothing."""
         self.prepare()
         candidates = candidates_at(self._store, task=task, variant=variant, parent=None,
                                    depth=0, path=path)
         if not candidates:
             return DryRun(False, None, f"nothing learned for task '{task}' with these params")
-        verdict = self.pick(candidates, 0)
+        verdict = self._session(task, variant, params).pick(candidates, 0)
         node = choose(verdict)
         if node is None:
             miss = verdict.miss or Miss(FailureKind.NO_CANDIDATE, 'nothing passes')
@@ -267,6 +387,7 @@ class Replayer:
         reporter: Reporter,
         cancel: CancelToken,
         path: Sequence[int] | None = None,
+        params: Mapping[str, Any] | None = None,
     ) -> WalkResult:
         """
         Replay from the root as far as the checks allow (:func:`muscle_mem_ros.walk.walk`).
@@ -276,11 +397,13 @@ class Replayer:
         :param reporter: Gets events and progress.
         :param cancel: Cancels the walk and the in-flight goal.
         :param path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
+        :param params: The run's parameters (bound fields take their values from them).
         :return: How it ended; ``unsaved`` says why the replay counters of a complete
             walk could not be stored.
         """
-        result = walk(store=self._store, task=task, variant=variant, judge=self,
-                      executor=self, reporter=reporter, cancel=cancel, path=path)
+        session = self._session(task, variant, params, reporter)
+        result = walk(store=self._store, task=task, variant=variant, judge=session,
+                      executor=session, reporter=reporter, cancel=cancel, path=path)
         if result.complete and result.trajectory_id:
             _, unsaved = self._health.bookkeep('replay counters', partial(
                 self._store.note_replay, trajectory_id=result.trajectory_id))
@@ -288,14 +411,33 @@ class Replayer:
                 result = replace(result, unsaved=unsaved)
         return result
 
+    def _session(self, task: str, variant: str, params: Mapping[str, Any] | None,
+                 reporter: Reporter | None = None) -> BoundWalk:
+        """Return the judge and executor of one walk of a tree (its bindings, the run's params)."""
+        return BoundWalk(
+            replayer=self, plans=self.plans(task, variant), params=params or {},
+            tolerance=self.tolerance,
+            on_substituted=getattr(reporter, 'substituted', lambda step, subs: None))
+
     def execute(self, node: Node, step: int, cancel: CancelToken) -> CallOutcome:
         """Send ``node``'s stored payload to its server and wait (at most ``step_timeout``)."""
-        return self._tools[node.step.tool].call(node.step.payload, timeout=self.step_timeout,
-                                                cancel=cancel)
+        return self.send(node, cancel)
 
-    def post_check(self, node: Node, step: int, ended: float) -> Miss | None:
-        """Judge ``node``'s post-check with data newer than ``ended``; None when it passed."""
-        recorded = node.step.post
+    def send(self, node: Node, cancel: CancelToken,
+             fields: Mapping[str, Any] | None = None) -> CallOutcome:
+        """Send ``node``'s payload, with ``fields`` set, and wait (at most ``step_timeout``)."""
+        return self._tools[node.step.tool].call(node.step.payload, timeout=self.step_timeout,
+                                                cancel=cancel, fields=fields)
+
+    def post_check(self, node: Node, step: int, ended: float,
+                   expected: Snapshot | None = None) -> Miss | None:
+        """
+        Judge ``node``'s post-check with data newer than ``ended``; None when it passed.
+
+        :param expected: What the world should look like (the recording moved by a bound
+            walk's shift); default the recorded post snapshot.
+        """
+        recorded = node.step.post if expected is None else expected
         if self._check is None or recorded is None or not recorded.features:
             return None
         failure: CheckFailure | None
@@ -313,6 +455,15 @@ class Replayer:
             return None
         return Miss(FailureKind.POST_CHECK,
                     f'post-check failed at step {step}: {describe_failure(failure)}', failure)
+
+
+def _params(params_json: str) -> dict[str, Any]:
+    """Return a trajectory's recorded parameters ({} when unreadable)."""
+    try:
+        value = json.loads(params_json or '{}')
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _missed(kind: FailureKind, reason: str, failure: CheckFailure | None = None) -> Verdict:

@@ -21,6 +21,7 @@ making) and touches nothing learned.
 from __future__ import annotations
 
 from collections.abc import Callable
+import json
 from typing import Any
 
 from muscle_mem_interfaces.msg import CacheEvent
@@ -87,15 +88,19 @@ class CacheServices:
         try:
             if not task:
                 raise ValueError('task name is empty')
-            variant = canonical_params(request.params_json)
+            literal = canonical_params(request.params_json)
+            params = json.loads(literal)
+            variant = self._replayer.variant_for(task, params, literal)
             path = None
             if request.trajectory_id:
                 info = self._store.trajectory(request.trajectory_id)
                 if info.task != task:
                     raise ValueError(f'trajectory {info.id} belongs to task {info.task!r}')
-                if request.params_json.strip() and variant != info.variant:
+                if not request.params_json.strip():
+                    params = json.loads(info.params_json or '{}')
+                elif variant != info.variant:
                     raise ValueError(f'trajectory {info.id} was learned with params '
-                                     f'{info.params_json}, not {variant}')
+                                     f'{info.params_json}, not {literal}')
                 variant = info.variant
                 path = list(info.node_ids)
             elif not self._store.trajectories(task=task):
@@ -111,7 +116,7 @@ class CacheServices:
             response.message = 'cache_mode is off: nothing is replayed'
             return response
         if request.dry_run:
-            dry = self._replayer.dry_run(task=task, variant=variant, path=path)
+            dry = self._replayer.dry_run(task=task, variant=variant, path=path, params=params)
             response.success = dry.would_replay
             response.trajectory_id = dry.trajectory_id or request.trajectory_id
             response.failed_step = -1 if dry.would_replay else 0
@@ -125,7 +130,7 @@ class CacheServices:
         self.cancel = token = CancelToken()
         try:
             walk = self._replayer.walk(
-                task=task, variant=variant, path=path, cancel=token,
+                task=task, variant=variant, path=path, cancel=token, params=params,
                 reporter=EventReporter(task=task, sink=self._sink),
             )
         except MuscleMemError as err:
@@ -158,7 +163,9 @@ class CacheServices:
             trajectories = self._store.trajectories(task=task or None)
             response.tasks = [task_info(s) for s in stats]
             response.trajectories = [
-                trajectory_info(t, self._store.path(t.id) if request.with_steps else None)
+                trajectory_info(t, self._store.path(t.id) if request.with_steps else None,
+                                self._replayer.plans(t.task, t.variant) if request.with_steps
+                                else None)
                 for t in trajectories
             ]
         except MuscleMemError as err:
@@ -174,7 +181,8 @@ class CacheServices:
         """One trajectory with its steps."""
         try:
             info = self._store.trajectory(request.trajectory_id)
-            response.trajectory = trajectory_info(info, self._store.path(info.id))
+            response.trajectory = trajectory_info(info, self._store.path(info.id),
+                                                  self._replayer.plans(info.task, info.variant))
         except UnknownTrajectoryError:
             response.message = f'unknown trajectory {request.trajectory_id}'
             return response

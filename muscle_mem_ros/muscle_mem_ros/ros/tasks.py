@@ -31,8 +31,9 @@ same, and ``/diagnostics`` shows the store degraded until a write succeeds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
+import json
 from typing import Any
 
 from muscle_mem_interfaces.action import ExecuteTask
@@ -40,7 +41,7 @@ from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.resume import FailureKind, Resume
 from muscle_mem_ros.ros.config import CacheMode
-from muscle_mem_ros.ros.convert import canonical_params, resume_goal
+from muscle_mem_ros.ros.convert import canonical_params, resume_goal, substitution_msg
 from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
 from muscle_mem_ros.ros.replay import EventReporter, Replayer
@@ -62,10 +63,12 @@ _FROM_START = Resume(0, '')
 """The resume point of a task the agent does from the beginning on purpose (no walk)."""
 
 
-def _replay_feedback(goal_handle: Any, step: int, total: int, detail: str) -> None:
-    """Publish a walk's progress as ExecuteTask feedback in replay mode."""
+def _replay_feedback(goal_handle: Any, step: int, total: int, detail: str,
+                     substituted: Sequence[Any] = ()) -> None:
+    """Publish a walk's progress (and a bound step's substitutions) as replay feedback."""
     goal_handle.publish_feedback(ExecuteTask.Feedback(
         mode=ExecuteTask.Feedback.MODE_REPLAY, step=step, total=total, detail=detail,
+        substituted=list(substituted),
     ))
 
 
@@ -124,12 +127,14 @@ class TaskRunner:
         try:
             if not task:
                 raise ValueError('task name is empty')
-            variant = canonical_params(goal.params_json)
+            literal = canonical_params(goal.params_json)
         except ValueError as err:
             return self._fail(goal_handle, result, task, f'bad goal: {err}')
+        params = json.loads(literal)
+        variant = self._replayer.variant_for(task, params, literal)
         if mode is CacheMode.OFF:
             return self._handoff(
-                goal_handle, result, cancel=cancel, task=task, variant=variant,
+                goal_handle, result, cancel=cancel, task=task, variant=variant, literal=literal,
                 resume=_FROM_START, record=False,
             )
         walk = None
@@ -137,10 +142,11 @@ class TaskRunner:
             reporter = EventReporter(task=task, sink=self._sink,
                                      feedback=partial(_replay_feedback, goal_handle))
             walk = self._replayer.walk(
-                task=task, variant=variant, reporter=reporter, cancel=cancel
+                task=task, variant=variant, reporter=reporter, cancel=cancel, params=params,
             )
             self.steps_replayed_total += walk.steps_replayed
             result.steps_replayed = walk.steps_replayed
+            result.substituted = [substitution_msg(s) for s in reporter.substitutions]
             if walk.kind is FailureKind.CANCELED:
                 _end_canceled(goal_handle)
                 result.message = f'canceled at step {walk.resume.step}'
@@ -156,6 +162,8 @@ class TaskRunner:
                 result.cache_hit = True
                 result.trajectory_id = walk.trajectory_id
                 result.message = f'cache hit: replayed {walk.steps_replayed} steps'
+                if reporter.substitutions:
+                    result.message += f', {len(reporter.substitutions)} goal fields rebound'
                 result.message += self._not_stored(task, unsaved)
                 return result
             if mode is CacheMode.REPLAY_ONLY:
@@ -167,7 +175,7 @@ class TaskRunner:
                     f'replay_only: {walk.reason} (the agent is not called in replay_only mode)',
                 )
         return self._handoff(
-            goal_handle, result, cancel=cancel, task=task, variant=variant,
+            goal_handle, result, cancel=cancel, task=task, variant=variant, literal=literal,
             resume=walk.resume if walk is not None else _FROM_START, record=True,
         )
 
@@ -194,7 +202,7 @@ class TaskRunner:
 
     def _handoff(
         self, goal_handle: Any, result: Any, *, cancel: CancelToken, task: str, variant: str,
-        resume: Resume, record: bool,
+        literal: str, resume: Resume, record: bool,
     ) -> Any:
         goal = goal_handle.request
         reason = resume.reason
@@ -216,7 +224,8 @@ class TaskRunner:
         if record:
             try:
                 session = self._recorder.start(
-                    task=task, params_json=variant, parent=resume.last_node, manual=False,
+                    task=task, params_json=literal, variant=variant, parent=resume.last_node,
+                    manual=False,
                 )
             except RecordingBusyError as err:
                 return self._fail(goal_handle, result, task, f'cannot record: {err}')
@@ -256,7 +265,7 @@ class TaskRunner:
             goal_handle.succeed()
             return result
         try:
-            ended, info = self._recorder.finish(save=True)
+            ended, info = self._recorder.finish(save=True, filer=self._replayer.filer)
         except MuscleMemError as err:
             self._health.failed('the learned steps', err)
             self._log.error(f"task '{task}': agent succeeded but its steps were not stored: {err}")

@@ -1,0 +1,180 @@
+"""Bindings in the core: learning them, resolving them, the walk's shift, variants, filing."""
+
+from __future__ import annotations
+
+import json
+
+from muscle_mem_ros.bindings import (
+    advance, bound_params, bound_variant, DECLARED, Declared, element_tolerances, explains,
+    INFERRED, learn, leaves, match_variant, resolve, Shift,
+)
+from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.records import CompareMode, Node, SensorSpec, Snapshot, Step, ToolKind
+import pytest
+
+SENSORS = [SensorSpec('object', (0.02,), CompareMode.NORM),
+           SensorSpec('ee', (0.02,), CompareMode.NORM)]
+TOL = element_tolerances(SENSORS)
+CHECK = ToleranceCheck(sensors=SENSORS)
+
+
+def snap(obj, ee=(0.0, 0.0, 0.5)):
+    return Snapshot(features={'object': tuple(obj), 'ee': tuple(ee)}, taken_at=1.0)
+
+
+def move(node_id, x, y, obj, *, ee_after=None, z=0.1, tool='/arm/move', parent=None, depth=0):
+    """Return a MoveToPose-like step to (x, y, z), the cube at ``obj``; the tool ends there."""
+    goal = {'target': {'header': {'frame_id': 'world'},
+                       'pose': {'position': {'x': x, 'y': y, 'z': z}}}}
+    post_ee = ee_after if ee_after is not None else (x, y, z)
+    step = Step(tool=tool, kind=ToolKind.ACTION, type_name='demo/action/MoveToPose',
+                payload=json.dumps(goal).encode(), payload_json=json.dumps(goal),
+                pre=snap(obj), post=snap(obj, post_ee))
+    return Node(node_id, parent, depth, step)
+
+
+def test_leaves_flatten_numbers_and_strings_only():
+    value = {'a': {'b': [1, 2.5]}, 'c': 'x', 'd': True, 'e': None}
+    assert leaves(value) == {'a.b[0]': 1, 'a.b[1]': 2.5, 'c': 'x'}
+
+
+def test_a_parameter_binds_from_one_recording():
+    node = move(1, 0.3, -0.3, (0.4, 0.0, 0.02))
+    plans = learn([([node], {'place': [0.3, -0.3]})], tolerance=TOL)
+    fields = {b.field: b for b in plans[1].bindings}
+    assert fields['target.pose.position.x'].source == 'param:place[0]'
+    assert fields['target.pose.position.y'].source == 'param:place[1]'
+    assert fields['target.pose.position.x'].origin == INFERRED
+    assert 'target.pose.position.z' not in fields
+
+
+def test_inference_off_binds_nothing():
+    node = move(1, 0.3, -0.3, (0.4, 0.0, 0.02))
+    assert learn([([node], {'place': [0.3, -0.3]})], infer=False, tolerance=TOL) == {}
+
+
+def test_a_sensor_binds_from_two_recordings_with_a_constant_offset():
+    a = move(1, 0.40, 0.00, (0.40, 0.00, 0.02), z=0.15)
+    b = move(2, 0.45, 0.03, (0.45, 0.03, 0.02), z=0.15)
+    plans = learn([([a], {}), ([b], {})], tolerance=TOL)
+    fields = {bd.field: bd for bd in plans[1].bindings}
+    assert fields['target.pose.position.x'].source == 'sensor:object[0]'
+    assert fields['target.pose.position.y'].source == 'sensor:object[1]'
+    assert fields['target.pose.position.x'].offset == pytest.approx(0.0)
+    assert 'target.pose.position.z' not in fields  # it did not vary
+    assert plans[1].bindings == plans[2].bindings
+
+
+def test_one_recording_infers_no_sensor_binding():
+    a = move(1, 0.40, 0.00, (0.40, 0.00, 0.02))
+    assert 1 not in learn([([a], {})], tolerance=TOL)
+
+
+def test_a_field_that_varied_inconsistently_is_never_bound():
+    a = move(1, 0.40, 0.00, (0.40, 0.00, 0.02))
+    b = move(2, 0.50, 0.03, (0.45, 0.03, 0.02))  # x moved 10 cm, the cube 5 cm
+    plans = learn([([a], {}), ([b], {})], tolerance=TOL)
+    fields = {bd.field for bd in plans.get(1, ()).bindings} if 1 in plans else set()
+    assert 'target.pose.position.x' not in fields
+    assert 'target.pose.position.y' in fields
+
+
+def test_declared_sensor_binding_fits_its_offset_from_one_recording():
+    a = move(1, 0.41, 0.00, (0.40, 0.00, 0.02))
+    decl = Declared('/arm/move', 'target.pose.position', 'sensor:object', 0.1)
+    plans = learn([([a], {})], declared=[decl], infer=False, tolerance=TOL)
+    fields = {b.field: b for b in plans[1].bindings}
+    assert fields['target.pose.position.x'].offset == pytest.approx(0.01)
+    assert fields['target.pose.position.x'].origin == DECLARED
+    assert fields['target.pose.position.z'].source == 'sensor:object[2]'
+    far = move(2, 0.10, 0.00, (0.40, 0.00, 0.02))  # 30 cm from the cube: not relative to it
+    plans = learn([([far], {})], declared=[decl], infer=False, tolerance=TOL)
+    assert 'target.pose.position.x' not in {b.field for b in plans[2].bindings}
+
+
+def test_resolve_substitutes_within_range_and_refuses_beyond_or_missing():
+    a = move(1, 0.40, 0.00, (0.40, 0.00, 0.02))
+    decl = Declared('/arm/move', 'target.pose.position.x', 'sensor:object[0]', 0.1)
+    plan = learn([([a], {})], declared=[decl], infer=False, tolerance=TOL)[1]
+    bound = resolve(plan, 0, a, {}, snap((0.46, 0.0, 0.02)))
+    assert not bound.problem
+    assert bound.values['target.pose.position.x'] == pytest.approx(0.46)
+    assert [s.source for s in bound.substitutions] == ['sensor:object[0]']
+    far = resolve(plan, 0, a, {}, snap((0.55, 0.0, 0.02)))
+    assert 'max_shift' in far.problem
+    gone = resolve(plan, 0, a, {}, Snapshot(features={'ee': (0, 0, 0.5)}))
+    assert 'missing' in gone.problem
+
+
+def test_a_missing_parameter_never_resolves():
+    node = move(1, 0.3, -0.3, (0.4, 0.0, 0.02))
+    plan = learn([([node], {'place': [0.3, -0.3]})], tolerance=TOL)[1]
+    assert 'missing' in resolve(plan, 0, node, {}, snap((0.4, 0, 0.02))).problem
+    ok = resolve(plan, 0, node, {'place': [0.25, -0.3]}, snap((0.4, 0, 0.02)))
+    assert ok.values['target.pose.position.x'] == 0.25
+
+
+def test_shift_moves_followed_post_elements_and_ends_where_the_step_put_them():
+    a = move(1, 0.40, 0.00, (0.40, 0.00, 0.02))
+    decl = Declared('/arm/move', 'target.pose.position.x', 'sensor:object[0]', 0.1)
+    plan = learn([([a], {})], declared=[decl], infer=False, tolerance=TOL)[1]
+    assert ('sensor:ee[0]', 'target.pose.position.x') in plan.follows
+    now = snap((0.45, 0.0, 0.02))
+    bound = resolve(plan, 0, a, {}, now)
+    shift = Shift()
+    expected = shift.expected(a.step.pre, bound.sources)
+    assert CHECK.evaluate(expected, now, now_time=1.0).passed
+    assert not CHECK.evaluate(a.step.pre, now, now_time=1.0).passed  # literally a miss
+    advance(shift, a, TOL, plan, bound)
+    assert shift.by_element['sensor:object[0]'] == pytest.approx(0.05)
+    assert shift.by_element['sensor:ee[0]'] == pytest.approx(0.05)
+    post = shift.expected(a.step.post)
+    assert post.features['ee'][0] == pytest.approx(0.45)
+    # A later unbound step that moved the tool to an absolute place ends the tool's shift.
+    home = Node(2, 1, 1, Step(tool='/arm/home', kind=ToolKind.ACTION, type_name='x',
+                              payload=b'', pre=snap((0.40, 0, 0.02), (0.40, 0.0, 0.1)),
+                              post=snap((0.40, 0, 0.02), (0.0, 0.0, 0.5))))
+    advance(shift, home, TOL)
+    assert 'sensor:ee[0]' not in shift.by_element
+    assert shift.by_element['sensor:object[0]'] == pytest.approx(0.05)  # the cube stayed
+
+
+def test_a_later_binding_lets_earlier_steps_accept_its_source_within_range():
+    first = Node(1, None, 0, Step(tool='/gripper', kind=ToolKind.SERVICE, type_name='x',
+                                  payload=b'', payload_json='{"data":true}',
+                                  pre=snap((0.4, 0, 0.02)), post=snap((0.4, 0, 0.02))))
+    second = move(2, 0.40, 0.00, (0.40, 0.00, 0.02), parent=1, depth=1)
+    decl = Declared('/arm/move', 'target.pose.position.x', 'sensor:object[0]', 0.1)
+    plans = learn([([first, second], {})], declared=[decl], infer=False, tolerance=TOL)
+    assert plans[1].ahead == (('sensor:object[0]', 0.1),)
+    near = resolve(plans[1], 0, first, {}, snap((0.45, 0, 0.02)))
+    assert not near.problem and near.sources == {'sensor:object[0]': 0.45}
+    assert 'max_shift' in resolve(plans[1], 0, first, {}, snap((0.6, 0, 0.02))).problem
+
+
+def test_variants_bind_parameters_and_need_every_key():
+    variant = bound_variant({'place': [0.3, -0.3], 'obj': 'cube'},
+                            {'param:place[0]', 'param:place[1]'})
+    assert match_variant(variant, {'place': [0.2, -0.1], 'obj': 'cube'})
+    assert not match_variant(variant, {'place': [0.2, -0.1], 'obj': 'ball'})
+    assert not match_variant(variant, {'obj': 'cube'})
+    assert not match_variant(variant, {'place': [0.2], 'obj': 'cube'})
+
+
+def test_bound_params_finds_the_parameters_a_recording_used():
+    node = move(1, 0.3, -0.3, (0.4, 0.0, 0.02))
+    assert bound_params([node.step], {'place': [0.3, -0.3], 'n': 0}) == {
+        'param:place[0]', 'param:place[1]'}
+    assert bound_params([node.step], {'place': [0.3, -0.3]}, infer=False) == set()
+
+
+def test_explains_merges_only_steps_its_bindings_account_for():
+    a = move(1, 0.40, 0.00, (0.40, 0.00, 0.02))
+    decl = Declared('/arm/move', 'target.pose.position', 'sensor:object', 0.1)
+    plan = learn([([a], {})], declared=[decl], infer=False, tolerance=TOL)[1]
+    same = move(9, 0.45, 0.02, (0.45, 0.02, 0.02)).step
+    assert explains(plan, a, same, {}, CHECK, TOL) is not None
+    other = move(9, 0.50, 0.02, (0.45, 0.02, 0.02)).step  # x not where the cube says
+    assert explains(plan, a, other, {}, CHECK, TOL) is None
+    far = move(9, 0.60, 0.00, (0.60, 0.00, 0.02)).step  # beyond max_shift
+    assert explains(plan, a, far, {}, CHECK, TOL) is None
