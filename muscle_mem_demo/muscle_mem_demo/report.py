@@ -67,19 +67,23 @@ def format_row(outcome: RunOutcome, *, baseline: float | None) -> str:
     )
 
 
+_UNCHANGED = 1e-4
+"""Numeric substitutions closer than this to the recorded value are not described."""
+
+
 def describe_substitutions(outcome: RunOutcome) -> str:
     """
     Return what the cache substituted in a run, one clause per (field, source), changed only.
 
-    A substitution whose value equals the recorded one (the same situation again) is left
-    out; so is one without numbers. Example: ``target.pose.position.x = sensor:object[0] at
+    A substitution whose value is within 0.1 mm (or equal, for strings) of the recorded one
+    (the same situation again) is left out. Example: ``target.pose.position.x = sensor:object[0] at
     steps 0, 1, 3 (0.400 -> 0.355)``.
     """
     groups: dict[tuple[str, str], list[dict[str, object]]] = {}
     for sub in outcome.substituted:
         recorded, value = sub.get('recorded'), sub.get('value')
         try:
-            if abs(float(value) - float(recorded)) < 1e-6:  # type: ignore[arg-type]
+            if abs(float(value) - float(recorded)) < _UNCHANGED:  # type: ignore[arg-type]
                 continue
         except (TypeError, ValueError):
             if value == recorded:
