@@ -19,8 +19,8 @@ the task's spot, and the task (``pick_and_place``, ``{"place": [0.3, -0.3]}``) s
 cache; then the same for the other cache. The simulation judges every task: the cube's
 distance from the place target afterwards.
 
-Tasks, in order: 2 demonstrations (cube at ``DEMOS``, 6 cm apart along each axis: both caches
-miss and the agent is called), then ``--tasks`` spots drawn uniformly (seed ``--seed``) from
+Tasks, in order: 2 demonstrations (cube at ``DEMOS``, 6 and 5 cm apart along x and y: both
+caches miss and the agent is called), then ``--tasks`` spots drawn uniformly (seed ``--seed``) from
 the 16 cm square around the cube's start, with ``OUTSIDE`` (spots 14-17 cm from the square's
 centre along some axis, and more than 0.1 m from each other along some axis) inserted at even
 intervals. A spot is outside a cache's range when no spot it has learned from (the demos and
@@ -41,6 +41,7 @@ import math
 import os
 from pathlib import Path
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -56,8 +57,10 @@ CACHES = ('literal', 'symbolic')
 SQUARE = 0.16
 """Side of the square the cube's spots are drawn from, metres, centred on its start."""
 
-DEMOS: tuple[tuple[float, float], ...] = ((0.37, 0.17), (0.43, 0.23))
-"""The cube's spots in the two demonstrations (the start is (0.40, 0.20))."""
+DEMOS: tuple[tuple[float, float], ...] = ((0.37, 0.22), (0.43, 0.17))
+"""The cube's spots in the two demonstrations (the start is (0.40, 0.20)). Not on a diagonal:
+with both axes moved by the same amount, y minus the cube's x would be as constant across the
+two as y minus the cube's y, and inference could not tell which one the agent used."""
 
 OUTSIDE: tuple[tuple[float, float], ...] = (
     (0.25, 0.20), (0.40, 0.04), (0.26, 0.36), (0.56, 0.12), (0.40, 0.37))
@@ -88,6 +91,7 @@ class TaskResult:
     placement_error: float = math.inf
     substituted: list[dict[str, object]] = field(default_factory=list)
     message: str = ''
+    check_failure: str = ''
 
     @property
     def hit(self) -> bool:
@@ -198,6 +202,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[TaskResult]], dict[str
     from muscle_mem_demo.processes import ChildProcesses
     from muscle_mem_demo.story import Expectation, RunMode, RunSpec
     import rclpy
+    from rclpy.signals import SignalHandlerOptions
 
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     tasks = task_list(tasks=args.tasks, seed=args.seed)
@@ -205,7 +210,10 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[TaskResult]], dict[str
     learned: dict[str, list[tuple[float, float]]] = {name: [] for name in CACHES}
     info: dict[str, Any] = {'load_start': os.getloadavg()[0]}
     started = time.monotonic()
-    rclpy.init(args=[])
+    # no rclpy signal handlers: Ctrl-C (and SIGTERM, below) end the run through the finally
+    # blocks, which stop the child processes
+    rclpy.init(args=[], signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         with tempfile.TemporaryDirectory(prefix='mm_bench_bindings_') as tmp:
             scratch = Path(tmp)
@@ -245,13 +253,15 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[TaskResult]], dict[str
                             result.placement_error = outcome.placement_error
                             result.substituted = [dict(s) for s in outcome.substituted]
                             result.message = outcome.message
+                            result.check_failure = outcome.check_failure
                             if result.by_agent > 0:
                                 learned[name].append(spot)
                             results[name].append(result)
                             print(f'{index:3d} {kind:8s} ({spot[0]:.3f}, {spot[1]:.3f}) '
                                   f'{name:8s} {result.mode:16s} {result.wall_time:5.1f} s '
                                   f'{result.placement_error * 1000:6.2f} mm'
-                                  f'{"" if result.in_range else "  (outside range)"}',
+                                  f'{"" if result.in_range else "  (outside range)"}'
+                                  f'{"  " + result.check_failure if result.check_failure else ""}',
                                   flush=True)
                 finally:
                     children.stop()

@@ -169,16 +169,19 @@ def write_figure(outcomes: Sequence[RunOutcome], path: Path) -> Path:
 
 def _top_view(axes: Any, outcomes: Sequence[RunOutcome]) -> None:
     """Draw the table from above: each run's cube start (o), target (+) and end (x)."""
+    labels: dict[tuple[float, float], list[str]] = {}
     for outcome in outcomes:
         colour = _MODE_COLOURS[outcome.mode]
-        number = str(outcome.spec.number)
         if outcome.object_start is not None:
             axes.plot(*outcome.object_start[:2], 'o', color=colour, markersize=6)
-            axes.annotate(number, outcome.object_start[:2], fontsize=7,
-                          xytext=(4, 3), textcoords='offset points')
+            spot = (round(outcome.object_start[0], 3), round(outcome.object_start[1], 3))
+            labels.setdefault(spot, []).append(str(outcome.spec.number))
         axes.plot(*outcome.spec.place, '+', color='black', markersize=10)
         if outcome.final_object is not None:
             axes.plot(*outcome.final_object[:2], 'x', color=colour, markersize=7)
+    for spot, numbers in labels.items():
+        axes.annotate('run ' + ','.join(numbers), spot, fontsize=7, xytext=(5, 4),
+                      textcoords='offset points')
     axes.set_aspect('equal', adjustable='datalim')
     axes.set_xlabel('x, m')
     axes.set_ylabel('y, m')
