@@ -19,14 +19,15 @@ the task's spot, and the task (``pick_and_place``, ``{"place": [0.3, -0.3]}``) s
 cache; then the same for the other cache. The simulation judges every task: the cube's
 distance from the place target afterwards.
 
-Tasks, in order: 2 demonstrations (cube at ``DEMOS``, 6 and 5 cm apart along x and y: both
-caches miss and the agent is called), then ``--tasks`` spots drawn uniformly (seed ``--seed``) from
-the 16 cm square around the cube's start, with ``OUTSIDE`` (spots 14-17 cm from the square's
-centre along some axis, and more than 0.1 m from each other along some axis) inserted at even
-intervals. A spot is outside a cache's range when no spot it has learned from (the demos and
-every earlier task the agent did) is within its reach: for the symbolic cache ``max_shift``
-per axis (the default of inferred bindings, 0.1 m), for the literal cache its 2 cm object
-tolerance. Such a task must not replay.
+Tasks, in order: 2 demonstrations (cube at ``DEMOS``, 4 cm apart along x and y, opposite
+ways: both caches miss and the agent is called), then ``--tasks`` spots drawn uniformly
+(seed ``--seed``) from the 16 cm square around the cube's start, with ``OUTSIDE`` (spots
+14-18 cm from the square's centre along some axis, and more than 0.1 m from each other and
+from the demonstrations along some axis) inserted at even intervals. A spot is outside a
+cache's range when no spot it has learned from (the demos and every earlier task the agent
+did) is within its reach: for the symbolic cache ``max_shift`` per axis (the default of
+inferred bindings, 0.1 m), for the literal cache its 2 cm object tolerance. Such a task must
+not replay.
 
 Usage: bench/bindings [--tasks 50] [--seed 10] [--rtf 2] [--think-time 0.5]
 [--out bench/bindings.md]
@@ -57,15 +58,22 @@ CACHES = ('literal', 'symbolic')
 SQUARE = 0.16
 """Side of the square the cube's spots are drawn from, metres, centred on its start."""
 
-DEMOS: tuple[tuple[float, float], ...] = ((0.37, 0.22), (0.43, 0.17))
-"""The cube's spots in the two demonstrations (the start is (0.40, 0.20)). Not on a diagonal:
-with both axes moved by the same amount, y minus the cube's x would be as constant across the
-two as y minus the cube's y, and inference could not tell which one the agent used."""
+DEMOS: tuple[tuple[float, float], ...] = ((0.42, 0.23), (0.46, 0.19))
+"""The cube's spots in the two demonstrations (the start is (0.40, 0.20)).
+
+Not on a diagonal: with both axes moved by the same amount, y minus the cube's x would be as
+constant across the two as y minus the cube's y, and inference could not tell which one the
+agent used. And away from values that sensor elements take after the cube-relative steps:
+the cache pairs a post element with a bound goal field it equals within the element's
+tolerance (to move that element with the field's shift), whatever their units, so a recorded
+x or y within 2 cm of a tool height (0.02, 0.15 m) or of the closed jaws (0.35 rad) would
+make it expect the tool's height or the jaws to move with the cube."""
 
 OUTSIDE: tuple[tuple[float, float], ...] = (
-    (0.25, 0.20), (0.40, 0.04), (0.26, 0.36), (0.56, 0.12), (0.40, 0.37))
+    (0.25, 0.20), (0.40, 0.06), (0.26, 0.38), (0.57, 0.10), (0.40, 0.38))
 """Cube spots outside the symbolic cache's range of the demonstrations (> 0.1 along an axis
-from both) and of each other."""
+from both) and of each other, and, like ``DEMOS``, away from the values above (the agent's
+runs on them are recorded)."""
 
 PLACE = (0.3, -0.3)
 """The place target, sent as the task parameter ``place``."""
