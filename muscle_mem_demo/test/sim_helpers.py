@@ -42,8 +42,9 @@ class NodeProcess:
     """One node as ``python -m <module> --ros-args ...`` with its output in a log file."""
 
     def __init__(self, module: str, *, namespace: str, params: dict[str, Any],
-                 log_dir: Path) -> None:
-        args = [sys.executable, '-m', module, '--ros-args', '-r', f'__ns:={namespace}']
+                 log_dir: Path, ros_args: Sequence[str] = ()) -> None:
+        args = [sys.executable, '-m', module, '--ros-args', '-r', f'__ns:={namespace}',
+                *ros_args]
         for key, value in params.items():
             args += ['-p', f'{key}:={value}']
         self.log_path = log_dir / f'{module.rsplit(".", 1)[-1]}_{uuid.uuid4().hex[:6]}.log'
