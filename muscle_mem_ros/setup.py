@@ -17,7 +17,10 @@ setup(
         ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
         ('share/' + package_name + '/config', glob('config/*.yaml')),
     ],
-    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml'],
+    # rich: the muscle-mem command's tables, trees and progress; mcap, mcap-ros2-support: its
+    # MCAP export.
+    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml', 'rich', 'mcap',
+                      'mcap-ros2-support'],
     python_requires='>=3.10',
     zip_safe=True,
     maintainer='muscle_mem_ros maintainers',
@@ -34,6 +37,7 @@ setup(
     entry_points={
         'console_scripts': [
             'behavior_cache = muscle_mem_ros.ros.main:main',
+            'muscle-mem = muscle_mem_ros.cli:main',
         ],
     },
 )

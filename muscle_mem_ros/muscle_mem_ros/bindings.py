@@ -301,6 +301,7 @@ def learn(
     max_shift: float | None = 0.1,
     tolerance: Callable[[str], float | None] = lambda key: None,
     memo: dict[int, Any] | None = None,
+    elements: Callable[[Snapshot | None], dict[str, float]] | None = None,
 ) -> dict[int, Plan]:
     """
     Find the bindings of every step of a tree's trajectories.
@@ -313,9 +314,12 @@ def learn(
     :param tolerance: Tolerance of a sensor element (:func:`element_tolerances`).
     :param memo: Kept between calls by the caller: each step's goal and snapshots are
         read once (a tree that grows is learned again without re-reading it).
+    :param elements: Reads a snapshot's sources (default :func:`sensor_elements`; the
+        Python ``Engine`` reads the leaves of a user capture).
     :return: Node id -> its plan, for nodes with at least one binding.
     """
     memo = {} if memo is None else memo
+    elements = sensor_elements if elements is None else elements
     obs: dict[int, _Obs] = {}
     for nodes, params in paths:
         for node in nodes:
@@ -324,8 +328,8 @@ def learn(
             seen = memo.get(node.id)
             if seen is None or seen.node.step.payload != node.step.payload:  # an id used again
                 seen = memo[node.id] = _Obs(node, goal_leaves(node.step),
-                                            sensor_elements(node.step.pre),
-                                            sensor_elements(node.step.post))
+                                            elements(node.step.pre),
+                                            elements(node.step.post))
             obs[node.id] = _Obs(node, seen.goal, seen.pre, seen.post, param_leaves(params))
     found: dict[int, dict[str, Binding]] = {i: {} for i in obs}
     if infer:
@@ -421,7 +425,7 @@ def _sensor_bindings(group: Sequence[_Obs], max_shift: float | None,
         values = [o.goal.get(path) for o in group]
         if not all(_number(v) for v in values) or _spread(values) <= 1e-9:
             continue
-        best: tuple[float, str, float] | None = None
+        fits: list[tuple[float, str, float]] = []
         for source in sorted(shared):
             tol = tolerance(source)
             origins = [o.pre[source] for o in group]
@@ -429,10 +433,15 @@ def _sensor_bindings(group: Sequence[_Obs], max_shift: float | None,
                 continue
             diffs = [v - s for v, s in zip(values, origins)]
             spread = _spread(diffs)
-            if spread <= tol and (best is None or spread < best[0]):
-                best = (spread, source, sum(diffs) / len(diffs))
-        if best is not None:
-            out.append(Binding(path, best[1], best[2], max_shift, INFERRED))
+            if spread <= tol:
+                fits.append((spread / tol, source, sum(diffs) / len(diffs)))
+        fits.sort()
+        # Two sources that explain the field about as well (the cube moved as much in x as
+        # in y between the recordings) leave it ambiguous: it is not bound until a further
+        # recording tells them apart (the runner-up's spread must exceed a quarter of its
+        # tolerance and four times the best's).
+        if fits and (len(fits) == 1 or fits[1][0] > max(4 * fits[0][0], 0.25)):
+            out.append(Binding(path, fits[0][1], fits[0][2], max_shift, INFERRED))
     return out
 
 
@@ -442,13 +451,19 @@ def _spread(values: Sequence[float]) -> float:
 
 def _follows(o: _Obs, bindings: Sequence[Binding],
              tolerance: Callable[[str], float | None]) -> tuple[tuple[str, str], ...]:
-    """Pair each post element with the bound field it equalled at recording, if any."""
+    """
+    Pair each post element the step moved with the bound field it equalled at recording.
+
+    Only elements the step moved (post differs from pre beyond the tolerance) can
+    follow a field: the tool after a move, the cube carried in the gripper; a value
+    that merely happens to be near a field (closed jaws, a resting joint) does not.
+    """
     out = []
     numeric = [b.field for b in bindings if _number(o.goal.get(b.field))]
     for key, value in sorted(o.post.items()):
         tol = tolerance(key)
-        if tol is None or tol <= 0:
-            continue
+        if tol is None or tol <= 0 or (key in o.pre and abs(value - o.pre[key]) <= tol):
+            continue  # (an element only the post snapshot has may have moved: the Engine's)
         near = min(((abs(value - o.goal[f]), f) for f in numeric), default=None)
         if near is not None and near[0] <= tol:
             out.append((key, near[1]))
@@ -521,7 +536,8 @@ class Bound:
 
 
 def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
-            now: Snapshot) -> Bound:
+            now: Snapshot,
+            elements: Callable[[Snapshot | None], dict[str, float]] | None = None) -> Bound:
     """
     Compute the values of a step's bound fields in the current world.
 
@@ -530,11 +546,13 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
     :param node: The learned step.
     :param params: The run's parameters.
     :param now: The current snapshot.
+    :param elements: Reads a snapshot's sources (default :func:`sensor_elements`).
     :return: The values, or why the world is outside what the bindings explain.
     """
+    elements = sensor_elements if elements is None else elements
     goal = goal_leaves(node.step)
-    recorded_sources = sensor_elements(node.step.pre)
-    current = {**param_leaves(params), **sensor_elements(now)}
+    recorded_sources = elements(node.step.pre)
+    current = {**param_leaves(params), **elements(now)}
     values: dict[str, Any] = {}
     subs = []
     sources: dict[str, float] = {}

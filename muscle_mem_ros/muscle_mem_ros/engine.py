@@ -34,21 +34,66 @@ muscle-mem 0.1.0 SDK unchanged, with the same builder errors, decorators,
   are.
 * A run whose agent raises is not stored; a tool call that raises is not
   recorded (the agent sees the exception as before).
+
+Bindings (issue 10; the rules are :mod:`muscle_mem_ros.bindings`, shared with the
+ROS node). Besides arguments equal to a task parameter (the original's rule, kept
+as it is), a numeric argument derived from what the pre-check captured is rebound
+at replay:
+
+* Sources are the numeric leaves of the step's pre-check capture when it is JSON
+  data (numbers, lists, tuples, dicts with string keys, NumPy arrays):
+  ``capture:cube`` for ``{'cube': 0.3}``, ``capture:pos[0]`` for
+  ``{'pos': array([0.3, 0.1])}``, ``capture:[1]`` for a tuple, ``capture`` for a
+  capture that is a number. Fields are the numeric leaves of the call's arguments
+  as ``Step.payload_json`` shows them: ``args[0]``, ``kwargs.x``, ``args[1].pose.x``,
+  ``args[2][1]`` (tuples and arrays are lists there).
+* Inferred from two or more recordings of the same step (the steps at the same
+  depth of trajectories of the same shape): an argument leaf that varies, whose
+  difference to a capture leaf that also varies is the same in every recording,
+  is bound with that offset. "The same" means within ``binding_tolerance``
+  (absolute, default 1e-6): the engine has no per-feature tolerance. An argument
+  that varied inconsistently is never bound. Switch it off with
+  ``Engine(infer_bindings=False)``.
+* At replay the user's ``compare(current, candidate)`` is opaque, so a bound step
+  is compared against its recorded capture with the bound source leaves replaced
+  by their current values, provided each moved at most ``binding_max_shift``
+  (default 0.1, in the capture's units; None = any) from the recording; every
+  other leaf is judged by ``compare`` as recorded. The tool is called with the
+  bound arguments set to ``current source + offset`` (the capture is taken with
+  the recorded arguments). What was substituted is in
+  :attr:`Engine.substitutions` (the last call's) and counted in
+  ``stats.steps_rebound``; the return value is unchanged.
+* The walk keeps a shift per capture function and leaf, as the node keeps one per
+  sensor element: a bound source leaf keeps the shift seen at its pre-check, a
+  post-check leaf that equalled a bound argument at recording is expected moved
+  by that argument's shift, and a leaf the step moved at recording ends its
+  shift. Later checks by the same capture function are given the recorded
+  capture moved by the shift (the arm that went to the moved cube is where the
+  next step expects it). ``ahead`` range checks of the node are not done: a
+  source leaf that an earlier step's capture also reads is compared there as
+  recorded.
+* Not done: filing a rebound recording into the branch it explains (the second
+  recording is a sibling; from then on the step replays).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+import copy
 from dataclasses import dataclass, fields
 import functools
 import inspect
 import json
 import logging
+import math
 import os
 import threading
 import time
 from typing import Any, TypeVar
 
+import numpy as np
+
+from .bindings import Bound, learn, parse_path, Plan, resolve, Substitution
 from .checks import Check, user_similarity
 from .errors import StoreError
 from .metrics import EngineStats, Metrics
@@ -59,12 +104,13 @@ from .store import MemoryStore, open_store, Recording, Store
 from .tools import Tool, ToolRegistry
 from .walk import Miss, StepEvent, Verdict, walk, WalkResult
 
-__all__ = ['Engine', 'EngineStats', 'Resume']
+__all__ = ['capture_leaves', 'Engine', 'EngineStats', 'Resume', 'Substitution']
 
 _log = logging.getLogger(__name__)
 
 F = TypeVar('F', bound=Callable[..., Any])
 _FAILED = object()
+_UNSET = object()
 
 
 class _Run:
@@ -76,6 +122,7 @@ class _Run:
         self.recording: Recording | None = None
         self.learnable = True
         self.in_tool = 0
+        self.substitutions: list[Substitution] = []
 
 
 def _task_key(tags: list[str] | tuple[str, ...] | None) -> str:
@@ -93,11 +140,37 @@ class Engine:
         are not JSON data or NumPy arrays, and unpickle them when reading (a
         pickle runs code when loaded: only for a file you trust). Off by
         default; a Store instance must have been opened with it.
+    :param infer_bindings: Rebind arguments derived from a pre-check capture plus a
+        constant offset, inferred from two recordings (module docstring).
+    :param binding_max_shift: Largest move of a bound capture leaf from its recorded
+        value that still replays (in the capture's units); None = any.
+    :param binding_tolerance: How close differences must be to count as constant.
+    :raises ValueError: ``binding_max_shift`` negative or not a number, or
+        ``binding_tolerance`` not positive.
     """
 
     def __init__(
         self, *, store: Store | str | os.PathLike[str] | None = None, allow_pickle: bool = False,
+        infer_bindings: bool = True, binding_max_shift: float | None = 0.1,
+        binding_tolerance: float = 1e-6,
     ) -> None:
+        if binding_max_shift is not None and not (
+                isinstance(binding_max_shift, (int, float)) and binding_max_shift >= 0
+                and not isinstance(binding_max_shift, bool)):
+            raise ValueError(f'binding_max_shift must be a number >= 0 or None, got '
+                             f'{binding_max_shift!r}')
+        if isinstance(binding_tolerance, bool) or not isinstance(
+                binding_tolerance, (int, float)) or not binding_tolerance > 0 or \
+                not math.isfinite(binding_tolerance):
+            raise ValueError(f'binding_tolerance must be a finite number > 0, got '
+                             f'{binding_tolerance!r}')
+        self._infer_bindings = bool(infer_bindings)
+        self._max_shift = None if binding_max_shift is None else float(binding_max_shift)
+        self._tolerance = float(binding_tolerance)
+        self._plans: dict[str, tuple[Any, dict[int, Plan]]] = {}
+        self._plan_memo: dict[str, dict[int, Any]] = {}
+        self._paths: dict[str, dict[Any, list[Node]]] = {}
+        self._substitutions: tuple[Substitution, ...] = ()
         if isinstance(store, Store):
             if allow_pickle and not store.allow_pickle:
                 raise ValueError('allow_pickle=True needs a store opened with allow_pickle=True')
@@ -126,6 +199,16 @@ class Engine:
     def finalized(self) -> bool:
         """Return True once :meth:`finalize` succeeded."""
         return self._finalized
+
+    @property
+    def substitutions(self) -> tuple[Substitution, ...]:
+        """
+        Return what the last call's replay recomputed, one record per bound argument.
+
+        Each :class:`~muscle_mem_ros.bindings.Substitution` names the step, tool,
+        field (``args[0]``), source (``capture:cube``), and the recorded and sent values.
+        """
+        return self._substitutions
 
     @property
     def stats(self) -> EngineStats:
@@ -311,9 +394,11 @@ class Engine:
         self._owner = threading.current_thread()
         self._run = run
         self._count('calls')
+        self._substitutions = ()
         try:
             return self._walk(run, args, kwargs)
         finally:
+            self._substitutions = tuple(run.substitutions)
             self._run = None
             self._owner = None
             self._call_lock.release()
@@ -326,15 +411,55 @@ class Engine:
             return self._hit(run, result)
         return self._handoff(run, args, kwargs, result.resume)
 
-    def _similarity(self, check: Check[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                    recorded: Any, memo: dict[Any, Any], memo_key: Any = None) -> float:
-        """Capture now (memoized per decision) and compare; errors count and fail safe."""
+    def _plans_for(self, task: str) -> dict[int, Plan]:
+        """
+        Return the bindings of a task's learned steps (node id -> plan with bindings).
+
+        Learned again only when the task's trajectories change; each trajectory's
+        nodes are read from the store once (a trajectory is known by its id, nodes and
+        creation time, so an id used again is read again).
+        """
+        if not self._infer_bindings:
+            return {}
+        infos = [t for t in self._store.trajectories(task=task) if t.variant == '']
+        key = tuple((t.id, t.node_ids, t.created) for t in infos)
+        cached = self._plans.get(task)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        plans: dict[int, Plan] = {}
+        known = self._paths.get(task, {})
+        paths = {k: known[k] if k in known else self._store.path(t.id)
+                 for t, k in zip(infos, key)}
+        self._paths[task] = paths
+        ids = {i for t in infos for i in t.node_ids}
+        memo = self._plan_memo[task] = {
+            i: o for i, o in self._plan_memo.get(task, {}).items() if i in ids}
+        if len(infos) >= 2:
+            tolerance = self._tolerance
+            learned = learn([(nodes, {}) for nodes in paths.values()], infer=True,
+                            max_shift=self._max_shift, tolerance=lambda key: tolerance,
+                            memo=memo, elements=capture_leaves)
+            # A later step's capture is its own: its leaves are not checked ahead.
+            plans = {i: Plan(p.bindings, p.follows) for i, p in learned.items() if p.bindings}
+        self._plans[task] = (key, plans)
+        return plans
+
+    def _current(self, check: Check[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 memo: dict[Any, Any], memo_key: Any = None) -> Any:
+        """Capture now, memoized per decision (``_FAILED`` when the capture raised)."""
         if memo_key is not None and memo_key in memo:
-            current = memo[memo_key]
-        else:
-            current = self._capture(check, args, kwargs)
-            if memo_key is not None:
-                memo[memo_key] = current
+            return memo[memo_key]
+        current = self._capture(check, args, kwargs)
+        if memo_key is not None:
+            memo[memo_key] = current
+        return current
+
+    def _similarity(self, check: Check[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                    recorded: Any, memo: dict[Any, Any], memo_key: Any = None,
+                    current: Any = _UNSET) -> float:
+        """Capture now (memoized per decision) and compare; errors count and fail safe."""
+        if current is _UNSET:
+            current = self._current(check, args, kwargs, memo, memo_key)
         if current is _FAILED:
             return 0.0
         try:
@@ -410,6 +535,70 @@ class _EngineSide:
         self._engine = engine
         self._run = run
         self._calls: dict[int, tuple[Tool, tuple[Any, ...], dict[str, Any]]] = {}
+        self._bound: dict[int, Bound] = {}
+        self._plans: dict[int, Plan] | None = None
+        self._shift: dict[tuple[Any, str], float] = {}
+
+    def _moved(self, capture: Any, recorded: Any,
+               replaced: Mapping[str, float] | None = None) -> Any:
+        """
+        Return a recorded capture moved by the walk's shift, ``replaced`` leaves set outright.
+
+        :param capture: The check's capture function (the shift is kept per function).
+        :param recorded: The recorded capture.
+        :param replaced: Source leaves already range-checked: set to their current values.
+        :return: What ``compare`` is given as the candidate.
+        :raises KeyError: a leaf path cannot be followed (also IndexError, TypeError).
+        """
+        changes: dict[tuple[str | int, ...], Any] = {}
+        if self._shift:
+            for key, value in capture_leaves(Snapshot(user=recorded)).items():
+                delta = self._shift.get((capture, key))
+                if delta is not None:
+                    changes[_capture_path(key)] = value + delta
+        for key, value in (replaced or {}).items():
+            changes[_capture_path(key)] = value
+        return _with_leaves(recorded, changes) if changes else recorded
+
+    def _advance(self, tool: Tool, node: Node, plan: Plan | None, bound: Bound | None) -> None:
+        """
+        Update the walk's shift after a step ran (the rule of :func:`.bindings.advance`).
+
+        A post leaf the step moved at recording (pre and post captures by the same
+        function differ) is where the recording left it; a source leaf keeps the shift
+        seen at the pre-check; a post leaf that followed a bound argument moves by that
+        argument's shift. With different pre and post capture functions every post leaf
+        not following an argument is taken as the recording left it.
+        """
+        pre_fn = tool.pre_check.capture if tool.pre_check is not None else None
+        post_fn = tool.post_check.capture if tool.post_check is not None else None
+        pre = capture_leaves(node.step.pre)
+        post = capture_leaves(node.step.post)
+        followed = dict(plan.follows) if plan is not None and bound is not None else {}
+        if post_fn is not None:
+            before = pre if post_fn is pre_fn else {}
+            for key, value in post.items():
+                if key not in followed and (key not in before or
+                                            abs(value - before[key]) > self._engine._tolerance):
+                    self._shift.pop((post_fn, key), None)
+        if bound is None:
+            return
+        for key, value in bound.sources.items():
+            if key in pre:
+                self._shift[(pre_fn, key)] = value - pre[key]
+        for key, path in followed.items():
+            if path in bound.shifts and post_fn is not None:
+                self._shift[(post_fn, key)] = bound.shifts[path]
+
+    def _plan(self, node: Node) -> Plan | None:
+        """Return ``node``'s bindings (the task's plans are learned once per walk)."""
+        if self._plans is None:
+            try:
+                self._plans = self._engine._plans_for(self._run.task)
+            except Exception:  # noqa: BLE001 - a store that cannot be read: literal replay
+                _log.exception('cannot learn the bindings of task %s', self._run.task)
+                self._plans = {}
+        return self._plans.get(node.id)
 
     def prepare(self, reporter: Any) -> None:
         """Nothing to wait for: user checks capture on demand."""
@@ -419,6 +608,8 @@ class _EngineSide:
         engine = self._engine
         passing: list[tuple[Node, float]] = []
         memo: dict[Any, Any] = {}
+        refused: list[str] = []
+        self._bound = {}
         for node in candidates:
             recorded = node.step
             tool = engine._registry.get(recorded.tool, recorded.type_name)
@@ -441,9 +632,21 @@ class _EngineSide:
             else:
                 if recorded.pre is None:
                     continue
-                similarity = engine._similarity(tool.pre_check, call_args, call_kwargs,
-                                                recorded.pre.user, memo,
-                                                (tool.name, recorded.payload))
+                plan = self._plan(node)
+                if plan is not None:
+                    judged = self._judge_bound(node, plan, tool, call_args, call_kwargs, step,
+                                               memo, refused)
+                    if judged is None:
+                        continue
+                    similarity, call_args, call_kwargs = judged
+                else:
+                    try:
+                        expected = self._moved(tool.pre_check.capture, recorded.pre.user)
+                    except (KeyError, IndexError, TypeError, ValueError):
+                        continue
+                    similarity = engine._similarity(tool.pre_check, call_args, call_kwargs,
+                                                    expected, memo,
+                                                    (tool.name, recorded.payload))
                 if similarity <= 0.0:
                     continue
             self._calls[node.id] = (tool, call_args, call_kwargs)
@@ -451,15 +654,64 @@ class _EngineSide:
         if passing:
             return Verdict(passing)
         if candidates:
+            why = f': {refused[0]}' if refused else ''
             return Verdict((), Miss(FailureKind.PRE_CHECK,
-                                    f'no recorded step passed its pre-check at step {step}'))
+                                    f'no recorded step passed its pre-check at step {step}{why}'))
         return Verdict((), Miss(FailureKind.NO_CANDIDATE, 'no cached trajectory' if step == 0
                                 else f'nothing learned after step {step - 1}'))
 
+    def _judge_bound(self, node: Node, plan: Plan, tool: Tool, call_args: tuple[Any, ...],
+                     call_kwargs: dict[str, Any], step: int, memo: dict[Any, Any],
+                     refused: list[str],
+                     ) -> tuple[float, tuple[Any, ...], dict[str, Any]] | None:
+        """
+        Judge a candidate under its bindings.
+
+        :return: (similarity, arguments, keyword arguments) to call the tool with, or
+            None when the capture failed or the bindings cannot explain the world
+            (the reason is appended to ``refused``).
+        """
+        engine = self._engine
+        recorded = node.step
+        assert tool.pre_check is not None and recorded.pre is not None
+        current = engine._current(tool.pre_check, call_args, call_kwargs, memo,
+                                  (tool.name, recorded.payload))
+        if current is _FAILED:
+            return None
+        bound = resolve(plan, step, node, {}, Snapshot(user=current), elements=capture_leaves)
+        if bound.problem:
+            _log.info('step %d: node %d not replayed: %s', step, node.id, bound.problem)
+            refused.append(bound.problem)
+            return None
+        is_method = tool.is_method
+        try:
+            expected = self._moved(tool.pre_check.capture, recorded.pre.user, bound.sources)
+            args = call_args[1:] if is_method else call_args
+            call = _with_leaves({'args': list(args), 'kwargs': dict(call_kwargs)},
+                                {tuple(parse_path(f)): v for f, v in bound.values.items()})
+        except (KeyError, IndexError, TypeError, ValueError) as err:
+            _log.warning('step %d: node %d: cannot apply its bindings (%r); not replayed',
+                         step, node.id, err)
+            refused.append(f'cannot apply the bindings of node {node.id}: {err!r}')
+            return None
+        similarity = engine._similarity(tool.pre_check, call_args, call_kwargs, expected, memo,
+                                        current=current)
+        if similarity <= 0.0:
+            return None
+        self._bound[node.id] = bound
+        new_args = tuple(call['args'])
+        return similarity, ((call_args[0], *new_args) if is_method else new_args), call['kwargs']
+
     def execute(self, node: Node, step: int, cancel: Any) -> _Ran:
-        """Call the tool with the recorded arguments; a raise is a failed step."""
+        """Call the tool with the recorded (or rebound) arguments; a raise is a failed step."""
         engine = self._engine
         tool, call_args, call_kwargs = self._calls[node.id]
+        bound = self._bound.get(node.id)
+        if bound is not None and bound.substitutions:
+            self._run.substitutions.extend(bound.substitutions)
+            engine._count('steps_rebound')
+            _log.info('step %d (%s) rebound: %s', step, tool.name,
+                      ', '.join(s.describe() for s in bound.substitutions))
         self._run.in_tool += 1
         try:
             tool.func(*call_args, **call_kwargs)
@@ -470,6 +722,8 @@ class _EngineSide:
         finally:
             self._run.in_tool -= 1
         engine._count('steps_replayed')
+        if bound is not None or self._shift:
+            self._advance(tool, node, self._plan(node), bound)
         return _Ran(StepStatus.SUCCEEDED, time.monotonic())
 
     def post_check(self, node: Node, step: int, ended: float) -> Miss | None:
@@ -477,8 +731,12 @@ class _EngineSide:
         tool, call_args, call_kwargs = self._calls[node.id]
         if tool.post_check is None or node.step.post is None:
             return None
-        if self._engine._similarity(tool.post_check, call_args, call_kwargs,
-                                    node.step.post.user, {}) > 0.0:
+        try:
+            expected = self._moved(tool.post_check.capture, node.step.post.user)
+        except (KeyError, IndexError, TypeError, ValueError):
+            _log.exception('cannot move the recorded post-check capture of node %d', node.id)
+            return Miss(FailureKind.POST_CHECK, f'post-check failed after step {step}')
+        if self._engine._similarity(tool.post_check, call_args, call_kwargs, expected, {}) > 0.0:
             return None
         return Miss(FailureKind.POST_CHECK, f'post-check failed after step {step}')
 
@@ -498,3 +756,82 @@ class _Ran:
     status: StepStatus
     ended: float
     detail: str = ''
+
+
+# -- Captures and arguments as leaves (bindings) -------------------------------------------------
+
+
+def capture_leaves(snapshot: Snapshot | None) -> dict[str, float]:
+    """
+    Return the numeric leaves of a snapshot's user capture as binding sources.
+
+    ``{'capture:cube': 0.3, 'capture:pos[0]': 0.1, ...}``; a capture that is a number
+    itself is ``capture``. Dicts with string keys, lists, tuples and NumPy arrays are
+    descended; booleans, non-finite numbers and other objects are not sources.
+
+    :param snapshot: A recorded or current snapshot, or None.
+    :return: Source -> value.
+    """
+    out: dict[str, float] = {}
+    if snapshot is not None and snapshot.user is not None:
+        _collect(snapshot.user, '', out)
+    return {(f'capture:{path}' if path else 'capture'): value for path, value in out.items()}
+
+
+def _collect(value: Any, prefix: str, out: dict[str, float]) -> None:
+    if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
+        value = value.tolist()
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and key and not any(c in key for c in '.[]'):
+                _collect(item, f'{prefix}.{key}' if prefix else key, out)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _collect(item, f'{prefix}[{i}]', out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if math.isfinite(value):
+            out[prefix] = float(value)
+
+
+def _capture_path(source: str) -> tuple[str | int, ...]:
+    """Return the path inside a capture of a source from :func:`capture_leaves`."""
+    return tuple(parse_path(source[len('capture:'):])) if source != 'capture' else ()
+
+
+def _with_leaves(value: Any, values: Mapping[tuple[str | int, ...], Any]) -> Any:
+    """
+    Return a copy of ``value`` with the leaves at ``values``' paths replaced.
+
+    Only the containers on a path are copied (dicts, lists, tuples, NumPy arrays);
+    the recorded value is never changed.
+
+    :raises KeyError: a path does not lead to a leaf (also IndexError, TypeError).
+    """
+    for path, leaf in values.items():
+        value = _replace(value, path, leaf)
+    return value
+
+
+def _replace(value: Any, path: tuple[str | int, ...], leaf: Any) -> Any:
+    if not path:
+        return leaf
+    head, rest = path[0], path[1:]
+    if isinstance(value, np.ndarray):
+        if not all(isinstance(i, int) for i in path) or len(path) != value.ndim:
+            raise TypeError(f'path {list(path)} does not lead to an element of an array')
+        out = value.copy()
+        out[path] = leaf
+        return out
+    if isinstance(value, Mapping):
+        if not isinstance(head, str) or head not in value:
+            raise KeyError(head)
+        out = copy.copy(value) if isinstance(value, dict) else dict(value)
+        out[head] = _replace(value[head], rest, leaf)
+        return out
+    if isinstance(value, (list, tuple)) and isinstance(head, int):
+        items = list(value)
+        items[head] = _replace(items[head], rest, leaf)
+        if isinstance(value, list):
+            return items
+        return type(value)(*items) if hasattr(value, '_fields') else type(value)(items)
+    raise TypeError(f'cannot descend into {type(value).__name__} at {head!r}')

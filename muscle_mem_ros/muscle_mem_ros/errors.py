@@ -65,6 +65,8 @@ class StoreVersionError(StoreError):
     The store was written by a newer schema version than this code knows.
 
     The file is left exactly as it was found; upgrade muscle_mem_ros to read it.
+    Also raised for an older schema when the store is opened read-only (it cannot
+    be migrated then).
     """
 
 

@@ -84,6 +84,8 @@ class EngineStats:
     :ivar check_errors: Captures or compares that raised (candidate skipped).
     :ivar tool_errors: Replayed tool calls that raised (handed off to the agent).
     :ivar record_errors: Steps that could not be stored (run not learned).
+    :ivar steps_rebound: Replayed tool calls with arguments recomputed by bindings
+        (what was substituted: :attr:`Engine.substitutions`).
     """
 
     calls: int = 0
@@ -95,3 +97,4 @@ class EngineStats:
     check_errors: int = 0
     tool_errors: int = 0
     record_errors: int = 0
+    steps_rebound: int = 0

@@ -113,11 +113,23 @@ class CallSpec:
             raise StoreCorruptError(f'stored call is malformed: {err!r}') from err
 
     def describe(self) -> str:
-        """Return a readable JSON rendering (for inspection only)."""
+        """
+        Return a readable JSON rendering (inspection, and the leaves bindings see).
+
+        Tuples and NumPy arrays render as lists (their numbers are leaves such as
+        ``args[0][1]``); other objects as their ``repr``.
+        """
         def show(arg: Arg) -> Any:
             return {'param': arg.param} if arg.param is not None else arg.value
         return json.dumps({'args': [show(a) for a in self.args],
-                           'kwargs': {k: show(a) for k, a in self.kwargs}}, default=repr)
+                           'kwargs': {k: show(a) for k, a in self.kwargs}}, default=_readable)
+
+
+def _readable(value: Any) -> Any:
+    """Render a NumPy array or scalar as JSON data, anything else as its repr."""
+    if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
+        return value.tolist()
+    return repr(value)
 
 
 def _match(value: Any, params: Mapping[str, Any] | None) -> Arg:

@@ -178,3 +178,22 @@ def test_explains_merges_only_steps_its_bindings_account_for():
     assert explains(plan, a, other, {}, CHECK, TOL) is None
     far = move(9, 0.60, 0.00, (0.60, 0.00, 0.02)).step  # beyond max_shift
     assert explains(plan, a, far, {}, CHECK, TOL) is None
+
+
+def test_two_sources_that_explain_a_field_equally_leave_it_unbound():
+    a = move(1, 0.40, 0.00, (0.40, 0.00, 0.02))
+    b = move(2, 0.45, 0.05, (0.45, 0.05, 0.02))  # the cube moved as much in x as in y
+    assert 1 not in learn([([a], {}), ([b], {})], tolerance=TOL)
+    c = move(3, 0.42, 0.06, (0.42, 0.06, 0.02))  # a third recording tells them apart
+    plans = learn([([a], {}), ([b], {}), ([c], {})], tolerance=TOL)
+    fields = {bd.field: bd.source for bd in plans[1].bindings}
+    assert fields == {'target.pose.position.x': 'sensor:object[0]',
+                      'target.pose.position.y': 'sensor:object[1]'}
+
+
+def test_only_elements_the_step_moved_follow_a_field():
+    node = move(1, 0.40, 0.00, (0.40, 0.00, 0.02))
+    decl = Declared('/arm/move', 'target.pose.position.x', 'sensor:object[0]', 0.1)
+    plan = learn([([node], {})], declared=[decl], infer=False, tolerance=TOL)[1]
+    assert ('sensor:ee[0]', 'target.pose.position.x') in plan.follows  # the tool moved there
+    assert all(key != 'sensor:object[0]' for key, _ in plan.follows)  # the cube stayed put

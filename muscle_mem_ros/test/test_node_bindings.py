@@ -13,7 +13,7 @@ import json
 from action_msgs.msg import GoalStatus
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.msg import CacheEvent
-from muscle_mem_interfaces.srv import GetTrajectory
+from muscle_mem_interfaces.srv import GetTrajectory, Replay
 from node_helpers import Harness, OBJECT_HOME
 import pytest
 from rclpy.serialization import deserialize_message
@@ -81,6 +81,8 @@ def test_declared_binding_retargets_a_replay_beyond_the_literal_tolerance(declar
     assert subs[(2, X)].source == 'sensor:object[0]' and subs[(2, X)].origin == 'declared'
     assert subs[(2, X)].value == pytest.approx(moved[0], abs=1e-3)
     assert subs[(2, X)].recorded == pytest.approx(OBJECT_HOME[0], abs=1e-3)
+    learned = h.events_of(CacheEvent.BRANCH_LEARNED, 'decl_pick')[0].detail
+    assert f'2:{X} <- sensor:object[0] (declared)' in learned, learned
     events = [e for e in h.events_of(CacheEvent.STEP_OK, 'decl_pick') if e.substituted]
     assert any(any(s.field == X for s in e.substituted) for e in events)
     assert any(fb.substituted for fb in result.feedback)
@@ -130,6 +132,9 @@ def test_a_sensor_binding_is_inferred_from_two_recordings(inferred):
     run(h, 'infer_pick')
     result, called = run(h, 'infer_pick', obj=shifted(0.05, 0.03))
     assert called  # one recording explains nothing: a literal miss
+    h.wait_events(CacheEvent.BRANCH_LEARNED, 'infer_pick', count=2)
+    learned = h.events_of(CacheEvent.BRANCH_LEARNED, 'infer_pick')[-1].detail
+    assert f'2:{X} <- sensor:object[0] (inferred)' in learned, learned
     third = shifted(0.08, 0.01)
     result, called = run(h, 'infer_pick', obj=third)
     assert not called, h.agent.calls[-1].resume_reason
@@ -174,3 +179,20 @@ def test_recordings_that_differ_only_in_bound_values_are_one_branch(declared):
     moved, called = run(h, 'decl_merge', {'order': 5}, obj=shifted(-0.03, 0.05))
     assert not called and moved.result.trajectory_id == first.result.trajectory_id
     assert deserialize_message(h.robot.fib_goals[-1], Fibonacci.Goal).order == 5
+
+
+def test_replay_service_follows_bindings_and_dry_run_says_so(declared):
+    h = declared
+    run(h, 'decl_service', {'order': 4})
+    h.robot.reset()
+    moved = shifted(0.03, 0.05)
+    h.robot.move_object(moved)
+    dry = h.call(Replay, 'replay', task='decl_service', params_json='{"order": 6}', dry_run=True)
+    assert dry.success, dry.message
+    missing = h.call(Replay, 'replay', task='decl_service', dry_run=True)
+    assert not missing.success  # the tree binds 'order': without it nothing would replay
+    done = h.call(Replay, 'replay', task='decl_service', params_json='{"order": 6}')
+    assert done.success and done.steps_executed == 4, done.message
+    assert deserialize_message(h.robot.fib_goals[-1], Fibonacci.Goal).order == 6
+    positions = list(last_arm_goal(h).trajectory.points[0].positions)
+    assert positions[:2] == pytest.approx(list(moved[:2]), abs=1e-3)

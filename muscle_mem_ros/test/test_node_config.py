@@ -34,6 +34,10 @@ def load_file(path: Path, node_name: str = 'muscle_mem'):
         rclpy.try_shutdown(context=context)
 
 
+BINDING = {'bindings.b.tool': 'arm', 'bindings.b.field': 'trajectory.points[0]',
+           'bindings.b.source': 'sensor:object', 'bindings.b.max_shift': 0.05}
+
+
 def load_values(tmp_path: Path, values: dict):
     return load_file(write_params(tmp_path / 'p.yaml', 'muscle_mem', values))
 
@@ -128,6 +132,15 @@ def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
     ({'post_check_timeout': 'soon'}, 'post_check_timeout', 'number'),
     ({'allow_unchecked_replay': 'yes'}, 'allow_unchecked_replay', 'true or false'),
     ({'abandoned_recording_retention': -1.0}, 'abandoned_recording_retention', '>= 0'),
+    ({'infer_bindings': 'maybe'}, 'infer_bindings', 'true or false'),
+    ({'binding_max_shift': 0.0}, 'binding_max_shift', '> 0'),
+    ({**BINDING, 'bindings.b.tool': 'wrist'}, 'bindings.b.tool', 'not a configured'),
+    ({**BINDING, 'bindings.b.field': ''}, 'bindings.b.field', 'required'),
+    ({**BINDING, 'bindings.b.source': 'object[0]'}, 'bindings.b.source', 'param:<key>'),
+    ({**BINDING, 'bindings.b.source': 'sensor:lidar[0]'}, 'bindings.b.source',
+     'not configured'),
+    ({**BINDING, 'bindings.b.max_shift': -0.1}, 'bindings.b.max_shift', '> 0'),
+    ({**BINDING, 'bindings.b.offset': 0.1}, 'bindings.b.offset', 'unknown parameter'),
 ])
 def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     names = Names.unique()
@@ -137,6 +150,15 @@ def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     message = str(info.value)
     assert message.startswith(f'{parameter}:'), message
     assert words in message
+
+
+def test_declared_bindings_are_read_with_the_tools_server_name(tmp_path):
+    names = Names.unique()
+    config = load_values(tmp_path, params(names, store=tmp_path / 'c.db', **BINDING))
+    (binding,) = config.bindings
+    assert binding.tool.endswith(names.arm) and binding.field == 'trajectory.points[0]'
+    assert (binding.source, binding.max_shift) == ('sensor:object', 0.05)
+    assert config.infer_bindings and config.binding_max_shift == 0.1
 
 
 def test_agent_must_not_be_the_cache_itself(tmp_path):

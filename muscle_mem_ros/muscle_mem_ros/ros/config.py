@@ -91,12 +91,14 @@ from rclpy.node import Node as RosNode
 __all__ = [
     'CacheMode',
     'NodeConfig',
+    'RecordFrom',
     'SensorConfig',
     'ToolConfig',
     'DEFAULT_STORE_PATH',
     'NODE_OPTIONS',
     'load_config',
     'parse_cache_mode',
+    'parse_record_from',
     'read_autostart',
 ]
 
@@ -119,6 +121,15 @@ class CacheMode(Enum):
     """Always call the agent from the start and record what it does; never replay."""
     OFF = 'off'
     """Pure pass-through: goals go to the agent, proxies forward, nothing is stored."""
+
+
+class RecordFrom(Enum):
+    """Where a tool's calls are recorded from (``actions.<name>.record_from``)."""
+
+    PROXY = 'proxy'
+    """The node serves the tool under a proxy name the agent calls; the proxy records."""
+    INTROSPECTION = 'introspection'
+    """The agent calls the real server; the node records from its introspection events."""
 
 
 @dataclass(frozen=True)
@@ -175,9 +186,11 @@ class ToolConfig:
     :ivar name: Tool name in the configuration.
     :ivar kind: Action or service.
     :ivar server: The real server's name (replay sends here).
-    :ivar proxy: The name the node serves (point the agent here).
+    :ivar proxy: The name the node serves (point the agent here); '' when
+        ``record_from`` is introspection (nothing is served).
     :ivar type_name: Interface type name as configured.
     :ivar interface: The resolved action or service class.
+    :ivar record_from: Where its calls are recorded from (see :mod:`.tap`).
     """
 
     name: str
@@ -186,6 +199,7 @@ class ToolConfig:
     proxy: str
     type_name: str
     interface: type
+    record_from: RecordFrom = RecordFrom.PROXY
 
 
 @dataclass(frozen=True)
@@ -224,7 +238,7 @@ _TOP_KEYS = (
     'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
-_TOOL_KEYS = ('server', 'type', 'proxy')
+_TOOL_KEYS = ('server', 'type', 'proxy', 'record_from')
 _BINDING_KEYS = ('tool', 'field', 'source', 'max_shift')
 _GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS,
                'bindings': _BINDING_KEYS}
@@ -283,9 +297,11 @@ _DESCRIPTIONS = {
     'actions.*.server': 'The real action server (replay sends goals here).',
     'actions.*.type': 'Action type, e.g. control_msgs/action/FollowJointTrajectory.',
     'actions.*.proxy': 'Name the cache serves for the agent (default ~/<server>).',
+    'actions.*.record_from': "proxy | introspection (learn from the server's event topics).",
     'services.*.server': 'The real service (replay calls it).',
     'services.*.type': 'Service type, e.g. std_srvs/srv/SetBool.',
     'services.*.proxy': 'Name the cache serves for the agent (default ~/<server>).',
+    'services.*.record_from': 'proxy | introspection (learn from the service event topic).',
     'infer_bindings': 'Bind goal fields to parameters and sensors found in the recordings.',
     'binding_max_shift': 'How far an inferred binding may move a field from its recording.',
     'bindings.*.tool': 'The action or service (its key under actions/services) it binds.',
@@ -491,10 +507,23 @@ def _tool(
         interface = resolve_type(type_name, kind='action' if kind is ToolKind.ACTION else 'srv')
     except TypeResolutionError as err:
         raise ConfigError(f'{prefix}.type: {err}') from err
-    proxy = reader.string(f'{prefix}.proxy', '~/' + server.lstrip('/~'))
+    record_from = parse_record_from(
+        reader.string(f'{prefix}.record_from', RecordFrom.PROXY.value),
+        parameter=f'{prefix}.record_from')
+    default_proxy = '~/' + server.lstrip('/~')
+    if record_from is RecordFrom.INTROSPECTION:
+        given = node.get_parameter(f'{prefix}.proxy').value \
+            if node.has_parameter(f'{prefix}.proxy') else None
+        if given not in (None, default_proxy):  # a default left by an earlier configure is fine
+            raise ConfigError(
+                f'{prefix}.proxy: nothing is served with record_from introspection (the agent '
+                f'calls {prefix}.server itself): remove it, or set record_from to proxy')
+        proxy = ''
+    else:
+        proxy = reader.string(f'{prefix}.proxy', default_proxy)
     try:
         server_full = node.resolve_service_name(server)
-        proxy_full = node.resolve_service_name(proxy)
+        proxy_full = node.resolve_service_name(proxy) if proxy else ''
     except Exception as err:  # rclpy raises several types for invalid names
         raise ConfigError(f'{prefix}: invalid name ({err})') from err
     if server_full == proxy_full:
@@ -503,7 +532,24 @@ def _tool(
     return ToolConfig(
         name=name, kind=kind, server=server_full, proxy=proxy_full,
         type_name=canonical_type_name(type_name, kind=kind_name), interface=interface,
+        record_from=record_from,
     )
+
+
+def parse_record_from(value: Any, *, parameter: str) -> RecordFrom:
+    """
+    Parse a ``record_from`` value.
+
+    :param value: the given value (``proxy`` or ``introspection``, any case).
+    :param parameter: the parameter's full name, for the error message.
+    :return: the parsed value.
+    :raises ConfigError: any other value, naming ``parameter``.
+    """
+    try:
+        return RecordFrom(str(value).strip().lower())
+    except ValueError as err:
+        names = '|'.join(m.value for m in RecordFrom)
+        raise ConfigError(f'{parameter}: {value!r} is not one of {names}') from err
 
 
 def load_config(node: RosNode) -> NodeConfig:
@@ -538,6 +584,8 @@ def load_config(node: RosNode) -> NodeConfig:
     proxies: dict[str, str] = {}
     for tool in actions + services:
         group = 'actions' if tool.kind is ToolKind.ACTION else 'services'
+        if not tool.proxy:
+            continue  # record_from introspection: nothing served
         if tool.proxy in proxies:
             raise ConfigError(
                 f'{group}.{tool.name}.proxy: {tool.proxy!r} is also the proxy of '

@@ -6,13 +6,16 @@ Node name ``muscle_mem``. Interfaces (relative names resolve under the node):
 * action ``~/execute_task`` (muscle_mem_interfaces/action/ExecuteTask): run a
   task: replay from the cache, hand off to the agent, learn (:mod:`.tasks`).
 * services ``~/replay``, ``~/list_tasks``, ``~/get_trajectory``, ``~/forget``,
-  ``~/start_recording``, ``~/stop_recording`` (:mod:`.services`).
+  ``~/start_recording``, ``~/stop_recording`` (:mod:`.services`); ``~/calibrate``
+  (sensor noise at rest and proposed tolerances, :mod:`.calibrate`).
 * topic ``~/events`` (muscle_mem_interfaces/msg/CacheEvent): one message per decision.
 * topic ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, 1 Hz): mode, hit
   rate, steps saved, store health (``store``: ok; ``degraded: <error>`` while
   writes fail, WARN, until one succeeds, see :mod:`.health`; ``error: ...``, ERROR,
   when the store cannot even be read).
-* one proxy per configured action or service (:mod:`.proxy`), subscriptions to
+* one proxy per configured action or service (:mod:`.proxy`); for a tool with
+  ``record_from: introspection`` only its client (for replay) and a tap on its
+  introspection event topics (:mod:`.tap`) instead of a served proxy; subscriptions to
   the configured sensors (:mod:`.sensors`, on a hidden helper node
   ``_<name>_sensors`` with its own receive thread).
 
@@ -61,6 +64,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import (
+    Calibrate,
     Forget,
     GetTrajectory,
     ListTasks,
@@ -71,6 +75,7 @@ from muscle_mem_interfaces.srv import (
 from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.calibrate import Calibrator
 from muscle_mem_ros.ros.config import (
     CacheMode,
     load_config,
@@ -78,6 +83,7 @@ from muscle_mem_ros.ros.config import (
     NodeConfig,
     parse_cache_mode,
     read_autostart,
+    RecordFrom,
 )
 from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.logbridge import LoggingBridge
@@ -87,6 +93,7 @@ from muscle_mem_ros.ros.replay import Replayer
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.ros.services import CacheServices
 from muscle_mem_ros.ros.sync import CancelToken, TaskGuard
+from muscle_mem_ros.ros.tap import Ledger, make_tap, Tap
 from muscle_mem_ros.ros.tasks import TaskRunner
 from muscle_mem_ros.store import open_store
 from rcl_interfaces.msg import SetParametersResult
@@ -261,6 +268,18 @@ class BehaviorCacheNode(LifecycleNode):
             )
             for tool in config.tools
         }
+        ledger = Ledger()
+        active.taps = [
+            make_tap(node=self._proxy_node, proxy=active.proxies[tool.server], hub=active.hub,
+                     recorder=parts.recorder, post_timeout=config.post_check_timeout,
+                     logger=self.get_logger(), ledger=ledger)
+            for tool in config.tools if tool.record_from is RecordFrom.INTROSPECTION
+        ]
+        for tap in active.taps:
+            parts.recorder.add_settle(tap.settle)
+            self.get_logger().info(
+                f'{tap.tool.server}: recorded from its introspection events '
+                f"({', '.join(tap.topics)}); the agent calls it directly")
         active.replayer = Replayer(
             store=store, hub=active.hub, tools=active.proxies,
             sensors=[s.spec for s in config.sensors],
@@ -289,7 +308,10 @@ class BehaviorCacheNode(LifecycleNode):
                 goal_callback=self._accept_goal,
                 cancel_callback=self._cancel_task, callback_group=self._group,
             )
+        calibrator = Calibrator(hub=active.hub, sensors=config.sensors, guard=self._guard,
+                                node_name=self.get_name(), stopping=lambda: self._closing)
         for srv_type, name, handler in (
+            (Calibrate, '~/calibrate', calibrator.handle),
             (Replay, '~/replay', handlers.replay),
             (ListTasks, '~/list_tasks', handlers.list_tasks),
             (GetTrajectory, '~/get_trajectory', handlers.get_trajectory),
@@ -335,6 +357,9 @@ class BehaviorCacheNode(LifecycleNode):
             self.destroy_service(service)
         if active.agent is not None:
             active.agent.destroy()
+        for tap in active.taps:
+            if parts is not None and parts.recorder is not None:
+                parts.recorder.remove_settle(tap.settle)
         self._stop_proxy_node()
         if active.hub is not None:
             active.hub.close()
@@ -646,6 +671,7 @@ class _Active:
 
     hub: SensorHub | None = None
     proxies: dict[str, ToolProxy] = field(default_factory=dict)
+    taps: list[Tap] = field(default_factory=list)
     replayer: Replayer | None = None
     agent: ActionClient | None = None
     runner: TaskRunner | None = None

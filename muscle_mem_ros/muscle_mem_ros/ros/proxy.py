@@ -17,6 +17,11 @@ happens before the result goes back to the agent, so the next step's pre
 snapshot never precedes this one's post. Calls that fail, are canceled or are
 rejected are forwarded but not recorded.
 
+A tool configured with ``record_from: introspection`` gets the client only:
+nothing is served, the agent calls the real server, and :mod:`.tap` records
+its calls from the server's introspection events through :meth:`ToolProxy.record`;
+replay goes through the same client as here.
+
 Two proxy-specific decisions: the proxy accepts every goal and aborts it if the
 real server rejects it or is not available (the action protocol gives a goal
 callback no way to wait for the server's answer; the goal callback does send
@@ -50,7 +55,7 @@ from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.cdr import canonical_cdr
-from muscle_mem_ros.ros.config import ToolConfig
+from muscle_mem_ros.ros.config import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.goalfields import set_fields
 from muscle_mem_ros.ros.introspection import message_to_json
 from muscle_mem_ros.ros.recorder import Recorder, Session
@@ -138,6 +143,8 @@ class ToolProxy:
         self._group = callback_group
         self._post_timeout = post_timeout
         self._log = logger if logger is not None else node.get_logger()
+        self._label = tool.proxy or tool.server
+        """How log lines name this tool: the proxy, or the server when nothing is served."""
         self._watch = CallWatch(node=node, callback_group=callback_group, present=self.ready,
                                 server=tool.server, timeout=timeout)
 
@@ -227,20 +234,36 @@ class ToolProxy:
         threading.Thread(target=work, name=f'record {self.tool.proxy}', daemon=True).start()
         await done
 
+    def record(
+        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
+    ) -> Snapshot | None:
+        """
+        Record a call the agent made straight to the server (seen in introspection events).
+
+        The same as a proxied call's recording (blocks for the post snapshot).
+
+        :param session: The recording the call was made in (nothing if None or ended).
+        :param message: The goal or request.
+        :param pre: Snapshot taken when the call was seen starting.
+        :param out: How it ended (``started``/``ended`` on the monotonic clock).
+        :return: The post snapshot if the step was appended, else None.
+        """
+        return self._record(session, message, pre, out)
+
     def _record(
         self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
-    ) -> None:
-        """Append the call to ``session`` if it is still the active one and succeeded."""
+    ) -> Snapshot | None:
+        """Append the call to ``session`` if still active and succeeded; return its post."""
         if session is None:
-            return
+            return None
         if out.status is not StepStatus.SUCCEEDED:
             self._log.info(
-                f'{self.tool.proxy}: call {out.status.value} ({out.detail}); not recorded'
+                f'{self._label}: call {out.status.value} ({out.detail}); not recorded'
             )
-            return
+            return None
         if self._hub.names and not self._hub.wait_newer(out.ended, self._post_timeout):
             self._log.warning(
-                f'{self.tool.proxy}: no data newer than the call from '
+                f'{self._label}: no data newer than the call from '
                 f'{", ".join(self._hub.lagging(out.ended))}; post snapshot uses older data'
             )
         post = self._hub.capture()
@@ -258,10 +281,12 @@ class ToolProxy:
         try:
             appended = session is self._recorder.active and session.append(step)
         except MuscleMemError as err:  # the call itself succeeded: say so, log the loss
-            self._log.error(f'{self.tool.proxy}: step not recorded: {err}')
-            return
+            self._log.error(f'{self._label}: step not recorded: {err}')
+            return None
         if not appended:
-            self._log.warning(f'{self.tool.proxy}: recording ended during the call; not recorded')
+            self._log.warning(f'{self._label}: recording ended during the call; not recorded')
+            return None
+        return post
 
 
 class ActionProxy(ToolProxy):
@@ -278,7 +303,7 @@ class ActionProxy(ToolProxy):
         self._handles: dict[bytes, Any] = {}
         self._handles_lock = threading.Lock()
         self._forwarded: dict[int, _Forward] = {}
-        self._server = ActionServer(
+        self._server = None if tool.record_from is RecordFrom.INTROSPECTION else ActionServer(
             self._node, tool.interface, tool.proxy, self._serve,
             goal_callback=self._on_goal,
             cancel_callback=self._on_cancel,
@@ -494,9 +519,9 @@ class ServiceProxy(ToolProxy):
         self._client = self._node.create_client(
             tool.interface, tool.server, callback_group=self._group
         )
-        self._service = self._node.create_service(
-            tool.interface, tool.proxy, self._serve, callback_group=self._group
-        )
+        self._service = None if tool.record_from is RecordFrom.INTROSPECTION else \
+            self._node.create_service(
+                tool.interface, tool.proxy, self._serve, callback_group=self._group)
 
     @property
     def payload_type(self) -> type:

@@ -8,6 +8,10 @@ teleop). While one is active every successful call through any proxy is
 appended to it, durably, as it finishes. Calls still in flight when it ends
 are not recorded. Calls made concurrently (an arm goal and a gripper request
 at once) are recorded in the order they finish and replayed one after another.
+
+Calls seen through introspection events (:mod:`.tap`) reach the node after the
+agent's own answer: a recording that is saved first waits for them, through the
+settle hooks each tap registers (:meth:`Recorder.add_settle`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 import threading
+import time
 
 from muscle_mem_ros.errors import MuscleMemError, RecordingBusyError, StoreError
 from muscle_mem_ros.records import Step, TrajectoryInfo
@@ -39,6 +44,8 @@ class Session:
     :ivar steps: Steps appended so far.
     :ivar lost: Why a step could not be stored ('' if none was lost): such a
         recording lacks a step and is never committed.
+    :ivar opened: When it started (``time.monotonic``); a call sent earlier is not
+        part of it, even if the node learns of it later (:mod:`.tap`).
     """
 
     task: str
@@ -50,6 +57,7 @@ class Session:
     closed: bool = False
     lost: str = ''
     lock: threading.Lock = field(default_factory=threading.Lock)
+    opened: float = field(default_factory=time.monotonic)
 
     def append(self, step: Step) -> bool:
         """Append ``step`` unless the session has ended; True if appended."""
@@ -72,6 +80,21 @@ class Recorder:
         self._store = store
         self._lock = threading.Lock()
         self._session: Session | None = None
+        self._settles: list[Callable[[Session], None]] = []
+
+    def add_settle(self, settle: Callable[[Session], None]) -> None:
+        """
+        Register a wait that :meth:`finish` runs before saving a session.
+
+        :param settle: Called with the session about to be saved; returns once the
+            calls it still records for that session are appended (bounded by itself).
+        """
+        self._settles.append(settle)
+
+    def remove_settle(self, settle: Callable[[Session], None]) -> None:
+        """Unregister a wait added with :meth:`add_settle` (nothing if absent)."""
+        if settle in self._settles:
+            self._settles.remove(settle)
 
     @property
     def active(self) -> Session | None:
@@ -123,6 +146,10 @@ class Recorder:
             trajectory (None when discarded).
         :raises StoreError: The store could not write, or a step was lost (``save``).
         """
+        session = self._session
+        if save and session is not None:
+            for settle in list(self._settles):
+                settle(session)
         with self._lock:
             session, self._session = self._session, None
         if session is None:

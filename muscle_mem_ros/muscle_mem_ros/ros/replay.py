@@ -37,8 +37,9 @@ from muscle_mem_ros.bindings import (
     match_variant, Plan, Shift, Substitution,
 )
 from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.matcher import Matcher
-from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, Step
+from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, Step, TrajectoryInfo
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.convert import substitution_msg
 from muscle_mem_ros.ros.health import StoreHealth
@@ -208,7 +209,8 @@ class Replayer:
 
         A persistent store reads lazily, and the matcher indexes a candidate set
         on first use: without this the first task after a start pays both (seconds
-        for a tree with 100 000 first steps). Returns the number of first steps.
+        for a tree with 100 000 first steps); the trees' bindings are learned too.
+        Returns the number of first steps.
         """
         self._store.preload()
         count = 0
@@ -216,6 +218,7 @@ class Replayer:
             usable = self.usable(self._store.children(task=task, variant=variant, parent=None))
             if self._matcher is not None:
                 self._matcher.warm(usable)
+            self.plans(task, variant)
             count += len(usable)
         return count
 
@@ -311,6 +314,17 @@ class Replayer:
                 break
             at, i = found.id, i + 1
         return variant, at, list(steps[i:])
+
+    def describe_bindings(self, info: TrajectoryInfo) -> str:
+        """Return '; bound: <step>:<field> <- <source> (<origin>), ...' for a trajectory, or ''."""
+        try:
+            plans = self.plans(info.task, info.variant)
+        except MuscleMemError:  # the event is still worth sending without them
+            return ''
+        bound = [f'{depth}:{b.field} <- {b.source} ({b.origin})'
+                 for depth, node_id in enumerate(info.node_ids)
+                 for b in plans.get(node_id, Plan()).bindings]
+        return '; bound: ' + ', '.join(bound) if bound else ''
 
     def variant_for(self, task: str, params: Mapping[str, Any], literal: str) -> str:
         """

@@ -281,7 +281,8 @@ class TaskRunner:
             self._sink(
                 kind=CacheEvent.BRANCH_LEARNED, task=task, step=resume.step,
                 trajectory_id=info.id,
-                detail=f'learned {result.steps_by_agent} steps from step {resume.step}',
+                detail=f'learned {result.steps_by_agent} steps from step {resume.step}'
+                + self._replayer.describe_bindings(info),
             )
         goal_handle.succeed()
         return result

@@ -33,6 +33,12 @@ recording another live process is making is told apart from one whose process
 died. Abandoned ones are purged on open once older than ``abandoned_retention``
 and on demand by :meth:`SqliteStore.purge_abandoned`.
 
+Read-only (``read_only=True``, for inspection tools): the file is opened with
+SQLite's ``mode=ro``, so its bytes are never written: no migration (a file of an
+older schema is refused), no purge, no lock files, and every write raises
+:class:`~muscle_mem_ros.errors.StoreAccessError`. SQLite may still create the
+``-wal`` and ``-shm`` files next to a WAL database, as it does for any reader.
+
 Loading is lazy: opening reads only the header and meta table; the children
 of a tree node are read on first use and then cached (and kept up to date by
 this store's own writes).
@@ -58,7 +64,13 @@ from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_fro
 from .legacy import Dropped
 from .owners import HOST, make_dirs, Owner
 from ..bulk import gc_paused
-from ..errors import StoreAccessError, StoreCorruptError, StoreError, UnknownTrajectoryError
+from ..errors import (
+    StoreAccessError,
+    StoreCorruptError,
+    StoreError,
+    StoreVersionError,
+    UnknownTrajectoryError,
+)
 from ..records import Node, Step, TaskStats, TrajectoryInfo
 
 __all__ = ['DEFAULT_ABANDONED_RETENTION', 'SqliteStore']
@@ -133,6 +145,8 @@ class SqliteStore(Store):
         Recorded in the file's meta table.
     :param abandoned_retention: Seconds; on open, incomplete recordings whose process is
         gone and that started longer ago than this are deleted. None keeps them.
+    :param read_only: Open without ever writing the file (see the module docstring): a
+        missing file, or one of an older schema, raises instead of being created or migrated.
     :ivar backup: Path of the copy made before a schema migration on open, or None.
     :ivar migration_dropped: What that migration could not convert (None if none ran).
     :ivar purged: Abandoned recordings deleted on open.
@@ -150,6 +164,7 @@ class SqliteStore(Store):
         timeout: float = 30.0,
         allow_pickle: bool = False,
         abandoned_retention: float | None = DEFAULT_ABANDONED_RETENTION,
+        read_only: bool = False,
     ) -> None:
         if synchronous.upper() not in ('OFF', 'NORMAL', 'FULL', 'EXTRA'):
             raise ValueError(
@@ -163,6 +178,7 @@ class SqliteStore(Store):
         self._batch_depth = 0
         self._allow_pickle = bool(allow_pickle)
         self._owner = Owner(self.file)
+        self._read_only = bool(read_only)
         self.backup: Path | None = None
         self.migration_dropped: Dropped | None = None
         self.purged = 0
@@ -173,14 +189,20 @@ class SqliteStore(Store):
             if access is None:
                 raise
             raise access from err
+        if fresh and self._read_only:
+            raise StoreAccessError(f'{self.file}: no store there (empty or missing); '
+                                   'opened read-only, nothing was created')
         if fresh:
             self._create_file()
-        elif not os.access(self.file, os.W_OK):
+        elif not self._read_only and not os.access(self.file, os.W_OK):
             raise self._access_error(PermissionError(f'{self.file} is not writable')) or \
                 StoreAccessError(f'{self.file}: cannot open store: not writable')
         try:
-            self._conn = sqlite3.connect(str(self.file), timeout=timeout, isolation_level=None,
-                                         check_same_thread=False)
+            target, uri = str(self.file), False
+            if self._read_only:
+                target, uri = self.file.resolve().as_uri() + '?mode=ro', True
+            self._conn = sqlite3.connect(target, timeout=timeout, isolation_level=None,
+                                         check_same_thread=False, uri=uri)
         except sqlite3.Error as err:
             raise self._access_error(err) or StoreCorruptError(
                 f'{self.file}: cannot open store: {err}') from err
@@ -196,7 +218,7 @@ class SqliteStore(Store):
             self._conn.close()
             raise
         self._data_version = self._conn.execute('PRAGMA data_version').fetchone()[0]
-        if abandoned_retention is not None:
+        if abandoned_retention is not None and not self._read_only:
             try:
                 self.purged = self.purge_abandoned(older_than=abandoned_retention)
                 if not self.purged:
@@ -263,9 +285,21 @@ class SqliteStore(Store):
     def _sidecar(self, suffix: str) -> Path:
         return self.file.with_name(self.file.name + suffix)
 
+    @property
+    def read_only(self) -> bool:
+        """Return True if this store was opened read-only (every write raises)."""
+        return self._read_only
+
     def _open(self, fresh: bool, synchronous: str) -> None:
         conn = self._conn
         version = 0 if fresh else schema.verify(conn, self.file)
+        if self._read_only:
+            if version < schema.SCHEMA_VERSION:
+                raise StoreVersionError(
+                    f'{self.file}: store schema version {version} is older than this '
+                    f'muscle_mem_ros ({schema.SCHEMA_VERSION}) and opened read-only it cannot '
+                    'be migrated: open it once writable (start the node on it) to migrate')
+            return
         try:
             if conn.execute('PRAGMA journal_mode').fetchone()[0].lower() != 'wal':
                 conn.execute('PRAGMA journal_mode = WAL')
@@ -314,6 +348,8 @@ class SqliteStore(Store):
     @contextmanager
     def _write(self) -> Iterator[None]:
         """Run the body in a write transaction (or inside the current batch)."""
+        if self._read_only:
+            raise StoreAccessError(f'{self.file}: the store was opened read-only')
         if self._batch_depth:
             yield
             return
@@ -434,6 +470,8 @@ class SqliteStore(Store):
         self, *, task: str, variant: str, params_json: str, parent: int | None = None,
     ) -> Recording:
         """Start a recording under ``parent``; its steps are durable as they come."""
+        if self._read_only:
+            raise StoreAccessError(f'{self.file}: the store was opened read-only')
         with self._reading() as conn:
             sqltree.check_parent(self._conn, task, variant, parent)
             try:

@@ -1,0 +1,209 @@
+"""
+The ``muscle-mem`` command: look at, export, tune and prune what a cache learned.
+
+Works on a store file (or URL) without a running node, read-only unless a
+command must write (``forget``). Every command prints a table for people, or
+JSON with ``--json``. Bad input (an unknown task, a file that is not a store,
+a newer schema) prints one line on stderr and exits 1; the store is untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+import sys
+
+from rich.tree import Tree
+import yaml
+
+from . import calibrate, export
+from .inventory import (
+    open_cli_store,
+    show_task,
+    store_stats,
+    task_rows,
+    task_trajectories,
+    task_tree,
+)
+from .output import Output, when
+from .paramsfile import read_binding_settings
+from ..errors import MuscleMemError
+
+__all__ = ['build_parser', 'main']
+
+EXIT_ERROR = 1
+"""Exit status of a command that failed (argparse's usage errors exit 2)."""
+
+
+def _cmd_tasks(args: argparse.Namespace, out: Output) -> int:
+    with open_cli_store(args.store) as store:
+        rows = task_rows(store)
+    if out.json_mode:
+        out.json(rows)
+        return 0
+    out.table(
+        ('task', 'params', 'trajectories', 'steps', 'hits', 'misses', 'last used'),
+        ([r['task'], '\n'.join(r['params']), r['trajectories'], r['steps'], r['hits'],
+          r['misses'], when(r['last_used'])] for r in rows),
+        right=('trajectories', 'steps', 'hits', 'misses'))
+    return 0
+
+
+def _tree_label(entry: dict) -> str:
+    goal = entry['goal'] if len(entry['goal']) <= 50 else entry['goal'][:47] + '...'
+    end = f"  -> trajectory {entry['ends_trajectory']}" if entry['ends_trajectory'] else ''
+    bound = ', '.join(f"{b['field']}<-{b['source']}" for b in entry['bindings'])
+    bound = f'  bound: {bound}' if bound else ''
+    return (f"[{entry['step']}] {entry['tool']}  {goal}  "
+            f"(x{entry['successes']}, {when(entry['last_success'])}){bound}{end}")
+
+
+def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
+    bindings = read_binding_settings(args.params, args.node_name) if args.params else None
+    with open_cli_store(args.store) as store:
+        trees = task_tree(store, args.task, bindings)
+    if out.json_mode:
+        out.json(trees)
+        return 0
+    for tree in trees:
+        root = Tree(f"{args.task}  params {tree['params']}  "
+                    f"({len(tree['trajectories'])} trajectories)")
+        stack = [(root, entry) for entry in reversed(tree['steps'])]
+        while stack:
+            branch, entry = stack.pop()
+            node = branch.add(_tree_label(entry))
+            stack.extend((node, child) for child in reversed(entry['children']))
+        out.print(root)
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace, out: Output) -> int:
+    with open_cli_store(args.store) as store:
+        shown = show_task(store, args.task, args.trajectory)
+    if out.json_mode:
+        out.json(shown)
+        return 0
+    for traj in shown:
+        out.print(f"trajectory {traj['trajectory']}  task {traj['task']}  params "
+                  f"{traj['params']}  created {when(traj['created'])}  replays "
+                  f"{traj['replays']}")
+        for step in traj['steps']:
+            body = {'goal': step['goal'], 'pre': step['pre'], 'post': step['post']}
+            text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=96)
+            out.print(f"- step {step['step']}: {step['tool']} ({step['kind']} {step['type']}, "
+                      f"{step['status']}, {step['duration']:.3f} s)")
+            out.print('  ' + text.rstrip().replace('\n', '\n  '))
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace, out: Output) -> int:
+    with open_cli_store(args.store) as store:
+        data = store_stats(store, args.store)
+    if out.json_mode:
+        out.json(data)
+        return 0
+    rate = data['hit_rate']
+    out.table(('what', 'value'), [
+        ('store', data['store']),
+        ('size', f"{data['file_bytes']} bytes" if 'file_bytes' in data else '-'),
+        ('tasks', data['tasks']), ('trajectories', data['trajectories']),
+        ('steps', data['steps']), ('hits', data['hits']), ('misses', data['misses']),
+        ('hit rate', '-' if rate is None else f'{rate:.1%}'), ('replays', data['replays']),
+        ('incomplete recordings', f"{data['incomplete_recordings']} "
+         f"({data['abandoned_recordings']} abandoned)"),
+    ], right=('value',))
+    return 0
+
+
+def _cmd_forget(args: argparse.Namespace, out: Output) -> int:
+    with open_cli_store(args.store) as store:
+        found = task_trajectories(store, args.task)
+        if args.trajectory is not None and args.trajectory not in {t.id for t in found}:
+            raise MuscleMemError(f'task {args.task!r} has no trajectory {args.trajectory}')
+        what = (f'trajectory {args.trajectory} of task {args.task!r}'
+                if args.trajectory is not None else
+                f'task {args.task!r} ({len(found)} trajectories)')
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise MuscleMemError(f'forget {what}: pass --yes (no terminal to ask on)')
+            answer = input(f'forget {what} from {args.store}? [y/N] ')
+            if answer.strip().lower() not in ('y', 'yes'):
+                out.note('nothing forgotten')
+                return EXIT_ERROR
+    # Only now, asked and answered, is the store opened for writing.
+    with open_cli_store(args.store, write=True) as store:
+        removed = store.forget(task=args.task, trajectory_id=args.trajectory)
+    if out.json_mode:
+        out.json({'task': args.task, 'trajectory': args.trajectory, 'removed': removed})
+    else:
+        out.print(f'forgot {removed} trajectories of task {args.task!r}')
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``muscle-mem`` and its subcommands."""
+    parser = argparse.ArgumentParser(
+        prog='muscle-mem',
+        description='Look at, export, tune and prune what a muscle_mem_ros cache learned. '
+                    'STORE is the SQLite file (store_path) or a store URL; it is opened '
+                    'read-only unless the command must write.')
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument('--json', action='store_true', help='print JSON for scripts')
+    sub = parser.add_subparsers(dest='command', required=True, metavar='COMMAND')
+
+    def add(name: str, text: str, *, task: bool = True, trajectory: bool = False,
+            store: bool = True) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, parents=[common], help=text, description=text)
+        if store:
+            cmd.add_argument('store', metavar='STORE', help='store file or URL')
+        if task:
+            cmd.add_argument('task', metavar='TASK', help='task name')
+        if trajectory:
+            cmd.add_argument('--trajectory', type=int, metavar='ID',
+                             help='only this trajectory')
+        return cmd
+
+    add('tasks', 'list the tasks: params, trajectories, steps, hits, last use',
+        task=False).set_defaults(run=_cmd_tasks)
+    cmd = add('tree', "a task's branches as a tree: step, tool, goal, successes, last success, "
+              'bindings')
+    cmd.add_argument('--params', metavar='FILE',
+                     help="the node's params file: declared bindings, sensor tolerances")
+    cmd.add_argument('--node-name', default='muscle_mem',
+                     help='top key of the params file (default muscle_mem)')
+    cmd.set_defaults(run=_cmd_tree)
+    add('show', "a task's trajectories with goals (YAML) and pre/post snapshots",
+        trajectory=True).set_defaults(run=_cmd_show)
+    add('stats', 'store-wide counters: trajectories, steps, hit rate, incomplete recordings',
+        task=False).set_defaults(run=_cmd_stats)
+    cmd = add('forget', 'remove a task (or one trajectory of it) from the store',
+              trajectory=True)
+    cmd.add_argument('--yes', action='store_true', help='do not ask for confirmation')
+    cmd.set_defaults(run=_cmd_forget)
+    export.add_parser(add('export', 'write a task or a trajectory to an MCAP file: goals as '
+                          'their ROS types, snapshots as muscle_mem_interfaces/msg/Snapshot',
+                          trajectory=True))
+    calibrate.add_parser(add('calibrate', 'propose sensor tolerances: from the recorded runs '
+                             'of a task, or live from a running node (--live NODE)',
+                             task=False, store=False))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """
+    Run ``muscle-mem``; return the exit status.
+
+    :param argv: Arguments (default: the process's).
+    :return: 0 on success, 1 on an error (one line on stderr), 2 on a usage error.
+    """
+    args = build_parser().parse_args(argv)
+    out = Output(json_mode=args.json)
+    try:
+        return int(args.run(args, out) or 0)
+    except (MuscleMemError, OSError, ValueError) as err:
+        message = ' '.join(str(err).split()) or type(err).__name__
+        print(f'muscle-mem {args.command}: error: {message}', file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f'muscle-mem {args.command}: interrupted', file=sys.stderr)
+        return 130
