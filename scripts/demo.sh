@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up (venv, ROS wheels, build) if needed, then run the end-to-end demo: the
 # MuJoCo arm, the behavior cache and the demo planning agent, through a scripted
-# story (miss, replay, nudge, mid-task bump and handoff, learned branch).
+# story (miss, replay, nudge, mid-task bump and handoff, learned branch, a moved cube and
+# another place target replayed through bindings, a cube beyond their range handed to the agent).
 # Arguments go to the demo, e.g. scripts/demo.sh --think-time 0.5 --rtf 2.
 set -eo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

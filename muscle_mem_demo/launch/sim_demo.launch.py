@@ -1,4 +1,4 @@
-"""
+r"""
 Launch the MuJoCo demo: sim robot, behavior cache and demo planning agent.
 
     ros2 launch muscle_mem_demo sim_demo.launch.py
@@ -8,7 +8,7 @@ Launch the MuJoCo demo: sim robot, behavior cache and demo planning agent.
 Then send the task to the cache (the agent is called on a miss):
 
     ros2 action send_goal /muscle_mem/execute_task muscle_mem_interfaces/action/ExecuteTask \
-        "{task: pick_and_place}"
+        '{task: pick_and_place, params_json: "{\"place\": [0.3, -0.3]}"}'
 
 The same three nodes start without ROS launch through `sim_demo`, which also runs the
 scripted story. The cache's parameters are the package's config/sim_demo.yaml.
@@ -66,6 +66,7 @@ def generate_launch_description():
             parameters=[{
                 'think_time': LaunchConfiguration('think_time'),
                 'arm_action': '/muscle_mem/arm/follow_joint_trajectory',
+                'pose_action': '/muscle_mem/arm/move_to_pose',
                 'gripper_service': '/muscle_mem/gripper/set',
             }],
             output='screen',

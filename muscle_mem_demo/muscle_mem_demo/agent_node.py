@@ -3,19 +3,22 @@ ROS 2 node ``demo_agent``: a slow planning agent serving ExecuteTask for the dem
 
 It stands in for an LLM, VLM or motion-planner agent: before every step it perceives the
 world (``joint_states``, ``object_pose``), asks :func:`planner.next_step` what to do, spends
-``think_time`` seconds "thinking", and sends the step as a joint-trajectory goal or a gripper
-request. Point ``arm_action`` and ``gripper_service`` at the behavior cache's proxies (or
-remap them) so the cache records what the agent does.
+``think_time`` seconds "thinking", and sends the step as a Cartesian MoveToPose goal (to and
+from the cube, at the place target), a joint-trajectory goal (the move home) or a gripper
+request. Point ``pose_action``, ``arm_action`` and ``gripper_service`` at the behavior cache's
+proxies (or remap them) so the cache records what the agent does.
 
-Task ``pick_and_place``; params JSON may hold ``{"place": [x, y]}`` (metres). The resume
-context is honoured: with ``resume_from_step`` k the steps before k are taken as done and the
-rest is planned from the current state, numbered from k.
+Task ``pick_and_place``; params JSON may hold ``{"place": [x, y]}`` (metres; the place steps'
+goals then carry exactly these x, y). The resume context is honoured: with
+``resume_from_step`` k the steps before k are taken as done and the rest is planned from the
+current state, numbered from k.
 
 Each call is announced on ``~/calls`` (std_msgs/String, JSON: event start|end, task,
 resume_from_step, steps, success) so demos and tests can count the agent's calls.
 
 Parameters: ``think_time`` (s, 1.5), ``arm_action`` ('arm/follow_joint_trajectory'),
-``gripper_service`` ('gripper/set'), ``place_x``/``place_y`` (m, 0.3/-0.3),
+``pose_action`` ('arm/move_to_pose'), ``gripper_service`` ('gripper/set'),
+``place_x``/``place_y`` (m, 0.3/-0.3),
 ``move_time``/``vertical_time`` (s of robot motion, 0.8/0.5), ``step_timeout`` (s, 30.0),
 ``max_steps`` (16), ``goal_tolerance`` (rad, 0.005).
 """
@@ -33,7 +36,7 @@ from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo import kinematics
 from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_demo.planner import next_step, PickPlaceSpec, PlannedStep, StepKind, WorldView
-from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
 from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.action_client import ActionClient
@@ -73,6 +76,7 @@ class DemoAgentNode(Node):
         super().__init__(node_name, **kwargs)
         self._think_time = declare_number(self, 'think_time', 1.5, minimum=0.0)
         arm_action = declare_string(self, 'arm_action', 'arm/follow_joint_trajectory')
+        pose_action = declare_string(self, 'pose_action', 'arm/move_to_pose')
         gripper = declare_string(self, 'gripper_service', 'gripper/set')
         self._step_timeout = declare_number(self, 'step_timeout', 30.0, minimum=0.0,
                                             exclusive=True)
@@ -99,6 +103,7 @@ class DemoAgentNode(Node):
                                  callback_group=self._group)
         self._arm = ActionClient(self, FollowJointTrajectory, arm_action,
                                  callback_group=self._group)
+        self._pose = ActionClient(self, MoveToPose, pose_action, callback_group=self._group)
         self._gripper = self.create_client(SetBool, gripper, callback_group=self._group)
         self._calls = self.create_publisher(String, '~/calls', 10)
         self._server = ActionServer(
@@ -112,7 +117,7 @@ class DemoAgentNode(Node):
         )
         self.get_logger().info(
             f'demo agent up: think {self._think_time} s/step, arm -> {self._arm._action_name}, '
-            f'gripper -> {self._gripper.srv_name}'
+            f'pose -> {self._pose._action_name}, gripper -> {self._gripper.srv_name}'
         )
 
     def shutdown(self) -> None:
@@ -276,12 +281,25 @@ class DemoAgentNode(Node):
     def _send(self, step: PlannedStep, task: ServerGoalHandle) -> None:
         if step.kind is StepKind.GRIPPER:
             self._call_gripper(step)
+        elif step.kind is StepKind.POSE:
+            self._run_goal(self._pose, self._pose_goal(step), step, task)
         else:
-            self._move(step, task)
+            self._run_goal(self._arm, self._trajectory_goal(step), step, task)
 
-    def _move(self, step: PlannedStep, task: ServerGoalHandle) -> None:
-        if not self._arm.wait_for_server(timeout_sec=self._step_timeout):
-            raise _TaskFailed(f'action server {self._arm._action_name} not available')
+    @staticmethod
+    def _pose_goal(step: PlannedStep) -> MoveToPose.Goal:
+        """Return the MoveToPose goal of a POSE step: the planned target, gripper down."""
+        if step.target is None:
+            raise _TaskFailed(f'{step.label}: a Cartesian step without a target')
+        goal = MoveToPose.Goal()
+        goal.target.header.frame_id = 'world'
+        position = goal.target.pose.position
+        position.x, position.y, position.z = step.target.x, step.target.y, step.target.z
+        goal.target.pose.orientation.w = 1.0
+        goal.duration = _duration(step.duration)
+        return goal
+
+    def _trajectory_goal(self, step: PlannedStep) -> FollowJointTrajectory.Goal:
         goal = FollowJointTrajectory.Goal()
         goal.goal_tolerance = [JointTolerance(name=name, position=self._goal_tolerance)
                                for name in kinematics.ARM_JOINTS]
@@ -290,11 +308,16 @@ class DemoAgentNode(Node):
         point = JointTrajectoryPoint()
         point.positions = [float(v) for v in step.joints]
         point.velocities = [0.0] * len(step.joints)
-        seconds = int(step.duration)
-        point.time_from_start = Duration(sec=seconds,
-                                         nanosec=int(round((step.duration - seconds) * 1e9)))
+        point.time_from_start = _duration(step.duration)
         goal.trajectory.points = [point]
-        handle = self._wait(self._arm.send_goal_async(goal), 'goal acceptance')
+        return goal
+
+    def _run_goal(self, client: ActionClient, goal: Any, step: PlannedStep,
+                  task: ServerGoalHandle) -> None:
+        """Send one arm goal, wait for its result (canceled with the task); raise on failure."""
+        if not client.wait_for_server(timeout_sec=self._step_timeout):
+            raise _TaskFailed(f'action server {client._action_name} not available')
+        handle = self._wait(client.send_goal_async(goal), 'goal acceptance')
         if not handle.accepted:
             raise _TaskFailed(f'{step.label}: goal rejected')
         result = handle.get_result_async()
@@ -309,9 +332,9 @@ class DemoAgentNode(Node):
                 self._check_stopping()
                 raise _TaskFailed(f'{step.label}: no result within {self._step_timeout} s')
             time.sleep(0.02)
-        response = self._wait(result, 'trajectory result')
+        response = self._wait(result, 'arm goal result')
         code = response.result.error_code
-        if code != FollowJointTrajectory.Result.SUCCESSFUL:
+        if code != 0:  # SUCCESSFUL in both FollowJointTrajectory and MoveToPose
             raise _TaskFailed(f'{step.label}: error {code} {response.result.error_string}')
 
     def _call_gripper(self, step: PlannedStep) -> None:
@@ -334,6 +357,11 @@ class DemoAgentNode(Node):
         if future.exception() is not None:
             raise _TaskFailed(f'{what} failed: {future.exception()}')
         return future.result()
+
+
+def _duration(seconds: float) -> Duration:
+    whole = int(seconds)
+    return Duration(sec=whole, nanosec=int(round((seconds - whole) * 1e9)))
 
 
 def _stamp_ns(stamp: Any) -> int:

@@ -29,7 +29,13 @@ from muscle_mem_demo.processes import (
     node_commands,
     NodeProcessError,
 )
-from muscle_mem_demo.report import format_row, HEADER, rule, write_figure
+from muscle_mem_demo.report import (
+    describe_substitutions,
+    format_row,
+    HEADER,
+    rule,
+    write_figure,
+)
 from muscle_mem_demo.story import judge, RunMode, RunOutcome, STORY
 
 __all__ = ['main', 'parse_args', 'run_story']
@@ -40,8 +46,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog='sim_demo',
         description='MuJoCo arm + behavior cache + planning agent: a scripted story showing '
-        'a miss, replays, a nudge within tolerance, a mid-task bump with handoff, and the '
-        'learned branch replayed.',
+        'a miss, replays, a nudge within tolerance, a mid-task bump with handoff, the '
+        'learned branch replayed, a replay retargeted to a moved cube, one to another place '
+        "target, and a cube beyond the bindings' range going to the agent.",
     )
     parser.add_argument('--think-time', type=float, default=1.5,
                         help="the agent's think time per step, seconds (default 1.5)")
@@ -53,6 +60,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--store', default=None,
                         help="the cache's SQLite file (default: a fresh temporary file, so "
                         'the story starts with a miss)')
+    parser.add_argument('--params-file', type=Path, default=None,
+                        help="the cache's ROS params file (default: the package's "
+                        'config/sim_demo.yaml)')
     parser.add_argument('--startup-timeout', type=float, default=60.0,
                         help='seconds to wait for the nodes to come up (default 60)')
     args = parser.parse_args(argv)
@@ -85,7 +95,7 @@ def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[Run
         scratch = tempfile.TemporaryDirectory(prefix='muscle_mem_demo_')
         store = str(Path(scratch.name) / 'cache.db')
     commands = node_commands(rtf=args.rtf, think_time=args.think_time, store_path=store,
-                             params_file=config_path('sim_demo.yaml'))
+                             params_file=args.params_file or config_path('sim_demo.yaml'))
     say(f'muscle_mem_ros demo: think time {args.think_time} s/step, rtf {args.rtf}, '
         f'store {store}, ROS_DOMAIN_ID {os.environ.get("ROS_DOMAIN_ID", "0")}')
     outcomes: list[RunOutcome] = []
@@ -121,6 +131,8 @@ def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[Run
                             else 'a learned branch matched, agent not called'
                         )
                         say(f'      cache noticed: {outcome.check_failure}; {then}')
+                    if outcome.substituted and outcome.spec.expect.substitutes:
+                        say(f'      cache substituted: {describe_substitutions(outcome)}')
                     children.check()
                 say(rule())
             finally:
@@ -143,8 +155,12 @@ def _summary(outcomes: Sequence[RunOutcome]) -> list[dict[str, object]]:
             'steps_by_agent': o.by_agent,
             'agent_calls': list(o.agent_calls),
             'wall_time': o.wall_time,
+            'params': json.loads(o.spec.params_json),
+            'place_target': list(o.spec.place),
+            'object_start': list(o.object_start) if o.object_start else None,
             'final_object': o.final_object,
             'placement_error': o.placement_error if o.final_object else None,
+            'substituted': [dict(s) for s in o.substituted],
             'held': o.held,
             'failures': list(o.failures),
             'check_failure': o.check_failure,

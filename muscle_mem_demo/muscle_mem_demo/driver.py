@@ -33,7 +33,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-__all__ = ['DriverError', 'StoryDriver']
+__all__ = ['DriverError', 'StoryDriver', 'substitution_record']
 
 TASK = 'pick_and_place'
 
@@ -52,8 +52,9 @@ class StoryDriver(Node):
         cache_events: str = '/muscle_mem/events',
         robot: str = '/sim_robot',
         agent: str = '/demo_agent',
+        node_name: str = 'sim_demo',
     ) -> None:
-        super().__init__('sim_demo')
+        super().__init__(node_name)
         group = ReentrantCallbackGroup()
         self._lock = threading.Lock()
         self._joints: JointState | None = None
@@ -75,7 +76,8 @@ class StoryDriver(Node):
                                  callback_group=group)
         self.create_subscription(PoseStamped, '/object_pose', self._on_object, 10,
                                  callback_group=group)
-        self.create_subscription(String, f'{agent}/calls', self._on_call, 10,
+        self._calls_topic = f'{agent}/calls'
+        self.create_subscription(String, self._calls_topic, self._on_call, 10,
                                  callback_group=group)
         self.create_subscription(CacheEvent, cache_events, self._on_event, 50,
                                  callback_group=group)
@@ -131,12 +133,13 @@ class StoryDriver(Node):
         """
         deadline = time.monotonic() + timeout
         checks: list[tuple[str, Callable[[], bool]]] = [
-            ('the cache action /muscle_mem/execute_task', self._task.server_is_ready),
-            ('the agent action /demo_agent/execute_task', self._agent_server.server_is_ready),
+            (f'the cache action {self._task._action_name}', self._task.server_is_ready),
+            (f'the agent action {self._agent_server._action_name}',
+             self._agent_server.server_is_ready),
             ('the robot service ~/reset', self._reset.service_is_ready),
             ('the robot service ~/move_object', self._move.service_is_ready),
             ('/joint_states and /object_pose', self._streaming),
-            ('the agent topic ~/calls', lambda: self.count_publishers('/demo_agent/calls') > 0),
+            ('the agent topic ~/calls', lambda: self.count_publishers(self._calls_topic) > 0),
         ]
         for what, ready in checks:
             while not ready():
@@ -186,9 +189,18 @@ class StoryDriver(Node):
             raise DriverError(f'move_object refused: {response.message}')
 
     def execute(self, spec: RunSpec, *, timeout: float) -> RunOutcome:
-        """Send the task to the cache, wait for the result, observe the world afterwards."""
+        """
+        Send the task (with the run's parameters) to the cache, wait, observe the world after.
+
+        The cube's position when the goal is sent is ``object_start``; what the cache reports
+        as substituted (ExecuteTask result ``substituted``, when the cache has that field)
+        is ``substituted``.
+        """
         outcome = RunOutcome(spec=spec)
         with self._lock:
+            if self._object is not None:
+                p = self._object.pose.position
+                outcome.object_start = (p.x, p.y, p.z)
             self._calls.clear()
             self._events.clear()
             self._trace_times, self._trace_positions = [], []
@@ -197,7 +209,8 @@ class StoryDriver(Node):
             self._recording = True
         started = time.monotonic()
         try:
-            handle = self._wait(self._task.send_goal_async(ExecuteTask.Goal(task=TASK)),
+            goal = ExecuteTask.Goal(task=TASK, params_json=spec.params_json)
+            handle = self._wait(self._task.send_goal_async(goal),
                                 timeout=30.0, what='goal acceptance')
             if not handle.accepted:
                 outcome.message = 'the cache rejected the task'
@@ -210,6 +223,8 @@ class StoryDriver(Node):
             outcome.replayed = int(result.steps_replayed)
             outcome.by_agent = int(result.steps_by_agent)
             outcome.message = result.message
+            outcome.substituted = tuple(
+                substitution_record(s) for s in getattr(result, 'substituted', ()))
         except TimeoutError as err:
             outcome.message = str(err)
         finally:
@@ -293,6 +308,21 @@ class StoryDriver(Node):
         if future.exception() is not None:
             raise DriverError(f'{what} failed: {future.exception()}')
         return future.result()
+
+
+def substitution_record(msg: Any) -> dict[str, object]:
+    """
+    Return a Substitution message as a plain dict: step, tool, field, source, recorded, value.
+
+    :param msg: a ``muscle_mem_interfaces/msg/Substitution`` (fields read by name, so a
+        field the message lacks is left out).
+    """
+    record: dict[str, object] = {}
+    for name in ('step', 'tool', 'field', 'source', 'origin', 'recorded', 'value'):
+        if hasattr(msg, name):
+            value = getattr(msg, name)
+            record[name] = value if isinstance(value, (int, float, str)) else str(value)
+    return record
 
 
 def _ns(stamp: Any) -> int:

@@ -4,7 +4,14 @@ ROS-free pick-and-place planning for the demo arm, one step at a time from the c
 The demo agent calls :func:`next_step` before every step with what it perceives now (joint
 positions, jaw state, the cube's pose), as an LLM or VLM planner would be queried per step.
 From home the answer sequence is eight steps: move above the object, descend, close the
-gripper, lift, move above the place target, lower, open the gripper, return home. Because each
+gripper, lift, move above the place target, lower, open the gripper, return home. The arm moves
+are Cartesian (:attr:`StepKind.POSE`: a target for the grasp point, sent as a MoveToPose goal)
+except the last, a joint-space move home (:attr:`StepKind.MOVE`, a joint trajectory). The
+targets are derived from data the way a script would derive them: the moves to and from the
+cube take their x, y from its perceived position, exactly (no offset), and the moves at the
+place target take the target's x, y exactly as given; heights are constants of the spec. That
+is what lets the behavior cache bind those goal fields (a sensor feature plus an offset, a task
+parameter by equality) and retarget a replay. Because each
 answer depends only on the current state, the same function resumes a task anywhere: if the
 cube was knocked away after the first step, the next answer is "move above the object" at its
 new position. :func:`plan` rolls the sequence forward on the ideal outcome of each step, for
@@ -34,7 +41,9 @@ class StepKind(enum.Enum):
     """What a planned step commands."""
 
     MOVE = 'move'
-    """A joint trajectory to ``PlannedStep.joints``."""
+    """A joint trajectory to ``PlannedStep.joints`` (the joint-space move home)."""
+    POSE = 'pose'
+    """A Cartesian move of the grasp point to ``PlannedStep.target``, gripper down."""
     GRIPPER = 'gripper'
     """Open or close the jaws (``PlannedStep.close``)."""
 
@@ -48,9 +57,12 @@ class PlannedStep:
     label: str
     """Short description, for example 'descend to the object'."""
     joints: tuple[float, ...] = ()
-    """Target arm joint positions (ARM_JOINTS order) for MOVE steps."""
+    """Target arm joint positions (ARM_JOINTS order) for MOVE steps; for POSE steps the
+    inverse kinematics of the target (what the robot will solve)."""
     duration: float = 0.0
-    """Seconds the trajectory takes, for MOVE steps."""
+    """Seconds the motion takes, for MOVE and POSE steps."""
+    target: GraspPoint | None = None
+    """Where the grasp point goes, world frame, for POSE steps."""
     close: bool = False
     """For GRIPPER steps: True closes, False opens."""
 
@@ -79,6 +91,9 @@ class PickPlaceSpec:
     """Grasp-point height for moves above the table, metres."""
     release_height: float = 0.025
     """Grasp-point height when letting go, metres (the cube centre rests at 0.02)."""
+    grasp_height: float = 0.02
+    """Grasp-point height when closing on the cube, metres (a constant, not the perceived
+    height, so the goal does not change with sensor noise)."""
     move_time: float = 0.8
     """Seconds for moves between hover poses and home."""
     vertical_time: float = 0.5
@@ -95,9 +110,9 @@ class PickPlaceSpec:
     """Largest joint difference counting as being at home, radians."""
 
     def __post_init__(self) -> None:
-        for name in ('hover_height', 'move_time', 'vertical_time', 'align_tolerance',
-                     'height_tolerance', 'holding_radius', 'placed_tolerance',
-                     'home_tolerance'):
+        for name in ('hover_height', 'grasp_height', 'move_time', 'vertical_time',
+                     'align_tolerance', 'height_tolerance', 'holding_radius',
+                     'placed_tolerance', 'home_tolerance'):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0.0):
                 raise ValueError(f'{name} must be a positive number, got {value}')
@@ -126,7 +141,7 @@ def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
     if held:
         if grasp.distance_xy(spec.place) > spec.align_tolerance:
             if grasp.z < spec.hover_height - spec.height_tolerance:
-                return _move('lift the object', replace(grasp, z=spec.hover_height),
+                return _move('lift the object', replace(cube, z=spec.hover_height),
                              spec.vertical_time)
             return _move('move above the place target',
                          replace(spec.place, z=spec.hover_height), spec.move_time)
@@ -147,7 +162,8 @@ def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
         return _move('move above the object', replace(cube, z=spec.hover_height),
                      spec.move_time)
     if grasp.z > cube.z + spec.height_tolerance:
-        return _move('descend to the object', cube, spec.vertical_time)
+        return _move('descend to the object', replace(cube, z=spec.grasp_height),
+                     spec.vertical_time)
     return PlannedStep(kind=StepKind.GRIPPER, label='close the gripper', close=True)
 
 
@@ -168,8 +184,8 @@ def plan(view: WorldView, spec: PickPlaceSpec, *, max_steps: int = 16) -> list[P
 
 
 def _move(label: str, target: GraspPoint, duration: float) -> PlannedStep:
-    return PlannedStep(kind=StepKind.MOVE, label=label, joints=kinematics.inverse(target),
-                       duration=duration)
+    return PlannedStep(kind=StepKind.POSE, label=label, joints=kinematics.inverse(target),
+                       duration=duration, target=target)
 
 
 def _ideal_outcome(view: WorldView, step: PlannedStep, spec: PickPlaceSpec) -> WorldView:

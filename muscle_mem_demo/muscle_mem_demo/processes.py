@@ -73,6 +73,7 @@ def node_commands(
             python, '-m', 'muscle_mem_demo.agent_node', '--ros-args',
             '-p', f'think_time:={float(think_time)}',
             '-p', 'arm_action:=/muscle_mem/arm/follow_joint_trajectory',
+            '-p', 'pose_action:=/muscle_mem/arm/move_to_pose',
             '-p', 'gripper_service:=/muscle_mem/gripper/set',
         ],
     }

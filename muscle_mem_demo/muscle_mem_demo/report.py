@@ -1,9 +1,10 @@
 """
 The demo's output: the story table, printed a row at a time, and the PNG.
 
-The figure has two panels: each run's wall time (coloured by how it was carried out, with
-its speedup over run 1), and the arm's joint traces of the agent's first run against its
-replay, on a common time axis from the moment the task was sent.
+The figure has three panels: each run's wall time (coloured by how it was carried out, with
+its speedup over run 1 and its placement error), a top view of the table with each run's
+cube start, place target and where the cube ended, and the arm's joint traces of the agent's
+first run against its replay, on a common time axis from the moment the task was sent.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 import math
 from pathlib import Path
+from typing import Any
 
 from muscle_mem_demo.kinematics import ARM_JOINTS
 from muscle_mem_demo.story import RunMode, RunOutcome
 
-__all__ = ['HEADER', 'format_row', 'rule', 'write_figure']
+__all__ = ['HEADER', 'describe_substitutions', 'format_row', 'rule', 'write_figure']
 
 _COLUMNS = (
     ('#', 2, '>'),
@@ -52,7 +54,7 @@ def format_row(outcome: RunOutcome, *, baseline: float | None) -> str:
     if outcome.final_object is None:
         placed = 'unknown'
     else:
-        placed = f'{outcome.placement_error * 100:.1f} cm'
+        placed = f'{outcome.placement_error * 1000:.1f} mm'
         placed += '' if outcome.placed else '!'
     values = (
         str(outcome.spec.number), outcome.spec.title, mode, str(outcome.replayed),
@@ -63,6 +65,41 @@ def format_row(outcome: RunOutcome, *, baseline: float | None) -> str:
         f'{value:{align}{width}}' for value, (_, width, align) in zip(values, _COLUMNS,
                                                                       strict=True)
     )
+
+
+_UNCHANGED = 1e-4
+"""Numeric substitutions closer than this to the recorded value are not described."""
+
+
+def describe_substitutions(outcome: RunOutcome) -> str:
+    """
+    Return what the cache substituted in a run, one clause per (field, source), changed only.
+
+    A substitution whose value is within 0.1 mm (or equal, for strings) of the recorded one
+    (the same situation again) is left out. Example: ``target.pose.position.x = sensor:object[0] at
+    steps 0, 1, 3 (0.400 -> 0.355)``.
+    """
+    groups: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for sub in outcome.substituted:
+        recorded, value = sub.get('recorded'), sub.get('value')
+        try:
+            if abs(float(value) - float(recorded)) < _UNCHANGED:  # type: ignore[arg-type]
+                continue
+        except (TypeError, ValueError):
+            if value == recorded:
+                continue
+        key = (str(sub.get('field', '?')), str(sub.get('source', '?')))
+        groups.setdefault(key, []).append(sub)
+    clauses = []
+    for (field_path, source), subs in groups.items():
+        steps = ', '.join(str(s.get('step')) for s in subs)
+        first = subs[0]
+        try:
+            change = f'{float(first["recorded"]):.3f} -> {float(first["value"]):.3f}'
+        except (KeyError, TypeError, ValueError):
+            change = f'{first.get("recorded")!r} -> {first.get("value")!r}'
+        clauses.append(f'{field_path} = {source} at steps {steps} ({change})')
+    return '; '.join(clauses) or 'nothing changed'
 
 
 _MODE_COLOURS = {
@@ -81,8 +118,11 @@ def write_figure(outcomes: Sequence[RunOutcome], path: Path) -> Path:
     from matplotlib import pyplot as plt
     from matplotlib.patches import Patch
 
-    fig, (bars, traces) = plt.subplots(2, 1, figsize=(10, 9.5),
-                                       gridspec_kw={'height_ratios': [1, 1.4]})
+    fig = plt.figure(figsize=(11, 12))
+    grid = fig.add_gridspec(2, 2, height_ratios=[1, 1.2], width_ratios=[1.6, 1])
+    bars = fig.add_subplot(grid[0, 0])
+    table = fig.add_subplot(grid[0, 1])
+    traces = fig.add_subplot(grid[1, :])
     labels = [f'{o.spec.number}. {o.spec.title}' for o in outcomes]
     times = [o.wall_time if math.isfinite(o.wall_time) else 0.0 for o in outcomes]
     colours = [_MODE_COLOURS[o.mode] for o in outcomes]
@@ -95,12 +135,15 @@ def write_figure(outcomes: Sequence[RunOutcome], path: Path) -> Path:
         text = f'{value:.1f} s'
         if math.isfinite(baseline) and value > 0:
             text += f'  ({baseline / value:.1f}x)'
+        if outcome.final_object is not None:
+            text += f', {outcome.placement_error * 1000:.1f} mm off'
         text += '' if outcome.held else '  FAIL'
         bars.text(value, y, ' ' + text, va='center', fontsize=9)
-    bars.set_xlim(0, max(times + [1.0]) * 1.3)
+    bars.set_xlim(0, max(times + [1.0]) * 1.6)
     bars.legend(handles=[Patch(color=_MODE_COLOURS[m], label=m.value) for m in RunMode],
-                loc='lower right', fontsize=8)
+                loc='upper center', bbox_to_anchor=(0.5, -0.1), ncol=3, fontsize=8)
     bars.set_title('muscle_mem_ros demo: pick-and-place with a behavior cache')
+    _top_view(table, outcomes)
 
     agent = next((o for o in outcomes if o.mode is RunMode.MISS and o.trace_times), None)
     replay = next((o for o in outcomes if o.mode is RunMode.REPLAY and o.trace_times), None)
@@ -122,3 +165,25 @@ def write_figure(outcomes: Sequence[RunOutcome], path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _top_view(axes: Any, outcomes: Sequence[RunOutcome]) -> None:
+    """Draw the table from above: each run's cube start (o), target (+) and end (x)."""
+    labels: dict[tuple[float, float], list[str]] = {}
+    for outcome in outcomes:
+        colour = _MODE_COLOURS[outcome.mode]
+        if outcome.object_start is not None:
+            axes.plot(*outcome.object_start[:2], 'o', color=colour, markersize=6)
+            spot = (round(outcome.object_start[0], 3), round(outcome.object_start[1], 3))
+            labels.setdefault(spot, []).append(str(outcome.spec.number))
+        axes.plot(*outcome.spec.place, '+', color='black', markersize=10)
+        if outcome.final_object is not None:
+            axes.plot(*outcome.final_object[:2], 'x', color=colour, markersize=7)
+    for spot, numbers in labels.items():
+        axes.annotate('run ' + ','.join(numbers), spot, fontsize=7, xytext=(5, 4),
+                      textcoords='offset points')
+    axes.set_aspect('equal', adjustable='datalim')
+    axes.set_xlabel('x, m')
+    axes.set_ylabel('y, m')
+    axes.set_title('top view: cube start (o), target (+), end (x)', fontsize=9)
+    axes.grid(True, linewidth=0.3)

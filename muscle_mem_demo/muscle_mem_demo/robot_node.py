@@ -1,16 +1,19 @@
 """
 ROS 2 node ``sim_robot``: the MuJoCo demo arm behind ordinary robot interfaces.
 
-Publishes ``joint_states`` (sensor_msgs/JointState, 120 Hz by default) and ``object_pose``
-(geometry_msgs/PoseStamped, 30 Hz) from the physics state, serves the joint-trajectory
-action ``arm/follow_joint_trajectory`` (muscle_mem_demo_interfaces/action/FollowJointTrajectory,
-which mirrors control_msgs': ``trajectory``, per-joint ``goal_tolerance`` positions and
-``goal_time_tolerance`` are used, a ``multi_dof_trajectory`` is refused), the Cartesian move
-``arm/move_to_pose`` (muscle_mem_demo_interfaces/action/MoveToPose: the grasp point to a
-position, gripper down, through the arm's inverse kinematics),
-the gripper ``gripper/set`` (std_srvs/srv/SetBool, true closes), and for demos and tests
-``~/move_object`` (muscle_mem_demo_interfaces/srv/MoveObject) and ``~/reset``
-(std_srvs/srv/Trigger). All names are relative, so namespaces and remapping apply.
+Publishes ``joint_states`` (sensor_msgs/JointState, 120 Hz by default), ``ee_pose``
+(geometry_msgs/PoseStamped of the grasp point between the jaws, from the published joint
+positions through the forward kinematics, gripper down, with each joint state's stamp) and
+``object_pose`` (geometry_msgs/PoseStamped, 30 Hz) from the physics state. Serves the
+joint-trajectory action ``arm/follow_joint_trajectory``
+(muscle_mem_demo_interfaces/action/FollowJointTrajectory, which mirrors control_msgs':
+``trajectory``, per-joint ``goal_tolerance`` positions and ``goal_time_tolerance`` are used,
+a ``multi_dof_trajectory`` is refused), the Cartesian move ``arm/move_to_pose``
+(muscle_mem_demo_interfaces/action/MoveToPose: the grasp point to a position, gripper down,
+through the arm's inverse kinematics), the gripper ``gripper/set`` (std_srvs/srv/SetBool,
+true closes), and for demos and tests ``~/move_object``
+(muscle_mem_demo_interfaces/srv/MoveObject) and ``~/reset`` (std_srvs/srv/Trigger). All
+names are relative, so namespaces and remapping apply.
 
 Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
 ``object_pose_rate`` (Hz, 30.0), ``joint_noise`` (rad, standard deviation, 0.0),
@@ -70,6 +73,7 @@ class SimRobotNode(Node):
         self._sim = ArmSim(rtf=rtf)
         group = ReentrantCallbackGroup()
         self._joint_pub = self.create_publisher(JointState, 'joint_states', 10)
+        self._ee_pub = self.create_publisher(PoseStamped, 'ee_pose', 10)
         self._object_pub = self.create_publisher(PoseStamped, 'object_pose', 10)
         self._publish_lock = threading.Lock()
         self._action = ActionServer(
@@ -150,6 +154,17 @@ class SimRobotNode(Node):
             msg.velocity = list(state.velocities)
             msg.header.stamp = self.get_clock().now().to_msg()
             self._joint_pub.publish(msg)
+            self._ee_pub.publish(self._ee_pose(positions, msg.header.stamp))
+
+    def _ee_pose(self, positions: np.ndarray, stamp: object) -> PoseStamped:
+        """Return the grasp point of arm joint ``positions`` as a PoseStamped, gripper down."""
+        point = kinematics.forward(positions[:len(kinematics.ARM_JOINTS)])
+        ee = PoseStamped()
+        ee.header.frame_id = self._frame_id
+        ee.header.stamp = stamp
+        ee.pose.position.x, ee.pose.position.y, ee.pose.position.z = point.x, point.y, point.z
+        ee.pose.orientation.w = 1.0
+        return ee
 
     def _publish_object(self) -> None:
         msg = PoseStamped()

@@ -1,25 +1,33 @@
 """
-The demo's scripted story: five runs of the pick-and-place, what each expects, the verdict.
+The demo's scripted story: eight runs of the pick-and-place, what each expects, the verdict.
 
 ROS-free: :mod:`muscle_mem_demo.driver` performs a :class:`RunSpec` over ROS and returns a
 :class:`RunOutcome`; :func:`judge` decides whether it held. The simulation is the judge of
-the result: a run whose cube did not end on the place target failed, whatever the cache
-reported.
+the result: a run whose cube did not end on its own place target failed, whatever the cache
+reported. Every run gives the place target as the task parameter ``place``; runs 6 and 7
+show the cache's bindings (the cube moved beyond the literal tolerance, another target) and
+must place within :data:`BOUND_PLACE_TOLERANCE`; run 8 moves the cube beyond the bindings'
+range and must go to the agent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 import enum
+import json
 import math
 
 from muscle_mem_demo.physics import OBJECT_START
 
 __all__ = [
+    'BOUND_PLACE_TOLERANCE',
     'BUMP_POSITION',
+    'FAR_POSITION',
+    'MOVED_PLACE_TARGET',
     'NUDGE_POSITION',
     'PLACE_TOLERANCE',
     'PLACE_TARGET',
+    'SHIFT_POSITION',
     'STORY',
     'Expectation',
     'RunMode',
@@ -34,12 +42,32 @@ PLACE_TARGET: tuple[float, float] = (0.3, -0.3)
 PLACE_TOLERANCE = 0.03
 """Largest horizontal distance from the target for the cube to count as placed, metres."""
 
+BOUND_PLACE_TOLERANCE = 0.005
+"""The same for the runs that show bindings (6, 7): a retargeted replay places this well."""
+
 NUDGE_POSITION: tuple[float, float, float] = (OBJECT_START[0] + 0.01, OBJECT_START[1] - 0.01,
                                               OBJECT_START[2])
 """Run 3's cube: 1.4 cm from its start, inside the cache's 2 cm object tolerance."""
 
 BUMP_POSITION: tuple[float, float, float] = (0.45, 0.02, OBJECT_START[2])
 """Runs 4 and 5: where the cube is knocked when the first arm goal ends (19 cm away)."""
+
+SHIFT_POSITION: tuple[float, float, float] = (OBJECT_START[0] - 0.045, OBJECT_START[1] + 0.04,
+                                              OBJECT_START[2])
+"""Run 6's cube: 6.0 cm from its start, beyond the 2 cm tolerance, within max_shift 0.1 per
+axis, and away from the bump (so the branch learned in run 4 does not match)."""
+
+FAR_POSITION: tuple[float, float, float] = (OBJECT_START[0] - 0.11, OBJECT_START[1] - 0.11,
+                                            OBJECT_START[2])
+"""Run 8's cube: 15.6 cm from its start, 11 cm along each axis, beyond max_shift 0.1 (and
+more than 0.1 from run 6's spot along y, should run 6 have been learned as a new branch)."""
+
+MOVED_PLACE_TARGET: tuple[float, float] = (PLACE_TARGET[0], PLACE_TARGET[1] + 0.05)
+"""Run 7's place target, given as the task parameter: 5 cm from the learned one, along y.
+
+Along y because the learned target's x (0.30) lies within the tool sensor's 2 cm of the
+grasp point's x at home (0.284): the cache then cannot tell that the move home sets the tool's
+x anew, keeps the place step's x shift, and the post-check of the move home fails."""
 
 
 class RunMode(enum.Enum):
@@ -65,6 +93,11 @@ class Expectation:
     """Steps done by the agent."""
     agent_calls: tuple[int, ...]
     """resume_from_step of each agent call, in order; () means the agent is not called."""
+    substitutes: tuple[str, ...] = ()
+    """Source prefixes (``sensor:object``, ``param:place``) the cache must have substituted
+    from, each at least once, as its ExecuteTask result reports."""
+    place_tolerance: float = PLACE_TOLERANCE
+    """Largest horizontal distance of the cube from the run's target afterwards, metres."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +114,13 @@ class RunSpec:
     """Move the cube here before the run (after the reset)."""
     bump: tuple[float, float, float] | None = None
     """Knock the cube here when the run's first arm goal ends (MoveObject after_goals=1)."""
+    place: tuple[float, float] = PLACE_TARGET
+    """The place target, sent as the task parameter ``place``."""
+
+    @property
+    def params_json(self) -> str:
+        """Return the task parameters of the run, as ExecuteTask's ``params_json``."""
+        return json.dumps({'place': [float(v) for v in self.place]})
 
 
 STORY: tuple[RunSpec, ...] = (
@@ -95,8 +135,18 @@ STORY: tuple[RunSpec, ...] = (
                                agent_calls=(1,))),
     RunSpec(number=5, title='same bump again', bump=BUMP_POSITION,
             expect=Expectation(mode=RunMode.REPLAY, replayed=9, by_agent=0, agent_calls=())),
+    RunSpec(number=6, title='cube moved 6 cm: grasp retargeted', nudge=SHIFT_POSITION,
+            expect=Expectation(mode=RunMode.REPLAY, replayed=8, by_agent=0, agent_calls=(),
+                               substitutes=('sensor:object',),
+                               place_tolerance=BOUND_PLACE_TOLERANCE)),
+    RunSpec(number=7, title='place target moved 5 cm (param)', place=MOVED_PLACE_TARGET,
+            expect=Expectation(mode=RunMode.REPLAY, replayed=8, by_agent=0, agent_calls=(),
+                               substitutes=('param:place',),
+                               place_tolerance=BOUND_PLACE_TOLERANCE)),
+    RunSpec(number=8, title='cube moved 16 cm: beyond max_shift', nudge=FAR_POSITION,
+            expect=Expectation(mode=RunMode.MISS, replayed=0, by_agent=8, agent_calls=(0,))),
 )
-"""The five runs the demo performs, in order, each from a reset world."""
+"""The eight runs the demo performs, in order, each from a reset world."""
 
 
 @dataclass
@@ -119,8 +169,13 @@ class RunOutcome:
     """resume_from_step of each call the agent announced during the run."""
     wall_time: float = math.nan
     """Seconds from sending the goal to its result."""
+    object_start: tuple[float, float, float] | None = None
+    """The cube's position in the simulation when the task was sent."""
     final_object: tuple[float, float, float] | None = None
     """The cube's position in the simulation after the run."""
+    substituted: tuple[dict[str, object], ...] = ()
+    """What the cache substituted (ExecuteTask result ``substituted``): one dict per field,
+    keys step, tool, field, source, recorded, value."""
     check_failure: str = ''
     """The cache's first failed check of the run, if any (from its events)."""
     trace_times: list[float] = field(default_factory=list)
@@ -141,20 +196,26 @@ class RunOutcome:
 
     @property
     def placement_error(self) -> float:
-        """Horizontal distance of the cube from the place target, metres (inf if unknown)."""
+        """Horizontal distance of the cube from the run's place target, m (inf if unknown)."""
         if self.final_object is None:
             return math.inf
         x, y, _ = self.final_object
-        return math.hypot(x - PLACE_TARGET[0], y - PLACE_TARGET[1])
+        tx, ty = self.spec.place
+        return math.hypot(x - tx, y - ty)
 
     @property
     def placed(self) -> bool:
-        """Return True when the cube rests on the table within PLACE_TOLERANCE of the target."""
+        """Return True when the cube rests on the table within the run's place tolerance."""
         return (
             self.final_object is not None
-            and self.placement_error <= PLACE_TOLERANCE
+            and self.placement_error <= self.spec.expect.place_tolerance
             and self.final_object[2] < 0.035
         )
+
+    @property
+    def substituted_sources(self) -> tuple[str, ...]:
+        """Return the distinct sources the cache substituted from, sorted."""
+        return tuple(sorted({str(s.get('source', '')) for s in self.substituted}))
 
     @property
     def held(self) -> bool:
@@ -181,9 +242,16 @@ def judge(outcome: RunOutcome) -> RunOutcome:
             f'agent calls (resume steps) {list(outcome.agent_calls)}, expected '
             f'{list(expect.agent_calls)}'
         )
+    sources = outcome.substituted_sources
+    for prefix in expect.substitutes:
+        if not any(source.startswith(prefix) for source in sources):
+            failures.append(f'nothing substituted from {prefix} (substituted from: '
+                            f'{", ".join(sources) or "nothing"})')
     if not outcome.placed:
         where = 'unknown' if outcome.final_object is None else (
-            f'{outcome.placement_error * 100:.1f} cm from the target'
+            f'{outcome.placement_error * 1000:.1f} mm from the target '
+            f'{tuple(outcome.spec.place)}, allowed '
+            f'{outcome.spec.expect.place_tolerance * 1000:.0f} mm'
         )
         failures.append(f'object not placed ({where})')
     outcome.failures = tuple(failures)

@@ -42,8 +42,9 @@ class NodeProcess:
     """One node as ``python -m <module> --ros-args ...`` with its output in a log file."""
 
     def __init__(self, module: str, *, namespace: str, params: dict[str, Any],
-                 log_dir: Path) -> None:
-        args = [sys.executable, '-m', module, '--ros-args', '-r', f'__ns:={namespace}']
+                 log_dir: Path, ros_args: Sequence[str] = ()) -> None:
+        args = [sys.executable, '-m', module, '--ros-args', '-r', f'__ns:={namespace}',
+                *ros_args]
         for key, value in params.items():
             args += ['-p', f'{key}:={value}']
         self.log_path = log_dir / f'{module.rsplit(".", 1)[-1]}_{uuid.uuid4().hex[:6]}.log'
@@ -77,6 +78,7 @@ class SimClient(Node):
         self.lock = threading.Lock()
         self.joint_msgs: list[JointState] = []
         self.object_msgs: list[PoseStamped] = []
+        self.ee_msgs: list[PoseStamped] = []
         self.calls: list[str] = []
         self.arm = ActionClient(self, FollowJointTrajectory, f'{ns}/arm/follow_joint_trajectory',
                                 callback_group=group)
@@ -92,6 +94,8 @@ class SimClient(Node):
         self.create_subscription(JointState, f'{ns}/joint_states', self._on_joints, 50,
                                  callback_group=group)
         self.create_subscription(PoseStamped, f'{ns}/object_pose', self._on_object, 50,
+                                 callback_group=group)
+        self.create_subscription(PoseStamped, f'{ns}/ee_pose', self._on_ee, 50,
                                  callback_group=group)
         self.create_subscription(String, f'{ns}/demo_agent/calls', self._on_call, 10,
                                  callback_group=group)
@@ -113,6 +117,11 @@ class SimClient(Node):
         with self.lock:
             self.object_msgs.append(msg)
             del self.object_msgs[:-200]
+
+    def _on_ee(self, msg: PoseStamped) -> None:
+        with self.lock:
+            self.ee_msgs.append(msg)
+            del self.ee_msgs[:-500]
 
     def _on_call(self, msg: String) -> None:
         with self.lock:

@@ -114,7 +114,8 @@ def test_bad_tasks_fail_with_a_reason_and_move_nothing(sim, task, params, match)
 
 
 @pytest.mark.parametrize('param, value', [('think_time', '-1.0'), ('max_steps', '0'),
-                                          ('place_x', '5.0'), ('arm_action', "''")])
+                                          ('place_x', '5.0'), ('arm_action', "''"),
+                                          ('pose_action', "''")])
 def test_bad_agent_parameters_stop_it_naming_the_parameter(param, value):
     assert_bad_parameter('muscle_mem_demo.agent_node', param, value)
 

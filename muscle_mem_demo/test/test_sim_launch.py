@@ -65,6 +65,23 @@ def test_sim_config_points_at_the_sim_robot_and_the_agent():
     assert params['sensors']['object']['tolerance'] == [0.02]
 
 
+def test_sim_config_checks_the_tool_jaws_and_cube_and_binds_the_cube_goals():
+    params = _params('sim_demo.yaml')
+    assert set(params['sensors']) == {'ee', 'jaws', 'object'}
+    assert params['sensors']['ee']['topic'] == '/ee_pose'
+    assert params['sensors']['jaws']['joints'] == ['finger_left', 'finger_right']
+    assert params['actions']['arm_pose']['type'] == (
+        'muscle_mem_demo_interfaces/action/MoveToPose')
+    assert params['actions']['arm_pose']['proxy'] == '/muscle_mem/arm/move_to_pose'
+    assert params['bindings'] == {
+        'cube_x': {'tool': 'arm_pose', 'field': 'target.pose.position.x',
+                   'source': 'sensor:object[0]', 'max_shift': 0.1},
+        'cube_y': {'tool': 'arm_pose', 'field': 'target.pose.position.y',
+                   'source': 'sensor:object[1]', 'max_shift': 0.1},
+    }
+    assert params['infer_bindings'] is True
+
+
 def test_setup_puts_the_demo_commands_on_path():
     """
     Source ``scripts/setup.sh`` in a shell without the console-script folders on PATH.
@@ -105,7 +122,8 @@ def _product_config(name: str) -> dict:
 
 def test_real_arm_example_has_the_same_shape_as_the_sim_config():
     sim, real = _params('sim_demo.yaml'), _product_config('ros2_control_arm.yaml')
-    assert set(real['sensors']['joints']) == set(sim['sensors']['joints'])
+    # the sim selects the jaws by name (joints:); the real arm's sensor reads every joint
+    assert set(real['sensors']['joints']) | {'joints'} == set(sim['sensors']['jaws'])
     assert real['actions']['arm']['type'] == 'control_msgs/action/FollowJointTrajectory'
     for tool in real['actions'].values():
         assert set(tool) == set(sim['actions']['arm'])

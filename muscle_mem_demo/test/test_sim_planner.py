@@ -124,3 +124,35 @@ def test_executing_the_plan_in_the_simulation_places_the_object():
     x, y, z = sim.state().object_position
     assert (x, y) == pytest.approx((SPEC.place_x, SPEC.place_y), abs=0.01)
     assert z == pytest.approx(0.02, abs=0.003)
+
+
+@pytest.mark.parametrize('cube, place', [
+    (OBJECT_START, (0.3, -0.3)),
+    ((0.355123456789, 0.2401, 0.0198), (0.34, -0.27)),
+])
+def test_cartesian_goals_carry_the_cube_and_place_values_exactly(cube, place):
+    """
+    Check the x, y the cache's bindings rely on: equal, not merely close, to their sources.
+
+    Moves to and from the cube take the perceived cube x, y; moves at the target take the
+    place parameter's x, y; heights are constants of the spec (not the perceived height, so
+    sensor noise does not change a goal); the move home is the only joint-space step.
+    """
+    spec = PickPlaceSpec(place_x=place[0], place_y=place[1])
+    view = dataclasses.replace(HOME_VIEW, object_position=cube)
+    steps = plan(view, spec)
+    assert [s.label for s in steps] == EIGHT
+    kinds = [s.kind for s in steps]
+    assert kinds == [StepKind.POSE, StepKind.POSE, StepKind.GRIPPER, StepKind.POSE,
+                     StepKind.POSE, StepKind.POSE, StepKind.GRIPPER, StepKind.MOVE]
+    targets = [(s.target.x, s.target.y, s.target.z) for s in steps if s.target is not None]
+    assert targets == [
+        (cube[0], cube[1], spec.hover_height),
+        (cube[0], cube[1], spec.grasp_height),
+        (cube[0], cube[1], spec.hover_height),
+        (place[0], place[1], spec.hover_height),
+        (place[0], place[1], spec.release_height),
+    ]
+    for step in steps:
+        if step.target is not None:
+            assert step.joints == kinematics.inverse(step.target)

@@ -69,6 +69,25 @@ def test_publishes_joint_states_and_object_pose(sim):
     assert 2.5 < ratio < 6.0
 
 
+def test_ee_pose_is_the_grasp_point_of_each_joint_state(sim):
+    status, _ = sim.send_move_to_pose((0.45, -0.1, 0.12), duration=0.5)
+    assert status == GoalStatus.STATUS_SUCCEEDED
+    mark = sim.now_ns()
+    sim.wait_for(lambda: sum(_ns(m) > mark for m in list(sim.ee_msgs)) >= 20, what='20 ee poses')
+    with sim.lock:
+        joints = {_ns(m): m for m in sim.joint_msgs if _ns(m) > mark}
+        ee = [m for m in sim.ee_msgs if _ns(m) > mark and _ns(m) in joints]
+    assert len(ee) >= 10  # one per joint state, with its stamp
+    for msg in ee:
+        assert msg.header.frame_id == 'world'
+        point = kinematics.forward(joints[_ns(msg)].position[:4])
+        p, q = msg.pose.position, msg.pose.orientation
+        assert (p.x, p.y, p.z) == pytest.approx((point.x, point.y, point.z), abs=1e-9)
+        assert (q.x, q.y, q.z, q.w) == (0.0, 0.0, 0.0, 1.0)
+    p = ee[-1].pose.position
+    assert (p.x, p.y, p.z) == pytest.approx((0.45, -0.1, 0.12), abs=0.01)
+
+
 def _ns(msg) -> int:
     return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
 

@@ -14,12 +14,18 @@ import math
 import subprocess
 import sys
 
-from muscle_mem_demo.report import format_row, HEADER, write_figure
+from types import SimpleNamespace
+
+from muscle_mem_demo.report import describe_substitutions, format_row, HEADER, write_figure
 from muscle_mem_demo.story import (
+    BOUND_PLACE_TOLERANCE,
+    FAR_POSITION,
     judge,
+    MOVED_PLACE_TARGET,
     PLACE_TARGET,
     RunMode,
     RunOutcome,
+    SHIFT_POSITION,
     STORY,
 )
 import pytest
@@ -31,6 +37,9 @@ EXPECTED = [
     ('replay', 8, 0, []),
     ('replay -> agent', 1, 8, [1]),
     ('replay', 9, 0, []),
+    ('replay', 8, 0, []),
+    ('replay', 8, 0, []),
+    ('miss -> agent', 0, 8, [0]),
 ]
 
 
@@ -66,7 +75,7 @@ def test_the_story_holds_and_the_demo_exits_0(story):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert HEADER in proc.stdout
     assert 'the story held' in proc.stdout
-    assert summary is not None and len(summary) == 5
+    assert summary is not None and len(summary) == 8
 
 
 def test_each_run_has_the_expected_mode_and_agent_calls(story):
@@ -82,8 +91,55 @@ def test_the_simulation_shows_the_object_placed_after_every_run(story):
     assert summary is not None
     for run in summary:
         x, y, z = run['final_object']
-        assert math.hypot(x - PLACE_TARGET[0], y - PLACE_TARGET[1]) < 0.03, run
+        tx, ty = run['place_target']
+        assert run['params'] == {'place': [tx, ty]}
+        allowed = BOUND_PLACE_TOLERANCE if run['run'] in (6, 7) else 0.03
+        assert math.hypot(x - tx, y - ty) < allowed, run
         assert z < 0.035, run
+    assert summary[6]['place_target'] == list(MOVED_PLACE_TARGET)
+
+
+def test_the_cube_start_of_each_run_is_recorded(story):
+    _, summary, _ = story
+    assert summary is not None
+    starts = {run['run']: run['object_start'] for run in summary}
+    assert starts[6] == pytest.approx(list(SHIFT_POSITION), abs=0.002)
+    assert starts[8] == pytest.approx(list(FAR_POSITION), abs=0.002)
+
+
+def test_the_moved_cube_is_a_replay_with_the_grasp_goals_retargeted(story):
+    _, summary, _ = story
+    assert summary is not None
+    run = summary[5]
+    assert run['agent_calls'] == [] and run['steps_replayed'] == 8
+    cube = {(s['step'], s['field']): s['value'] for s in run['substituted']
+            if str(s['source']).startswith('sensor:object')}
+    # move above, descend, lift: x and y of each follow the cube to where it is now
+    for step in (0, 1, 3):
+        assert cube[(step, 'target.pose.position.x')] == pytest.approx(SHIFT_POSITION[0],
+                                                                       abs=0.003)
+        assert cube[(step, 'target.pose.position.y')] == pytest.approx(SHIFT_POSITION[1],
+                                                                       abs=0.003)
+
+
+def test_the_new_place_target_is_substituted_from_the_task_parameter(story):
+    _, summary, _ = story
+    assert summary is not None
+    run = summary[6]
+    assert run['agent_calls'] == [] and run['steps_replayed'] == 8
+    place = {(s['step'], s['field']): s['value'] for s in run['substituted']
+             if str(s['source']).startswith('param:place')}
+    # above the target and lowering: y is the new parameter's value (x did not change)
+    for step in (4, 5):
+        assert place[(step, 'target.pose.position.y')] == MOVED_PLACE_TARGET[1]
+
+
+def test_a_cube_beyond_the_range_goes_to_the_agent(story):
+    _, summary, _ = story
+    assert summary is not None
+    run = summary[7]
+    assert run['agent_calls'] == [0] and run['steps_replayed'] == 0
+    assert 'object' in run['check_failure']
 
 
 def test_the_bump_is_noticed_right_after_step_0(story):
@@ -109,10 +165,11 @@ def test_the_story_again_on_a_store_that_knows_it_does_not_hold(story, store, tm
     assert summary is not None
     assert summary[0]['mode'] == 'replay' and not summary[0]['held']
     assert summary[0]['agent_calls'] == []
-    # everything else replays from the store and still places the object
+    # everything else replays from the store (run 8's spot too: it was learned) and still
+    # places the object on each run's own target
     assert all(run['mode'] == 'replay' for run in summary), proc.stdout + cache_log_tail(tmp_path)
-    assert all(math.hypot(r['final_object'][0] - PLACE_TARGET[0],
-                          r['final_object'][1] - PLACE_TARGET[1]) < 0.03 for r in summary)
+    assert all(math.hypot(r['final_object'][0] - r['place_target'][0],
+                          r['final_object'][1] - r['place_target'][1]) < 0.03 for r in summary)
 
 
 # -- judging, ROS-free ---------------------------------------------------------------------
@@ -123,7 +180,11 @@ def outcome_like_expected(spec, **changes) -> RunOutcome:
     outcome = RunOutcome(spec=spec, success=True, cache_hit=e.mode is RunMode.REPLAY,
                          replayed=e.replayed, by_agent=e.by_agent,
                          agent_calls=e.agent_calls, wall_time=3.0,
-                         final_object=(PLACE_TARGET[0], PLACE_TARGET[1], 0.02))
+                         final_object=(spec.place[0], spec.place[1], 0.02),
+                         substituted=tuple(
+                             {'step': 0, 'tool': 'arm_pose', 'field': 'target.pose.position.x',
+                              'source': f'{prefix}[0]', 'recorded': 0.4, 'value': 0.45}
+                             for prefix in e.substitutes))
     for key, value in changes.items():
         setattr(outcome, key, value)
     return judge(outcome)
@@ -161,3 +222,64 @@ def test_figure_is_written_even_for_failed_runs(tmp_path):
                 outcome_like_expected(STORY[1], success=False)]
     path = write_figure(outcomes, tmp_path / 'f.png')
     assert path.read_bytes()[:4] == b'\x89PNG'
+
+
+def test_the_runs_that_show_bindings_must_place_within_5_mm():
+    """A 6 mm miss holds for a literal replay (3 cm allowed) but fails runs 6 and 7."""
+    for spec in STORY[5:7]:
+        tx, ty = spec.place
+        outcome = outcome_like_expected(spec, final_object=(tx + 0.006, ty, 0.02))
+        assert not outcome.held
+        assert any('6.0 mm from the target' in f for f in outcome.failures), outcome.failures
+        assert outcome_like_expected(spec, final_object=(tx + 0.004, ty, 0.02)).held
+    assert outcome_like_expected(STORY[1], final_object=(0.306, -0.3, 0.02)).held
+
+
+def test_placement_is_judged_against_the_runs_own_target():
+    run7 = STORY[6]
+    assert run7.place == MOVED_PLACE_TARGET
+    assert run7.params_json == '{"place": [%r, %r]}' % MOVED_PLACE_TARGET
+    old = outcome_like_expected(run7, final_object=(PLACE_TARGET[0], PLACE_TARGET[1], 0.02))
+    assert not old.held
+    assert old.placement_error == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize('index, prefix', [(5, 'sensor:object'), (6, 'param:place')])
+def test_a_bound_run_without_its_substitution_fails(index, prefix):
+    outcome = outcome_like_expected(STORY[index], substituted=())
+    assert not outcome.held
+    assert any(f'nothing substituted from {prefix}' in f for f in outcome.failures)
+    other = ({'step': 4, 'field': 'x', 'source': 'param:other', 'recorded': 1, 'value': 2},)
+    assert not outcome_like_expected(STORY[index], substituted=other).held
+
+
+def test_a_cube_beyond_the_range_that_replays_fails():
+    outcome = outcome_like_expected(STORY[7], cache_hit=True, replayed=8, by_agent=0,
+                                    agent_calls=())
+    assert not outcome.held
+    assert any('mode replay, expected miss -> agent' in f for f in outcome.failures)
+
+
+def test_substitutions_are_described_by_field_and_source_changed_only():
+    outcome = outcome_like_expected(STORY[5], substituted=(
+        {'step': 0, 'field': 'target.pose.position.x', 'source': 'sensor:object[0]',
+         'recorded': 0.4, 'value': 0.355},
+        {'step': 1, 'field': 'target.pose.position.x', 'source': 'sensor:object[0]',
+         'recorded': 0.4, 'value': 0.355},
+        {'step': 4, 'field': 'target.pose.position.x', 'source': 'param:place[0]',
+         'recorded': 0.3, 'value': 0.3},
+    ))
+    assert describe_substitutions(outcome) == (
+        'target.pose.position.x = sensor:object[0] at steps 0, 1 (0.400 -> 0.355)')
+    assert describe_substitutions(outcome_like_expected(STORY[1])) == 'nothing changed'
+
+
+def test_a_substitution_message_becomes_a_plain_record():
+    from muscle_mem_demo.driver import substitution_record
+
+    msg = SimpleNamespace(step=3, tool='arm_pose', field='target.pose.position.y',
+                          source='sensor:object[1]', origin='declared', recorded=0.2,
+                          value=0.24, text='y = object[1] + 0.000')
+    assert substitution_record(msg) == {
+        'step': 3, 'tool': 'arm_pose', 'field': 'target.pose.position.y',
+        'source': 'sensor:object[1]', 'origin': 'declared', 'recorded': 0.2, 'value': 0.24}
