@@ -99,11 +99,6 @@ def off_target(cube) -> float:
     return math.hypot(cube[0] - PLACE_TARGET[0], cube[1] - PLACE_TARGET[1])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'core since fde9d25: at the descend and lift steps the goal x, y equal both the cube '
-    '(object) and the tool (ee, which the previous step put above the cube) in every '
-    'recording; two sources that fit equally well leave the field unbound, so the descend '
-    'goes to the recorded spot and its post-check hands off (passed on 49e1c20)'))
 def test_two_demonstrations_then_a_new_spot_is_a_retargeted_replay(world):
     for spot in DEMOS:
         result, cube = run_at(world, spot)

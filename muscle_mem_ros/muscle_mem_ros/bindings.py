@@ -57,8 +57,8 @@ from .records import Node, SensorSpec, Snapshot, Step
 __all__ = [
     'advance', 'BOUND', 'Binding', 'Bound', 'bound_params', 'bound_variant', 'DECLARED',
     'Declared', 'element_tolerances', 'explains', 'goal_leaves', 'INFERRED', 'learn', 'leaves',
-    'match_variant', 'param_leaves', 'parse_path', 'Plan', 'resolve', 'sensor_elements', 'Shift',
-    'Substitution',
+    'match_variant', 'moved_sensors', 'param_leaves', 'parse_path', 'Plan', 'resolve',
+    'sensor_elements', 'Shift', 'Substitution',
 ]
 
 DECLARED = 'declared'
@@ -466,18 +466,20 @@ def _follows(o: _Obs, bindings: Sequence[Binding],
     """
     Pair each post element the step moved with the bound field it equalled at recording.
 
-    Only elements the step moved (post differs from pre beyond the tolerance) can
-    follow a field: the tool after a move, the cube carried in the gripper; a value
-    that merely happens to be near a field (closed jaws, a resting joint) does not.
+    Only elements of a sensor the step moved (:func:`moved_sensors`) can follow a
+    field: the tool after a move (its x too when only its height changed), the cube
+    carried in the gripper; a value that merely happens to be near a field (closed
+    jaws during an arm move, a cube resting on the table) does not.
     A field named by an axis or an index (``position.y``, ``positions[2]``) pairs only
     with the element of the same axis (``sensor:ee[1]``, ``sensor:joints[2]``), so a
     tool height is never taken for a cube's y.
     """
     out = []
     numeric = [b.field for b in bindings if _number(o.goal.get(b.field))]
+    moved = moved_sensors(o.pre, o.post, tolerance)
     for key, value in sorted(o.post.items()):
         tol = tolerance(key)
-        if tol is None or tol <= 0 or (key in o.pre and abs(value - o.pre[key]) <= tol):
+        if tol is None or tol <= 0 or (key in o.pre and _split_element(key)[0] not in moved):
             continue  # (an element only the post snapshot has may have moved: the Engine's)
         index = _split_element(key)[1]
         near = min(((abs(value - o.goal[f]), f) for f in numeric
@@ -485,6 +487,24 @@ def _follows(o: _Obs, bindings: Sequence[Binding],
         if near is not None and near[0] <= tol:
             out.append((key, near[1]))
     return tuple(out)
+
+
+def moved_sensors(pre: Mapping[str, float], post: Mapping[str, float],
+                  tolerance: Callable[[str], float | None]) -> set[str]:
+    """
+    Return the sensors whose vector a step moved beyond their tolerance (pre -> post).
+
+    A sensor moved when one element moved beyond its tolerance or the vector's
+    Euclidean change exceeds it (a ``norm`` sensor that moved a little on each axis).
+    """
+    deltas: dict[str, list[tuple[float, float]]] = {}
+    for key, value in post.items():
+        tol = tolerance(key)
+        if key in pre and tol is not None:
+            deltas.setdefault(_split_element(key)[0], []).append((value - pre[key], tol))
+    return {name for name, items in deltas.items()
+            if any(abs(d) > t for d, t in items)
+            or math.sqrt(sum(d * d for d, _ in items)) > min(t for _, t in items)}
 
 
 def _axis(path: str) -> int | None:
@@ -642,17 +662,9 @@ def advance(shift: Shift, node: Node, tolerance: Callable[[str], float | None],
     pre = sensor_elements(node.step.pre)
     post = sensor_elements(node.step.post)
     followed = dict(plan.follows) if plan is not None and bound is not None else {}
-    moves: dict[str, list[float]] = {}
-    for key, value in post.items():
-        if key in pre:
-            moves.setdefault(_split_element(key)[0], []).append(value - pre[key])
+    moved = moved_sensors(pre, post, tolerance)
     for key in post:
-        name = _split_element(key)[0]
-        tol = tolerance(key)
-        if key in followed or tol is None or name not in moves:
-            continue
-        deltas = moves[name]
-        if max(abs(d) for d in deltas) > tol or math.sqrt(sum(d * d for d in deltas)) > tol:
+        if key not in followed and _split_element(key)[0] in moved:
             shift.by_element.pop(key, None)
     if bound is None:
         return
