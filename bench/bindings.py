@@ -402,16 +402,14 @@ def render(args: argparse.Namespace, results: dict[str, list[TaskResult]],
     ]
     lines += [
         '- The spots of the demonstrations matter, as they would for a person inferring the '
-        'rule from two examples. Moved by the same amount along x and y (an earlier choice, '
-        "(0.37, 0.17) and (0.43, 0.23)), y minus the cube's x is as constant as y minus the "
-        "cube's y, and the cache bound y to the cube's x: replays went to the wrong y. And "
-        'the cache pairs a post-snapshot element with a bound goal field it equals within the '
-        "element's tolerance (to expect it moved by that field's shift) whatever their "
-        'units: a recorded y within 2 cm of the hover height (0.15 m), or (before the cache '
-        "paired only elements the step moved) an x within the jaws' tolerance of their closed "
-        "angle (0.35 rad), made post-checks expect the tool's height or the jaws to move with "
-        'the cube, and those replays were handed off. The demonstration and outside spots here '
-        'avoid both (see `DEMOS` in `bindings.py`).',
+        "rule from two examples. Moved by the same amount along x and y, y minus the cube's x "
+        "is as constant as y minus the cube's y: the cache then leaves y unbound until a third "
+        'recording tells the two apart (a tie between two sources that read the same value, '
+        'the tool the previous step put above the cube and the cube, is not ambiguous). Earlier '
+        "versions bound y to the cube's x there, and paired a post element with any bound "
+        'field it equalled whatever the axis (the hover height 0.15 m with a cube y of 0.17 m); '
+        'a field named by an axis now pairs only with that axis. The demonstration spots here '
+        'are off the diagonal (see `DEMOS` in `bindings.py`).',
         '',
         '## Setup',
         '',
