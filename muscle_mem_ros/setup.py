@@ -17,7 +17,10 @@ setup(
         ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
         ('share/' + package_name + '/config', glob('config/*.yaml')),
     ],
-    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml'],
+    # psycopg (3) only for a postgresql:// store, imported when one is opened; pure
+    # Python here so a ROS install's python3-psycopg (with the system libpq) satisfies it;
+    # the venv's requirements add the binary wheel, which bundles libpq.
+    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml', 'psycopg>=3.1'],
     python_requires='>=3.10',
     zip_safe=True,
     maintainer='muscle_mem_ros maintainers',

@@ -19,6 +19,7 @@ __all__ = [
     'StoreCorruptError',
     'StoreError',
     'StorePickleError',
+    'StoreUnavailableError',
     'StoreVersionError',
     'TypeResolutionError',
     'UnknownTrajectoryError',
@@ -65,6 +66,15 @@ class StoreVersionError(StoreError):
     The store was written by a newer schema version than this code knows.
 
     The file is left exactly as it was found; upgrade muscle_mem_ros to read it.
+    """
+
+
+class StoreUnavailableError(StoreError):
+    """
+    The store's database server cannot be reached right now (PostgreSQL store).
+
+    Nothing was written; the store reconnects in the background. A recording
+    committed meanwhile is kept in memory and committed once the server is back.
     """
 
 

@@ -1,7 +1,11 @@
 """
-Tree writes of the SQLite store, as plain functions of a connection.
+Tree writes of the SQL stores, as plain functions of a connection.
 
 The caller holds the write transaction; every function here only issues SQL.
+The SQL is portable between SQLite and PostgreSQL (``?`` parameters, which the
+PostgreSQL store's connection adapter rewrites; ``RETURNING id``; a root parent
+compared with ``IS NULL``, any other with ``=``, so both use the index), and the
+connection needs only ``execute`` (returning a cursor) and ``executemany``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,12 @@ from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
 from ..records import Step, TrajectoryInfo
 
-__all__ = ['check_parent', 'merge', 'prune']
+__all__ = ['check_parent', 'merge', 'parent_clause', 'prune', 'prune_unused']
+
+
+def parent_clause(parent: int | None) -> tuple[str, tuple[int, ...]]:
+    """Return the WHERE term and its arguments selecting children of ``parent`` (index-friendly)."""
+    return ('parent IS NULL', ()) if parent is None else ('parent = ?', (parent,))
 
 
 def check_parent(conn: sqlite3.Connection, task: str, variant: str, parent: int | None) -> None:
@@ -35,11 +44,20 @@ class _SqlTree:
     """The SQL of a merge for one (task, variant): :class:`~.merge.TreeWriter`."""
 
     def __init__(self, conn: sqlite3.Connection, task: str, variant: str,
-                 allow_pickle: bool) -> None:
+                 allow_pickle: bool, robot_id: str | None = None) -> None:
+        """
+        Write SQL through ``conn`` for one tree.
+
+        :param robot_id: Also write this into the ``robot_id`` column of new nodes and
+            trajectories (a store whose schema has it: PostgreSQL); None for none.
+        """
         self._conn = conn
         self._task = task
         self._variant = variant
         self._allow_pickle = allow_pickle
+        self._robot = () if robot_id is None else (robot_id,)
+        self._robot_col = '' if robot_id is None else ', robot_id'
+        self._robot_mark = '' if robot_id is None else ',?'
 
     def path_to(self, node: int) -> list[int]:
         path: list[int] = []
@@ -52,9 +70,10 @@ class _SqlTree:
         return path
 
     def child_with(self, parent: int | None, sig: str) -> int | None:
+        where, args = parent_clause(parent)
         row = self._conn.execute(
-            'SELECT id FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
-            ' AND sig = ? LIMIT 1', (self._task, self._variant, parent, sig)).fetchone()
+            f'SELECT id FROM nodes WHERE task = ? AND variant = ? AND {where}'
+            ' AND sig = ? LIMIT 1', (self._task, self._variant, *args, sig)).fetchone()
         return None if row is None else row[0]
 
     def add_node(self, parent: int | None, depth: int, step: Step, sig: str | None,
@@ -62,9 +81,10 @@ class _SqlTree:
         return self._conn.execute(
             'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name,'
             ' payload, payload_json, pre, post, status, duration, sig, success_count,'
-            ' last_used, terminal) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0)',
+            f' last_used, terminal{self._robot_col})'
+            f' VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0{self._robot_mark}) RETURNING id',
             (self._task, self._variant, parent, depth, *step_row(step, self._allow_pickle),
-             sig, now)).lastrowid
+             sig, now, *self._robot)).fetchone()[0]
 
     def touch_path(self, path: Sequence[int], now: float) -> None:
         self._conn.executemany('UPDATE nodes SET success_count = success_count + 1,'
@@ -74,8 +94,9 @@ class _SqlTree:
         self._conn.execute('UPDATE nodes SET terminal = 1 WHERE id = ?', (leaf,))
 
     def trajectory_at(self, leaf: int) -> TrajectoryInfo | None:
-        row = self._conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories WHERE leaf = ?',
-                                 (leaf,)).fetchone()
+        row = self._conn.execute(
+            f'SELECT {TRAJ_COLS}{self._robot_col} FROM trajectories WHERE leaf = ?',
+            (leaf,)).fetchone()
         return None if row is None else trajectory_from_row(row)
 
     def touch_trajectory(self, info: TrajectoryInfo, now: float) -> TrajectoryInfo:
@@ -86,28 +107,31 @@ class _SqlTree:
                        now: float) -> TrajectoryInfo:
         tid = self._conn.execute(
             'INSERT INTO trajectories (task, variant, params_json, leaf, node_ids, created,'
-            ' last_used, replay_count) VALUES (?,?,?,?,?,?,?,0)',
+            f' last_used, replay_count{self._robot_col})'
+            f' VALUES (?,?,?,?,?,?,?,0{self._robot_mark}) RETURNING id',
             (self._task, self._variant, params_json, path[-1], json.dumps(list(path)), now,
-             now)).lastrowid
+             now, *self._robot)).fetchone()[0]
         return TrajectoryInfo(id=tid, task=self._task, variant=self._variant,
                               params_json=params_json, node_ids=tuple(path), created=now,
-                              last_used=now)
+                              last_used=now, robot_id=self._robot[0] if self._robot else '')
 
 
 def merge(
     conn: sqlite3.Connection, task: str, variant: str, params_json: str, parent: int | None,
-    steps: Sequence[Step], *, allow_pickle: bool = False,
+    steps: Sequence[Step], *, allow_pickle: bool = False, robot_id: str | None = None,
 ) -> tuple[TrajectoryInfo, list[int]]:
     """
     Insert or reuse nodes and the trajectory (:func:`~.merge.merge_steps`).
 
     The caller holds the write transaction.
+
+    :param robot_id: Who recorded it, for a schema with ``robot_id`` columns (None: none).
     """
     if not steps and parent is None:
         raise ValueError('cannot commit an empty trajectory at the root')
     check_parent(conn, task, variant, parent)
-    return merge_steps(_SqlTree(conn, task, variant, allow_pickle), params_json=params_json,
-                       parent=parent, steps=steps)
+    writer = _SqlTree(conn, task, variant, allow_pickle, robot_id)
+    return merge_steps(writer, params_json=params_json, parent=parent, steps=steps)
 
 
 def prune(conn: sqlite3.Connection, leaf: int) -> None:
