@@ -57,6 +57,8 @@ __all__ = ['is_postgres_url', 'PostgresStore', 'redact']
 
 _log = logging.getLogger(__name__)
 _store_ids = itertools.count(1)
+TREE_LIMIT = 5000
+"""A tree of at most this many nodes is loaded whole on its first lookup."""
 _NOTIFY_LIMIT = 7000
 """Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
 
@@ -79,7 +81,7 @@ def redact(url: str) -> str:
             user = user.split(':', 1)[0] + ':***'
         netloc = f'{user}@{host}'
     query = urlencode([(k, '***' if k.lower() == 'password' else v)
-                       for k, v in parse_qsl(parts.query, keep_blank_values=True)])
+                       for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe='*')
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -224,6 +226,7 @@ class PostgresStore(Store):
         self._lock = threading.RLock()
         self._kids: dict[tuple[str, str, int | None], _Kids] = {}
         self._where: dict[int, tuple[str, str, int | None]] = {}
+        self._big: set[tuple[str, str]] = set()
         self._batch_depth = 0
         self._batch_tasks: set[str] = set()
         self._rec_ids = itertools.count(-1, -1)
@@ -268,7 +271,8 @@ class PostgresStore(Store):
         return _Conn(raw)
 
     def _mark_down(self, err: BaseException) -> None:
-        text = _first_line(err)
+        text = _first_line(err.__cause__ if isinstance(err, StoreUnavailableError) and
+                           err.__cause__ else err)
         with self._state_lock:
             was_up, self._up = self._up, False
             self._error = text
@@ -361,7 +365,8 @@ class PostgresStore(Store):
                 delay = self._retry[0]
                 self._listening.set()
                 while not self._stop.is_set():
-                    for note in raw.notifies(timeout=0.2):
+                    # Collected first: the generator holds the connection's lock.
+                    for note in list(raw.notifies(timeout=0.2, stop_after=1)):
                         self._on_notify(raw, note.payload)
                     if self.pending and self._up:
                         self._flush()
@@ -396,7 +401,7 @@ class PostgresStore(Store):
         if origin == self._token:
             return
         if kind == 'add' and nodes:
-            rows = raw.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s)',
+            rows = raw.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
                                ([int(n) for n in nodes],)).fetchall()
             with self._lock:
                 self._apply(rows)
@@ -429,13 +434,15 @@ class PostgresStore(Store):
                 kids.nodes.append(node)
                 kids.gen = next(self._gens)
                 self._where[node.id] = key
+                if key[:2] not in self._big:  # a whole tree stays whole: a new node is a leaf
+                    self._kids.setdefault(key[:2] + (node.id,), _Kids([], {}, next(self._gens)))
             else:
                 kids.nodes[pos] = node
             kids.view = None
 
     def _refresh(self, conn: _Conn, node_ids: Sequence[int]) -> None:
         if node_ids and self._kids:
-            self._apply(conn.raw.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s)',
+            self._apply(conn.raw.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
                                          (list(node_ids),)).fetchall())
 
     def _node(self, row: tuple[Any, ...]) -> Node:
@@ -459,6 +466,8 @@ class PostgresStore(Store):
     def _load(self, conn: _Conn, task: str, variant: str, parent: int | None) -> _Kids:
         key = (task, variant, parent)
         kids = self._kids.get(key)
+        if kids is None and parent is None and (task, variant) not in self._big:
+            kids = self._load_tree(conn, task, variant)
         if kids is None:
             where, args = sqltree.parent_clause(parent)
             rows = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
@@ -471,6 +480,34 @@ class PostgresStore(Store):
             for n in nodes:
                 self._where[n.id] = key
         return kids
+
+    def _load_tree(self, conn: _Conn, task: str, variant: str) -> _Kids | None:
+        """
+        Load a whole tree of up to :data:`TREE_LIMIT` nodes at once; None if it is larger.
+
+        One round trip instead of one per level, and a replay that started can
+        finish from memory if the server goes away. A larger tree is loaded level
+        by level (and remembered as large).
+        """
+        rows = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
+                            ' ORDER BY id LIMIT ?', (task, variant, TREE_LIMIT + 1)).fetchall()
+        if len(rows) > TREE_LIMIT:
+            self._big.add((task, variant))
+            return None
+        with gc_paused():
+            nodes = [self._node(r) for r in rows]
+        groups: dict[int | None, list[Node]] = {None: []}
+        for n in nodes:
+            groups.setdefault(n.id, [])
+            groups.setdefault(n.parent, []).append(n)
+        for parent, members in groups.items():
+            key = (task, variant, parent)
+            self._kids[key] = _Kids(nodes=members,
+                                    index={n.id: i for i, n in enumerate(members)},
+                                    gen=next(self._gens))
+            for n in members:
+                self._where[n.id] = key
+        return self._kids[(task, variant, None)]
 
     def preload(self, *, task: str | None = None) -> int:
         """Load the first steps of every (task, variant) tree, or of one task's trees."""
