@@ -184,8 +184,8 @@ def test_concurrent_learning_in_processes_keeps_every_branch_and_stores_identica
         assert tools(store) == ['shared']
         shared = store.children(task='t', variant='', parent=None)[0]
         names = tools(store, shared.id)
-        assert sorted(names) == sorted(['same-for-all'] + [f'{r}-{i}' for r in robots
-                                                          for i in range(10)])
+        learned = [f'{r}-{i}' for r in robots for i in range(10)]
+        assert sorted(names) == sorted(['same-for-all'] + learned)
         assert len(store.trajectories()) == 41
         same = {ids[1] for ids in results.values()}
         assert len(same) == 1

@@ -66,6 +66,7 @@ import difflib
 from enum import Enum
 import math
 import os
+import socket
 from typing import Any
 
 from muscle_mem_ros.errors import ConfigError
@@ -203,6 +204,8 @@ class NodeConfig:
     services: tuple[ToolConfig, ...]
     abandoned_recording_retention: float = DEFAULT_ABANDONED_RETENTION
     """Seconds; recordings abandoned by a stopped process are purged at start once this old."""
+    robot_id: str = ''
+    """Who this node records for in a shared (PostgreSQL) store."""
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:
@@ -213,7 +216,7 @@ class NodeConfig:
 _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
-    'sensor_startup_timeout', 'autostart',
+    'sensor_startup_timeout', 'autostart', 'robot_id',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
 _TOOL_KEYS = ('server', 'type', 'proxy')
@@ -254,7 +257,11 @@ def _describe(name: str) -> str:
 
 _DESCRIPTIONS = {
     'autostart': 'Configure and activate at startup (false: wait for ros2 lifecycle set).',
-    'store_path': "SQLite file of the cache ('~' expanded; ':memory:' for none).",
+    'store_path': ("SQLite file of the cache ('~' expanded; ':memory:' for none), or a "
+                   'postgresql://user@host:port/db URL shared by a fleet (password from '
+                   'PGPASSWORD or ~/.pgpass, not here: parameters are readable).'),
+    'robot_id': ('Who this node records for, stored with its recordings in a shared store '
+                 '(default: node fully-qualified name @ host name).'),
     'agent_action': 'ExecuteTask action of the planning agent a miss is handed to (empty: none).',
     'cache_mode': 'learn | replay_only | record_only | off; may change at run time.',
     'step_timeout': 'Seconds a replayed step may take before it fails (> 0).',
@@ -509,8 +516,10 @@ def load_config(node: RosNode) -> NodeConfig:
     store_path = reader.string('store_path', DEFAULT_STORE_PATH)
     if not store_path:
         raise ConfigError('store_path: must not be empty')
-    if store_path != ':memory:':
+    if store_path != ':memory:' and not store_path.startswith(('postgresql:', 'postgres:')):
         store_path = os.path.expanduser(store_path)
+    robot_id = reader.string(
+        'robot_id', f'{node.get_fully_qualified_name()}@{socket.gethostname()}', empty=False)
     mode = parse_cache_mode(reader.string('cache_mode', CacheMode.LEARN.value, read_only=False))
     sensors = tuple(_sensor(reader, n) for n in items['sensors'])
     actions = tuple(
@@ -549,6 +558,7 @@ def load_config(node: RosNode) -> NodeConfig:
         actions=actions,
         services=services,
         abandoned_recording_retention=_retention(reader),
+        robot_id=robot_id,
     )
 
 

@@ -13,7 +13,7 @@ Sharing:
   robots learning the same task at once all keep their branches, an identical
   run is stored once, and no tree node is overwritten.
 * Each write announces itself with ``NOTIFY`` (delivered at commit). A
-  background thread ``LISTEN``\\ s and brings this store's cached children up to
+  background thread listens (``LISTEN``) and brings this store's cached children up to
   date (new nodes appended, a forgotten task's cache dropped), so a trajectory
   another robot commits is replayable here within a notification's latency.
 * Each trajectory, node and recording names the ``robot_id`` that recorded it.
@@ -86,7 +86,7 @@ def redact(url: str) -> str:
 
 
 class _Conn:
-    """A psycopg connection that takes the SQLite store's ``?`` parameters (see :mod:`.sqltree`)."""
+    """Wrap a psycopg connection to take the ``?`` parameters of :mod:`.sqltree`."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -380,7 +380,7 @@ class PostgresStore(Store):
                 raw.close()
 
     def _back_up(self, first: bool) -> None:
-        """The listener is connected: mark the store up; caches may have missed changes."""
+        """Mark the store up once the listener connects; caches may have missed changes."""
         with self._state_lock:
             was_down, self._up = not self._up, True
             self._error = ''
@@ -442,8 +442,9 @@ class PostgresStore(Store):
 
     def _refresh(self, conn: _Conn, node_ids: Sequence[int]) -> None:
         if node_ids and self._kids:
-            self._apply(conn.raw.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
-                                         (list(node_ids),)).fetchall())
+            self._apply(conn.raw.execute(
+                f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
+                (list(node_ids),)).fetchall())
 
     def _node(self, row: tuple[Any, ...]) -> Node:
         try:
@@ -518,7 +519,7 @@ class PostgresStore(Store):
             return sum(len(self._load(conn, t, v, None).nodes) for t, v in keys)
 
     def node(self, node_id: int) -> Node:
-        """Return one node (from the cache when its parent's children are loaded)."""
+        """Return one node, from the cache when its parent's children are loaded."""
         with self._lock:
             key = self._where.get(node_id)
             if key is not None:
@@ -744,14 +745,14 @@ class PostgresStore(Store):
                 'SELECT r.id, r.task, r.variant, r.parent, r.started,'
                 ' (SELECT count(*) FROM recording_steps s WHERE s.recording = r.id),'
                 ' r.owner, r.owner_pid, r.owner_host, r.robot_id,'
-                " r.owner IN (SELECT substr(application_name, 16) FROM pg_stat_activity"
+                ' r.owner IN (SELECT substr(application_name, 16) FROM pg_stat_activity'
                 " WHERE application_name LIKE 'muscle_mem_ros:%%')"
                 ' FROM recordings r ORDER BY r.id').fetchall()
         return [RecordingInfo(*r[:6], live=bool(r[10]),
                               owner=f'robot {r[9]!r}, pid {r[7]} on host {r[8]}') for r in rows]
 
     def purge_abandoned(self, *, older_than: float = 0.0) -> int:
-        """Delete incomplete recordings whose store disconnected, started over ``older_than`` s ago."""
+        """Delete incomplete recordings whose store disconnected, begun ``older_than`` s ago."""
         cutoff = time.time() - max(0.0, float(older_than))
         doomed = [r.id for r in self.incomplete_recordings()
                   if not r.live and r.started <= cutoff]

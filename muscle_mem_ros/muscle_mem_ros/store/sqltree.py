@@ -24,7 +24,7 @@ __all__ = ['check_parent', 'merge', 'parent_clause', 'prune', 'prune_unused']
 
 
 def parent_clause(parent: int | None) -> tuple[str, tuple[int, ...]]:
-    """Return the WHERE term and its arguments selecting children of ``parent`` (index-friendly)."""
+    """Return the WHERE term and arguments selecting the children of ``parent`` (indexed)."""
     return ('parent IS NULL', ()) if parent is None else ('parent = ?', (parent,))
 
 
