@@ -227,6 +227,7 @@ class PostgresStore(Store):
         self._kids: dict[tuple[str, str, int | None], _Kids] = {}
         self._where: dict[int, tuple[str, str, int | None]] = {}
         self._big: set[tuple[str, str]] = set()
+        self._known: dict[int, TrajectoryInfo] = {}
         self._batch_depth = 0
         self._batch_tasks: set[str] = set()
         self._rec_ids = itertools.count(-1, -1)
@@ -387,6 +388,9 @@ class PostgresStore(Store):
         if was_down or not first:
             with self._lock:
                 self._invalidate()
+                conn, self._conn = self._conn, None  # the server restarted: reconnect on use
+                if conn is not None:
+                    conn.raw.close()
             _log.info('%s: database reachable again', self.url)
         if self.pending:
             self._flush()
@@ -412,10 +416,13 @@ class PostgresStore(Store):
     # -- cache ---------------------------------------------------------------------------
 
     def _invalidate(self) -> None:
+        self._known.clear()
         self._kids.clear()
         self._where.clear()
 
     def _drop_task(self, task: str) -> None:
+        for tid in [i for i, t in self._known.items() if t.task == task]:
+            del self._known[tid]
         for key in [k for k in self._kids if k[0] == task]:
             for node in self._kids.pop(key).nodes:
                 self._where.pop(node.id, None)
@@ -453,12 +460,22 @@ class PostgresStore(Store):
             raise type(err)(f'{self.url}: node {row[0]}: {err}') from err
 
     def children(self, *, task: str, variant: str, parent: int | None) -> NodeList:
-        """Return the children of ``parent``, oldest first (cached, kept current by NOTIFY)."""
+        """
+        Return the children of ``parent``, oldest first (cached, kept current by NOTIFY).
+
+        While the server is away, children not loaded before are an empty list.
+        """
         with self._lock:
             kids = self._kids.get((task, variant, parent))
             if kids is None:
-                with self._db() as conn:
-                    kids = self._load(conn, task, variant, parent)
+                try:
+                    with self._db() as conn:
+                        kids = self._load(conn, task, variant, parent)
+                except StoreUnavailableError:
+                    # Nothing loaded here: a miss (the agent is asked, its steps kept
+                    # in memory) rather than a failed task. Not cached.
+                    return NodeList((), key=(self._uid, task, variant, parent, 'unreachable',
+                                             next(self._gens)))
             if kids.view is None:
                 kids.view = NodeList(kids.nodes, key=(self._uid, task, variant, parent, kids.gen),
                                      family=(self._uid, task, variant, parent))
@@ -659,29 +676,59 @@ class PostgresStore(Store):
 
     # -- reads and bookkeeping ---------------------------------------------------------
 
+    def _seen(self, rows: Sequence[tuple[Any, ...]]) -> list[TrajectoryInfo]:
+        """Decode trajectory rows and remember them for while the server is away."""
+        infos = [trajectory_from_row(r) for r in rows]
+        with self._lock:
+            for info in infos:
+                self._known[info.id] = info
+        return infos
+
+    def _last_known(self, err: StoreUnavailableError, pick: Any) -> Any:
+        """Answer from trajectories read before the server went away, or re-raise ``err``."""
+        with self._lock:
+            found = pick(list(self._known.values()))
+        if found is None:
+            raise err
+        return found
+
     def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
-        """Return one trajectory."""
-        with self._db() as conn:
-            row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories WHERE id = ?',
-                               (trajectory_id,)).fetchone()
+        """Return one trajectory (the last one read while the server is away)."""
+        try:
+            with self._db() as conn:
+                row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
+                                   ' WHERE id = ?', (trajectory_id,)).fetchone()
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: next(
+                (t for t in known if t.id == trajectory_id), None))
         if row is None:
             raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id}')
-        return trajectory_from_row(row)
+        return self._seen([row])[0]
 
     def trajectories(self, *, task: str | None = None) -> list[TrajectoryInfo]:
-        """Return every trajectory (of one task), oldest first."""
+        """Return every trajectory (of one task), oldest first; last read ones while away."""
         sql = f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
-        with self._db() as conn:
-            rows = (conn.execute(sql + ' ORDER BY id') if task is None else
-                    conn.execute(sql + ' WHERE task = ? ORDER BY id', (task,))).fetchall()
-        return [trajectory_from_row(r) for r in rows]
+        try:
+            with self._db() as conn:
+                rows = (conn.execute(sql + ' ORDER BY id') if task is None else
+                        conn.execute(sql + ' WHERE task = ? ORDER BY id', (task,))).fetchall()
+        except StoreUnavailableError as err:
+            if task is None:
+                raise
+            return self._last_known(err, lambda known: sorted(
+                (t for t in known if t.task == task), key=lambda t: t.id))
+        return self._seen(rows)
 
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""
-        with self._db() as conn:
-            row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories WHERE leaf = ?',
-                               (node_id,)).fetchone()
-        return None if row is None else trajectory_from_row(row)
+        try:
+            with self._db() as conn:
+                row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
+                                   ' WHERE leaf = ?', (node_id,)).fetchone()
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: next(
+                (t for t in known if t.node_ids[-1] == node_id), None))
+        return None if row is None else self._seen([row])[0]
 
     def tasks(self) -> list[TaskStats]:
         """Return per-task counters, sorted by name."""
