@@ -693,7 +693,7 @@ class PostgresStore(Store):
         return found
 
     def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
-        """Return one trajectory (the last one read while the server is away)."""
+        """Return one trajectory; while the server is away, as it was last read."""
         try:
             with self._db() as conn:
                 row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
