@@ -487,9 +487,7 @@ class PostgresStore(Store):
         if kids is None and parent is None and (task, variant) not in self._big:
             kids = self._load_tree(conn, task, variant)
         if kids is None:
-            where, args = sqltree.parent_clause(parent)
-            rows = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
-                                f' AND {where} ORDER BY id', (task, variant, *args)).fetchall()
+            rows = sqltree.children_rows(conn, task, variant, parent)
             with gc_paused():
                 nodes = [self._node(r) for r in rows]
             kids = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
@@ -733,33 +731,12 @@ class PostgresStore(Store):
     def tasks(self) -> list[TaskStats]:
         """Return per-task counters, sorted by name."""
         with self._db() as conn:
-            counts = {r[0]: (r[1], r[2]) for r in conn.execute(
-                'SELECT task, count(*), max(last_used) FROM trajectories GROUP BY task')}
-            stats = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
-                'SELECT task, hits, misses, last_used FROM task_stats')}
-        out = []
-        for name in sorted(set(counts) | set(stats)):
-            n, used = counts.get(name, (0, 0.0))
-            hits, misses, used2 = stats.get(name, (0, 0, 0.0))
-            out.append(TaskStats(name, n, hits, misses, max(used or 0.0, used2)))
-        return out
+            return sqltree.task_stats(conn)
 
     def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
         """Remove one trajectory or all of a task; every robot's cache drops the task."""
         with self._write(task) as conn:
-            if trajectory_id is None:
-                n = conn.execute('DELETE FROM trajectories WHERE task = ?', (task,)).rowcount
-                conn.execute('DELETE FROM nodes WHERE task = ?', (task,))
-                conn.execute('DELETE FROM task_stats WHERE task = ?', (task,))
-            else:
-                row = conn.execute('SELECT task, leaf FROM trajectories WHERE id = ?',
-                                   (trajectory_id,)).fetchone()
-                if row is None or row[0] != task:
-                    raise UnknownTrajectoryError(
-                        f'no trajectory with id {trajectory_id} in task {task!r}')
-                conn.execute('DELETE FROM trajectories WHERE id = ?', (trajectory_id,))
-                sqltree.prune(conn, row[1])
-                n = 1
+            n = sqltree.forget(conn, task, trajectory_id)
             self._notify(conn, 'forget', task)
         with self._lock:
             self._drop_task(task)
@@ -770,10 +747,7 @@ class PostgresStore(Store):
         info = self.trajectory(trajectory_id)
         now = time.time()
         with self._write() as conn:
-            conn.executemany('UPDATE nodes SET success_count = success_count + 1,'
-                             ' last_used = ? WHERE id = ?', [(now, n) for n in info.node_ids])
-            conn.execute('UPDATE trajectories SET replay_count = replay_count + 1,'
-                         ' last_used = ? WHERE id = ?', (now, trajectory_id))
+            sqltree.count_replay(conn, info, now)
             self._refresh(conn, info.node_ids)
 
     def note_outcome(self, *, task: str, hit: bool) -> None:
@@ -813,11 +787,7 @@ class PostgresStore(Store):
     def recording_steps(self, recording_id: int) -> list[Step]:
         """Return the steps an (incomplete) recording wrote, for inspection."""
         with self._db() as conn:
-            rows = conn.execute(
-                'SELECT 0, 0, 0, tool, kind, type_name, payload, payload_json, pre, post,'
-                ' status, duration, 0, 0, 0 FROM recording_steps WHERE recording = ?'
-                ' ORDER BY seq', (recording_id,)).fetchall()
-        return [node_from_row(r).step for r in rows]
+            return sqltree.recording_steps(conn, recording_id)
 
     def diagnostics(self) -> dict[str, str]:
         """

@@ -395,9 +395,7 @@ class SqliteStore(Store):
         key = (task, variant, parent)
         kids = self._kids.get(key)
         if kids is None:
-            rows = self._conn.execute(
-                f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
-                ' ORDER BY id', key).fetchall()
+            rows = sqltree.children_rows(self._conn, task, variant, parent)
             with gc_paused():
                 nodes = [self._node(r) for r in rows]
             kids = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
@@ -525,35 +523,13 @@ class SqliteStore(Store):
     def tasks(self) -> list[TaskStats]:
         """Return per-task counters, sorted by name."""
         with self._reading() as conn:
-            counts = {r[0]: (r[1], r[2]) for r in conn.execute(
-                'SELECT task, count(*), max(last_used) FROM trajectories GROUP BY task')}
-            stats = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
-                'SELECT task, hits, misses, last_used FROM task_stats')}
-            out = []
-            for name in sorted(set(counts) | set(stats)):
-                n, used = counts.get(name, (0, 0.0))
-                hits, misses, used2 = stats.get(name, (0, 0, 0.0))
-                out.append(TaskStats(name, n, hits, misses, max(used or 0.0, used2)))
-            return out
+            return sqltree.task_stats(conn)
 
     def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
         """Remove one trajectory or all of a task."""
         with self._reading() as conn:
             with self._write():
-                if trajectory_id is None:
-                    n = conn.execute('DELETE FROM trajectories WHERE task = ?',
-                                     (task,)).rowcount
-                    conn.execute('DELETE FROM nodes WHERE task = ?', (task,))
-                    conn.execute('DELETE FROM task_stats WHERE task = ?', (task,))
-                else:
-                    row = conn.execute('SELECT task, leaf FROM trajectories WHERE id = ?',
-                                       (trajectory_id,)).fetchone()
-                    if row is None or row[0] != task:
-                        raise UnknownTrajectoryError(
-                            f'no trajectory with id {trajectory_id} in task {task!r}')
-                    conn.execute('DELETE FROM trajectories WHERE id = ?', (trajectory_id,))
-                    sqltree.prune(conn, row[1])
-                    n = 1
+                n = sqltree.forget(conn, task, trajectory_id)
             self._invalidate()
             return n
 
@@ -563,11 +539,7 @@ class SqliteStore(Store):
         now = time.time()
         with self._reading() as conn:
             with self._write():
-                conn.executemany('UPDATE nodes SET success_count = success_count + 1,'
-                                 ' last_used = ? WHERE id = ?',
-                                 [(now, nid) for nid in info.node_ids])
-                conn.execute('UPDATE trajectories SET replay_count = replay_count + 1,'
-                             ' last_used = ? WHERE id = ?', (now, trajectory_id))
+                sqltree.count_replay(conn, info, now)
             self._refresh(info.node_ids)
 
     def note_outcome(self, *, task: str, hit: bool) -> None:
@@ -630,11 +602,7 @@ class SqliteStore(Store):
     def recording_steps(self, recording_id: int) -> list[Step]:
         """Return the steps an (incomplete) recording wrote, for inspection."""
         with self._reading() as conn:
-            rows = conn.execute(
-                'SELECT 0, 0, 0, tool, kind, type_name, payload, payload_json, pre, post,'
-                ' status, duration, 0, 0, 0 FROM recording_steps WHERE recording = ?'
-                ' ORDER BY seq', (recording_id,)).fetchall()
-            return [node_from_row(r, self._allow_pickle).step for r in rows]
+            return sqltree.recording_steps(conn, recording_id, self._allow_pickle)
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""

@@ -15,12 +15,13 @@ from dataclasses import replace
 import json
 import sqlite3
 
-from .codec import step_row, TRAJ_COLS, trajectory_from_row
+from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
 from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
-from ..records import Step, TrajectoryInfo
+from ..records import Step, TaskStats, TrajectoryInfo
 
-__all__ = ['check_parent', 'merge', 'parent_clause', 'prune', 'prune_unused']
+__all__ = ['check_parent', 'children_rows', 'count_replay', 'forget', 'merge', 'parent_clause',
+           'prune', 'prune_unused', 'recording_steps', 'task_stats']
 
 
 def parent_clause(parent: int | None) -> tuple[str, tuple[int, ...]]:
@@ -161,3 +162,64 @@ def prune_unused(conn: sqlite3.Connection, node: int | None) -> list[int]:
         deleted.append(cursor)
         cursor = row[0]
     return deleted
+
+
+def children_rows(conn: sqlite3.Connection, task: str, variant: str,
+                  parent: int | None) -> list[tuple[object, ...]]:
+    """Return the node rows (:data:`~.codec.NODE_COLS`) under ``parent``, oldest first."""
+    where, args = parent_clause(parent)
+    return conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
+                        f' AND {where} ORDER BY id', (task, variant, *args)).fetchall()
+
+
+def task_stats(conn: sqlite3.Connection) -> list[TaskStats]:
+    """Return per-task counters (trajectories, hits, misses, last use), sorted by name."""
+    counts = {r[0]: (r[1], r[2]) for r in conn.execute(
+        'SELECT task, count(*), max(last_used) FROM trajectories GROUP BY task').fetchall()}
+    stats = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
+        'SELECT task, hits, misses, last_used FROM task_stats').fetchall()}
+    out = []
+    for name in sorted(set(counts) | set(stats)):
+        n, used = counts.get(name, (0, 0.0))
+        hits, misses, used2 = stats.get(name, (0, 0, 0.0))
+        out.append(TaskStats(name, n, hits, misses, max(used or 0.0, used2)))
+    return out
+
+
+def forget(conn: sqlite3.Connection, task: str, trajectory_id: int | None) -> int:
+    """
+    Remove one trajectory (and the nodes only it used) or all of a task, in the caller's write.
+
+    :return: How many trajectories were removed.
+    :raises UnknownTrajectoryError: ``trajectory_id`` is not a trajectory of ``task``.
+    """
+    if trajectory_id is None:
+        n = conn.execute('DELETE FROM trajectories WHERE task = ?', (task,)).rowcount
+        conn.execute('DELETE FROM nodes WHERE task = ?', (task,))
+        conn.execute('DELETE FROM task_stats WHERE task = ?', (task,))
+        return n
+    row = conn.execute('SELECT task, leaf FROM trajectories WHERE id = ?',
+                       (trajectory_id,)).fetchone()
+    if row is None or row[0] != task:
+        raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id} in task {task!r}')
+    conn.execute('DELETE FROM trajectories WHERE id = ?', (trajectory_id,))
+    prune(conn, row[1])
+    return 1
+
+
+def count_replay(conn: sqlite3.Connection, info: TrajectoryInfo, now: float) -> None:
+    """Add one success to the nodes and one replay to the trajectory, used ``now``."""
+    conn.executemany('UPDATE nodes SET success_count = success_count + 1, last_used = ?'
+                     ' WHERE id = ?', [(now, nid) for nid in info.node_ids])
+    conn.execute('UPDATE trajectories SET replay_count = replay_count + 1, last_used = ?'
+                 ' WHERE id = ?', (now, info.id))
+
+
+def recording_steps(conn: sqlite3.Connection, recording_id: int,
+                    allow_pickle: bool = False) -> list[Step]:
+    """Return the steps an (incomplete) recording wrote, in order."""
+    rows = conn.execute(
+        'SELECT 0, 0, 0, tool, kind, type_name, payload, payload_json, pre, post,'
+        ' status, duration, 0, 0, 0 FROM recording_steps WHERE recording = ?'
+        ' ORDER BY seq', (recording_id,)).fetchall()
+    return [node_from_row(r, allow_pickle).step for r in rows]
