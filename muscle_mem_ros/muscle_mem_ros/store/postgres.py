@@ -505,11 +505,14 @@ class PostgresStore(Store):
         finish from memory if the server goes away. A larger tree is loaded level
         by level (and remembered as large).
         """
-        rows = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
-                            ' ORDER BY id LIMIT ?', (task, variant, TREE_LIMIT + 1)).fetchall()
-        if len(rows) > TREE_LIMIT:
+        size = conn.execute('SELECT count(*) FROM (SELECT 1 FROM nodes WHERE task = ? AND'
+                            ' variant = ? LIMIT ?) AS t', (task, variant, TREE_LIMIT + 1)
+                            ).fetchone()[0]
+        if size > TREE_LIMIT:
             self._big.add((task, variant))
             return None
+        rows = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
+                            ' ORDER BY id', (task, variant)).fetchall()
         with gc_paused():
             nodes = [self._node(r) for r in rows]
         groups: dict[int | None, list[Node]] = {None: []}
