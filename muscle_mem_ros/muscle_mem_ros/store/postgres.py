@@ -48,6 +48,7 @@ import uuid
 from . import pgschema, sqltree
 from .base import check_step, NodeList, Recording, RecordingInfo, Store
 from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
+from .kidcache import ChildCache, Key
 from .owners import HOST
 from ..bulk import gc_paused
 from ..errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
@@ -108,16 +109,6 @@ class _Conn:
     @property
     def usable(self) -> bool:
         return not (self.raw.closed or self.raw.broken)
-
-
-@dataclass
-class _Kids:
-    """Cached children of one tree node."""
-
-    nodes: list[Node]
-    index: dict[int, int]
-    gen: int
-    view: NodeList | None = None
 
 
 @dataclass
@@ -222,10 +213,8 @@ class PostgresStore(Store):
         self._retry = (retry_min, retry_max)
         self._token = uuid.uuid4().hex
         self._uid = next(_store_ids)
-        self._gens = itertools.count(1)
         self._lock = threading.RLock()
-        self._kids: dict[tuple[str, str, int | None], _Kids] = {}
-        self._where: dict[int, tuple[str, str, int | None]] = {}
+        self._cache = ChildCache(uid=self._uid)
         self._big: set[tuple[str, str]] = set()
         self._known: dict[int, TrajectoryInfo] = {}
         self._batch_depth = 0
@@ -417,38 +406,19 @@ class PostgresStore(Store):
 
     def _invalidate(self) -> None:
         self._known.clear()
-        self._kids.clear()
-        self._where.clear()
+        self._cache.clear()
 
     def _drop_task(self, task: str) -> None:
         for tid in [i for i, t in self._known.items() if t.task == task]:
             del self._known[tid]
-        for key in [k for k in self._kids if k[0] == task]:
-            for node in self._kids.pop(key).nodes:
-                self._where.pop(node.id, None)
+        self._cache.drop(task)
 
     def _apply(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Put freshly read node rows into the cached child lists that hold or should hold them."""
-        for row in rows:
-            key = (row[15], row[16], row[1])
-            kids = self._kids.get(key)
-            if kids is None:
-                continue
-            node = self._node(row)
-            pos = kids.index.get(node.id)
-            if pos is None:
-                kids.index[node.id] = len(kids.nodes)
-                kids.nodes.append(node)
-                kids.gen = next(self._gens)
-                self._where[node.id] = key
-                if key[:2] not in self._big:  # a whole tree stays whole: a new node is a leaf
-                    self._kids.setdefault(key[:2] + (node.id,), _Kids([], {}, next(self._gens)))
-            else:
-                kids.nodes[pos] = node
-            kids.view = None
+        """Put freshly read node rows into the cached child lists (a whole tree stays whole)."""
+        self._cache.place(rows, self._node, leaves=lambda key: key[:2] not in self._big)
 
     def _refresh(self, conn: _Conn, node_ids: Sequence[int]) -> None:
-        if node_ids and self._kids:
+        if node_ids and self._cache:
             self._apply(conn.raw.execute(
                 f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
                 (list(node_ids),)).fetchall())
@@ -465,39 +435,29 @@ class PostgresStore(Store):
 
         While the server is away, children not loaded before are an empty list.
         """
+        key = (task, variant, parent)
         with self._lock:
-            kids = self._kids.get((task, variant, parent))
-            if kids is None:
+            if not self._cache.has(key):
                 try:
                     with self._db() as conn:
-                        kids = self._load(conn, task, variant, parent)
+                        self._load(conn, key)
                 except StoreUnavailableError:
                     # Nothing loaded here: a miss (the agent is asked, its steps kept
                     # in memory) rather than a failed task. Not cached.
-                    return NodeList((), key=(self._uid, task, variant, parent, 'unreachable',
-                                             next(self._gens)))
-            if kids.view is None:
-                kids.view = NodeList(kids.nodes, key=(self._uid, task, variant, parent, kids.gen),
-                                     family=(self._uid, task, variant, parent))
-            return kids.view
+                    return NodeList((), key=self._cache.fresh_key(key))
+            return self._cache.view(key)
 
-    def _load(self, conn: _Conn, task: str, variant: str, parent: int | None) -> _Kids:
-        key = (task, variant, parent)
-        kids = self._kids.get(key)
-        if kids is None and parent is None and (task, variant) not in self._big:
-            kids = self._load_tree(conn, task, variant)
-        if kids is None:
+    def _load(self, conn: _Conn, key: Key) -> Key:
+        task, variant, parent = key
+        if not self._cache.has(key) and parent is None and (task, variant) not in self._big:
+            self._load_tree(conn, task, variant)
+        if not self._cache.has(key):
             rows = sqltree.children_rows(conn, task, variant, parent)
             with gc_paused():
-                nodes = [self._node(r) for r in rows]
-            kids = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
-                         gen=next(self._gens))
-            self._kids[key] = kids
-            for n in nodes:
-                self._where[n.id] = key
-        return kids
+                self._cache.put(key, [self._node(r) for r in rows])
+        return key
 
-    def _load_tree(self, conn: _Conn, task: str, variant: str) -> _Kids | None:
+    def _load_tree(self, conn: _Conn, task: str, variant: str) -> None:
         """
         Load a whole tree of up to :data:`TREE_LIMIT` nodes at once; None if it is larger.
 
@@ -510,7 +470,7 @@ class PostgresStore(Store):
                             ).fetchone()[0]
         if size > TREE_LIMIT:
             self._big.add((task, variant))
-            return None
+            return
         rows = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
                             ' ORDER BY id', (task, variant)).fetchall()
         with gc_paused():
@@ -520,13 +480,7 @@ class PostgresStore(Store):
             groups.setdefault(n.id, [])
             groups.setdefault(n.parent, []).append(n)
         for parent, members in groups.items():
-            key = (task, variant, parent)
-            self._kids[key] = _Kids(nodes=members,
-                                    index={n.id: i for i, n in enumerate(members)},
-                                    gen=next(self._gens))
-            for n in members:
-                self._where[n.id] = key
-        return self._kids[(task, variant, None)]
+            self._cache.put((task, variant, parent), members)
 
     def preload(self, *, task: str | None = None) -> int:
         """Load the first steps of every (task, variant) tree, or of one task's trees."""
@@ -534,15 +488,14 @@ class PostgresStore(Store):
             sql = 'SELECT DISTINCT task, variant FROM trajectories'
             keys = (conn.execute(sql).fetchall() if task is None else
                     conn.execute(sql + ' WHERE task = ?', (task,)).fetchall())
-            return sum(len(self._load(conn, t, v, None).nodes) for t, v in keys)
+            return sum(self._cache.size(self._load(conn, (t, v, None))) for t, v in keys)
 
     def node(self, node_id: int) -> Node:
         """Return one node, from the cache when its parent's children are loaded."""
         with self._lock:
-            key = self._where.get(node_id)
-            if key is not None:
-                kids = self._kids[key]
-                return kids.nodes[kids.index[node_id]]
+            cached = self._cache.node(node_id)
+            if cached is not None:
+                return cached
             with self._db() as conn:
                 row = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ?',
                                    (node_id,)).fetchone()
@@ -554,10 +507,9 @@ class PostgresStore(Store):
         """Return the steps from the root to ``node_id`` if all are cached, else None."""
         steps: list[Step] = []
         while node_id is not None:
-            key = self._where.get(node_id)
-            if key is None:
+            node = self._cache.node(node_id)
+            if node is None:
                 return None
-            node = self._kids[key].nodes[self._kids[key].index[node_id]]
             steps.append(node.step)
             node_id = node.parent
         steps.reverse()
