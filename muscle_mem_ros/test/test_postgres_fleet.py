@@ -13,7 +13,8 @@ import threading
 from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray
 from muscle_mem_interfaces.srv import Forget, ListTasks
-from node_helpers import Harness, Names, wait_until
+from muscle_mem_ros.store import pgschema, PostgresStore
+from node_helpers import Harness, Names, params, run_cache_to_exit, wait_until
 from pg_server import _make
 import pytest
 
@@ -157,3 +158,28 @@ def test_server_stopped_and_started_mid_run(robots):
     assert run.result.success and run.result.cache_hit, run.result.message
     assert len(b.agent.calls) == calls
     assert a.cache.alive() and b.cache.alive()
+
+
+def test_newer_schema_in_the_database_is_a_clear_startup_error(fleet, tmp_path):
+    server, _, _ = fleet
+    url = server.new_url()
+    PostgresStore(url=url).close()
+    import psycopg
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'INSERT INTO {pgschema.NAMESPACE}.schema_version (version) VALUES (%s)',
+                     (pgschema.SCHEMA_VERSION + 1,))
+    names = Names.unique()
+    done = run_cache_to_exit(names=names, values=params(names, store=url), tmp=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert 'bad configuration: store_path:' in done.stderr
+    assert 'newer than this muscle_mem_ros understands' in done.stderr
+
+
+def test_the_database_password_is_never_printed(fleet, tmp_path):
+    server, _, _ = fleet
+    names = Names.unique()
+    url = f'postgresql://postgres:pw-s3cret@127.0.0.1:{server.port + 1}/nowhere'
+    done = run_cache_to_exit(names=names, values=params(names, store=url), tmp=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert 'postgres:***@127.0.0.1' in done.stderr
+    assert 'pw-s3cret' not in done.stderr + done.stdout
