@@ -86,7 +86,7 @@ class PgServer:
     def start(self) -> None:
         """Start (or restart after :meth:`stop`) on the same port and data."""
         options = (f'-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off'
-                   ' -c synchronous_commit=off -c full_page_writes=off -c max_connections=200')
+                   ' -c full_page_writes=off -c max_connections=200')
         self._run('pg_ctl', '-D', str(self.data), '-l', str(self.root / 'log'), '-w',
                   '-t', '60', '-o', options, 'start')
 

@@ -14,7 +14,15 @@ from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray
 from muscle_mem_interfaces.srv import Forget, ListTasks
 from muscle_mem_ros.store import pgschema, PostgresStore
-from node_helpers import Harness, Names, params, run_cache_to_exit, wait_until
+from node_helpers import (
+    CacheProcess,
+    Harness,
+    Names,
+    params,
+    run_cache_to_exit,
+    wait_until,
+    write_params,
+)
 from pg_server import _make
 import pytest
 
@@ -175,11 +183,18 @@ def test_newer_schema_in_the_database_is_a_clear_startup_error(fleet, tmp_path):
     assert 'newer than this muscle_mem_ros understands' in done.stderr
 
 
-def test_the_database_password_is_never_printed(fleet, tmp_path):
+def test_node_starts_while_the_database_is_away_and_never_prints_the_password(fleet, tmp_path):
     server, _, _ = fleet
     names = Names.unique()
     url = f'postgresql://postgres:pw-s3cret@127.0.0.1:{server.port + 1}/nowhere'
-    done = run_cache_to_exit(names=names, values=params(names, store=url), tmp=tmp_path)
-    assert done.returncode == 1, done.stderr
-    assert 'postgres:***@127.0.0.1' in done.stderr
-    assert 'pw-s3cret' not in done.stderr + done.stdout
+    params_file = write_params(tmp_path / 'away.yaml', names.node, params(names, store=url))
+    cache = CacheProcess(names=names, params_file=params_file, log=tmp_path / 'away.log')
+    try:
+        assert wait_until(lambda: 'behavior cache ready' in cache.output()
+                          or not cache.alive(), 60.0), cache.output()
+        assert cache.alive(), cache.output()
+        assert 'database unreachable' in cache.output()
+        assert 'postgres:***@127.0.0.1' in cache.output()
+    finally:
+        assert cache.stop() == 0
+    assert 'pw-s3cret' not in cache.output()

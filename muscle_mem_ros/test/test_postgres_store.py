@@ -237,3 +237,22 @@ def test_recording_still_kept_when_the_store_closes_is_reported_lost(pg_private,
     store.close()
     assert len(store.lost) == 1
     assert 'LOST a recording' in caplog.text
+
+
+def test_a_recording_is_live_while_its_store_is_connected_and_purged_after(url):
+    a = PostgresStore(url=url, robot_id='A')
+    b = PostgresStore(url=url, robot_id='B')
+    try:
+        rec = a.begin(task='t', variant='', params_json='{}')
+        rec.append(step('a'))
+        (info,) = b.incomplete_recordings()
+        assert info.live and info.step_count == 1 and "robot 'A'" in info.owner
+        assert b.purge_abandoned() == 0
+        assert [s.tool for s in b.recording_steps(info.id)] == ['a']
+        a.close()
+        (info,) = b.incomplete_recordings()
+        assert not info.live
+        assert b.purge_abandoned() == 1
+        assert b.incomplete_recordings() == []
+    finally:
+        b.close()

@@ -219,7 +219,7 @@ class BehaviorCacheNode(LifecycleNode):
         try:
             parts.store = open_store(
                 config.store_path, abandoned_retention=config.abandoned_recording_retention,
-                robot_id=config.robot_id)
+                robot_id=config.robot_id, start_unreachable=True)
         except MuscleMemError as err:
             raise ConfigError(f'store_path: cannot open {_shown(config.store_path)!r}: '
                               f'{err}') from err

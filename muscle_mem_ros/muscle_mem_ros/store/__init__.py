@@ -30,6 +30,7 @@ def open_store(
     allow_pickle: bool = False,
     abandoned_retention: float | None = DEFAULT_ABANDONED_RETENTION,
     robot_id: str = '',
+    start_unreachable: bool = False,
 ) -> Store:
     """
     Open a store from a path-like spec.
@@ -43,6 +44,8 @@ def open_store(
     :param abandoned_retention: SQLite only: seconds after which incomplete recordings
         of stopped processes are purged on open (None keeps them); PostgreSQL too.
     :param robot_id: PostgreSQL only: who records, stored with every recording.
+    :param start_unreachable: PostgreSQL only: open even if the server cannot be reached
+        yet (it is retried with backoff; see :class:`PostgresStore`).
     :return: The store.
     :raises StoreAccessError: the file or directory cannot be read or written.
     :raises StoreCorruptError: the file exists but is not a usable store.
@@ -55,6 +58,7 @@ def open_store(
         if allow_pickle:
             raise ValueError('allow_pickle: a shared PostgreSQL store never pickles')
         return PostgresStore(url=str(spec), robot_id=robot_id,
-                             abandoned_retention=abandoned_retention)
+                             abandoned_retention=abandoned_retention,
+                             start_unreachable=start_unreachable)
     return SqliteStore(path=spec, allow_pickle=allow_pickle,
                        abandoned_retention=abandoned_retention)

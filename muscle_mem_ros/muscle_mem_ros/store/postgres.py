@@ -122,6 +122,7 @@ class _Pending:
     steps: list[Step]
     prefix: list[Step] | None
     since: float
+    recording: int | None = None
 
 
 class _PgRecording(Recording):
@@ -185,7 +186,12 @@ class PostgresStore(Store):
     :param retry_max: Longest reconnection delay, seconds.
     :param abandoned_retention: Seconds; on open, incomplete recordings of stores that
         disconnected and that started longer ago than this are deleted. None keeps them.
-    :raises StoreUnavailableError: The server cannot be reached at open.
+    :param start_unreachable: When the server cannot be reached at open, start anyway
+        (as if it had gone away: nothing loaded, recordings kept in memory) and check the
+        schema once it answers; a newer or foreign schema then makes every call raise
+        that error (and :meth:`diagnostics` show it). False: raise at open.
+    :raises StoreUnavailableError: The server cannot be reached at open (and not
+        ``start_unreachable``).
     :raises StoreVersionError: The database holds a newer schema (untouched).
     :raises StoreCorruptError: The namespace holds something that is not a store.
     """
@@ -199,6 +205,7 @@ class PostgresStore(Store):
         retry_min: float = 0.25,
         retry_max: float = 10.0,
         abandoned_retention: float | None = None,
+        start_unreachable: bool = False,
     ) -> None:
         try:
             import psycopg
@@ -230,13 +237,24 @@ class PostgresStore(Store):
         self._stop = threading.Event()
         self._listening = threading.Event()
         self.purged = 0
-        raw = self._connect()
+        self._fatal: StoreError | None = None
+        self._conn: _Conn | None = None
+        self._migrated = False
         try:
-            pgschema.migrate(raw, self.url)
-        except BaseException:
-            raw.close()
-            raise
-        self._conn: _Conn | None = self._setup(raw)
+            raw = self._connect()
+        except StoreUnavailableError as err:
+            if not start_unreachable:
+                raise
+            self._mark_down(err)
+            abandoned_retention = None
+        else:
+            try:
+                pgschema.migrate(raw, self.url)
+            except BaseException:
+                raw.close()
+                raise
+            self._migrated = True
+            self._conn = self._setup(raw)
         self._watcher = threading.Thread(target=self._watch, name='muscle_mem_pg_listen',
                                          daemon=True)
         self._watcher.start()
@@ -281,6 +299,8 @@ class PostgresStore(Store):
     def _db(self) -> Iterator[_Conn]:
         """Hold the lock and yield a live connection; map lost connections to unavailability."""
         pg = self._pg
+        if self._fatal is not None:
+            raise self._fatal
         with self._lock:
             conn = self._conn
             if conn is None or not conn.usable or not self._up:
@@ -348,6 +368,9 @@ class PostgresStore(Store):
                 delay = min(delay * 2, self._retry[1])
                 continue
             try:
+                if not self._migrated and not self._schema_ok(raw):
+                    raw.close()
+                    return
                 raw.execute(f'SET search_path TO {pgschema.NAMESPACE}')
                 raw.execute(f'LISTEN {pgschema.CHANNEL}')
                 self._back_up(first)
@@ -368,6 +391,18 @@ class PostgresStore(Store):
             finally:
                 self._listening.clear()
                 raw.close()
+
+    def _schema_ok(self, raw: Any) -> bool:
+        """Check and migrate the schema on the first connection of a store opened without one."""
+        try:
+            pgschema.migrate(raw, self.url)
+        except StoreError as err:
+            self._fatal = err
+            _log.error('%s: %s; the store stays unusable until the node is restarted with a '
+                       'muscle_mem_ros that understands it', self.url, err)
+            return False
+        self._migrated = True
+        return True
 
     def _back_up(self, first: bool) -> None:
         """Mark the store up once the listener connects; caches may have missed changes."""
@@ -571,7 +606,8 @@ class PostgresStore(Store):
             self.pending.append(_Pending(
                 task=recording.task, variant=recording.variant,
                 params_json=recording.params_json, parent=recording.parent,
-                steps=list(recording.steps), prefix=prefix, since=time.time()))
+                steps=list(recording.steps), prefix=prefix, since=time.time(),
+                recording=recording.id if recording.id > 0 else None))
 
     def _flush(self) -> None:
         """Commit recordings kept while the server was away (oldest first)."""
@@ -580,12 +616,12 @@ class PostgresStore(Store):
             try:
                 try:
                     info = self._merge(item.task, item.variant, item.params_json, item.parent,
-                                       item.steps)
+                                       item.steps, recording=item.recording)
                 except UnknownTrajectoryError:
                     if item.prefix is None:
                         raise
                     info = self._merge(item.task, item.variant, item.params_json, None,
-                                       item.prefix + item.steps)
+                                       item.prefix + item.steps, recording=item.recording)
             except StoreUnavailableError:
                 return
             except StoreError as err:
@@ -753,9 +789,12 @@ class PostgresStore(Store):
         """
         with self._state_lock:
             up, error, since, next_try = self._up, self._error, self._down_since, self._next_try
-        state = 'ok' if up else (
-            f'unreachable for {time.time() - since:.0f} s ({error}); next try in '
-            f'{max(0.0, next_try - time.time()):.1f} s')
+        if self._fatal is not None:
+            state = f'unusable: {self._fatal}'
+        else:
+            state = 'ok' if up else (
+                f'unreachable for {time.time() - since:.0f} s ({error}); next try in '
+                f'{max(0.0, next_try - time.time()):.1f} s')
         return {'store_backend': 'postgresql', 'store_url': self.url, 'robot_id': self.robot_id,
                 'store_connection': state, 'store_pending_recordings': str(len(self.pending))}
 
