@@ -49,7 +49,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ' duration DOUBLE PRECISION NOT NULL, sig TEXT, success_count BIGINT NOT NULL,'
         ' last_used DOUBLE PRECISION NOT NULL, terminal INTEGER NOT NULL,'
         " robot_id TEXT NOT NULL DEFAULT '')",
-        'CREATE INDEX nodes_children ON nodes (task, variant, parent)',
+        'CREATE INDEX nodes_children ON nodes (task, variant, parent, sig)',
         'CREATE UNIQUE INDEX nodes_sig ON nodes (task, variant, COALESCE(parent, 0), sig)'
         ' WHERE sig IS NOT NULL',
         'CREATE TABLE trajectories ('
