@@ -19,6 +19,7 @@ __all__ = [
     'StoreCorruptError',
     'StoreError',
     'StorePickleError',
+    'StoreUnavailableError',
     'StoreVersionError',
     'TypeResolutionError',
     'UnknownTrajectoryError',
@@ -67,6 +68,15 @@ class StoreVersionError(StoreError):
     The file is left exactly as it was found; upgrade muscle_mem_ros to read it.
     Also raised for an older schema when the store is opened read-only (it cannot
     be migrated then).
+    """
+
+
+class StoreUnavailableError(StoreError):
+    """
+    The store's database server cannot be reached right now (PostgreSQL store).
+
+    Nothing was written; the store reconnects in the background. A recording
+    committed meanwhile is kept in memory and committed once the server is back.
     """
 
 

@@ -177,6 +177,8 @@ class TrajectoryInfo:
     :ivar created: Wall time it was committed.
     :ivar last_used: Wall time it was last recorded or replayed to the end.
     :ivar replay_count: Times it was replayed to the end.
+    :ivar robot_id: The robot that recorded it first (a fleet store); '' where the
+        store does not keep it (SQLite, memory).
     """
 
     id: int  # noqa: A003 (the public name, as in the store's schema)
@@ -187,6 +189,7 @@ class TrajectoryInfo:
     created: float
     last_used: float
     replay_count: int = 0
+    robot_id: str = ''
 
 
 @dataclass(frozen=True)

@@ -149,14 +149,18 @@ def write_params(path: Path, node_name: str, values: dict[str, Any]) -> Path:
 class CacheProcess:
     """The behavior-cache node in its own process."""
 
-    def __init__(self, *, names: Names, params_file: Path, log: Path) -> None:
+    def __init__(self, *, names: Names, params_file: Path, log: Path,
+                 domain_id: int | None = None) -> None:
         self.names = names
         self.log = log
         self._log_file = open(log, 'w')  # noqa: SIM115 - closed in stop()
+        env = dict(os.environ)
+        if domain_id is not None:
+            env['ROS_DOMAIN_ID'] = str(domain_id)
         self.proc = subprocess.Popen(
             [sys.executable, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
              '-r', f'__node:={names.node}', '--params-file', str(params_file)],
-            stdout=self._log_file, stderr=subprocess.STDOUT, env=dict(os.environ),
+            stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
         )
 
     def alive(self) -> bool:
@@ -481,11 +485,20 @@ class TaskRun:
 class Harness:
     """Robot, agent and a client node on one executor thread, plus the cache process."""
 
-    def __init__(self, *, tmp: Path, names: Names | None = None) -> None:
+    def __init__(self, *, tmp: Path, names: Names | None = None,
+                 domain_id: int | None = None) -> None:
+        """
+        Start the robot, agent and client.
+
+        :param domain_id: ROS domain of this harness and its cache (None: the
+            environment's); two harnesses with the same names on two domains are two
+            robots of a fleet.
+        """
         self.tmp = tmp
         self.names = names or Names.unique()
+        self.domain_id = domain_id
         self.context = rclpy.Context()
-        rclpy.init(context=self.context)
+        rclpy.init(context=self.context, domain_id=domain_id)
         self.robot = FakeRobot(names=self.names, context=self.context)
         self.agent = FakeAgent(names=self.names, robot=self.robot, context=self.context)
         self.client = Node(f'{self.names.prefix}_client', context=self.context)
@@ -528,7 +541,8 @@ class Harness:
         values = params(self.names, store=self.tmp / 'cache.db', **overrides)
         params_file = write_params(self.tmp / 'params.yaml', self.names.node, values)
         log = self.tmp / f'cache_{len(list(self.tmp.glob("cache_*.log")))}.log'
-        self.cache = CacheProcess(names=self.names, params_file=params_file, log=log)
+        self.cache = CacheProcess(names=self.names, params_file=params_file, log=log,
+                                  domain_id=self.domain_id)
         cache = self.cache
         if not wait_until(lambda: 'behavior cache ready' in cache.output()
                           or not cache.alive(), 30.0) or not cache.alive():

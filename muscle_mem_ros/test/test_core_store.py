@@ -1,4 +1,4 @@
-"""Store semantics shared by MemoryStore and SqliteStore: tree, dedupe, branches, forget."""
+"""Store semantics shared by every store (memory, SQLite, PostgreSQL): tree, dedupe, forget."""
 
 from __future__ import annotations
 
@@ -13,12 +13,19 @@ from muscle_mem_ros import (
     ToolKind,
     UnknownTrajectoryError,
 )
+from muscle_mem_ros.store import PostgresStore
+from pg_server import pg_server  # noqa: F401 (a fixture)
 import pytest
 
 
-@pytest.fixture(params=['memory', 'sqlite'])
+@pytest.fixture(params=['memory', 'sqlite', 'postgres'])
 def store(request, tmp_path):
-    s = MemoryStore() if request.param == 'memory' else SqliteStore(path=tmp_path / 'x' / 's.db')
+    if request.param == 'memory':
+        s = MemoryStore()
+    elif request.param == 'sqlite':
+        s = SqliteStore(path=tmp_path / 'x' / 's.db')
+    else:
+        s = PostgresStore(url=request.getfixturevalue('pg_server').new_url(), robot_id='r1')
     yield s
     s.close()
 

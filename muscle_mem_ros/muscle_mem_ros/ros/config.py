@@ -67,6 +67,7 @@ from enum import Enum
 import math
 import os
 import re
+import socket
 from typing import Any
 
 from muscle_mem_ros.bindings import Declared, parse_path
@@ -225,6 +226,8 @@ class NodeConfig:
     """Infer bindings from the recordings (parameters from one, sensors from two)."""
     binding_max_shift: float = 0.1
     """``max_shift`` of inferred numeric bindings, in the source's units."""
+    robot_id: str = ''
+    """Who this node records for in a shared (PostgreSQL) store."""
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:
@@ -235,7 +238,7 @@ class NodeConfig:
 _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
-    'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift',
+    'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift', 'robot_id',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
 _TOOL_KEYS = ('server', 'type', 'proxy', 'record_from')
@@ -278,7 +281,11 @@ def _describe(name: str) -> str:
 
 _DESCRIPTIONS = {
     'autostart': 'Configure and activate at startup (false: wait for ros2 lifecycle set).',
-    'store_path': "SQLite file of the cache ('~' expanded; ':memory:' for none).",
+    'store_path': ("SQLite file of the cache ('~' expanded; ':memory:' for none), or a "
+                   'postgresql://user@host:port/db URL shared by a fleet (password from '
+                   'PGPASSWORD or ~/.pgpass, not here: parameters are readable).'),
+    'robot_id': ('Who this node records for, stored with its recordings in a shared store '
+                 '(default: node fully-qualified name @ host name).'),
     'agent_action': 'ExecuteTask action of the planning agent a miss is handed to (empty: none).',
     'cache_mode': 'learn | replay_only | record_only | off; may change at run time.',
     'step_timeout': 'Seconds a replayed step may take before it fails (> 0).',
@@ -571,8 +578,10 @@ def load_config(node: RosNode) -> NodeConfig:
     store_path = reader.string('store_path', DEFAULT_STORE_PATH)
     if not store_path:
         raise ConfigError('store_path: must not be empty')
-    if store_path != ':memory:':
+    if store_path != ':memory:' and not store_path.startswith(('postgresql:', 'postgres:')):
         store_path = os.path.expanduser(store_path)
+    robot_id = reader.string(
+        'robot_id', f'{node.get_fully_qualified_name()}@{socket.gethostname()}', empty=False)
     mode = parse_cache_mode(reader.string('cache_mode', CacheMode.LEARN.value, read_only=False))
     sensors = tuple(_sensor(reader, n) for n in items['sensors'])
     actions = tuple(
@@ -617,6 +626,7 @@ def load_config(node: RosNode) -> NodeConfig:
                        for n in items['bindings']),
         infer_bindings=reader.boolean('infer_bindings', True),
         binding_max_shift=reader.number('binding_max_shift', 0.1),
+        robot_id=robot_id,
     )
 
 

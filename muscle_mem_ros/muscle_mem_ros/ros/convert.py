@@ -91,6 +91,7 @@ def trajectory_info(info: TrajectoryInfo, steps: list[Node] | None = None,
         replay_count=info.replay_count,
         created=time_msg(info.created),
         last_used=time_msg(info.last_used),
+        robot_id=info.robot_id,
     )
 
 

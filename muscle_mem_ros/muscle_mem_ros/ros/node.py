@@ -72,7 +72,7 @@ from muscle_mem_interfaces.srv import (
     StartRecording,
     StopRecording,
 )
-from muscle_mem_ros.errors import ConfigError, MuscleMemError
+from muscle_mem_ros.errors import ConfigError, MuscleMemError, StoreUnavailableError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.calibrate import Calibrator
@@ -95,7 +95,7 @@ from muscle_mem_ros.ros.services import CacheServices
 from muscle_mem_ros.ros.sync import CancelToken, TaskGuard
 from muscle_mem_ros.ros.tap import Ledger, make_tap, Tap
 from muscle_mem_ros.ros.tasks import TaskRunner
-from muscle_mem_ros.store import open_store
+from muscle_mem_ros.store import is_postgres_url, open_store, redact
 from rcl_interfaces.msg import SetParametersResult
 import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -226,9 +226,11 @@ class BehaviorCacheNode(LifecycleNode):
         self._mode = config.cache_mode
         try:
             parts.store = open_store(
-                config.store_path, abandoned_retention=config.abandoned_recording_retention)
+                config.store_path, abandoned_retention=config.abandoned_recording_retention,
+                robot_id=config.robot_id, start_unreachable=True)
         except MuscleMemError as err:
-            raise ConfigError(f'store_path: cannot open {config.store_path!r}: {err}') from err
+            raise ConfigError(f'store_path: cannot open {_shown(config.store_path)!r}: '
+                              f'{err}') from err
         parts.health = StoreHealth(logger=self.get_logger())
         parts.recorder = Recorder(store=parts.store)
         parts.events = self.create_lifecycle_publisher(CacheEvent, '~/events', 50)
@@ -237,7 +239,7 @@ class BehaviorCacheNode(LifecycleNode):
         self._report_incomplete()
         self._frozen = True
         self.get_logger().info(
-            f'configured: mode {self._mode.value}, store {config.store_path}, '
+            f'configured: mode {self._mode.value}, store {_shown(config.store_path)}, '
             f'{len(config.sensors)} sensors, {len(config.tools)} tools, agent '
             f"{config.agent_action or '(none)'}")
         if not config.tools:
@@ -326,7 +328,7 @@ class BehaviorCacheNode(LifecycleNode):
         threading.Thread(target=self._warm, args=(replayer,), name=f'{self.get_name()} warm',
                          daemon=True).start()
         self.get_logger().info(
-            f'behavior cache ready: mode {self._mode.value}, store {config.store_path}, '
+            f'behavior cache ready: mode {self._mode.value}, store {_shown(config.store_path)}, '
             f'{len(config.sensors)} sensors, {len(active.proxies)} tools, agent '
             f"{config.agent_action or '(none)'}"
         )
@@ -598,8 +600,11 @@ class BehaviorCacheNode(LifecycleNode):
 
     def _publish_diagnostics(self) -> None:
         status = DiagnosticStatus(name=f'{self.get_name()}: behavior cache', hardware_id='')
-        values = {'cache_mode': self._mode.value, 'store_path': self.config.store_path,
+        values = {'cache_mode': self._mode.value, 'store_path': _shown(self.config.store_path),
                   'busy': self._guard.holder or ''}
+        shared = getattr(self.store, 'diagnostics', None)
+        if shared is not None:
+            values.update(shared())
         try:
             tasks = self.store.tasks()
             hits = sum(t.hits for t in tasks)
@@ -619,6 +624,11 @@ class BehaviorCacheNode(LifecycleNode):
                 status.level = DiagnosticStatus.WARN
                 status.message = (f'store degraded: writes fail ({degraded}); replays go on, '
                                   'nothing new is learned or counted')
+        except StoreUnavailableError as err:
+            values['store'] = f'unreachable: {err}'
+            status.level = DiagnosticStatus.WARN
+            status.message = ('store unreachable, reconnecting: replays go on from what is '
+                              'loaded, recordings are kept until it is back')
         except Exception as err:  # diagnostics report store trouble, never raise
             values['store'] = f'error: {err}'
             status.level = DiagnosticStatus.ERROR
@@ -678,3 +688,8 @@ class _Active:
     handlers: CacheServices | None = None
     services: list[Any] = field(default_factory=list)
     diag_timer: Any = None
+
+
+def _shown(store_path: str) -> str:
+    """Return ``store_path`` as it may be logged: a database URL without its password."""
+    return redact(store_path) if is_postgres_url(store_path) else store_path

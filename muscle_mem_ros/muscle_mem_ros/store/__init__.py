@@ -1,4 +1,4 @@
-"""Where learned trajectory trees live: in memory or in an SQLite file."""
+"""Where learned trajectory trees live: in memory, in an SQLite file, or in PostgreSQL."""
 
 from __future__ import annotations
 
@@ -6,17 +6,20 @@ import os
 
 from .base import NodeList, Recording, RecordingInfo, step_signature, Store
 from .memory import MemoryStore
+from .postgres import is_postgres_url, PostgresStore, redact
 from .sqlite import DEFAULT_ABANDONED_RETENTION, SqliteStore
 
 __all__ = [
     'DEFAULT_ABANDONED_RETENTION',
     'MemoryStore',
     'NodeList',
+    'PostgresStore',
     'Recording',
     'RecordingInfo',
     'SqliteStore',
     'Store',
     'open_store',
+    'redact',
     'step_signature',
 ]
 
@@ -26,22 +29,36 @@ def open_store(
     *,
     allow_pickle: bool = False,
     abandoned_retention: float | None = DEFAULT_ABANDONED_RETENTION,
+    robot_id: str = '',
+    start_unreachable: bool = False,
 ) -> Store:
     """
     Open a store from a path-like spec.
 
-    :param spec: None, '' or ':memory:' for a :class:`MemoryStore`; anything else is
-        the path of an SQLite store file (``~`` expanded, directories created 0700).
+    :param spec: None, '' or ':memory:' for a :class:`MemoryStore`; a libpq URL
+        (``postgresql://user@host:port/db``) for a :class:`PostgresStore` shared by a
+        fleet; anything else is the path of an SQLite store file (``~`` expanded,
+        directories created 0700).
     :param allow_pickle: SQLite only: pickle (and unpickle) values that are not JSON
         data or NumPy arrays. Trusted files only; the ROS node never sets it.
     :param abandoned_retention: SQLite only: seconds after which incomplete recordings
-        of stopped processes are purged on open (None keeps them).
+        of stopped processes are purged on open (None keeps them); PostgreSQL too.
+    :param robot_id: PostgreSQL only: who records, stored with every recording.
+    :param start_unreachable: PostgreSQL only: open even if the server cannot be reached
+        yet (it is retried with backoff; see :class:`PostgresStore`).
     :return: The store.
     :raises StoreAccessError: the file or directory cannot be read or written.
     :raises StoreCorruptError: the file exists but is not a usable store.
-    :raises StoreVersionError: the file was written by a newer schema.
+    :raises StoreVersionError: the file (or database) was written by a newer schema.
+    :raises StoreUnavailableError: the PostgreSQL server cannot be reached.
     """
     if spec is None or (isinstance(spec, str) and spec in ('', ':memory:')):
         return MemoryStore()
+    if is_postgres_url(spec):
+        if allow_pickle:
+            raise ValueError('allow_pickle: a shared PostgreSQL store never pickles')
+        return PostgresStore(url=str(spec), robot_id=robot_id,
+                             abandoned_retention=abandoned_retention,
+                             start_unreachable=start_unreachable)
     return SqliteStore(path=spec, allow_pickle=allow_pickle,
                        abandoned_retention=abandoned_retention)

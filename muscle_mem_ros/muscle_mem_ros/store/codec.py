@@ -112,10 +112,11 @@ def node_from_row(row: tuple[Any, ...], allow_pickle: bool = False) -> Node:
 
 
 def trajectory_from_row(row: tuple[Any, ...]) -> TrajectoryInfo:
-    """Build a TrajectoryInfo from a row selected with TRAJ_COLS."""
+    """Build a TrajectoryInfo from a row selected with TRAJ_COLS (and ``robot_id`` if any)."""
     return TrajectoryInfo(id=row[0], task=row[1], variant=row[2], params_json=row[3],
                           node_ids=tuple(json.loads(row[4])), created=row[5],
-                          last_used=row[6], replay_count=row[7])
+                          last_used=row[6], replay_count=row[7],
+                          robot_id=row[8] if len(row) > 8 else '')
 
 
 def step_row(step: Step, allow_pickle: bool = False) -> tuple[Any, ...]:

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 import itertools
 import logging
 import os
@@ -61,6 +60,7 @@ from typing import Any
 from . import schema, sqltree
 from .base import check_step, NodeList, Recording, RecordingInfo, Store
 from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
+from .kidcache import ChildCache, Key
 from .legacy import Dropped
 from .owners import HOST, make_dirs, Owner
 from ..bulk import gc_paused
@@ -80,16 +80,6 @@ DEFAULT_ABANDONED_RETENTION = 7 * 24 * 3600.0
 
 _log = logging.getLogger(__name__)
 _store_ids = itertools.count(1)
-
-
-@dataclass
-class _Kids:
-    """Cached children of one tree node."""
-
-    nodes: list[Node]
-    index: dict[int, int] = field(default_factory=dict)
-    gen: int = 0
-    view: NodeList | None = None
 
 
 class _SqliteRecording(Recording):
@@ -172,9 +162,7 @@ class SqliteStore(Store):
         self.file = Path(path).expanduser()
         self._lock = threading.RLock()
         self._uid = next(_store_ids)
-        self._gens = itertools.count(1)
-        self._kids: dict[tuple[str, str, int | None], _Kids] = {}
-        self._where: dict[int, tuple[str, str, int | None]] = {}
+        self._cache = ChildCache(uid=self._uid)
         self._batch_depth = 0
         self._allow_pickle = bool(allow_pickle)
         self._owner = Owner(self.file)
@@ -408,17 +396,12 @@ class SqliteStore(Store):
                 raise StoreCorruptError(f'{self.file}: store is corrupt: {err}') from err
 
     def _invalidate(self) -> None:
-        self._kids.clear()
-        self._where.clear()
+        self._cache.clear()
 
     def children(self, *, task: str, variant: str, parent: int | None) -> NodeList:
         """Return the children of ``parent``, oldest first (loaded once, then cached)."""
         with self._reading():
-            kids = self._load_kids(task, variant, parent)
-            if kids.view is None:
-                kids.view = NodeList(kids.nodes, key=(self._uid, task, variant, parent, kids.gen),
-                                     family=(self._uid, task, variant, parent))
-            return kids.view
+            return self._cache.view(self._load_kids(task, variant, parent))
 
     def _node(self, row: tuple[Any, ...]) -> Node:
         """Decode one node row; a row that cannot be read safely names itself in the error."""
@@ -427,21 +410,13 @@ class SqliteStore(Store):
         except StoreError as err:
             raise type(err)(f'{self.file}: node {row[0]}: {err}') from err
 
-    def _load_kids(self, task: str, variant: str, parent: int | None) -> _Kids:
+    def _load_kids(self, task: str, variant: str, parent: int | None) -> Key:
         key = (task, variant, parent)
-        kids = self._kids.get(key)
-        if kids is None:
-            rows = self._conn.execute(
-                f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
-                ' ORDER BY id', key).fetchall()
+        if not self._cache.has(key):
+            rows = sqltree.children_rows(self._conn, task, variant, parent)
             with gc_paused():
-                nodes = [self._node(r) for r in rows]
-            kids = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
-                         gen=next(self._gens))
-            self._kids[key] = kids
-            for n in nodes:
-                self._where[n.id] = key
-        return kids
+                self._cache.put(key, [self._node(r) for r in rows])
+        return key
 
     def preload(self, *, task: str | None = None) -> int:
         """Load the first steps of every (task, variant) tree, or of one task's trees."""
@@ -451,15 +426,14 @@ class SqliteStore(Store):
             else:
                 keys = conn.execute('SELECT DISTINCT task, variant FROM trajectories'
                                     ' WHERE task = ?', (task,)).fetchall()
-            return sum(len(self._load_kids(t, v, None).nodes) for t, v in keys)
+            return sum(self._cache.size(self._load_kids(t, v, None)) for t, v in keys)
 
     def node(self, node_id: int) -> Node:
         """Return one node."""
         with self._reading() as conn:
-            key = self._where.get(node_id)
-            if key is not None:
-                kids = self._kids[key]
-                return kids.nodes[kids.index[node_id]]
+            cached = self._cache.node(node_id)
+            if cached is not None:
+                return cached
             row = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ?',
                                (node_id,)).fetchone()
             if row is None:
@@ -509,26 +483,12 @@ class SqliteStore(Store):
 
     def _refresh(self, node_ids: Sequence[int]) -> None:
         """Bring cached child lists up to date with nodes this store just wrote."""
-        if not node_ids or not self._kids:
+        if not node_ids or not self._cache:
             return
         marks = ','.join('?' * len(node_ids))
-        rows = self._conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id IN ({marks})',
-                                  list(node_ids)).fetchall()
-        for row in rows:
-            key = (row[15], row[16], row[1])
-            kids = self._kids.get(key)
-            if kids is None:
-                continue
-            node = self._node(row)
-            pos = kids.index.get(node.id)
-            if pos is None:
-                kids.index[node.id] = len(kids.nodes)
-                kids.nodes.append(node)
-                kids.gen = next(self._gens)
-                self._where[node.id] = key
-            else:
-                kids.nodes[pos] = node
-            kids.view = None
+        self._cache.place(self._conn.execute(
+            f'SELECT {NODE_COLS} FROM nodes WHERE id IN ({marks}) ORDER BY id',
+            list(node_ids)).fetchall(), self._node)
 
     def _delete_recording(self, recording_id: int) -> None:
         self._conn.execute('DELETE FROM recording_steps WHERE recording = ?', (recording_id,))
@@ -563,35 +523,13 @@ class SqliteStore(Store):
     def tasks(self) -> list[TaskStats]:
         """Return per-task counters, sorted by name."""
         with self._reading() as conn:
-            counts = {r[0]: (r[1], r[2]) for r in conn.execute(
-                'SELECT task, count(*), max(last_used) FROM trajectories GROUP BY task')}
-            stats = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
-                'SELECT task, hits, misses, last_used FROM task_stats')}
-            out = []
-            for name in sorted(set(counts) | set(stats)):
-                n, used = counts.get(name, (0, 0.0))
-                hits, misses, used2 = stats.get(name, (0, 0, 0.0))
-                out.append(TaskStats(name, n, hits, misses, max(used or 0.0, used2)))
-            return out
+            return sqltree.task_stats(conn)
 
     def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
         """Remove one trajectory or all of a task."""
         with self._reading() as conn:
             with self._write():
-                if trajectory_id is None:
-                    n = conn.execute('DELETE FROM trajectories WHERE task = ?',
-                                     (task,)).rowcount
-                    conn.execute('DELETE FROM nodes WHERE task = ?', (task,))
-                    conn.execute('DELETE FROM task_stats WHERE task = ?', (task,))
-                else:
-                    row = conn.execute('SELECT task, leaf FROM trajectories WHERE id = ?',
-                                       (trajectory_id,)).fetchone()
-                    if row is None or row[0] != task:
-                        raise UnknownTrajectoryError(
-                            f'no trajectory with id {trajectory_id} in task {task!r}')
-                    conn.execute('DELETE FROM trajectories WHERE id = ?', (trajectory_id,))
-                    sqltree.prune(conn, row[1])
-                    n = 1
+                n = sqltree.forget(conn, task, trajectory_id)
             self._invalidate()
             return n
 
@@ -601,11 +539,7 @@ class SqliteStore(Store):
         now = time.time()
         with self._reading() as conn:
             with self._write():
-                conn.executemany('UPDATE nodes SET success_count = success_count + 1,'
-                                 ' last_used = ? WHERE id = ?',
-                                 [(now, nid) for nid in info.node_ids])
-                conn.execute('UPDATE trajectories SET replay_count = replay_count + 1,'
-                             ' last_used = ? WHERE id = ?', (now, trajectory_id))
+                sqltree.count_replay(conn, info, now)
             self._refresh(info.node_ids)
 
     def note_outcome(self, *, task: str, hit: bool) -> None:
@@ -668,11 +602,7 @@ class SqliteStore(Store):
     def recording_steps(self, recording_id: int) -> list[Step]:
         """Return the steps an (incomplete) recording wrote, for inspection."""
         with self._reading() as conn:
-            rows = conn.execute(
-                'SELECT 0, 0, 0, tool, kind, type_name, payload, payload_json, pre, post,'
-                ' status, duration, 0, 0, 0 FROM recording_steps WHERE recording = ?'
-                ' ORDER BY seq', (recording_id,)).fetchall()
-            return [node_from_row(r, self._allow_pickle).step for r in rows]
+            return sqltree.recording_steps(conn, recording_id, self._allow_pickle)
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""

@@ -1,7 +1,11 @@
 """
-Tree writes of the SQLite store, as plain functions of a connection.
+Tree writes of the SQL stores, as plain functions of a connection.
 
 The caller holds the write transaction; every function here only issues SQL.
+The SQL is portable between SQLite and PostgreSQL (``?`` parameters, which the
+PostgreSQL store's connection adapter rewrites; ``RETURNING id``; a root parent
+compared with ``IS NULL``, any other with ``=``, so both use the index), and the
+connection needs only ``execute`` (returning a cursor) and ``executemany``.
 """
 
 from __future__ import annotations
@@ -11,12 +15,18 @@ from dataclasses import replace
 import json
 import sqlite3
 
-from .codec import step_row, TRAJ_COLS, trajectory_from_row
+from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
 from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
-from ..records import Step, TrajectoryInfo
+from ..records import Step, TaskStats, TrajectoryInfo
 
-__all__ = ['check_parent', 'merge', 'prune']
+__all__ = ['check_parent', 'children_rows', 'count_replay', 'forget', 'merge', 'parent_clause',
+           'prune', 'prune_unused', 'recording_steps', 'task_stats']
+
+
+def parent_clause(parent: int | None) -> tuple[str, tuple[int, ...]]:
+    """Return the WHERE term and arguments selecting the children of ``parent`` (indexed)."""
+    return ('parent IS NULL', ()) if parent is None else ('parent = ?', (parent,))
 
 
 def check_parent(conn: sqlite3.Connection, task: str, variant: str, parent: int | None) -> None:
@@ -35,11 +45,20 @@ class _SqlTree:
     """The SQL of a merge for one (task, variant): :class:`~.merge.TreeWriter`."""
 
     def __init__(self, conn: sqlite3.Connection, task: str, variant: str,
-                 allow_pickle: bool) -> None:
+                 allow_pickle: bool, robot_id: str | None = None) -> None:
+        """
+        Write SQL through ``conn`` for one tree.
+
+        :param robot_id: Also write this into the ``robot_id`` column of new nodes and
+            trajectories (a store whose schema has it: PostgreSQL); None for none.
+        """
         self._conn = conn
         self._task = task
         self._variant = variant
         self._allow_pickle = allow_pickle
+        self._robot = () if robot_id is None else (robot_id,)
+        self._robot_col = '' if robot_id is None else ', robot_id'
+        self._robot_mark = '' if robot_id is None else ',?'
 
     def path_to(self, node: int) -> list[int]:
         path: list[int] = []
@@ -52,9 +71,10 @@ class _SqlTree:
         return path
 
     def child_with(self, parent: int | None, sig: str) -> int | None:
+        where, args = parent_clause(parent)
         row = self._conn.execute(
-            'SELECT id FROM nodes WHERE task = ? AND variant = ? AND parent IS ?'
-            ' AND sig = ? LIMIT 1', (self._task, self._variant, parent, sig)).fetchone()
+            f'SELECT id FROM nodes WHERE task = ? AND variant = ? AND {where}'
+            ' AND sig = ? LIMIT 1', (self._task, self._variant, *args, sig)).fetchone()
         return None if row is None else row[0]
 
     def add_node(self, parent: int | None, depth: int, step: Step, sig: str | None,
@@ -62,9 +82,10 @@ class _SqlTree:
         return self._conn.execute(
             'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name,'
             ' payload, payload_json, pre, post, status, duration, sig, success_count,'
-            ' last_used, terminal) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0)',
+            f' last_used, terminal{self._robot_col})'
+            f' VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0{self._robot_mark}) RETURNING id',
             (self._task, self._variant, parent, depth, *step_row(step, self._allow_pickle),
-             sig, now)).lastrowid
+             sig, now, *self._robot)).fetchone()[0]
 
     def touch_path(self, path: Sequence[int], now: float) -> None:
         self._conn.executemany('UPDATE nodes SET success_count = success_count + 1,'
@@ -74,8 +95,9 @@ class _SqlTree:
         self._conn.execute('UPDATE nodes SET terminal = 1 WHERE id = ?', (leaf,))
 
     def trajectory_at(self, leaf: int) -> TrajectoryInfo | None:
-        row = self._conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories WHERE leaf = ?',
-                                 (leaf,)).fetchone()
+        row = self._conn.execute(
+            f'SELECT {TRAJ_COLS}{self._robot_col} FROM trajectories WHERE leaf = ?',
+            (leaf,)).fetchone()
         return None if row is None else trajectory_from_row(row)
 
     def touch_trajectory(self, info: TrajectoryInfo, now: float) -> TrajectoryInfo:
@@ -86,28 +108,31 @@ class _SqlTree:
                        now: float) -> TrajectoryInfo:
         tid = self._conn.execute(
             'INSERT INTO trajectories (task, variant, params_json, leaf, node_ids, created,'
-            ' last_used, replay_count) VALUES (?,?,?,?,?,?,?,0)',
+            f' last_used, replay_count{self._robot_col})'
+            f' VALUES (?,?,?,?,?,?,?,0{self._robot_mark}) RETURNING id',
             (self._task, self._variant, params_json, path[-1], json.dumps(list(path)), now,
-             now)).lastrowid
+             now, *self._robot)).fetchone()[0]
         return TrajectoryInfo(id=tid, task=self._task, variant=self._variant,
                               params_json=params_json, node_ids=tuple(path), created=now,
-                              last_used=now)
+                              last_used=now, robot_id=self._robot[0] if self._robot else '')
 
 
 def merge(
     conn: sqlite3.Connection, task: str, variant: str, params_json: str, parent: int | None,
-    steps: Sequence[Step], *, allow_pickle: bool = False,
+    steps: Sequence[Step], *, allow_pickle: bool = False, robot_id: str | None = None,
 ) -> tuple[TrajectoryInfo, list[int]]:
     """
     Insert or reuse nodes and the trajectory (:func:`~.merge.merge_steps`).
 
     The caller holds the write transaction.
+
+    :param robot_id: Who recorded it, for a schema with ``robot_id`` columns (None: none).
     """
     if not steps and parent is None:
         raise ValueError('cannot commit an empty trajectory at the root')
     check_parent(conn, task, variant, parent)
-    return merge_steps(_SqlTree(conn, task, variant, allow_pickle), params_json=params_json,
-                       parent=parent, steps=steps)
+    writer = _SqlTree(conn, task, variant, allow_pickle, robot_id)
+    return merge_steps(writer, params_json=params_json, parent=parent, steps=steps)
 
 
 def prune(conn: sqlite3.Connection, leaf: int) -> None:
@@ -137,3 +162,64 @@ def prune_unused(conn: sqlite3.Connection, node: int | None) -> list[int]:
         deleted.append(cursor)
         cursor = row[0]
     return deleted
+
+
+def children_rows(conn: sqlite3.Connection, task: str, variant: str,
+                  parent: int | None) -> list[tuple[object, ...]]:
+    """Return the node rows (:data:`~.codec.NODE_COLS`) under ``parent``, oldest first."""
+    where, args = parent_clause(parent)
+    return conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
+                        f' AND {where} ORDER BY id', (task, variant, *args)).fetchall()
+
+
+def task_stats(conn: sqlite3.Connection) -> list[TaskStats]:
+    """Return per-task counters (trajectories, hits, misses, last use), sorted by name."""
+    counts = {r[0]: (r[1], r[2]) for r in conn.execute(
+        'SELECT task, count(*), max(last_used) FROM trajectories GROUP BY task').fetchall()}
+    stats = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
+        'SELECT task, hits, misses, last_used FROM task_stats').fetchall()}
+    out = []
+    for name in sorted(set(counts) | set(stats)):
+        n, used = counts.get(name, (0, 0.0))
+        hits, misses, used2 = stats.get(name, (0, 0, 0.0))
+        out.append(TaskStats(name, n, hits, misses, max(used or 0.0, used2)))
+    return out
+
+
+def forget(conn: sqlite3.Connection, task: str, trajectory_id: int | None) -> int:
+    """
+    Remove one trajectory (and the nodes only it used) or all of a task, in the caller's write.
+
+    :return: How many trajectories were removed.
+    :raises UnknownTrajectoryError: ``trajectory_id`` is not a trajectory of ``task``.
+    """
+    if trajectory_id is None:
+        n = conn.execute('DELETE FROM trajectories WHERE task = ?', (task,)).rowcount
+        conn.execute('DELETE FROM nodes WHERE task = ?', (task,))
+        conn.execute('DELETE FROM task_stats WHERE task = ?', (task,))
+        return n
+    row = conn.execute('SELECT task, leaf FROM trajectories WHERE id = ?',
+                       (trajectory_id,)).fetchone()
+    if row is None or row[0] != task:
+        raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id} in task {task!r}')
+    conn.execute('DELETE FROM trajectories WHERE id = ?', (trajectory_id,))
+    prune(conn, row[1])
+    return 1
+
+
+def count_replay(conn: sqlite3.Connection, info: TrajectoryInfo, now: float) -> None:
+    """Add one success to the nodes and one replay to the trajectory, used ``now``."""
+    conn.executemany('UPDATE nodes SET success_count = success_count + 1, last_used = ?'
+                     ' WHERE id = ?', [(now, nid) for nid in info.node_ids])
+    conn.execute('UPDATE trajectories SET replay_count = replay_count + 1, last_used = ?'
+                 ' WHERE id = ?', (now, info.id))
+
+
+def recording_steps(conn: sqlite3.Connection, recording_id: int,
+                    allow_pickle: bool = False) -> list[Step]:
+    """Return the steps an (incomplete) recording wrote, in order."""
+    rows = conn.execute(
+        'SELECT 0, 0, 0, tool, kind, type_name, payload, payload_json, pre, post,'
+        ' status, duration, 0, 0, 0 FROM recording_steps WHERE recording = ?'
+        ' ORDER BY seq', (recording_id,)).fetchall()
+    return [node_from_row(r, allow_pickle).step for r in rows]

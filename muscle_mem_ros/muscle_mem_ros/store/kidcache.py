@@ -1,0 +1,134 @@
+"""
+The SQL stores' in-memory index: the children of tree nodes, read once and kept current.
+
+A store reads a node's children on first use (:meth:`ChildCache.put`), hands out
+the same :class:`~.base.NodeList` until the membership changes
+(:meth:`ChildCache.view`), and applies rows it or another writer has just written
+(:meth:`ChildCache.place`): a new child is appended (a new list key), a known
+one replaced (counters; same key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+import itertools
+from typing import Any
+
+from .base import NodeList
+from ..records import Node
+
+__all__ = ['ChildCache', 'Key']
+
+Key = tuple[str, str, 'int | None']
+"""(task, variant, parent): whose children."""
+
+
+@dataclass
+class _Kids:
+    """Cached children of one tree node."""
+
+    nodes: list[Node]
+    index: dict[int, int] = field(default_factory=dict)
+    gen: int = 0
+    view: NodeList | None = None
+
+
+class ChildCache:
+    """
+    Children lists by (task, variant, parent), and where each cached node sits.
+
+    :param uid: The owning store's id, part of every list key (keys never collide across
+        stores).
+    """
+
+    def __init__(self, *, uid: int) -> None:
+        self._uid = uid
+        self._gens = itertools.count(1)
+        self._kids: dict[Key, _Kids] = {}
+        self._where: dict[int, Key] = {}
+
+    def __bool__(self) -> bool:
+        """Return True if anything is cached."""
+        return bool(self._kids)
+
+    def has(self, key: Key) -> bool:
+        """Return True if the children of ``key`` are cached."""
+        return key in self._kids
+
+    def put(self, key: Key, nodes: list[Node]) -> None:
+        """Cache ``nodes`` (oldest first) as the children of ``key``."""
+        self._kids[key] = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
+                                gen=next(self._gens))
+        for n in nodes:
+            self._where[n.id] = key
+
+    def size(self, key: Key) -> int:
+        """Return how many children of ``key`` are cached (it must be cached)."""
+        return len(self._kids[key].nodes)
+
+    def view(self, key: Key) -> NodeList:
+        """Return the cached children of ``key`` as a NodeList (the same one until they change)."""
+        kids = self._kids[key]
+        if kids.view is None:
+            kids.view = NodeList(kids.nodes, key=(self._uid, *key, kids.gen),
+                                 family=(self._uid, *key))
+        return kids.view
+
+    def node(self, node_id: int) -> Node | None:
+        """Return a cached node, or None."""
+        key = self._where.get(node_id)
+        if key is None:
+            return None
+        kids = self._kids[key]
+        return kids.nodes[kids.index[node_id]]
+
+    def place(self, rows: Sequence[tuple[Any, ...]], decode: Callable[[tuple[Any, ...]], Node],
+              *, leaves: Callable[[Key], bool] = lambda key: False) -> None:
+        """
+        Apply node rows (``NODE_COLS``) just written: append new children, replace known ones.
+
+        Rows whose parent's children are not cached are skipped (read when first used).
+
+        :param rows: The rows, parents before children.
+        :param decode: Row to Node.
+        :param leaves: Whether a new node under ``key`` gets an empty cached child list
+            (its tree is cached whole).
+        """
+        for row in rows:
+            key = (row[15], row[16], row[1])
+            kids = self._kids.get(key)
+            if kids is None:
+                continue
+            node = decode(row)
+            pos = kids.index.get(node.id)
+            if pos is None:
+                kids.index[node.id] = len(kids.nodes)
+                kids.nodes.append(node)
+                kids.gen = next(self._gens)
+                self._where[node.id] = key
+                if leaves(key):
+                    self._kids.setdefault((key[0], key[1], node.id),
+                                          _Kids([], gen=next(self._gens)))
+            else:
+                kids.nodes[pos] = node
+            kids.view = None
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._kids.clear()
+        self._where.clear()
+
+    def drop(self, task: str) -> None:
+        """Forget the cached children of every tree of ``task``."""
+        for key in [k for k in self._kids if k[0] == task]:
+            for node in self._kids.pop(key).nodes:
+                self._where.pop(node.id, None)
+
+    def fresh_key(self, key: Key) -> tuple[Any, ...]:
+        """Return a list key used once (an uncached answer)."""
+        return (self._uid, *key, 'uncached', next(self._gens))
+
+    def keys(self) -> Iterable[Key]:
+        """Return the cached keys."""
+        return list(self._kids)

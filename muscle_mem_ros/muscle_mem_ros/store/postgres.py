@@ -1,0 +1,834 @@
+"""
+Fleet store: trajectory trees in a PostgreSQL database shared by many robots.
+
+Same tree model, dedupe rule and safe row formats as the SQLite store (the
+merge is :func:`.sqltree.merge`, the rows :mod:`.codec`): nothing read from the
+database is ever unpickled, so a robot that writes rows cannot run code on the
+others. The tables live in their own namespace (:mod:`.pgschema`).
+
+Sharing:
+
+* Every merge runs in one transaction holding an advisory lock on its task, and
+  a unique index on (task, variant, parent, signature) backs the dedupe rule:
+  robots learning the same task at once all keep their branches, an identical
+  run is stored once, and no tree node is overwritten.
+* Each write announces itself with ``NOTIFY`` (delivered at commit). A
+  background thread listens (``LISTEN``) and brings this store's cached children up to
+  date (new nodes appended, a forgotten task's cache dropped), so a trajectory
+  another robot commits is replayable here within a notification's latency.
+* Each trajectory, node and recording names the ``robot_id`` that recorded it.
+
+Faults: when the server goes away, calls that need it raise
+:class:`~muscle_mem_ros.errors.StoreUnavailableError` at once (no blocking),
+children already cached keep serving (a running replay finishes from what it
+loaded), steps of a recording in progress are kept in memory, and a recording
+committed meanwhile is kept in memory and committed when the server is back
+(:attr:`PostgresStore.pending`); one still pending when the store is closed is
+logged as lost, loudly. The background thread reconnects with exponential
+backoff; :meth:`PostgresStore.diagnostics` reports the state. The password (URL,
+``PGPASSWORD`` or ``~/.pgpass``, as libpq reads them) never appears in a message:
+URLs are shown through :func:`redact`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+import itertools
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+import uuid
+
+from . import pgschema, sqltree
+from .base import check_step, NodeList, Recording, RecordingInfo, Store
+from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
+from .kidcache import ChildCache, Key
+from .owners import HOST
+from ..bulk import gc_paused
+from ..errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
+from ..records import Node, Step, TaskStats, TrajectoryInfo
+
+__all__ = ['is_postgres_url', 'PostgresStore', 'redact']
+
+_log = logging.getLogger(__name__)
+_store_ids = itertools.count(1)
+TREE_LIMIT = 5000
+"""A tree of at most this many nodes is loaded whole on its first lookup."""
+_NOTIFY_LIMIT = 7000
+"""Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
+
+
+def is_postgres_url(spec: object) -> bool:
+    """Return True if ``spec`` is a libpq URL (``postgresql://`` or ``postgres://``)."""
+    return isinstance(spec, str) and spec.startswith(('postgresql://', 'postgres://'))
+
+
+def redact(url: str) -> str:
+    """Return ``url`` with any password (in the user part or a ``password=`` query) hidden."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return '<unparsable database URL>'
+    netloc = parts.netloc
+    if '@' in netloc:
+        user, _, host = netloc.rpartition('@')
+        if ':' in user:
+            user = user.split(':', 1)[0] + ':***'
+        netloc = f'{user}@{host}'
+    query = urlencode([(k, '***' if k.lower() == 'password' else v)
+                       for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe='*')
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class _Conn:
+    """Wrap a psycopg connection to take the ``?`` parameters of :mod:`.sqltree`."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self._sql: dict[str, str] = {}
+
+    def _q(self, sql: str) -> str:
+        out = self._sql.get(sql)
+        if out is None:
+            out = self._sql[sql] = sql.replace('?', '%s')
+        return out
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.raw.execute(self._q(sql), params)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.raw.cursor() as cur:
+            cur.executemany(self._q(sql), rows)
+
+    @property
+    def usable(self) -> bool:
+        return not (self.raw.closed or self.raw.broken)
+
+
+@dataclass
+class _Pending:
+    """A recording committed while the server was away, to be committed when it is back."""
+
+    task: str
+    variant: str
+    params_json: str
+    parent: int | None
+    steps: list[Step]
+    prefix: list[Step] | None
+    since: float
+    recording: int | None = None
+
+
+class _PgRecording(Recording):
+
+    def __init__(self, store: PostgresStore, *, remote: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._store = store
+        self._remote = remote
+
+    def append(self, step: Step) -> None:
+        self._ensure_open()
+        row = step_row(check_step(step), self._store.allow_pickle)
+        if self._remote:
+            try:
+                with self._store._db() as conn:
+                    conn.execute(
+                        'INSERT INTO recording_steps (recording, seq, tool, kind, type_name,'
+                        ' payload, payload_json, pre, post, status, duration)'
+                        ' VALUES (?,?,?,?,?,?,?,?,?,?,?)', (self.id, len(self.steps), *row))
+            except StoreUnavailableError:
+                self._remote = False
+                _log.warning('recording %d of task %r: database unreachable, its steps are '
+                             'kept in memory from step %d on', self.id, self.task,
+                             len(self.steps))
+        self.steps.append(step)
+
+    def commit(self) -> TrajectoryInfo:
+        self._ensure_open()
+        store = self._store
+        try:
+            info = store._merge(self.task, self.variant, self.params_json, self.parent,
+                                self.steps, recording=self.id if self.id > 0 else None)
+        except StoreUnavailableError as err:
+            self._closed = True
+            store._keep(self)
+            raise StoreUnavailableError(
+                f'{err}; the recording ({len(self.steps)} step(s) of task {self.task!r}) is '
+                'kept in memory and will be committed when the database is back') from err
+        self._closed = True
+        return info
+
+    def discard(self) -> None:
+        self._ensure_open()
+        self._closed = True
+        if self._remote:
+            try:
+                self._store._delete_recording(self.id)
+            except StoreUnavailableError:
+                pass  # its row stays, abandoned, until purged
+
+
+class PostgresStore(Store):
+    """
+    Trajectory trees in PostgreSQL, shared by a fleet; thread-safe.
+
+    :param url: libpq URL, ``postgresql://user@host:port/db`` (password from the URL,
+        ``PGPASSWORD`` or ``~/.pgpass``).
+    :param robot_id: Who this store records for, written with every recording.
+    :param connect_timeout: Seconds to wait for the server when (re)connecting.
+    :param retry_min: First reconnection delay, seconds (doubled up to ``retry_max``).
+    :param retry_max: Longest reconnection delay, seconds.
+    :param abandoned_retention: Seconds; on open, incomplete recordings of stores that
+        disconnected and that started longer ago than this are deleted. None keeps them.
+    :param start_unreachable: When the server cannot be reached at open, start anyway
+        (as if it had gone away: nothing loaded, recordings kept in memory) and check the
+        schema once it answers; a newer or foreign schema then makes every call raise
+        that error (and :meth:`diagnostics` show it). False: raise at open.
+    :raises StoreUnavailableError: The server cannot be reached at open (and not
+        ``start_unreachable``).
+    :raises StoreVersionError: The database holds a newer schema (untouched).
+    :raises StoreCorruptError: The namespace holds something that is not a store.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        robot_id: str = '',
+        connect_timeout: float = 3.0,
+        retry_min: float = 0.25,
+        retry_max: float = 10.0,
+        abandoned_retention: float | None = None,
+        start_unreachable: bool = False,
+    ) -> None:
+        try:
+            import psycopg
+        except ImportError as err:
+            raise StoreError('a postgresql:// store needs psycopg 3 (pip install '
+                             "'psycopg[binary]', or apt install python3-psycopg)") from err
+        self._pg = psycopg
+        self.url = redact(url)
+        self.robot_id = robot_id
+        self._url = url
+        self._timeout = max(1, int(round(connect_timeout)))
+        self._retry = (retry_min, retry_max)
+        self._token = uuid.uuid4().hex
+        self._uid = next(_store_ids)
+        self._lock = threading.RLock()
+        self._cache = ChildCache(uid=self._uid)
+        self._big: set[tuple[str, str]] = set()
+        self._known: dict[int, TrajectoryInfo] = {}
+        self._batch_depth = 0
+        self._batch_tasks: set[str] = set()
+        self._rec_ids = itertools.count(-1, -1)
+        self.pending: list[_Pending] = []
+        self.lost: list[_Pending] = []
+        self._state_lock = threading.Lock()
+        self._up = True
+        self._error = ''
+        self._down_since = 0.0
+        self._next_try = 0.0
+        self._stop = threading.Event()
+        self._listening = threading.Event()
+        self.purged = 0
+        self._fatal: StoreError | None = None
+        self._conn: _Conn | None = None
+        self._migrated = False
+        try:
+            raw = self._connect()
+        except StoreUnavailableError as err:
+            if not start_unreachable:
+                raise
+            self._mark_down(err)
+            abandoned_retention = None
+        else:
+            try:
+                pgschema.migrate(raw, self.url)
+            except BaseException:
+                raw.close()
+                raise
+            self._migrated = True
+            self._conn = self._setup(raw)
+        self._watcher = threading.Thread(target=self._watch, name='muscle_mem_pg_listen',
+                                         daemon=True)
+        self._watcher.start()
+        if abandoned_retention is not None:
+            try:
+                self.purged = self.purge_abandoned(older_than=abandoned_retention)
+            except StoreError as err:
+                _log.warning('%s: could not purge abandoned recordings: %s', self.url, err)
+
+    # -- connections and state -------------------------------------------------------
+
+    def _connect(self) -> Any:
+        try:
+            return self._pg.connect(self._url, autocommit=True, connect_timeout=self._timeout,
+                                    application_name=f'muscle_mem_ros:{self._token}')
+        except self._pg.Error as err:
+            raise StoreUnavailableError(
+                f'{self.url}: cannot connect to the database: {_first_line(err)}') from err
+
+    def _setup(self, raw: Any) -> _Conn:
+        raw.execute(f'SET search_path TO {pgschema.NAMESPACE}')
+        return _Conn(raw)
+
+    def _mark_down(self, err: BaseException) -> None:
+        text = _first_line(err.__cause__ if isinstance(err, StoreUnavailableError) and
+                           err.__cause__ else err)
+        with self._state_lock:
+            was_up, self._up = self._up, False
+            self._error = text
+            if was_up:
+                self._down_since = time.time()
+        if was_up:
+            _log.error('%s: database unreachable (%s); replays go on from what is loaded, '
+                       'recordings are kept in memory; reconnecting with backoff', self.url, text)
+
+    @property
+    def available(self) -> bool:
+        """Return True while the server is reachable (as far as the last call knew)."""
+        return self._up
+
+    @contextmanager
+    def _db(self) -> Iterator[_Conn]:
+        """Hold the lock and yield a live connection; map lost connections to unavailability."""
+        pg = self._pg
+        if self._fatal is not None:
+            raise self._fatal
+        with self._lock:
+            conn = self._conn
+            if conn is None or not conn.usable or not self._up:
+                if not self._up:
+                    raise StoreUnavailableError(f'{self.url}: database unreachable '
+                                                f'({self._error})')
+                try:
+                    conn = self._conn = self._setup(self._connect())
+                except StoreUnavailableError as err:
+                    self._mark_down(err)
+                    raise
+            try:
+                yield conn
+            except pg.Error as err:
+                if not conn.usable:
+                    self._mark_down(err)
+                    self._conn = None
+                    raise StoreUnavailableError(
+                        f'{self.url}: database unreachable ({_first_line(err)})') from err
+                raise StoreError(f'{self.url}: store operation failed: {_first_line(err)}'
+                                 ) from err
+
+    @contextmanager
+    def _write(self, task: str | None = None) -> Iterator[_Conn]:
+        """Run the body in one transaction (or the current batch's), locking ``task``."""
+        with self._db() as conn:
+            if self._batch_depth:
+                if task is not None:
+                    self._task_lock(conn, task)
+                    self._batch_tasks.add(task)
+                yield conn
+                return
+            with conn.raw.transaction():
+                if task is not None:
+                    self._task_lock(conn, task)
+                yield conn
+
+    @staticmethod
+    def _task_lock(conn: _Conn, task: str) -> None:
+        conn.execute('SELECT pg_advisory_xact_lock(?, hashtext(?))', (pgschema.LOCK_CLASS, task))
+
+    def _notify(self, conn: _Conn, kind: str, task: str, nodes: Sequence[int] = ()) -> None:
+        """Announce a change (sent when the transaction commits)."""
+        if self._batch_depth:
+            return
+        payload = json.dumps({'o': self._token, 'k': kind, 't': task, 'n': list(nodes)})
+        if len(payload.encode()) > _NOTIFY_LIMIT:
+            payload = json.dumps({'o': self._token, 'k': 'task', 't': task, 'n': []})
+        conn.execute('SELECT pg_notify(?, ?)', (pgschema.CHANNEL, payload))
+
+    # -- the listener ------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """LISTEN for other stores' changes; reconnect with backoff while the server is away."""
+        pg = self._pg
+        delay = self._retry[0]
+        first = True
+        while not self._stop.is_set():
+            try:
+                raw = self._connect()
+            except StoreUnavailableError as err:
+                self._mark_down(err)
+                self._next_try = time.time() + delay
+                self._stop.wait(delay)
+                delay = min(delay * 2, self._retry[1])
+                continue
+            try:
+                if not self._migrated and not self._schema_ok(raw):
+                    raw.close()
+                    return
+                raw.execute(f'SET search_path TO {pgschema.NAMESPACE}')
+                raw.execute(f'LISTEN {pgschema.CHANNEL}')
+                self._back_up(first)
+                first = False
+                delay = self._retry[0]
+                self._listening.set()
+                while not self._stop.is_set():
+                    # Collected first: the generator holds the connection's lock.
+                    for note in list(raw.notifies(timeout=0.2, stop_after=1)):
+                        self._on_notify(raw, note.payload)
+                    if self.pending and self._up:
+                        self._flush()
+                    if not self._up:
+                        break  # a foreground call lost its connection: check the server again
+            except pg.Error as err:
+                if not self._stop.is_set():
+                    self._mark_down(err)
+            finally:
+                self._listening.clear()
+                raw.close()
+
+    def _schema_ok(self, raw: Any) -> bool:
+        """Check and migrate the schema on the first connection of a store opened without one."""
+        try:
+            pgschema.migrate(raw, self.url)
+        except StoreError as err:
+            self._fatal = err
+            _log.error('%s: %s; the store stays unusable until the node is restarted with a '
+                       'muscle_mem_ros that understands it', self.url, err)
+            return False
+        self._migrated = True
+        return True
+
+    def _back_up(self, first: bool) -> None:
+        """Mark the store up once the listener connects; caches may have missed changes."""
+        with self._state_lock:
+            was_down, self._up = not self._up, True
+            self._error = ''
+        if was_down or not first:
+            with self._lock:
+                self._invalidate()
+                conn, self._conn = self._conn, None  # the server restarted: reconnect on use
+                if conn is not None:
+                    conn.raw.close()
+            _log.info('%s: database reachable again', self.url)
+        if self.pending:
+            self._flush()
+
+    def _on_notify(self, raw: Any, payload: str) -> None:
+        try:
+            note = json.loads(payload)
+            origin, kind, task, nodes = note['o'], note['k'], note['t'], note['n']
+        except (ValueError, KeyError, TypeError):
+            _log.warning('%s: ignored a malformed notification', self.url)
+            return
+        if origin == self._token:
+            return
+        if kind == 'add' and nodes:
+            rows = raw.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
+                               ([int(n) for n in nodes],)).fetchall()
+            with self._lock:
+                self._apply(rows)
+        else:
+            with self._lock:
+                self._drop_task(task)
+
+    # -- cache ---------------------------------------------------------------------------
+
+    def _invalidate(self) -> None:
+        self._known.clear()
+        self._cache.clear()
+
+    def _drop_task(self, task: str) -> None:
+        for tid in [i for i, t in self._known.items() if t.task == task]:
+            del self._known[tid]
+        self._cache.drop(task)
+
+    def _apply(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Put freshly read node rows into the cached child lists (a whole tree stays whole)."""
+        self._cache.place(rows, self._node, leaves=lambda key: key[:2] not in self._big)
+
+    def _refresh(self, conn: _Conn, node_ids: Sequence[int]) -> None:
+        if node_ids and self._cache:
+            self._apply(conn.raw.execute(
+                f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
+                (list(node_ids),)).fetchall())
+
+    def _node(self, row: tuple[Any, ...]) -> Node:
+        try:
+            return node_from_row(row)
+        except StoreError as err:
+            raise type(err)(f'{self.url}: node {row[0]}: {err}') from err
+
+    def children(self, *, task: str, variant: str, parent: int | None) -> NodeList:
+        """
+        Return the children of ``parent``, oldest first (cached, kept current by NOTIFY).
+
+        While the server is away, children not loaded before are an empty list.
+        """
+        key = (task, variant, parent)
+        with self._lock:
+            if not self._cache.has(key):
+                try:
+                    with self._db() as conn:
+                        self._load(conn, key)
+                except StoreUnavailableError:
+                    # Nothing loaded here: a miss (the agent is asked, its steps kept
+                    # in memory) rather than a failed task. Not cached.
+                    return NodeList((), key=self._cache.fresh_key(key))
+            return self._cache.view(key)
+
+    def _load(self, conn: _Conn, key: Key) -> Key:
+        task, variant, parent = key
+        if not self._cache.has(key) and parent is None and (task, variant) not in self._big:
+            self._load_tree(conn, task, variant)
+        if not self._cache.has(key):
+            rows = sqltree.children_rows(conn, task, variant, parent)
+            with gc_paused():
+                self._cache.put(key, [self._node(r) for r in rows])
+        return key
+
+    def _load_tree(self, conn: _Conn, task: str, variant: str) -> None:
+        """
+        Load a whole tree of up to :data:`TREE_LIMIT` nodes at once; None if it is larger.
+
+        One round trip instead of one per level, and a replay that started can
+        finish from memory if the server goes away. A larger tree is loaded level
+        by level (and remembered as large).
+        """
+        size = conn.execute('SELECT count(*) FROM (SELECT 1 FROM nodes WHERE task = ? AND'
+                            ' variant = ? LIMIT ?) AS t', (task, variant, TREE_LIMIT + 1)
+                            ).fetchone()[0]
+        if size > TREE_LIMIT:
+            self._big.add((task, variant))
+            return
+        rows = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
+                            ' ORDER BY id', (task, variant)).fetchall()
+        with gc_paused():
+            nodes = [self._node(r) for r in rows]
+        groups: dict[int | None, list[Node]] = {None: []}
+        for n in nodes:
+            groups.setdefault(n.id, [])
+            groups.setdefault(n.parent, []).append(n)
+        for parent, members in groups.items():
+            self._cache.put((task, variant, parent), members)
+
+    def preload(self, *, task: str | None = None) -> int:
+        """Load the first steps of every (task, variant) tree, or of one task's trees."""
+        with self._db() as conn:
+            sql = 'SELECT DISTINCT task, variant FROM trajectories'
+            keys = (conn.execute(sql).fetchall() if task is None else
+                    conn.execute(sql + ' WHERE task = ?', (task,)).fetchall())
+            return sum(self._cache.size(self._load(conn, (t, v, None))) for t, v in keys)
+
+    def node(self, node_id: int) -> Node:
+        """Return one node, from the cache when its parent's children are loaded."""
+        with self._lock:
+            cached = self._cache.node(node_id)
+            if cached is not None:
+                return cached
+            with self._db() as conn:
+                row = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ?',
+                                   (node_id,)).fetchone()
+            if row is None:
+                raise UnknownTrajectoryError(f'no node with id {node_id}')
+            return self._node(row)
+
+    def _cached_steps(self, node_id: int | None) -> list[Step] | None:
+        """Return the steps from the root to ``node_id`` if all are cached, else None."""
+        steps: list[Step] = []
+        while node_id is not None:
+            node = self._cache.node(node_id)
+            if node is None:
+                return None
+            steps.append(node.step)
+            node_id = node.parent
+        steps.reverse()
+        return steps
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def begin(
+        self, *, task: str, variant: str, params_json: str, parent: int | None = None,
+    ) -> Recording:
+        """Start a recording; its steps are written as they come (kept in memory if down)."""
+        try:
+            with self._write() as conn:
+                sqltree.check_parent(conn, task, variant, parent)
+                rec_id = conn.execute(
+                    'INSERT INTO recordings (task, variant, params_json, parent, started, owner,'
+                    ' owner_pid, owner_host, robot_id) VALUES (?,?,?,?,?,?,?,?,?) RETURNING id',
+                    (task, variant, params_json, parent, time.time(), self._token, os.getpid(),
+                     HOST, self.robot_id)).fetchone()[0]
+            remote = True
+        except StoreUnavailableError:
+            rec_id, remote = next(self._rec_ids), False
+            _log.warning('%s: database unreachable: recording %d of task %r is kept in memory',
+                         self.url, rec_id, task)
+        return _PgRecording(self, remote=remote, id=rec_id, task=task, variant=variant,
+                            params_json=params_json, parent=parent)
+
+    def _merge(self, task: str, variant: str, params_json: str, parent: int | None,
+               steps: Sequence[Step], *, recording: int | None = None) -> TrajectoryInfo:
+        with self._write(task) as conn:
+            info, touched = sqltree.merge(conn, task, variant, params_json, parent, steps,
+                                          robot_id=self.robot_id)
+            if recording is not None:
+                self._delete_rows(conn, recording)
+            self._notify(conn, 'add', task, touched)
+        with self._lock:
+            if self._conn is not None:
+                try:
+                    self._refresh(self._conn, touched)
+                except self._pg.Error:
+                    self._drop_task(task)
+        return info
+
+    def add_trajectory(
+        self,
+        *,
+        task: str,
+        variant: str,
+        params_json: str,
+        steps: Sequence[Step],
+        parent: int | None = None,
+    ) -> TrajectoryInfo:
+        """Merge a complete list of steps in one transaction."""
+        return self._merge(task, variant, params_json, parent, [check_step(s) for s in steps])
+
+    def _keep(self, recording: _PgRecording) -> None:
+        with self._lock:
+            prefix = self._cached_steps(recording.parent)
+            self.pending.append(_Pending(
+                task=recording.task, variant=recording.variant,
+                params_json=recording.params_json, parent=recording.parent,
+                steps=list(recording.steps), prefix=prefix, since=time.time(),
+                recording=recording.id if recording.id > 0 else None))
+
+    def _flush(self) -> None:
+        """Commit recordings kept while the server was away (oldest first)."""
+        while self.pending:
+            item = self.pending[0]
+            try:
+                try:
+                    info = self._merge(item.task, item.variant, item.params_json, item.parent,
+                                       item.steps, recording=item.recording)
+                except UnknownTrajectoryError:
+                    if item.prefix is None:
+                        raise
+                    info = self._merge(item.task, item.variant, item.params_json, None,
+                                       item.prefix + item.steps, recording=item.recording)
+            except StoreUnavailableError:
+                return
+            except StoreError as err:
+                _log.error('%s: a recording of task %r kept while the database was away cannot '
+                           'be committed and is LOST: %s', self.url, item.task, err)
+                self.lost.append(item)
+            else:
+                _log.info('%s: committed a recording of task %r kept while the database was '
+                          'away: trajectory %d', self.url, item.task, info.id)
+            with self._lock:
+                self.pending.pop(0)
+
+    def _delete_rows(self, conn: _Conn, recording_id: int) -> None:
+        conn.execute('DELETE FROM recording_steps WHERE recording = ?', (recording_id,))
+        conn.execute('DELETE FROM recordings WHERE id = ?', (recording_id,))
+
+    def _delete_recording(self, recording_id: int) -> None:
+        with self._write() as conn:
+            self._delete_rows(conn, recording_id)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group many writes into one transaction; other stores reload the touched tasks."""
+        with self._lock:
+            if self._batch_depth:
+                self._batch_depth += 1
+                try:
+                    yield
+                finally:
+                    self._batch_depth -= 1
+                return
+            with self._write() as conn:
+                self._batch_depth = 1
+                try:
+                    yield
+                finally:
+                    self._batch_depth = 0
+                tasks, self._batch_tasks = self._batch_tasks, set()
+                for task in sorted(tasks):
+                    self._notify(conn, 'task', task)
+
+    # -- reads and bookkeeping ---------------------------------------------------------
+
+    def _seen(self, rows: Sequence[tuple[Any, ...]]) -> list[TrajectoryInfo]:
+        """Decode trajectory rows and remember them for while the server is away."""
+        infos = [trajectory_from_row(r) for r in rows]
+        with self._lock:
+            for info in infos:
+                self._known[info.id] = info
+        return infos
+
+    def _last_known(self, err: StoreUnavailableError, pick: Any) -> Any:
+        """Answer from trajectories read before the server went away, or re-raise ``err``."""
+        with self._lock:
+            found = pick(list(self._known.values()))
+        if found is None:
+            raise err
+        return found
+
+    def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
+        """Return one trajectory; while the server is away, as it was last read."""
+        try:
+            with self._db() as conn:
+                row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
+                                   ' WHERE id = ?', (trajectory_id,)).fetchone()
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: next(
+                (t for t in known if t.id == trajectory_id), None))
+        if row is None:
+            raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id}')
+        return self._seen([row])[0]
+
+    def trajectories(self, *, task: str | None = None) -> list[TrajectoryInfo]:
+        """Return every trajectory (of one task), oldest first; last read ones while away."""
+        sql = f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
+        try:
+            with self._db() as conn:
+                rows = (conn.execute(sql + ' ORDER BY id') if task is None else
+                        conn.execute(sql + ' WHERE task = ? ORDER BY id', (task,))).fetchall()
+        except StoreUnavailableError as err:
+            if task is None:
+                raise
+            return self._last_known(err, lambda known: sorted(
+                (t for t in known if t.task == task), key=lambda t: t.id))
+        return self._seen(rows)
+
+    def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
+        """Return the trajectory whose last node is ``node_id``, if any."""
+        try:
+            with self._db() as conn:
+                row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
+                                   ' WHERE leaf = ?', (node_id,)).fetchone()
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: next(
+                (t for t in known if t.node_ids[-1] == node_id), None))
+        return None if row is None else self._seen([row])[0]
+
+    def tasks(self) -> list[TaskStats]:
+        """Return per-task counters, sorted by name."""
+        with self._db() as conn:
+            return sqltree.task_stats(conn)
+
+    def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
+        """Remove one trajectory or all of a task; every robot's cache drops the task."""
+        with self._write(task) as conn:
+            n = sqltree.forget(conn, task, trajectory_id)
+            self._notify(conn, 'forget', task)
+        with self._lock:
+            self._drop_task(task)
+        return n
+
+    def note_replay(self, *, trajectory_id: int) -> None:
+        """Bump counters and recency along a replayed trajectory."""
+        info = self.trajectory(trajectory_id)
+        now = time.time()
+        with self._write() as conn:
+            sqltree.count_replay(conn, info, now)
+            self._refresh(conn, info.node_ids)
+
+    def note_outcome(self, *, task: str, hit: bool) -> None:
+        """Count a hit or a miss."""
+        column = 'hits' if hit else 'misses'
+        with self._write() as conn:
+            conn.execute(
+                f'INSERT INTO task_stats (task, {column}, last_used) VALUES (?, 1, ?)'
+                f' ON CONFLICT (task) DO UPDATE SET {column} = task_stats.{column} + 1,'
+                ' last_used = excluded.last_used', (task, time.time()))
+
+    def incomplete_recordings(self) -> list[RecordingInfo]:
+        """Return recordings never committed; ``live`` while their store is still connected."""
+        with self._db() as conn:
+            rows = conn.execute(
+                'SELECT r.id, r.task, r.variant, r.parent, r.started,'
+                ' (SELECT count(*) FROM recording_steps s WHERE s.recording = r.id),'
+                ' r.owner, r.owner_pid, r.owner_host, r.robot_id,'
+                ' r.owner IN (SELECT substr(application_name, 16) FROM pg_stat_activity'
+                " WHERE application_name LIKE 'muscle_mem_ros:%%')"
+                ' FROM recordings r ORDER BY r.id').fetchall()
+        return [RecordingInfo(*r[:6], live=bool(r[10]),
+                              owner=f'robot {r[9]!r}, pid {r[7]} on host {r[8]}') for r in rows]
+
+    def purge_abandoned(self, *, older_than: float = 0.0) -> int:
+        """Delete incomplete recordings whose store disconnected, begun ``older_than`` s ago."""
+        cutoff = time.time() - max(0.0, float(older_than))
+        doomed = [r.id for r in self.incomplete_recordings()
+                  if not r.live and r.started <= cutoff]
+        if doomed:
+            with self._write() as conn:
+                for rec_id in doomed:
+                    self._delete_rows(conn, rec_id)
+            _log.info('%s: purged %d abandoned incomplete recording(s)', self.url, len(doomed))
+        return len(doomed)
+
+    def recording_steps(self, recording_id: int) -> list[Step]:
+        """Return the steps an (incomplete) recording wrote, for inspection."""
+        with self._db() as conn:
+            return sqltree.recording_steps(conn, recording_id)
+
+    def diagnostics(self) -> dict[str, str]:
+        """
+        Return the connection state for ``/diagnostics`` (never raises, never the password).
+
+        :return: ``store_backend``, ``store_url``, ``robot_id``, ``store_connection``
+            (``ok`` or ``unreachable ...``) and ``store_pending_recordings``.
+        """
+        with self._state_lock:
+            up, error, since, next_try = self._up, self._error, self._down_since, self._next_try
+        if self._fatal is not None:
+            state = f'unusable: {self._fatal}'
+        else:
+            state = 'ok' if up else (
+                f'unreachable for {time.time() - since:.0f} s ({error}); next try in '
+                f'{max(0.0, next_try - time.time()):.1f} s')
+        return {'store_backend': 'postgresql', 'store_url': self.url, 'robot_id': self.robot_id,
+                'store_connection': state, 'store_pending_recordings': str(len(self.pending))}
+
+    def wait_listening(self, timeout: float) -> bool:
+        """Wait until the listener is connected (tests, benchmarks); True if it is."""
+        return self._listening.wait(timeout)
+
+    def close(self) -> None:
+        """Stop listening and close; recordings still kept in memory are reported lost."""
+        self._stop.set()
+        if self._watcher.is_alive() and self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=5.0)
+        with self._lock:
+            if self.pending:
+                self._flush_on_close()
+            self._invalidate()
+            if self._conn is not None:
+                try:
+                    self._conn.raw.close()
+                except self._pg.Error as err:
+                    _log.warning('%s: error closing store: %s', self.url, err)
+                self._conn = None
+
+    def _flush_on_close(self) -> None:
+        if self._up:
+            self._flush()
+        for item in self.pending:
+            _log.error('%s: LOST a recording of task %r (%d step(s), kept in memory since %s): '
+                       'the database was unreachable until the store closed', self.url,
+                       item.task, len(item.steps), time.ctime(item.since))
+        self.lost.extend(self.pending)
+        self.pending.clear()
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
