@@ -9,6 +9,7 @@ import time
 from muscle_mem_ros import Snapshot, Step, ToolKind
 from muscle_mem_ros.errors import (
     StoreCorruptError,
+    StoreError,
     StoreUnavailableError,
     StoreVersionError,
 )
@@ -255,3 +256,22 @@ def test_a_recording_is_live_while_its_store_is_connected_and_purged_after(url):
         assert b.incomplete_recordings() == []
     finally:
         b.close()
+
+
+def test_a_read_only_open_writes_nothing_and_the_cli_reads_through_it(url, capsys):
+    from muscle_mem_ros.cli.app import main
+    with pytest.raises(StoreCorruptError, match='read-only open creates'):
+        open_store(url, read_only=True)  # an empty database: nothing is created in it
+    with open_store(url) as writer:
+        record(writer, [step('a'), step('b')], task='pick')
+    with open_store(url, read_only=True) as reader:
+        assert [t.task for t in reader.trajectories()] == ['pick']
+        with pytest.raises(StoreError):
+            reader.note_outcome(task='pick', hit=True)  # the server refuses the write
+        with pytest.raises(StoreError):
+            reader.forget(task='pick')
+    with open_store(url) as again:
+        assert len(again.trajectories(task='pick')) == 1
+        assert [s.hits for s in again.tasks() if s.name == 'pick'] == [0]
+    assert main(['tasks', url, '--json']) == 0
+    assert '"pick"' in capsys.readouterr().out

@@ -38,13 +38,14 @@ def open_cli_store(spec: str, *, write: bool = False) -> Store:
 
     :param spec: An SQLite file path, or a URL that :func:`~muscle_mem_ros.store.open_store`
         understands (PostgreSQL).
-    :param write: Open for writing (``forget``). A read-only SQLite open never changes the
-        file: no migration, no purge of abandoned recordings, nothing created.
+    :param write: Open for writing (``forget``). A read-only open never changes the store:
+        no migration, no purge of abandoned recordings, nothing created (a PostgreSQL
+        session is READ ONLY: the server refuses writes).
     :return: The store.
-    :raises StoreError: not a store, a newer schema, unreadable (the file is untouched).
+    :raises StoreError: not a store, a newer schema, unreadable (the store is untouched).
     """
     if '://' in spec:
-        return open_store(spec)
+        return open_store(spec, read_only=not write)
     return SqliteStore(path=spec, read_only=not write, abandoned_retention=None)
 
 

@@ -31,6 +31,7 @@ def open_store(
     abandoned_retention: float | None = DEFAULT_ABANDONED_RETENTION,
     robot_id: str = '',
     start_unreachable: bool = False,
+    read_only: bool = False,
 ) -> Store:
     """
     Open a store from a path-like spec.
@@ -46,6 +47,9 @@ def open_store(
     :param robot_id: PostgreSQL only: who records, stored with every recording.
     :param start_unreachable: PostgreSQL only: open even if the server cannot be reached
         yet (it is retried with backoff; see :class:`PostgresStore`).
+    :param read_only: Never write: no migration, no purge, nothing created (SQLite opens
+        the file ``mode=ro``; a PostgreSQL session is READ ONLY, so the server refuses any
+        write); a store that is absent or older is refused.
     :return: The store.
     :raises StoreAccessError: the file or directory cannot be read or written.
     :raises StoreCorruptError: the file exists but is not a usable store.
@@ -59,6 +63,7 @@ def open_store(
             raise ValueError('allow_pickle: a shared PostgreSQL store never pickles')
         return PostgresStore(url=str(spec), robot_id=robot_id,
                              abandoned_retention=abandoned_retention,
-                             start_unreachable=start_unreachable)
+                             start_unreachable=start_unreachable, read_only=read_only)
     return SqliteStore(path=spec, allow_pickle=allow_pickle,
-                       abandoned_retention=abandoned_retention)
+                       abandoned_retention=None if read_only else abandoned_retention,
+                       read_only=read_only)

@@ -51,7 +51,7 @@ from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_fro
 from .kidcache import ChildCache, Key
 from .owners import HOST
 from ..bulk import gc_paused
-from ..errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
+from ..errors import StoreCorruptError, StoreError, StoreUnavailableError, UnknownTrajectoryError
 from ..records import Node, Step, TaskStats, TrajectoryInfo
 
 __all__ = ['is_postgres_url', 'PostgresStore', 'redact']
@@ -206,6 +206,7 @@ class PostgresStore(Store):
         retry_max: float = 10.0,
         abandoned_retention: float | None = None,
         start_unreachable: bool = False,
+        read_only: bool = False,
     ) -> None:
         try:
             import psycopg
@@ -240,6 +241,9 @@ class PostgresStore(Store):
         self._fatal: StoreError | None = None
         self._conn: _Conn | None = None
         self._migrated = False
+        self.read_only = read_only
+        if read_only:
+            abandoned_retention = None
         try:
             raw = self._connect()
         except StoreUnavailableError as err:
@@ -249,7 +253,10 @@ class PostgresStore(Store):
             abandoned_retention = None
         else:
             try:
-                pgschema.migrate(raw, self.url)
+                if read_only:
+                    _check_read_only(raw, self.url)
+                else:
+                    pgschema.migrate(raw, self.url)
             except BaseException:
                 raw.close()
                 raise
@@ -276,6 +283,8 @@ class PostgresStore(Store):
 
     def _setup(self, raw: Any) -> _Conn:
         raw.execute(f'SET search_path TO {pgschema.NAMESPACE}')
+        if self.read_only:  # the server itself refuses every write of this session
+            raw.execute('SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY')
         return _Conn(raw)
 
     def _mark_down(self, err: BaseException) -> None:
@@ -827,6 +836,22 @@ class PostgresStore(Store):
                        item.task, len(item.steps), time.ctime(item.since))
         self.lost.extend(self.pending)
         self.pending.clear()
+
+
+def _check_read_only(raw: Any, where: str) -> None:
+    """
+    Check, without writing, that the database holds a store this code can read.
+
+    :raises StoreVersionError: a newer schema.
+    :raises StoreCorruptError: no store, or a foreign or older one (a read-only open never
+        creates or migrates).
+    """
+    with raw.transaction():
+        found = pgschema.current_version(raw, where)
+    if found != pgschema.SCHEMA_VERSION:
+        raise StoreCorruptError(
+            f'{where}: no muscle_mem_ros store (schema version {found}, this code reads '
+            f'{pgschema.SCHEMA_VERSION}); a read-only open creates and migrates nothing')
 
 
 def _first_line(err: BaseException) -> str:
