@@ -110,12 +110,17 @@ def test_two_demonstrations_then_a_new_spot_is_a_retargeted_replay(world):
     assert result.cache_hit and result.steps_by_agent == 0, result.message
     assert result.steps_replayed == 8
     assert off_target(cube) < 0.005, cube
+    # Above the cube the source is the cube; down to it and up again the tool (which the
+    # previous step put above the cube) reads the same x, y in every recording, so either is
+    # the same explanation and the core may bind to either (ties between equal readings).
     cube_bound = {(s.step, s.field): s for s in result.substituted
-                  if s.source.startswith('sensor:object')}
+                  if s.source.startswith(('sensor:object', 'sensor:ee'))}
     for step in (0, 1, 3):  # above the cube, down to it, lift it
         x = cube_bound[(step, 'target.pose.position.x')]
         y = cube_bound[(step, 'target.pose.position.y')]
-        assert (x.source, y.source) == ('sensor:object[0]', 'sensor:object[1]')
+        assert (x.source[-3:], y.source[-3:]) == ('[0]', '[1]')
+        if step == 0:
+            assert (x.source, y.source) == ('sensor:object[0]', 'sensor:object[1]')
         assert x.origin == y.origin == 'inferred'
         assert (x.value, y.value) == pytest.approx(NEW_SPOT, abs=0.003)
 
