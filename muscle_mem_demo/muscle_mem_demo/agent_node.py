@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 ROS 2 node ``demo_agent``: a slow planning agent serving ExecuteTask for the demo arm.
 
@@ -40,7 +54,8 @@ from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
 from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.action_client import ActionClient
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from muscle_mem_ros.ros.action_server import ActionServer
+from rclpy.action import CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -54,6 +69,9 @@ __all__ = ['DemoAgentNode', 'TASK_NAME', 'main']
 
 TASK_NAME = 'pick_and_place'
 """The one task the demo agent knows."""
+
+_SHUTDOWN_WAIT = 5.0
+"""Seconds shutdown waits for the running task's result to reach its client."""
 
 
 class _TaskFailed(Exception):
@@ -121,8 +139,16 @@ class DemoAgentNode(Node):
         )
 
     def shutdown(self) -> None:
-        """End a running task ('shutting down') at its next wait: called before the node stops."""
+        """
+        End a running task ('shutting down') and wait until its client has the result.
+
+        Called after a shutdown signal, while the executor still spins: a client of the
+        running task gets an aborted result with the reason instead of waiting forever.
+        """
         self._stopping.set()
+        if not self._server.wait_results_sent(_SHUTDOWN_WAIT):
+            self.get_logger().warning(
+                f'shutdown: a task result was not sent within {_SHUTDOWN_WAIT:g} s')
 
     def _check_stopping(self) -> None:
         if self._stopping.is_set():

@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 Helpers for the sim tests: the sim robot and demo agent as real processes, a client node.
 
@@ -24,6 +38,7 @@ from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
 from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.matching import wait_for_action_matched
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
@@ -73,7 +88,7 @@ class SimClient(Node):
 
     def __init__(self, namespace: str) -> None:
         super().__init__('sim_test_client_' + uuid.uuid4().hex[:6])
-        ns = namespace
+        ns = self._ns = namespace
         group = ReentrantCallbackGroup()
         self.lock = threading.Lock()
         self.joint_msgs: list[JointState] = []
@@ -153,13 +168,16 @@ class SimClient(Node):
                       and self.move_client.service_is_ready()
                       and bool(self.joint_msgs) and bool(self.object_msgs),
                       timeout, 'the sim robot')
-        time.sleep(0.5)
+        for action in (self.arm, self.move_to_pose):
+            assert wait_for_action_matched(self, action, f'{self._ns}/sim_robot', timeout), \
+                'the sim robot did not match the feedback readers of the arm clients'
 
     def wait_agent(self, timeout: float = 30.0) -> None:
         self.wait_for(lambda: self.agent.server_is_ready()
                       and self.count_publishers(self._calls_topic()) > 0,
                       timeout, 'the demo agent')
-        time.sleep(0.5)
+        assert wait_for_action_matched(self, self.agent, f'{self._ns}/demo_agent', timeout), \
+            'the demo agent did not match the feedback reader of the ExecuteTask client'
 
     def _calls_topic(self) -> str:
         for sub in self.subscriptions:

@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 SIGINT and SIGTERM, once or many times, end every executable cleanly with exit code 0.
 
@@ -16,7 +30,11 @@ import sys
 import time
 import uuid
 
+from action_msgs.msg import GoalStatus
+from muscle_mem_interfaces.action import ExecuteTask
 import pytest
+import rclpy
+from sim_helpers import NodeProcess, SimClient, unique_namespace
 
 READY = {
     'sim_robot': 'sim robot up',
@@ -85,3 +103,36 @@ def test_repeated_signal_to_the_process_group_exits_cleanly(executable, sig, tmp
     assert process.returncode == 0, output
     for text in FORBIDDEN:
         assert text not in output, output
+
+
+def test_ctrl_c_mid_task_gives_the_agents_client_a_result(tmp_path):
+    """Two SIGINTs to the agent while it works: its client gets an aborted result, reasoned."""
+    namespace = unique_namespace()
+    robot = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
+                        params={'rtf': 1.0}, log_dir=tmp_path)
+    agent = NodeProcess('muscle_mem_demo.agent_node', namespace=namespace,
+                        params={'think_time': 0.5}, log_dir=tmp_path)
+    rclpy.init()
+    client = SimClient(namespace)
+    try:
+        client.wait_robot()
+        client.wait_agent()
+        handle = client.result_of(client.agent.send_goal_async(
+            ExecuteTask.Goal(task='pick_and_place')))
+        assert handle.accepted
+        result = handle.get_result_async()
+        assert wait_until(lambda: 'step 1:' in agent.log(), 30.0), agent.log()
+        for _ in range(2):
+            agent.process.send_signal(signal.SIGINT)
+        response = client.result_of(result, 20.0)
+        assert response.status == GoalStatus.STATUS_ABORTED, agent.log()
+        assert 'shutting down' in response.result.message
+        assert agent.process.wait(20.0) == 0
+        output = agent.log()
+        for text in (*FORBIDDEN, 'never retrieved', 'was not sent'):
+            assert text not in output, output
+    finally:
+        agent.stop()
+        robot.stop()
+        client.close()
+        rclpy.try_shutdown()

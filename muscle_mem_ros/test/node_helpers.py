@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 Real ROS test doubles for the behavior-cache node tests.
 
@@ -40,6 +54,7 @@ from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.matching import wait_for_action_matched
 import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -547,7 +562,8 @@ class Harness:
         if not wait_until(lambda: 'behavior cache ready' in cache.output()
                           or not cache.alive(), 30.0) or not cache.alive():
             raise RuntimeError(f'cache did not start:\n{cache.output()}')
-        if not self.execute_client.wait_for_server(timeout_sec=30.0):
+        if not wait_for_action_matched(self.client, self.execute_client,
+                                       f'/{self.names.node}', 30.0):
             raise RuntimeError(f'cache did not serve ExecuteTask:\n{cache.output()}')
         self._warm_services(cache)
         self._warm_proxies(cache)

@@ -1,11 +1,27 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 Lint with ament's settings: the checks `colcon test` runs on a ROS 2 install, run here too.
 
-On a ROS install the package's tests include ament_flake8 and ament_pep257. On the wheel setup
-those two packages do not exist, so ``test_flake8`` and ``test_pep257`` skip; the two
-``*_ament_settings`` tests run the same linters, pinned from PyPI in
-requirements/kilted-py311.txt, with the same settings over the same files, so a pass here is a
-pass there:
+On a ROS install the package's tests include ament_flake8, ament_pep257 and ament_copyright.
+The first two are PyPI wheels too (``ros-ament-flake8``, ``ros-ament-pep257``, pinned in
+requirements/kilted-py311.txt), so ``test_flake8`` and ``test_pep257`` run them here; where they
+are not importable they skip naming what is missing. ament_copyright is not a wheel:
+``test_copyright`` runs it where it is installed and ``test_copyright_with_ament_rules`` checks
+its rule here. The ``*_ament_settings`` tests run the same linters the way ament does over
+the demo package and ``bench/`` as well:
 
 - flake8 with ament_flake8's config (``ament_flake8.ini`` beside this file, a copy of ament's)
   and ament_flake8's plugin set (import order google, single quotes, docstrings, builtins, ...);
@@ -25,6 +41,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+import re
 import subprocess
 import sys
 
@@ -37,6 +54,23 @@ FLAKE8_CONFIG = Path(__file__).with_name('ament_flake8.ini')
 # ament_pep257's 'ament' convention is every pydocstyle code but these.
 AMENT_PEP257_IGNORE = frozenset({
     'D100', 'D101', 'D102', 'D103', 'D104', 'D105', 'D106', 'D107', 'D203', 'D212', 'D404'})
+APACHE_2_HEADER = """
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+"""
+"""The header text ament_copyright knows for 'apache2' (whitespace is not compared)."""
+COPYRIGHT_LINE = re.compile(r'^Copyright(?: \(c\))? \d{4}(?:-\d{4})?(?:, \d{4}(?:-\d{4})?)* \S',
+                            re.MULTILINE)
+_C_SUFFIXES = ('.c', '.cc', '.cpp', '.cxx', '.h', '.hh', '.hpp', '.hxx')
 
 
 def _ignored_dirs(root: Path) -> list[Path]:
@@ -49,12 +83,15 @@ def _ignored_dirs(root: Path) -> list[Path]:
     return sorted(Path(path) for path, _, files in os.walk(root) if 'AMENT_IGNORE' in files)
 
 
-def _python_files(*roots: Path) -> list[Path]:
+def _python_files(*roots: Path, suffixes: tuple[str, ...] = ('.py',),
+                  names: tuple[str, ...] = ()) -> list[Path]:
     """
     List the files ament's linters check under ``roots``.
 
     :param roots: folders to walk.
-    :return: every ``*.py`` file outside hidden, private and AMENT_IGNORE folders, sorted.
+    :param suffixes: file name endings to take.
+    :param names: whole file names to take too.
+    :return: every matching file outside hidden, private and AMENT_IGNORE folders, sorted.
     """
     found: list[Path] = []
     for root in roots:
@@ -63,7 +100,8 @@ def _python_files(*roots: Path) -> list[Path]:
                 dirs[:] = []
                 continue
             dirs[:] = [d for d in dirs if d[0] not in '._']
-            found.extend(Path(path) / name for name in files if name.endswith('.py'))
+            found.extend(Path(path) / name for name in files
+                         if name.endswith(suffixes) or name in names)
     return sorted(found)
 
 
@@ -114,10 +152,82 @@ def test_pep257_with_ament_settings():
         'files:\n' + '\n'.join(errors))
 
 
+def _header_comment(text: str) -> str:
+    """
+    Return the comment block a file starts with, as ament_copyright reads it.
+
+    A shebang and a coding line are skipped; the block is the ``#`` lines that follow,
+    with the ``#`` and one space taken off each.
+
+    :param text: the file's contents.
+    :return: the block's text, one line per comment line.
+    """
+    lines = text.splitlines()
+    while lines and (lines[0].startswith('#!') or
+                     (lines[0].startswith('#') and 'coding' in lines[0])):
+        lines.pop(0)
+    block: list[str] = []
+    for line in lines:
+        if not line.startswith('#'):
+            break
+        block.append(line[2:] if line.startswith('# ') else line[1:])
+    return '\n'.join(block)
+
+
+def _words(text: str) -> str:
+    return ' '.join(text.split())
+
+
+def _copyright_roots() -> list[Path]:
+    """Return the folders ament_copyright checks: every package of the repository, bench/."""
+    return sorted(p.parent for p in REPO.glob('*/package.xml')) + [REPO / 'bench']
+
+
+def test_copyright_with_ament_rules():
+    """
+    Every file ament_copyright checks carries a copyright line and the Apache-2.0 header.
+
+    ament_copyright is not a PyPI wheel; this is its rule for the files it checks (Python,
+    CMake and C/C++ sources): the first comment block names the copyright holder
+    (``Copyright <year> <holder>``) and holds the license's header text. ``test_copyright``
+    below runs ament_copyright itself where it is installed.
+    """
+    header = _words(APACHE_2_HEADER)
+    files = _python_files(*_copyright_roots(), suffixes=('.py', '.cmake', *_C_SUFFIXES),
+                          names=('CMakeLists.txt',))
+    assert REPO / 'muscle_mem_interfaces' / 'CMakeLists.txt' in files
+    assert PACKAGE / 'muscle_mem_ros' / 'ros' / 'node.py' in files
+    bad = []
+    for path in files:
+        block = _header_comment(path.read_text())
+        if not COPYRIGHT_LINE.search(block) or header not in _words(block):
+            bad.append(str(path.relative_to(REPO)))
+    assert not bad, f'{len(bad)} of {len(files)} files lack the copyright header:\n' + \
+        '\n'.join(bad)
+
+
+def test_license_file_and_package_licenses_agree():
+    text = (REPO / 'LICENSE').read_text()
+    assert _words('Apache License Version 2.0, January 2004') in _words(text)
+    assert 'END OF TERMS AND CONDITIONS' in text
+    for package_xml in REPO.glob('*/package.xml'):
+        assert '<license>Apache-2.0</license>' in package_xml.read_text(), package_xml
+
+
+@pytest.mark.copyright
+@pytest.mark.linter
+def test_copyright(monkeypatch):
+    main = pytest.importorskip(
+        'ament_copyright.main',
+        reason='ament_copyright not importable (not available as a PyPI wheel)')
+    monkeypatch.chdir(PACKAGE)
+    assert main.main(argv=['.', 'test']) == 0, 'Found errors'
+
+
 @pytest.mark.linter
 def test_flake8(monkeypatch):
     main = pytest.importorskip(
-        'ament_flake8.main', reason='ament_flake8 not importable (not available as PyPI wheels)')
+        'ament_flake8.main', reason='ament_flake8 not importable (pip install ros-ament-flake8)')
     # ament_flake8 looks for AMENT_IGNORE under the working directory.
     monkeypatch.chdir(PACKAGE)
     rc, errors = main.main_with_errors(argv=[str(PACKAGE)])
@@ -127,7 +237,7 @@ def test_flake8(monkeypatch):
 @pytest.mark.linter
 def test_pep257():
     main = pytest.importorskip(
-        'ament_pep257.main', reason='ament_pep257 not importable (not available as PyPI wheels)')
+        'ament_pep257.main', reason='ament_pep257 not importable (pip install ros-ament-pep257)')
     # ament_pep257 does not look for AMENT_IGNORE: exclude the marked folders by name.
     excludes = [str(path) for path in _ignored_dirs(PACKAGE)]
     assert main.main(argv=[str(PACKAGE), '--exclude', *excludes]) == 0

@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 The launch file is shipped and builds a LaunchDescription; the README's commands run.
 
@@ -63,6 +77,31 @@ def test_launch_file_shows_both_lifecycle_modes():
     assert {'LifecycleNode', 'ChangeState', 'OnStateTransition'} <= imported
     strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)}
     assert {'autostart', 'manage', 'inactive'} <= strings
+
+
+def test_launch_file_drives_the_lifecycle_only_when_asked_and_once():
+    """
+    ``autostart:=false`` alone leaves the node to its lifecycle services; ``manage`` acts once.
+
+    The launch_testing test (test_node_launch_lifecycle.py) runs it where launch is installed;
+    here the file's arguments and its one event handler are read from its syntax tree.
+    """
+    tree = ast.parse(LAUNCH_FILE.read_text())
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+
+    def named(call: ast.Call) -> str:
+        return getattr(call.func, 'id', getattr(call.func, 'attr', ''))
+
+    defaults = {c.args[0].value: kw.value.value for c in calls if named(c) ==
+                'DeclareLaunchArgument' for kw in c.keywords if kw.arg == 'default_value'
+                and isinstance(kw.value, ast.Constant)}
+    assert defaults['autostart'] == 'true'
+    assert defaults['manage'] == 'false'
+    handlers = [c for c in calls if named(c) == 'OnStateTransition']
+    assert len(handlers) == 1
+    keywords = {kw.arg: kw.value for kw in handlers[0].keywords}
+    assert getattr(keywords.get('handle_once'), 'value', None) is True
+    assert getattr(keywords.get('start_state'), 'value', None) == 'configuring'
 
 
 @needs_launch_ros

@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 The cache as a managed (lifecycle) node, its parameter descriptors, and core logging on /rosout.
 
@@ -9,8 +23,10 @@ nav2's lifecycle manager do.
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 
+from action_msgs.msg import GoalStatus
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from muscle_mem_interfaces.srv import ListTasks
@@ -167,3 +183,76 @@ def test_core_logging_reaches_rosout(harness):
         return any(m.name == h.names.node and 'allow_pickle=True' in m.msg
                    and 'muscle_mem_ros.store' in m.msg for m in list(lines))
     assert wait_until(core_line, 20.0), [m.msg for m in lines if m.name == h.names.node]
+
+
+def graph_nodes(h: Harness) -> list[str]:
+    """Return the cache's node names in the graph (hidden helper nodes included), sorted."""
+    return sorted(name for name, _ns in h.client.get_node_names_and_namespaces()
+                  if h.names.node in name)
+
+
+def test_reactivation_leaves_no_extra_nodes(harness):
+    h = harness
+    cache = h.start_cache()
+    expected = graph_nodes(h)
+    assert f'_{h.names.node}_proxies' in expected and h.names.node in expected
+    for cycle in range(5):
+        assert change(h, Transition.TRANSITION_DEACTIVATE)
+        if cycle % 2:
+            assert change(h, Transition.TRANSITION_CLEANUP)
+            assert change(h, Transition.TRANSITION_CONFIGURE)
+        assert change(h, Transition.TRANSITION_ACTIVATE)
+    assert state(h) == State.PRIMARY_STATE_ACTIVE
+    # the graph is eventually consistent: a destroyed node leaves it a moment later
+    assert wait_until(lambda: graph_nodes(h) == expected, 10.0), graph_nodes(h)
+    assert 'already registered' not in cache.output()
+    run = h.run_task('pick_reactivated')
+    assert run.result.success, run.result.message
+
+
+def test_execute_task_is_served_from_configure_to_cleanup_and_accepts_only_while_active(harness):
+    """As nav2's servers: advertised while inactive (goals rejected), gone after cleanup."""
+    h = harness
+    start_managed(h)
+    assert state(h) == State.PRIMARY_STATE_UNCONFIGURED
+    assert not h.execute_client.server_is_ready()
+
+    assert change(h, Transition.TRANSITION_CONFIGURE)
+    assert h.execute_client.wait_for_server(timeout_sec=30.0)
+    assert not h.send_task('pick_inactive').accepted
+
+    assert change(h, Transition.TRANSITION_ACTIVATE)
+    assert wait_until(lambda: serving(h), 20.0)
+    run = h.run_task('pick_active')
+    assert run.result.success, run.result.message
+
+    assert change(h, Transition.TRANSITION_DEACTIVATE)
+    assert h.execute_client.server_is_ready()
+    assert not h.send_task('pick_deactivated').accepted
+
+    assert change(h, Transition.TRANSITION_CLEANUP)
+    assert wait_until(lambda: not h.execute_client.server_is_ready(), 20.0)
+    assert h.stop_cache() == 0
+
+
+def test_ctrl_c_mid_task_ends_the_goal_and_its_client_gets_the_result(harness):
+    """Two SIGINTs (as ros2 launch sends) while the agent works: aborted, with a reason."""
+    h = harness
+    h.start_cache()
+    h.agent.step_delay = 0.5
+    handle = h.send_task('pick_ctrl_c')
+    assert handle.accepted
+    result = handle.get_result_async()
+    assert wait_until(lambda: len(h.agent.calls) == 1, 10.0)
+    cache = h.cache
+    assert cache is not None
+    for _ in range(2):
+        cache.proc.send_signal(signal.SIGINT)
+    wrapped = h.wait(result, 20.0)
+    assert wrapped.status == GoalStatus.STATUS_ABORTED
+    assert 'cancel' in wrapped.result.message and not wrapped.result.success
+    h.agent.step_delay = 0.0
+    assert cache.proc.wait(20.0) == 0
+    output = cache.output()
+    h.cache = None
+    assert 'was not sent' not in output and 'Traceback' not in output

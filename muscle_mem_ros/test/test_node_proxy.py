@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 The proxies outside a task: transparent pass-through of goals, feedback, cancel, results.
 
@@ -12,6 +26,7 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import ListTasks
 from muscle_mem_ros.ros.action_client import ActionClient as FixedActionClient
+from muscle_mem_ros.ros.matching import wait_for_action_matched
 from node_helpers import Harness, JOINT_NAMES, wait_feedback, wait_until
 import pytest
 import rclpy
@@ -46,8 +61,10 @@ def arm_goal(positions):
 
 
 def proxy_client(h: Harness, action_type, server: str) -> FixedActionClient:
+    """Return a client of a proxy, matched both ways (its feedback then reaches it)."""
     client = FixedActionClient(h.client, action_type, h.names.proxy(server))
-    assert client.wait_for_server(timeout_sec=15.0)
+    # the proxies' hidden node serves no parameters; the cache's node is the same process
+    assert wait_for_action_matched(h.client, client, f'/{h.names.node}', 15.0)
     return client
 
 

@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 Entry point of the ``behavior_cache`` executable.
 
@@ -84,7 +98,8 @@ def main(args: Sequence[str] | None = None) -> int:
         executor.add_node(node)
         code = 0
         try:
-            error = spin_until_shutdown(executor, signals, stop=node.cancel_all,
+            error = spin_until_shutdown(executor, signals,
+                                        stop=lambda: node.end_goals(_SHUTDOWN_WAIT),
                                         shutdown_wait=_SHUTDOWN_WAIT)
             if error is not None:
                 logger.fatal(f'executor failed: {error!r}')

@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 BehaviorCacheNode: the behavior cache between a planning agent and the robot.
 
@@ -54,7 +68,7 @@ needs a thread it holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 import threading
 import time
@@ -75,6 +89,7 @@ from muscle_mem_interfaces.srv import (
 from muscle_mem_ros.errors import ConfigError, MuscleMemError, StoreUnavailableError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.action_server import ActionServer
 from muscle_mem_ros.ros.calibrate import Calibrator
 from muscle_mem_ros.ros.config import (
     CacheMode,
@@ -98,7 +113,7 @@ from muscle_mem_ros.ros.tasks import TaskRunner
 from muscle_mem_ros.store import is_postgres_url, open_store, redact
 from rcl_interfaces.msg import SetParametersResult
 import rclpy
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action import CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -123,13 +138,17 @@ class BehaviorCacheNode(LifecycleNode):
       reaches ``/rosout``). A bad parameter fails the transition (FAILURE, back
       to unconfigured) with the error logged, naming the parameter;
       :attr:`config_error` keeps it.
-    * activate: start the sensors, the proxies, the services, the ExecuteTask
-      action server, the diagnostics timer; index the store's first steps.
+      The ExecuteTask action server is made here too, as nav2 makes its action
+      servers at configure: while the node is inactive it stays advertised and
+      rejects every goal, so the result of a goal canceled by a deactivation still
+      reaches its client, and a client waiting for the server sees it at once.
+    * activate: start the sensors, the proxies, the services, the diagnostics
+      timer; accept ExecuteTask goals; index the store's first steps.
     * deactivate: cancel the running task, replay or recording, wait for it to
-      end, and stop serving: services, proxies and sensors are destroyed;
-      ExecuteTask goals are rejected (its server stays until cleanup, so the
-      result of a goal canceled by the deactivation still reaches its client).
-    * cleanup / shutdown: undo configure exactly (the store is closed).
+      end, and stop serving: services, proxies and sensors are destroyed (with
+      the hidden helper nodes); ExecuteTask goals are rejected.
+    * cleanup / shutdown: undo configure exactly (the store is closed, the
+      ExecuteTask server destroyed).
 
     With ``autostart`` (default true) :mod:`.main` configures and activates the
     node at once; with false it waits for ``ros2 lifecycle set`` (the standard
@@ -186,7 +205,7 @@ class BehaviorCacheNode(LifecycleNode):
         return super().on_configure(state)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Start the sensors, proxies, services and the ExecuteTask action server."""
+        """Start the sensors, proxies and services; accept ExecuteTask goals."""
         try:
             self._activate()
         except Exception as err:  # rclpy would turn it into ERROR without a word
@@ -236,6 +255,11 @@ class BehaviorCacheNode(LifecycleNode):
         parts.events = self.create_lifecycle_publisher(CacheEvent, '~/events', 50)
         parts.diagnostics = self.create_lifecycle_publisher(
             DiagnosticArray, '/diagnostics', 10)
+        self._execute_server = ActionServer(
+            self, ExecuteTask, '~/execute_task', self._execute,
+            goal_callback=self._accept_goal,
+            cancel_callback=self._cancel_task, callback_group=self._group,
+        )
         self._report_incomplete()
         self._frozen = True
         self.get_logger().info(
@@ -304,12 +328,6 @@ class BehaviorCacheNode(LifecycleNode):
             guard=self._guard, sink=self.publish_event, logger=self.get_logger(),
             mode=lambda: self._mode,
         )
-        if self._execute_server is None:
-            self._execute_server = ActionServer(
-                self, ExecuteTask, '~/execute_task', self._execute,
-                goal_callback=self._accept_goal,
-                cancel_callback=self._cancel_task, callback_group=self._group,
-            )
         calibrator = Calibrator(hub=active.hub, sensors=config.sensors, guard=self._guard,
                                 node_name=self.get_name(), stopping=lambda: self._closing)
         for srv_type, name, handler in (
@@ -362,7 +380,7 @@ class BehaviorCacheNode(LifecycleNode):
         for tap in active.taps:
             if parts is not None and parts.recorder is not None:
                 parts.recorder.remove_settle(tap.settle)
-        self._stop_proxy_node()
+        self._stop_proxy_node(active.proxies.values())
         if active.hub is not None:
             active.hub.close()
         self._active = None
@@ -436,12 +454,14 @@ class BehaviorCacheNode(LifecycleNode):
             target=self._spin_proxies, name=name, daemon=True)
         self._proxy_thread.start()
 
-    def _stop_proxy_node(self) -> None:
-        """Stop the proxy executor thread and destroy the proxy node (and its servers)."""
+    def _stop_proxy_node(self, proxies: Iterable[ToolProxy]) -> None:
+        """Stop the proxy executor thread, destroy the proxies and the proxy node."""
         if self._proxy_executor is not None:
             self._proxy_executor.shutdown(timeout_sec=2.0)
             if self._proxy_thread is not None:
                 self._proxy_thread.join(2.0)
+        for proxy in proxies:
+            proxy.destroy()
         if self._proxy_node is not None:
             self._proxy_node.destroy_node()
         self._proxy_executor = self._proxy_node = self._proxy_thread = None
@@ -654,6 +674,21 @@ class BehaviorCacheNode(LifecycleNode):
         if active is not None and active.handlers is not None \
                 and active.handlers.cancel is not None:
             active.handlers.cancel.cancel()
+
+    def end_goals(self, timeout: float) -> None:
+        """
+        Cancel the running task or replay and wait until its client has the result.
+
+        Shutdown calls it while the executor still spins, so that a client of a task
+        running at Ctrl-C gets an aborted result with the reason instead of waiting forever.
+
+        :param timeout: Seconds to wait at most.
+        """
+        self.cancel_all()
+        server = self._execute_server
+        if server is not None and not server.wait_results_sent(timeout):
+            self.get_logger().warning(
+                f'shutdown: an ExecuteTask result was not sent within {timeout:g} s')
 
     def close(self) -> None:
         """Deactivate and clean up, whatever the state (cancel, stop, close the store)."""

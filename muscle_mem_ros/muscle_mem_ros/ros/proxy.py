@@ -1,3 +1,17 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """
 Action and service proxies: serve a tool's type under a proxy name, forward to the server.
 
@@ -155,6 +169,15 @@ class ToolProxy:
 
     def ready(self) -> bool:
         """Return True when the real server is discovered."""
+        raise NotImplementedError
+
+    def destroy(self) -> None:
+        """
+        Destroy this proxy's servers and clients (deactivate calls it, before the node goes).
+
+        ``destroy_node`` leaves action servers and clients alone, and each keeps the rcl node
+        alive: a node reactivated without this stays in the graph once per cycle.
+        """
         raise NotImplementedError
 
     def call(self, payload: bytes, *, timeout: float, cancel: CancelToken,
@@ -315,6 +338,12 @@ class ActionProxy(ToolProxy):
     def payload_type(self) -> type:
         """Return the action's Goal class."""
         return self.tool.interface.Goal
+
+    def destroy(self) -> None:
+        """Destroy the action client and the served proxy action."""
+        self._client.destroy()
+        if self._server is not None:
+            self._server.destroy()
 
     def ready(self) -> bool:
         """Return True when the real action server is discovered."""
@@ -527,6 +556,12 @@ class ServiceProxy(ToolProxy):
     def payload_type(self) -> type:
         """Return the service's Request class."""
         return self.tool.interface.Request
+
+    def destroy(self) -> None:
+        """Destroy the service client and the served proxy service."""
+        self._node.destroy_client(self._client)
+        if self._service is not None:
+            self._node.destroy_service(self._service)
 
     def ready(self) -> bool:
         """Return True when the real service is discovered."""

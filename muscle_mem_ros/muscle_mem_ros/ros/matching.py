@@ -1,0 +1,82 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Wait until an action server will deliver its feedback and status to a client.
+
+Action feedback and status are topics. A server's writer sends only to the
+readers it has matched, and matching follows discovery, which runs on its own
+in each process: ``ActionClient.wait_for_server`` (``server_is_ready``) tells
+that *this* process has discovered the server's endpoints (and so matched its
+writers), not that the server has discovered the client's readers. A goal sent
+at once can have its first feedback published to nobody; ROS promises nothing
+more, and a test that counts every feedback message of a module's first goal
+then fails now and then, however long it waits afterwards.
+
+:func:`wait_for_action_matched` closes that gap with a round trip. A process
+announces its readers in the order it creates them, and a peer learns of them
+in that order (the discovery data is sent reliably and in sequence). A new
+service client created *after* the action client announces its response reader
+later than the action client's feedback and status readers; once the server's
+process has answered a request of that client, it has matched that response
+reader, and so it had already matched the earlier feedback and status readers.
+The request is a harmless one: ``get_parameters`` with no names, on the node
+that serves the action (every rclpy node serves it unless told not to).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from rcl_interfaces.srv import GetParameters
+from rclpy.node import Node
+
+__all__ = ['wait_for_action_matched']
+
+_ATTEMPT = 1.0
+"""Seconds one probe request may take before it is sent again (a lost request)."""
+
+
+def wait_for_action_matched(node: Node, client: Any, server_node: str, timeout: float) -> bool:
+    """
+    Wait until ``client``'s server has matched the client's feedback and status readers.
+
+    ``node`` must be spinning in another thread (the probe's response is a callback).
+
+    :param node: The node that owns ``client``.
+    :param client: An ``rclpy.action.ActionClient``.
+    :param server_node: Fully qualified name of the node serving the action
+        (``/ns/demo_agent``); its ``get_parameters`` service is the probe.
+    :param timeout: Seconds to wait at most.
+    :return: True once matched both ways, False after ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    if not client.wait_for_server(timeout_sec=timeout):
+        return False
+    probe = node.create_client(GetParameters, f'{server_node.rstrip("/")}/get_parameters')
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not probe.wait_for_service(timeout_sec=left):
+                return False
+            future = probe.call_async(GetParameters.Request())
+            answered = threading.Event()
+            future.add_done_callback(lambda _future: answered.set())
+            if answered.wait(min(_ATTEMPT, max(0.0, deadline - time.monotonic()))):
+                return future.result() is not None
+            probe.remove_pending_request(future)
+    finally:
+        node.destroy_client(probe)
