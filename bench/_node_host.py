@@ -30,9 +30,10 @@ every 0.1 s, so the benchmark can read them while the node runs. If a probed met
 does not exist (the node changed), that probe is left out and the benchmark says so.
 
 Unless ``MM_BENCH_PARTS=0``, five more probes split a replayed step into its parts:
-``SensorHub.capture``, ``Replayer._choose`` (pre-check: capture and match),
-``Replayer._candidates`` (store lookup), ``Replayer._post_check`` (wait, capture,
-compare) and ``BehaviorCacheNode.publish_event``; a few microseconds each.
+``SensorHub.capture``, ``Replayer.pick`` (pre-check: capture and match),
+``walk.candidates_at`` (store lookup), ``Replayer.post_check`` (wait, capture,
+compare) and ``BehaviorCacheNode.publish_event``; a few microseconds each. All of them
+are named in :data:`PROBES`; a test checks that each still names something.
 A diagnostic, off in the benchmark: ``MM_BENCH_WHATIF=result_timeout=N`` runs the node with
 its proxies' action servers keeping finished goals N s (the report then says that the node
 was modified). (The former ``helper_node`` what-if is now how the node works.)
@@ -41,6 +42,7 @@ was modified). (The former ``helper_node`` what-if is now how the node works.)
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import sys
@@ -49,6 +51,30 @@ import time
 from typing import Any
 
 _records: list[list[Any]] = []
+
+PROBES: tuple[tuple[str, str, str, str], ...] = (
+    ('wait', 'muscle_mem_ros.ros.sensors', 'SensorHub', 'wait_newer'),
+    ('call', 'muscle_mem_ros.ros.proxy', 'ActionProxy', 'call'),
+    ('capture', 'muscle_mem_ros.ros.sensors', 'SensorHub', 'capture'),
+    ('choose', 'muscle_mem_ros.ros.replay', 'Replayer', 'pick'),
+    ('candidates', 'muscle_mem_ros.walk', '', 'candidates_at'),
+    ('post', 'muscle_mem_ros.ros.replay', 'Replayer', 'post_check'),
+    ('event', 'muscle_mem_ros.ros.node', 'BehaviorCacheNode', 'publish_event'),
+)
+"""Each probe: its kind, the module, the class ('' for a module function), the attribute.
+The first two always run; the others unless ``MM_BENCH_PARTS=0``."""
+
+
+def probe_owner(module: str, cls: str) -> object | None:
+    """
+    Return what a probe patches: the class ``cls`` of ``module``, or the module itself.
+
+    :param module: dotted module name.
+    :param cls: class name, or '' for the module.
+    :return: the owner, or None if the class is gone.
+    """
+    owner = importlib.import_module(module)
+    return getattr(owner, cls, None) if cls else owner
 
 
 def _probe(owner: object, name: str, kind: str) -> bool:
@@ -102,25 +128,12 @@ def _what_if(spec: str) -> list[str]:
 
 def main() -> int:
     from muscle_mem_ros.ros import main as node_main
-    from muscle_mem_ros.ros.proxy import ActionProxy
-    from muscle_mem_ros.ros.sensors import SensorHub
 
     path = os.environ.get('MM_BENCH_TIMINGS', '')
     whatif = _what_if(os.environ.get('MM_BENCH_WHATIF', ''))
-    probes = {'wait': _probe(SensorHub, 'wait_newer', 'wait'),
-              'call': _probe(ActionProxy, 'call', 'call')}
-    if os.environ.get('MM_BENCH_PARTS', '1') != '0':  # where a replayed step's work goes
-        from muscle_mem_ros.ros.node import BehaviorCacheNode
-        from muscle_mem_ros import walk
-        from muscle_mem_ros.ros.replay import Replayer
-
-        probes.update({
-            'capture': _probe(SensorHub, 'capture', 'capture'),
-            'choose': _probe(Replayer, 'pick', 'choose'),
-            'candidates': _probe(walk, 'candidates_at', 'candidates'),
-            'post': _probe(Replayer, 'post_check', 'post'),
-            'event': _probe(BehaviorCacheNode, 'publish_event', 'event'),
-        })
+    parts = os.environ.get('MM_BENCH_PARTS', '1') != '0'  # where a replayed step's work goes
+    probes = {kind: _probe(probe_owner(module, cls), name, kind)
+              for kind, module, cls, name in PROBES[:2] + (PROBES[2:] if parts else ())}
     if path:
         with open(path, 'w', encoding='utf-8') as out:
             out.write(json.dumps(['probes', probes]) + '\n')

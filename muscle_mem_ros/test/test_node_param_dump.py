@@ -139,6 +139,28 @@ def test_dump_of_the_running_node_starts_the_same_node(tmp_path):
     assert tree['sensors']['joints']['topic'] == names.joints
     assert tree['actions']['arm']['server'] == names.arm
     assert tree['services']['gripper']['type'] == 'std_srvs/srv/SetBool'
+    assert tree['robot_id'] == ''  # the default, not this node's name
+
+
+def test_a_node_started_from_a_dump_under_another_name_records_as_itself(tmp_path):
+    path = tmp_path / 'first.yaml'
+    path.write_text(yaml.safe_dump({'muscle_mem': {'ros__parameters': {
+        'store_path': ':memory:',
+        'sensors': {'joints': {'topic': '/joint_states', 'type': 'sensor_msgs/msg/JointState',
+                               'fields': ['position'], 'tolerance': [0.01]}}}}}))
+    _config, dumped = load_and_dump(path)
+    again = tmp_path / 'dumped.yaml'
+    again.write_text(dumped.replace('/muscle_mem:', 'other_arm:', 1))
+    context = rclpy.Context()
+    rclpy.init(context=context, args=['--ros-args', '--params-file', str(again)])
+    try:
+        node = Node('other_arm', context=context, **NODE_OPTIONS)
+        try:
+            assert load_config(node).robot_id.startswith('/other_arm@')
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
 
 
 def config_view(config) -> dict:

@@ -299,7 +299,7 @@ _DESCRIPTIONS = {
                    'postgresql://user@host:port/db URL shared by a fleet (password from '
                    'PGPASSWORD or ~/.pgpass, not here: parameters are readable).'),
     'robot_id': ('Who this node records for, stored with its recordings in a shared store '
-                 '(default: node fully-qualified name @ host name).'),
+                 "(empty, the default: this node's fully-qualified name @ host name)."),
     'agent_action': 'ExecuteTask action of the planning agent a miss is handed to (empty: none).',
     'cache_mode': 'learn | replay_only | record_only | off; may change at run time.',
     'step_timeout': 'Seconds a replayed step may take before it fails (> 0).',
@@ -594,8 +594,10 @@ def load_config(node: RosNode) -> NodeConfig:
         raise ConfigError('store_path: must not be empty')
     if store_path != ':memory:' and not store_path.startswith(('postgresql:', 'postgres:')):
         store_path = os.path.expanduser(store_path)
-    robot_id = reader.string(
-        'robot_id', f'{node.get_fully_qualified_name()}@{socket.gethostname()}', empty=False)
+    # Declared with '' and resolved here, so a parameter dump holds the default (''), not
+    # this node's name: a node started from the dump under another name records as itself.
+    robot_id = reader.string('robot_id', '') or \
+        f'{node.get_fully_qualified_name()}@{socket.gethostname()}'
     mode = parse_cache_mode(reader.string('cache_mode', CacheMode.LEARN.value, read_only=False))
     sensors = tuple(_sensor(reader, n) for n in items['sensors'])
     actions = tuple(
