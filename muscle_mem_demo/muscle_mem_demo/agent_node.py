@@ -256,7 +256,10 @@ class DemoAgentNode(Node):
         except _TaskFailed as err:
             result.success = False
             result.message = f'step {start_step + done}: {err}'
-            self.get_logger().error(result.message)
+            if self._stopping.is_set():  # a shutdown, not a failure of the task
+                self.get_logger().warning(result.message)
+            else:
+                self.get_logger().error(result.message)
             goal_handle.abort()
         finally:
             with self._lock:

@@ -236,14 +236,19 @@ def test_execute_task_is_served_from_configure_to_cleanup_and_accepts_only_while
 
 
 def test_ctrl_c_mid_task_ends_the_goal_and_its_client_gets_the_result(harness):
-    """Two SIGINTs (as ros2 launch sends) while the agent works: aborted, with a reason."""
+    """
+    Two SIGINTs (as ros2 launch sends) while a proxied arm goal runs: every client has a result.
+
+    The task's client gets an aborted result with the reason; the agent's proxied goal ends
+    as the arm answers the proxy's cancel, before the proxy is destroyed.
+    """
     h = harness
     h.start_cache()
-    h.agent.step_delay = 0.5
+    h.robot.arm_delay = 3.0
     handle = h.send_task('pick_ctrl_c')
     assert handle.accepted
     result = handle.get_result_async()
-    assert wait_until(lambda: len(h.agent.calls) == 1, 10.0)
+    assert wait_until(h.robot.arm_active.is_set, 10.0)
     cache = h.cache
     assert cache is not None
     for _ in range(2):
@@ -251,8 +256,10 @@ def test_ctrl_c_mid_task_ends_the_goal_and_its_client_gets_the_result(harness):
     wrapped = h.wait(result, 20.0)
     assert wrapped.status == GoalStatus.STATUS_ABORTED
     assert 'cancel' in wrapped.result.message and not wrapped.result.success
-    h.agent.step_delay = 0.0
     assert cache.proc.wait(20.0) == 0
+    assert h.robot.arm_canceled == 1  # the proxy canceled the real goal before it went
+    h.robot.arm_delay = 0.0
+    assert h.stop_cache() == 0
     output = cache.output()
-    h.cache = None
-    assert 'was not sent' not in output and 'Traceback' not in output
+    for text in ('was not sent', 'did not end', 'InvalidHandle', 'Traceback'):
+        assert text not in output, output

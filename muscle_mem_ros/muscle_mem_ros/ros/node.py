@@ -124,6 +124,8 @@ __all__ = ['BehaviorCacheNode']
 
 _DEACTIVATE_WAIT = 10.0
 """Seconds deactivate waits for a canceled task or replay to end."""
+_PROXY_END_WAIT = 2.0
+"""Seconds deactivate waits for each proxy's canceled goals to end."""
 
 
 class BehaviorCacheNode(LifecycleNode):
@@ -380,6 +382,8 @@ class BehaviorCacheNode(LifecycleNode):
         for tap in active.taps:
             if parts is not None and parts.recorder is not None:
                 parts.recorder.remove_settle(tap.settle)
+        for proxy in active.proxies.values():  # the proxy thread still spins: they can end
+            proxy.end_calls(_PROXY_END_WAIT)
         self._stop_proxy_node(active.proxies.values())
         if active.hub is not None:
             active.hub.close()

@@ -68,6 +68,7 @@ from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.action_server import ActionServer
 from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.ros.config import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.goalfields import set_fields
@@ -76,7 +77,7 @@ from muscle_mem_ros.ros.recorder import Recorder, Session
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.ros.sync import cancel_when_accepted, CancelToken
 from muscle_mem_ros.ros.watch import CallWatch, wait_watched, WaitEnd
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action import CancelResponse, GoalResponse
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node as RosNode
 from rclpy.serialization import deserialize_message, serialize_message
@@ -166,6 +167,13 @@ class ToolProxy:
     def payload_type(self) -> type:
         """Message class of the stored payload (goal or request)."""
         raise NotImplementedError
+
+    def end_calls(self, timeout: float) -> None:
+        """
+        End the proxied calls in flight before the proxy goes (deactivate, shutdown).
+
+        :param timeout: Seconds to wait at most for their clients to have their results.
+        """
 
     def ready(self) -> bool:
         """Return True when the real server is discovered."""
@@ -338,6 +346,22 @@ class ActionProxy(ToolProxy):
     def payload_type(self) -> type:
         """Return the action's Goal class."""
         return self.tool.interface.Goal
+
+    def end_calls(self, timeout: float) -> None:
+        """
+        Cancel the real goals of the proxied goals in flight; wait until their results went out.
+
+        Each such goal then ends as the real server answers the cancel (aborted: the client
+        did not ask for it), instead of meeting a destroyed server.
+
+        :param timeout: Seconds to wait at most.
+        """
+        with self._handles_lock:
+            handles = list(self._handles.values())
+        for handle in handles:
+            handle.cancel_goal_async()
+        if self._server is not None and not self._server.wait_results_sent(timeout):
+            self._log.warning(f'{self._label}: a proxied goal did not end within {timeout:g} s')
 
     def destroy(self) -> None:
         """Destroy the action client and the served proxy action."""
