@@ -64,7 +64,7 @@ from dataclasses import dataclass, field as dc_field
 import json
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from .records import Node, SensorSpec, Snapshot, Step
 
@@ -224,7 +224,7 @@ def _split_element(key: str) -> tuple[str, int]:
     return name, int(rest.rstrip(']')) if rest.rstrip(']').isdigit() else 0
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -436,8 +436,9 @@ def _sensor_bindings(group: Sequence[_Obs], max_shift: float | None,
     out = []
     shared = set.intersection(*(set(o.pre) for o in group))
     for path in sorted(group[0].goal):
-        values = [o.goal.get(path) for o in group]
-        if not all(_number(v) for v in values) or _spread(values) <= 1e-9:
+        found = [o.goal.get(path) for o in group]
+        values = [float(v) for v in found if _number(v)]
+        if len(values) < len(found) or _spread(values) <= 1e-9:
             continue
         fits: list[tuple[float, str, float]] = []
         for source in sorted(shared):

@@ -114,11 +114,11 @@ def propose(
         raise ValueError(f'k must be > 0, got {k}')
     if not margin >= 1 or not math.isfinite(margin):
         raise ValueError(f'margin must be >= 1, got {margin}')
-    return np.maximum(np.maximum(k * std, peak_to_peak) * margin, floor)
+    return np.asarray(np.maximum(np.maximum(k * std, peak_to_peak) * margin, floor))
 
 
 def noise(
-    sensor: str, readings: Sequence[Sequence[float]], *, k: float = DEFAULT_K,
+    sensor: str, readings: Sequence[Sequence[float] | np.ndarray], *, k: float = DEFAULT_K,
     margin: float = DEFAULT_MARGIN, floor: float = DEFAULT_FLOOR,
     mode: CompareMode = CompareMode.ABS,
 ) -> Noise:
@@ -239,7 +239,11 @@ class StoreCalibration:
     modes: Mapping[str, CompareMode]
 
 
-def _walk(store: Store, task: str) -> list[tuple[tuple, tuple, Node]]:
+_StepKey = tuple[tuple[str, str, str, bytes], ...]
+"""The goals from a task's first step to one step: (tool, kind, type name, payload) each."""
+
+
+def _walk(store: Store, task: str) -> list[tuple[tuple[str, int | None], _StepKey, Node]]:
     """
     Return (sibling group, step key, node) for every succeeded node of a task's trees.
 
@@ -250,7 +254,7 @@ def _walk(store: Store, task: str) -> list[tuple[tuple, tuple, Node]]:
     variants = sorted({t.variant for t in store.trajectories(task=task)})
     out = []
     for variant in variants:
-        stack: list[tuple[int | None, tuple]] = [(None, ())]
+        stack: list[tuple[int | None, _StepKey]] = [(None, ())]
         while stack:
             parent, prefix = stack.pop()
             for node in store.children(task=task, variant=variant, parent=parent):
@@ -280,19 +284,19 @@ def from_store(
     :raises ValueError: the task has no recorded pre snapshots.
     """
     modes = dict(modes or {})
-    groups: dict[tuple, list[Node]] = {}
-    siblings: dict[tuple, list[tuple[tuple, Node]]] = {}
+    groups: dict[_StepKey, list[Node]] = {}
+    siblings: dict[tuple[str, int | None], list[tuple[_StepKey, Node]]] = {}
     for parent, key, node in _walk(store, task):
         groups.setdefault(key, []).append(node)
         siblings.setdefault(parent, []).append((key, node))
     # A divergence: a sibling with another goal, learned after the step it diverged from
     # (its check failed, the agent took over, the new branch was stored).
-    diverged: dict[tuple, list[Node]] = {}
+    diverged: dict[_StepKey, list[Node]] = {}
     for kids in siblings.values():
         for key, node in kids:
             older = {k for k, n in kids if k != key and n.id < node.id}
-            for other in older:
-                diverged.setdefault(other, []).append(node)
+            for older_key in older:
+                diverged.setdefault(older_key, []).append(node)
     sensors = sorted({s for nodes in groups.values() for n in nodes if n.step.pre
                       for s in n.step.pre.features})
     if not sensors:
@@ -388,5 +392,6 @@ def params_snippet(
     for name, values in sorted(tolerances.items()):
         rounded = [float(f'{v:.{digits}g}') for v in values]
         sensors[name] = {'tolerance': rounded[0] if len(rounded) == 1 else rounded}
-    return yaml.safe_dump({node_name: {'ros__parameters': {'sensors': sensors}}},
-                          sort_keys=False, default_flow_style=None)
+    text: str = yaml.safe_dump({node_name: {'ros__parameters': {'sensors': sensors}}},
+                               sort_keys=False, default_flow_style=None)
+    return text

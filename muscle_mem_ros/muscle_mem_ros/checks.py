@@ -108,7 +108,7 @@ class CompiledSensor:
 
     def normalized(self, rec: np.ndarray) -> np.ndarray:
         """Return recorded vectors in tolerance units, as the ABS/NORM/RMS kernels want."""
-        return rec / self.safe_tol
+        return np.asarray(rec / self.safe_tol)
 
     def scores(
         self, rec: np.ndarray, x: np.ndarray, rec_n: np.ndarray | None = None,
@@ -123,7 +123,7 @@ class CompiledSensor:
         """
         mode = self.spec.mode
         if mode is CompareMode.EXACT:
-            return np.where(np.any(rec != x, axis=1), np.inf, 0.0)
+            return np.asarray(np.where(np.any(rec != x, axis=1), np.inf, 0.0))
         if mode is CompareMode.ANGLE:
             dev = np.abs(_wrap(x - rec)) / self.safe_tol
         else:
@@ -133,10 +133,10 @@ class CompiledSensor:
         if self.zero_tol is not None:
             dev = np.where(self.zero_tol & (dev > 0.0), np.inf, dev)
         if mode is CompareMode.NORM:
-            return np.sqrt(np.einsum('ij,ij->i', dev, dev))
+            return np.asarray(np.sqrt(np.einsum('ij,ij->i', dev, dev)))
         if mode is CompareMode.RMS:
-            return np.sqrt(np.einsum('ij,ij->i', dev, dev) / max(dev.shape[1], 1))
-        return dev.max(axis=1, initial=0.0)
+            return np.asarray(np.sqrt(np.einsum('ij,ij->i', dev, dev) / max(dev.shape[1], 1)))
+        return np.asarray(dev.max(axis=1, initial=0.0))
 
     def deviations(self, rec: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Return the raw deviation of each row in sensor units (for reports only)."""
@@ -144,10 +144,10 @@ class CompiledSensor:
         if self.spec.mode is CompareMode.ANGLE:
             diff = _wrap(diff)
         if self.spec.mode is CompareMode.NORM:
-            return np.sqrt(np.einsum('ij,ij->i', diff, diff))
+            return np.asarray(np.sqrt(np.einsum('ij,ij->i', diff, diff)))
         if self.spec.mode is CompareMode.RMS:
-            return np.sqrt(np.einsum('ij,ij->i', diff, diff) / max(diff.shape[1], 1))
-        return np.abs(diff).max(axis=1, initial=0.0)
+            return np.asarray(np.sqrt(np.einsum('ij,ij->i', diff, diff) / max(diff.shape[1], 1)))
+        return np.asarray(np.abs(diff).max(axis=1, initial=0.0))
 
 
 def _wrap(diff: np.ndarray) -> np.ndarray:

@@ -303,7 +303,8 @@ class Engine:
         def decorate(func: F) -> F:
             names = list(inspect.signature(func).parameters)
             is_method = bool(names) and names[0] == 'self'
-            return self._decorate(pre_check, post_check, is_method=is_method)(func)
+            wrapped: F = self._decorate(pre_check, post_check, is_method=is_method)(func)
+            return wrapped
 
         if callable(pre_check) and not isinstance(pre_check, Check):
             func, pre_check = pre_check, None
@@ -833,15 +834,15 @@ def _replace(value: Any, path: tuple[str | int, ...], leaf: Any) -> Any:
     if isinstance(value, np.ndarray):
         if not all(isinstance(i, int) for i in path) or len(path) != value.ndim:
             raise TypeError(f'path {list(path)} does not lead to an element of an array')
-        out = value.copy()
-        out[path] = leaf
-        return out
+        array = value.copy()
+        array[tuple(int(i) for i in path)] = leaf
+        return array
     if isinstance(value, Mapping):
         if not isinstance(head, str) or head not in value:
             raise KeyError(head)
-        out = copy.copy(value) if isinstance(value, dict) else dict(value)
-        out[head] = _replace(value[head], rest, leaf)
-        return out
+        mapping = copy.copy(value) if isinstance(value, dict) else dict(value)
+        mapping[head] = _replace(value[head], rest, leaf)
+        return mapping
     if isinstance(value, (list, tuple)) and isinstance(head, int):
         items = list(value)
         items[head] = _replace(items[head], rest, leaf)

@@ -37,7 +37,7 @@ import numpy as np
 
 from .bulk import gc_paused
 from .candidates import CandidateIndex, IndexBuilder
-from .checks import ToleranceCheck
+from .checks import Current, ToleranceCheck
 from .records import CheckFailure, CheckResult, Node, Snapshot
 from .resume import FailureKind
 from .walk import rank_key
@@ -256,7 +256,8 @@ class Matcher:
         return out
 
     def _rescore_odd(
-        self, candidates: Sequence[Node], block: CandidateIndex, scores: np.ndarray, current: list,
+        self, candidates: Sequence[Node], block: CandidateIndex, scores: np.ndarray,
+        current: Current,
     ) -> None:
         """Score candidates whose vectors have an unusual length, one by one (rare)."""
         for row in block.odd_rows:
@@ -274,7 +275,7 @@ class Matcher:
                            key=lambda row: rank_key(candidates[row], float(best_score)))
         return best_row
 
-    def _result(self, node: Node, current: list) -> CheckResult:
+    def _result(self, node: Node, current: Current) -> CheckResult:
         if node.step.pre is None:
             return _NO_PRE
         return self.check.evaluate_current(node.step.pre, current)
@@ -284,7 +285,7 @@ class Matcher:
         candidates: Sequence[Node],
         block: CandidateIndex,
         scores: np.ndarray,
-        current: list,
+        current: Current,
         tree_used: bool,
         n_passing: int,
         allowed: np.ndarray | None,
@@ -311,7 +312,7 @@ class Matcher:
         return tuple(out)
 
     def _nearest_failing(
-        self, block: CandidateIndex, scores: np.ndarray, current: list, k: int,
+        self, block: CandidateIndex, scores: np.ndarray, current: Current, k: int,
     ) -> np.ndarray:
         """Find the closest failing rows with a k-nearest query instead of a full pass."""
         assert block.tree is not None and block.tree_rows is not None

@@ -134,9 +134,17 @@ class Outcome(Protocol):
     walk stops with ``STEP_FAILED`` when it has none.
     """
 
-    status: StepStatus
-    ended: float
-    detail: str
+    @property
+    def status(self) -> StepStatus:
+        """Return how the step ended."""
+
+    @property
+    def ended(self) -> float:
+        """Return the ``time.monotonic`` time at which it ended."""
+
+    @property
+    def detail(self) -> str:
+        """Return what the server said, for people."""
 
 
 class Executor(Protocol):
@@ -227,8 +235,13 @@ def locate(paths: Paths, node: Node) -> tuple[int, int]:
 
 
 def candidates_at(store: Store, *, task: str, variant: str, parent: Node | None, depth: int,
-                  path: Sequence[int] | None) -> list[Node]:
-    """Return the children of ``parent``, restricted to ``path`` when one is given."""
+                  path: Sequence[int] | None) -> Sequence[Node]:
+    """
+    Return the children of ``parent``, restricted to ``path`` when one is given.
+
+    Unrestricted, the store's own (cached) sequence is returned as it is: the matcher
+    keys its per-node index on it.
+    """
     children = store.children(task=task, variant=variant,
                               parent=None if parent is None else parent.id)
     if path is None:

@@ -145,7 +145,7 @@ def run_live(args: argparse.Namespace, out: Output) -> int:
     rclpy.init()
     try:
         node = RosNode('muscle_mem_cli_calibrate')
-        client = node.create_client(Calibrate, service)
+        client: Any = node.create_client(Calibrate, service)
         if not client.wait_for_service(timeout_sec=LIVE_WAIT):
             raise MuscleMemError(f'no service {service} after {LIVE_WAIT:.0f} s (is the node '
                                  'running and active, in this ROS_DOMAIN_ID?)')
@@ -156,7 +156,7 @@ def run_live(args: argparse.Namespace, out: Output) -> int:
             rclpy.spin_until_future_complete(node, future, timeout_sec=args.duration + 30.0)
         if not future.done():
             raise MuscleMemError(f'{service} did not answer within {args.duration + 30.0:.0f} s')
-        response = future.result()
+        response: Any = future.result()
     finally:
         rclpy.try_shutdown()
     if not response.success:

@@ -218,7 +218,8 @@ def export_mcap(
                     t_pre = max(int(round((base + start) * _NS)), last_ns + 1000)
                     t_goal = t_pre + 1000
                     t_post = last_ns = max(int(round((base + end) * _NS)), t_goal + 1000)
-                    meta = {'task': task, 'trajectory': info.id, 'index': index, 'node': node}
+                    meta: dict[str, Any] = {'task': task, 'trajectory': info.id,
+                                            'index': index, 'node': node}
                     if step.pre is not None:
                         emit(PRE_TOPIC, SNAPSHOT_TYPE, encoder.encode(
                             step.pre, when_ns=t_pre, phase='pre', **meta), t_pre)

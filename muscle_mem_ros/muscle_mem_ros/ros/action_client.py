@@ -75,7 +75,8 @@ class ActionClient(_RclpyActionClient):
     def send_goal_async(self, goal: Any, feedback_callback: Any = None,
                         goal_uuid: Any = None) -> Any:
         """Send ``goal`` as rclpy does, then unregister any future it will never complete."""
-        self._sending.added = added = []
+        added: list[Any] = []
+        self._sending.added = added
         try:
             future = super().send_goal_async(goal, feedback_callback, goal_uuid)
         finally:

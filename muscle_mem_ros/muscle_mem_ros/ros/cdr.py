@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 import struct
+from typing import Any
 
 from muscle_mem_ros.ros.introspection import resolve_type
 from rclpy.serialization import deserialize_message
@@ -131,7 +132,7 @@ class _Walker:
             self.value(type_str)
 
 
-def canonical_cdr(payload: bytes, msg_type: type) -> bytes:
+def canonical_cdr(payload: bytes, msg_type: Any) -> bytes:
     """
     Return ``payload`` (CDR of a ``msg_type``) with every unused byte zeroed.
 

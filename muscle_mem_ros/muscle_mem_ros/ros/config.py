@@ -169,7 +169,7 @@ class SensorConfig:
     name: str
     topic: str
     type_name: str
-    msg_type: type
+    msg_type: Any
     extractors: tuple[FieldExtractor, ...]
     tolerance: tuple[float, ...]
     mode: CompareMode
@@ -183,7 +183,8 @@ class SensorConfig:
         if self.joints:
             return len(self.extractors) * len(self.joints)
         sizes = [e.size for e in self.extractors]
-        return None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+        known = [s for s in sizes if s is not None]
+        return None if len(known) < len(sizes) else sum(known)
 
     @property
     def spec(self) -> SensorSpec:
@@ -213,7 +214,7 @@ class ToolConfig:
     server: str
     proxy: str
     type_name: str
-    interface: type
+    interface: Any
     record_from: RecordFrom = RecordFrom.PROXY
 
 
@@ -496,7 +497,8 @@ def _sensor(reader: ParameterReader, name: str) -> SensorConfig:
         size: int | None = len(extractors) * len(joints)
     else:
         sizes = [e.size for e in extractors]
-        size = None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+        known = [s for s in sizes if s is not None]
+        size = None if len(known) < len(sizes) else sum(known)
     tolerance = _tolerance(reader, prefix, mode, size)
     max_age = reader.number(f'{prefix}.max_age', 1.0)
     return SensorConfig(

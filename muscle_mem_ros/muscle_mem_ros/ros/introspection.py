@@ -73,7 +73,7 @@ _PARTS = {'srv': ('Request', 'Response'), 'action': ('Goal', 'Result', 'Feedback
 """The generated message classes a service or action class carries."""
 
 
-def resolve_type(name: str, *, kind: str) -> type:
+def resolve_type(name: str, *, kind: str) -> Any:
     """
     Import the generated ROS interface class named ``pkg/<kind>/Name``.
 
@@ -101,7 +101,7 @@ def resolve_type(name: str, *, kind: str) -> type:
 
 
 @functools.lru_cache(maxsize=None)
-def _resolve(name: str, kind: str) -> type:
+def _resolve(name: str, kind: str) -> Any:
     """Resolve as :func:`resolve_type` does; successes are cached (files are looked at once)."""
     if not isinstance(name, str):
         raise TypeResolutionError(f"{name!r} is not a type name like 'pkg/{kind}/Name'")
@@ -252,7 +252,7 @@ def _fields(cls: type) -> dict[str, str]:
     return dict(getter())
 
 
-def _message_class(type_str: str) -> type:
+def _message_class(type_str: str) -> Any:
     pkg, _, name = type_str.partition('/')
     if '/' in name:
         return resolve_type(type_str, kind='msg')
@@ -292,7 +292,8 @@ def _flattener(type_str: str) -> tuple[Callable[[Any], list[float]], int | None]
     cls = _message_class(type_str)
     parts = [(name, *_flattener(sub)) for name, sub in _fields(cls).items()]
     sizes = [size for _, _, size in parts]
-    total = sum(sizes) if all(s is not None for s in sizes) else None  # type: ignore[misc]
+    known = [s for s in sizes if s is not None]
+    total = sum(known) if len(known) == len(sizes) else None
 
     def flat_message(value: Any) -> list[float]:
         out: list[float] = []

@@ -66,7 +66,7 @@ def wait_for_action_matched(node: Node, client: Any, server_node: str, timeout: 
     deadline = time.monotonic() + timeout
     if not client.wait_for_server(timeout_sec=timeout):
         return False
-    probe = node.create_client(GetParameters, f'{server_node.rstrip("/")}/get_parameters')
+    probe: Any = node.create_client(GetParameters, f'{server_node.rstrip("/")}/get_parameters')
     try:
         while True:
             left = deadline - time.monotonic()

@@ -280,7 +280,8 @@ class BehaviorCacheNode(LifecycleNode):
     def _activate(self) -> None:
         parts = self._configured
         assert parts is not None and parts.config is not None and parts.store is not None
-        config, store = parts.config, parts.store
+        assert parts.recorder is not None
+        config, store, recorder = parts.config, parts.store, parts.recorder
         self._closing = False
         active = _Active()
         self._active = active
@@ -289,7 +290,7 @@ class BehaviorCacheNode(LifecycleNode):
             self._start_proxy_node()
         active.proxies = {
             tool.server: make_proxy(
-                node=self._proxy_node, tool=tool, hub=active.hub, recorder=parts.recorder,
+                node=self._proxy_node, tool=tool, hub=active.hub, recorder=recorder,
                 callback_group=ReentrantCallbackGroup(),
                 post_timeout=config.post_check_timeout,
                 logger=self.get_logger(), timeout=config.step_timeout,
@@ -299,12 +300,12 @@ class BehaviorCacheNode(LifecycleNode):
         ledger = Ledger()
         active.taps = [
             make_tap(node=self._proxy_node, proxy=active.proxies[tool.server], hub=active.hub,
-                     recorder=parts.recorder, post_timeout=config.post_check_timeout,
+                     recorder=recorder, post_timeout=config.post_check_timeout,
                      logger=self.get_logger(), ledger=ledger)
             for tool in config.tools if tool.record_from is RecordFrom.INTROSPECTION
         ]
         for tap in active.taps:
-            parts.recorder.add_settle(tap.settle)
+            recorder.add_settle(tap.settle)
             self.get_logger().info(
                 f'{tap.tool.server}: recorded from its introspection events '
                 f"({', '.join(tap.topics)}); the agent calls it directly")
@@ -321,12 +322,12 @@ class BehaviorCacheNode(LifecycleNode):
             active.agent = ActionClient(
                 self, ExecuteTask, config.agent_action, callback_group=self._group)
         active.runner = TaskRunner(
-            store=store, replayer=active.replayer, recorder=parts.recorder, agent=active.agent,
+            store=store, replayer=active.replayer, recorder=recorder, agent=active.agent,
             agent_name=config.agent_action, agent_timeout=config.agent_timeout,
             sink=self.publish_event, logger=self.get_logger(), health=parts.health,
         )
         handlers = active.handlers = CacheServices(
-            store=store, replayer=active.replayer, recorder=parts.recorder,
+            store=store, replayer=active.replayer, recorder=recorder,
             guard=self._guard, sink=self.publish_event, logger=self.get_logger(),
             mode=lambda: self._mode,
         )

@@ -164,7 +164,7 @@ class ToolProxy:
                                 server=tool.server, timeout=timeout)
 
     @property
-    def payload_type(self) -> type:
+    def payload_type(self) -> Any:
         """Message class of the stored payload (goal or request)."""
         raise NotImplementedError
 
@@ -343,7 +343,7 @@ class ActionProxy(ToolProxy):
         )
 
     @property
-    def payload_type(self) -> type:
+    def payload_type(self) -> Any:
         """Return the action's Goal class."""
         return self.tool.interface.Goal
 
@@ -423,6 +423,7 @@ class ActionProxy(ToolProxy):
                     return empty
                 forward = self._forward(goal)
             forward.attach(goal_handle)
+            assert forward.sent is not None  # set by _forward
             lost = await self._watch.wait(forward.sent, started=forward.started)
             if lost:
                 cancel_when_accepted(forward.sent)
@@ -569,7 +570,7 @@ class ServiceProxy(ToolProxy):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         tool = self.tool
-        self._client = self._node.create_client(
+        self._client: Any = self._node.create_client(
             tool.interface, tool.server, callback_group=self._group
         )
         self._service = None if tool.record_from is RecordFrom.INTROSPECTION else \
@@ -577,7 +578,7 @@ class ServiceProxy(ToolProxy):
                 tool.interface, tool.proxy, self._serve, callback_group=self._group)
 
     @property
-    def payload_type(self) -> type:
+    def payload_type(self) -> Any:
         """Return the service's Request class."""
         return self.tool.interface.Request
 

@@ -310,9 +310,9 @@ class Replayer:
         """
         params = _params(params_json)
         if parent is None and BOUND_MARK not in variant and (self._infer or self._declared):
-            bound = bound_params(steps, params, declared=self._declared, infer=self._infer)
-            if bound:
-                variant = bound_variant(params, bound)
+            by_param = bound_params(steps, params, declared=self._declared, infer=self._infer)
+            if by_param:
+                variant = bound_variant(params, by_param)
         plans = self.plans(task, variant)
         at, i, shift = parent, 0, Shift()
         while plans and i < len(steps):

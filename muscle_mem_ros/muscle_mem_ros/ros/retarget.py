@@ -98,6 +98,7 @@ class BoundWalk:
                     self._keep(node, bound)
                 continue
             expected = self.shift.expected(recorded, bound.sources if bound else None)
+            assert expected is not None  # recorded is not None
             result = check.evaluate(expected, now, now_time=now_time)
             if result.passed:
                 passing.append((node, max(result.score, bound.worst if bound else 0.0)))

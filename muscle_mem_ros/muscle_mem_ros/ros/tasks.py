@@ -320,7 +320,7 @@ class TaskRunner:
             if cancel.cancelled:
                 return None, 'canceled'
             return None, f'agent timed out after {self._agent_timeout:g} s (goal canceled)'
-        wrapped = future.result()
+        wrapped: Any = future.result()
         if wrapped.result.success:
             return wrapped.result, ''
         text = wrapped.result.message or f'agent goal ended with status {wrapped.status}'

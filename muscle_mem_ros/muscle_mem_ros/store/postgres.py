@@ -46,7 +46,7 @@ URLs are shown through :func:`redact`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 import itertools
@@ -55,7 +55,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import uuid
 
@@ -98,6 +98,9 @@ def redact(url: str) -> str:
     query = urlencode([(k, '***' if k.lower() == 'password' else v)
                        for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe='*')
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+_T = TypeVar('_T')
 
 
 class _Conn:
@@ -707,7 +710,8 @@ class PostgresStore(Store):
                 self._known[info.id] = info
         return infos
 
-    def _last_known(self, err: StoreUnavailableError, pick: Any) -> Any:
+    def _last_known(self, err: StoreUnavailableError,
+                    pick: Callable[[list[TrajectoryInfo]], _T | None]) -> _T:
         """Answer from trajectories read before the server went away, or re-raise ``err``."""
         with self._lock:
             found = pick(list(self._known.values()))
@@ -794,7 +798,8 @@ class PostgresStore(Store):
                 ' r.owner IN (SELECT substr(application_name, 16) FROM pg_stat_activity'
                 " WHERE application_name LIKE 'muscle_mem_ros:%%')"
                 ' FROM recordings r ORDER BY r.id').fetchall()
-        return [RecordingInfo(*r[:6], live=bool(r[10]),
+        return [RecordingInfo(id=r[0], task=r[1], variant=r[2], parent=r[3], started=r[4],
+                              step_count=r[5], live=bool(r[10]),
                               owner=f'robot {r[9]!r}, pid {r[7]} on host {r[8]}') for r in rows]
 
     def purge_abandoned(self, *, older_than: float = 0.0) -> int:

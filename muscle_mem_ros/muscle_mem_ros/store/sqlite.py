@@ -586,7 +586,9 @@ class SqliteStore(Store):
             token, pid, host = row[6:9]
             owner = f'pid {pid} on host {host}' if pid is not None else 'unknown (older schema)'
             live = self._owner.alive(token, pid, host)
-            out.append((RecordingInfo(*row[:6], live=live, owner=owner), token))
+            out.append((RecordingInfo(id=row[0], task=row[1], variant=row[2], parent=row[3],
+                                      started=row[4], step_count=row[5], live=live,
+                                      owner=owner), token))
         return out
 
     def purge_abandoned(self, *, older_than: float = 0.0) -> int:

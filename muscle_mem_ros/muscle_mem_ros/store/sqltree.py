@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 import json
-import sqlite3
+from typing import Any, Protocol
 
 from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
 from .merge import merge_steps
@@ -38,12 +38,22 @@ __all__ = ['check_parent', 'children_rows', 'count_replay', 'forget', 'merge', '
            'prune', 'prune_unused', 'recording_steps', 'task_stats']
 
 
+class Connection(Protocol):
+    """What the functions here use of a connection: SQLite's, or the PostgreSQL adapter."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any:
+        """Run one statement; return a cursor."""
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], /) -> Any:
+        """Run one statement per row."""
+
+
 def parent_clause(parent: int | None) -> tuple[str, tuple[int, ...]]:
     """Return the WHERE term and arguments selecting the children of ``parent`` (indexed)."""
     return ('parent IS NULL', ()) if parent is None else ('parent = ?', (parent,))
 
 
-def check_parent(conn: sqlite3.Connection, task: str, variant: str, parent: int | None) -> None:
+def check_parent(conn: Connection, task: str, variant: str, parent: int | None) -> None:
     """Raise if ``parent`` is not a node of (task, variant)."""
     if parent is None:
         return
@@ -58,7 +68,7 @@ def check_parent(conn: sqlite3.Connection, task: str, variant: str, parent: int 
 class _SqlTree:
     """The SQL of a merge for one (task, variant): :class:`~.merge.TreeWriter`."""
 
-    def __init__(self, conn: sqlite3.Connection, task: str, variant: str,
+    def __init__(self, conn: Connection, task: str, variant: str,
                  allow_pickle: bool, robot_id: str | None = None) -> None:
         """
         Write SQL through ``conn`` for one tree.
@@ -79,8 +89,9 @@ class _SqlTree:
         cursor: int | None = node
         while cursor is not None:
             path.append(cursor)
-            cursor = self._conn.execute('SELECT parent FROM nodes WHERE id = ?',
-                                        (cursor,)).fetchone()[0]
+            row = self._conn.execute('SELECT parent FROM nodes WHERE id = ?',
+                                     (cursor,)).fetchone()
+            cursor = None if row[0] is None else int(row[0])
         path.reverse()
         return path
 
@@ -89,17 +100,17 @@ class _SqlTree:
         row = self._conn.execute(
             f'SELECT id FROM nodes WHERE task = ? AND variant = ? AND {where}'
             ' AND sig = ? LIMIT 1', (self._task, self._variant, *args, sig)).fetchone()
-        return None if row is None else row[0]
+        return None if row is None else int(row[0])
 
     def add_node(self, parent: int | None, depth: int, step: Step, sig: str | None,
                  now: float) -> int:
-        return self._conn.execute(
+        return int(self._conn.execute(
             'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name,'
             ' payload, payload_json, pre, post, status, duration, sig, success_count,'
             f' last_used, terminal{self._robot_col})'
             f' VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0{self._robot_mark}) RETURNING id',
             (self._task, self._variant, parent, depth, *step_row(step, self._allow_pickle),
-             sig, now, *self._robot)).fetchone()[0]
+             sig, now, *self._robot)).fetchone()[0])
 
     def touch_path(self, path: Sequence[int], now: float) -> None:
         self._conn.executemany('UPDATE nodes SET success_count = success_count + 1,'
@@ -132,7 +143,7 @@ class _SqlTree:
 
 
 def merge(
-    conn: sqlite3.Connection, task: str, variant: str, params_json: str, parent: int | None,
+    conn: Connection, task: str, variant: str, params_json: str, parent: int | None,
     steps: Sequence[Step], *, allow_pickle: bool = False, robot_id: str | None = None,
 ) -> tuple[TrajectoryInfo, list[int]]:
     """
@@ -149,13 +160,13 @@ def merge(
     return merge_steps(writer, params_json=params_json, parent=parent, steps=steps)
 
 
-def prune(conn: sqlite3.Connection, leaf: int) -> None:
+def prune(conn: Connection, leaf: int) -> None:
     """Drop ``leaf`` and its ancestors while no other trajectory needs them."""
     conn.execute('UPDATE nodes SET terminal = 0 WHERE id = ?', (leaf,))
     prune_unused(conn, leaf)
 
 
-def prune_unused(conn: sqlite3.Connection, node: int | None) -> list[int]:
+def prune_unused(conn: Connection, node: int | None) -> list[int]:
     """
     Delete ``node`` and then its ancestors, each while it is no trajectory's end and has no child.
 
@@ -178,15 +189,17 @@ def prune_unused(conn: sqlite3.Connection, node: int | None) -> list[int]:
     return deleted
 
 
-def children_rows(conn: sqlite3.Connection, task: str, variant: str,
+def children_rows(conn: Connection, task: str, variant: str,
                   parent: int | None) -> list[tuple[object, ...]]:
     """Return the node rows (:data:`~.codec.NODE_COLS`) under ``parent``, oldest first."""
     where, args = parent_clause(parent)
-    return conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
-                        f' AND {where} ORDER BY id', (task, variant, *args)).fetchall()
+    rows: list[tuple[object, ...]] = conn.execute(
+        f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ? AND {where} ORDER BY id',
+        (task, variant, *args)).fetchall()
+    return rows
 
 
-def task_stats(conn: sqlite3.Connection) -> list[TaskStats]:
+def task_stats(conn: Connection) -> list[TaskStats]:
     """Return per-task counters (trajectories, hits, misses, last use), sorted by name."""
     counts = {r[0]: (r[1], r[2]) for r in conn.execute(
         'SELECT task, count(*), max(last_used) FROM trajectories GROUP BY task').fetchall()}
@@ -200,7 +213,7 @@ def task_stats(conn: sqlite3.Connection) -> list[TaskStats]:
     return out
 
 
-def forget(conn: sqlite3.Connection, task: str, trajectory_id: int | None) -> int:
+def forget(conn: Connection, task: str, trajectory_id: int | None) -> int:
     """
     Remove one trajectory (and the nodes only it used) or all of a task, in the caller's write.
 
@@ -208,7 +221,7 @@ def forget(conn: sqlite3.Connection, task: str, trajectory_id: int | None) -> in
     :raises UnknownTrajectoryError: ``trajectory_id`` is not a trajectory of ``task``.
     """
     if trajectory_id is None:
-        n = conn.execute('DELETE FROM trajectories WHERE task = ?', (task,)).rowcount
+        n = int(conn.execute('DELETE FROM trajectories WHERE task = ?', (task,)).rowcount)
         conn.execute('DELETE FROM nodes WHERE task = ?', (task,))
         conn.execute('DELETE FROM task_stats WHERE task = ?', (task,))
         return n
@@ -221,7 +234,7 @@ def forget(conn: sqlite3.Connection, task: str, trajectory_id: int | None) -> in
     return 1
 
 
-def count_replay(conn: sqlite3.Connection, info: TrajectoryInfo, now: float) -> None:
+def count_replay(conn: Connection, info: TrajectoryInfo, now: float) -> None:
     """Add one success to the nodes and one replay to the trajectory, used ``now``."""
     conn.executemany('UPDATE nodes SET success_count = success_count + 1, last_used = ?'
                      ' WHERE id = ?', [(now, nid) for nid in info.node_ids])
@@ -229,7 +242,7 @@ def count_replay(conn: sqlite3.Connection, info: TrajectoryInfo, now: float) -> 
                  ' WHERE id = ?', (now, info.id))
 
 
-def recording_steps(conn: sqlite3.Connection, recording_id: int,
+def recording_steps(conn: Connection, recording_id: int,
                     allow_pickle: bool = False) -> list[Step]:
     """Return the steps an (incomplete) recording wrote, in order."""
     rows = conn.execute(
