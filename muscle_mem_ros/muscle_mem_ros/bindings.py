@@ -70,9 +70,9 @@ from .records import Node, SensorSpec, Snapshot, Step
 
 __all__ = [
     'advance', 'BOUND', 'Binding', 'Bound', 'bound_params', 'bound_variant', 'DECLARED',
-    'Declared', 'element_tolerances', 'explains', 'goal_leaves', 'INFERRED', 'learn', 'leaves',
-    'match_variant', 'moved_sensors', 'param_leaves', 'parse_path', 'Plan', 'resolve',
-    'sensor_elements', 'Shift', 'Substitution',
+    'Declared', 'DEFAULT_MAX_SHIFT', 'element_tolerances', 'explains', 'goal_leaves', 'INFERRED',
+    'learn', 'leaves', 'match_variant', 'moved_sensors', 'param_leaves', 'parse_path', 'Plan',
+    'resolve', 'sensor_elements', 'Shift', 'Substitution',
 ]
 
 DECLARED = 'declared'
@@ -84,6 +84,9 @@ BOUND = {'$bound': True}
 """What a bound parameter leaf becomes in a tree's variant (its params JSON pattern)."""
 
 _PATH = re.compile(r'([^.\[\]]+)|\[(\d+)\]')
+
+DEFAULT_MAX_SHIFT = 0.1
+"""How far (the sensor's unit) a binding may move a goal from its recording, unless set."""
 
 
 @dataclass(frozen=True)
@@ -312,7 +315,7 @@ def learn(
     *,
     declared: Sequence[Declared] = (),
     infer: bool = True,
-    max_shift: float | None = 0.1,
+    max_shift: float | None = DEFAULT_MAX_SHIFT,
     tolerance: Callable[[str], float | None] = lambda key: None,
     memo: dict[int, Any] | None = None,
     elements: Callable[[Snapshot | None], dict[str, float]] | None = None,

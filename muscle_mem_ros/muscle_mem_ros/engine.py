@@ -107,7 +107,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .bindings import Bound, learn, parse_path, Plan, resolve, Substitution
+from .bindings import Bound, DEFAULT_MAX_SHIFT, learn, parse_path, Plan, resolve, Substitution
 from .checks import Check, user_similarity
 from .errors import StoreError
 from .metrics import EngineStats, Metrics
@@ -165,7 +165,7 @@ class Engine:
 
     def __init__(
         self, *, store: Store | str | os.PathLike[str] | None = None, allow_pickle: bool = False,
-        infer_bindings: bool = True, binding_max_shift: float | None = 0.1,
+        infer_bindings: bool = True, binding_max_shift: float | None = DEFAULT_MAX_SHIFT,
         binding_tolerance: float = 1e-6,
     ) -> None:
         if binding_max_shift is not None and not (

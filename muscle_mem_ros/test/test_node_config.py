@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from muscle_mem_ros.cli.paramsfile import read_binding_settings
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, ToolKind
 from muscle_mem_ros.ros.config import CacheMode, DEFAULT_STORE_PATH, load_config, NODE_OPTIONS
@@ -164,6 +165,42 @@ def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     message = str(info.value)
     assert message.startswith(f'{parameter}:'), message
     assert words in message
+
+
+@pytest.mark.parametrize('overrides', [
+    {**BINDING, 'bindings.b.tool': 'wrist'},
+    {**BINDING, 'bindings.b.field': ''},
+    {**BINDING, 'bindings.b.source': 'object[0]'},
+    {**BINDING, 'bindings.b.source': 'sensor:lidar[0]'},
+    {**BINDING, 'bindings.b.max_shift': -0.1},
+    {'binding_max_shift': 0.0},
+    {'infer_bindings': 'maybe'},
+    {'sensors.joints.tolerance': [-0.1]},
+    {'sensors.joints.mode': 'roughly'},
+], ids=lambda o: next(iter(o)) if len(o) == 1 else next(reversed(o.items()))[1])
+def test_the_command_refuses_what_the_node_refuses_with_the_same_message(tmp_path, overrides):
+    """One settings schema: ``muscle-mem --params`` and the node give the same error."""
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db', **overrides)
+    path = write_params(tmp_path / 'p.yaml', 'muscle_mem', values)
+    with pytest.raises(ConfigError) as node_error:
+        load_file(path)
+    with pytest.raises(ConfigError) as cli_error:
+        read_binding_settings(path)
+    assert str(cli_error.value) == f'--params {path}: {node_error.value}'
+
+
+def test_the_command_reads_the_bindings_the_node_reads(tmp_path):
+    names = Names.unique()
+    path = write_params(tmp_path / 'p.yaml', 'muscle_mem', params(
+        names, store=tmp_path / 'c.db', binding_max_shift=0.2, **BINDING))
+    config = load_file(path)
+    settings = read_binding_settings(path)
+    assert settings.declared == config.bindings
+    assert settings.infer == config.infer_bindings
+    assert settings.max_shift == config.binding_max_shift
+    assert {s.name: (s.tolerance, s.mode) for s in settings.sensors} == {
+        s.name: (s.tolerance, s.mode) for s in config.sensors}
 
 
 def test_declared_bindings_are_read_with_the_tools_server_name(tmp_path):

@@ -13,25 +13,24 @@
 # limitations under the License.
 
 """
-Read the sensors' tolerances and compare modes from a node's params file.
+Read the sensors' tolerances and compare modes, and the bindings, from a node's params file.
 
-The CLI needs them to put tolerances into exported snapshots and to measure
-deviations the way the node compares them. Only plain YAML is read (no ROS):
-the node's ``ros__parameters`` map, with sensors nested (``sensors: {joints:
-{tolerance: ...}}``) or written flat (``sensors.joints.tolerance: ...``).
+The CLI needs them to put tolerances into exported snapshots, to measure deviations the way
+the node compares them and to show what the node's bindings would be. Only plain YAML is
+read (no ROS), through the settings schema the node validates its parameters with
+(:mod:`muscle_mem_ros.settings`): a value the node refuses is refused here with the same
+message, prefixed with the file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from ..bindings import Declared
+from ..bindings import Declared, DEFAULT_MAX_SHIFT
 from ..errors import ConfigError
 from ..records import CompareMode, SensorSpec
+from ..settings import FlatSettings, read_binding, read_binding_options, read_mode, read_tolerance
 
 __all__ = ['BindingSettings', 'SensorSetting', 'read_binding_settings', 'read_sensor_settings']
 
@@ -49,32 +48,18 @@ class SensorSetting:
     mode: CompareMode = CompareMode.ABS
 
 
-def _flatten(prefix: str, value: Any, into: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _flatten(f'{prefix}.{key}' if prefix else str(key), item, into)
-    else:
-        into[prefix] = value
-
-
-def _section(path: str | Path, node_name: str) -> dict[str, Any]:
-    """Return the node's parameters from a params file, flattened to dotted names."""
-    try:
-        data = yaml.safe_load(Path(path).expanduser().read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f'--params {path}: cannot read: {err}') from err
-    if not isinstance(data, dict):
-        raise ConfigError(f'--params {path}: not a params file (no top-level map)')
-    section = None
-    for key in (node_name, f'/{node_name}', '/**'):
-        if isinstance(data.get(key), dict) and 'ros__parameters' in data[key]:
-            section = data[key]['ros__parameters']
-            break
-    if not isinstance(section, dict):
-        raise ConfigError(f'--params {path}: no {node_name}: ros__parameters: section')
-    flat: dict[str, Any] = {}
-    _flatten('', section, flat)
-    return flat
+def _sensor_settings(flat: FlatSettings, path: str | Path) -> dict[str, SensorSetting]:
+    settings = {}
+    for name in flat.names('sensors'):
+        prefix = f'sensors.{name}'
+        if not flat.given(f'{prefix}.tolerance'):
+            continue
+        try:
+            mode = read_mode(flat, prefix)
+            settings[name] = SensorSetting(read_tolerance(flat, prefix, mode, None), mode)
+        except ConfigError as err:
+            raise ConfigError(f'--params {path}: {err}') from err
+    return settings
 
 
 def read_sensor_settings(
@@ -86,23 +71,10 @@ def read_sensor_settings(
     :param path: The params file.
     :param node_name: Top key of the node's section (``/**`` is used when it is absent).
     :return: Sensor name -> setting (sensors without a tolerance are left out).
-    :raises ConfigError: the file cannot be read or has no such node section; the message
-        names the file.
+    :raises ConfigError: the file cannot be read, has no such node section, or a value the
+        node would refuse; the message names the file and the parameter.
     """
-    flat = _section(path, node_name)
-    settings = {}
-    names = {k.split('.')[1] for k in flat if k.startswith('sensors.') and k.count('.') >= 2}
-    for name in sorted(names):
-        tolerance = flat.get(f'sensors.{name}.tolerance')
-        if tolerance is None:
-            continue
-        values = tolerance if isinstance(tolerance, list) else [tolerance]
-        try:
-            mode = CompareMode(str(flat.get(f'sensors.{name}.mode', 'abs')).strip().lower())
-            settings[name] = SensorSetting(tuple(float(v) for v in values), mode)
-        except (TypeError, ValueError) as err:
-            raise ConfigError(f'--params {path}: sensors.{name}: {err}') from err
-    return settings
+    return _sensor_settings(FlatSettings.from_file(path, node_name), path)
 
 
 @dataclass(frozen=True)
@@ -118,7 +90,7 @@ class BindingSettings:
 
     declared: tuple[Declared, ...] = ()
     infer: bool = True
-    max_shift: float = 0.1
+    max_shift: float = DEFAULT_MAX_SHIFT
     sensors: tuple[SensorSpec, ...] = ()
 
 
@@ -129,29 +101,20 @@ def read_binding_settings(path: str | Path, node_name: str = 'muscle_mem') -> Bi
     :param path: The params file.
     :param node_name: Top key of the node's section.
     :return: The settings.
-    :raises ConfigError: the file cannot be read, or a binding names no configured tool.
+    :raises ConfigError: the file cannot be read, or a binding the node would refuse (an
+        unknown tool or sensor, a malformed field or source, a bad ``max_shift``).
     """
-    flat = _section(path, node_name)
-    servers = {}
-    for key, value in flat.items():
-        parts = key.split('.')
-        if len(parts) == 3 and parts[0] in ('actions', 'services') and parts[2] == 'server':
-            servers[parts[1]] = str(value)
-    declared = []
-    names = sorted({k.split('.')[1] for k in flat if k.startswith('bindings.')
-                    and k.count('.') >= 2})
-    for name in names:
-        tool = str(flat.get(f'bindings.{name}.tool', ''))
-        if tool not in servers and tool not in servers.values():
-            raise ConfigError(f'--params {path}: bindings.{name}.tool: {tool!r} is not a '
-                              'configured action or service')
-        declared.append(Declared(tool=servers.get(tool, tool),
-                                 field=str(flat.get(f'bindings.{name}.field', '')),
-                                 source=str(flat.get(f'bindings.{name}.source', '')),
-                                 max_shift=float(flat.get(f'bindings.{name}.max_shift', 0.1))))
-    sensors = tuple(SensorSpec(name=n, tolerance=s.tolerance, mode=s.mode)
-                    for n, s in read_sensor_settings(path, node_name).items())
-    return BindingSettings(declared=tuple(declared),
-                           infer=bool(flat.get('infer_bindings', True)),
-                           max_shift=float(flat.get('binding_max_shift', 0.1)),
-                           sensors=sensors)
+    flat = FlatSettings.from_file(path, node_name)
+    tools = [(name, str(flat.values.get(f'{group}.{name}.server', '')))
+             for group in ('actions', 'services') for name in flat.names(group)]
+    sensors = _sensor_settings(flat, path)
+    try:
+        declared = tuple(read_binding(flat, name, tools, flat.names('sensors'))
+                         for name in flat.names('bindings'))
+        options = read_binding_options(flat)
+    except ConfigError as err:
+        raise ConfigError(f'--params {path}: {err}') from err
+    return BindingSettings(
+        declared=declared, infer=options.infer, max_shift=options.max_shift,
+        sensors=tuple(SensorSpec(name=n, tolerance=s.tolerance, mode=s.mode)
+                      for n, s in sensors.items()))

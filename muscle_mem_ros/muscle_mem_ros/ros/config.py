@@ -78,13 +78,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 import difflib
 from enum import Enum
-import math
 import os
-import re
 import socket
 from typing import Any
 
-from muscle_mem_ros.bindings import Declared, parse_path
+from muscle_mem_ros.bindings import Declared, DEFAULT_MAX_SHIFT
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
 from muscle_mem_ros.ros.introspection import (
@@ -98,8 +96,8 @@ from muscle_mem_ros.ros.introspection import (
     TypeResolutionError,
 )
 from muscle_mem_ros.ros.parameters import ParameterReader
+from muscle_mem_ros.settings import read_binding, read_binding_options, read_mode, read_tolerance
 from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
-from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import ListParameters
 from rclpy.node import Node as RosNode
 
@@ -239,7 +237,7 @@ class NodeConfig:
     """Declared goal-field bindings (:mod:`muscle_mem_ros.bindings`), tools by server name."""
     infer_bindings: bool = True
     """Infer bindings from the recordings (parameters from one, sensors from two)."""
-    binding_max_shift: float = 0.1
+    binding_max_shift: float = DEFAULT_MAX_SHIFT
     """``max_shift`` of inferred numeric bindings, in the source's units."""
     robot_id: str = ''
     """Who this node records for in a shared (PostgreSQL) store."""
@@ -434,28 +432,6 @@ def _legacy_names(node: RosNode, group: str, found: list[str], given: list[str])
     return listed
 
 
-def _tolerance(reader: ParameterReader, prefix: str, mode: CompareMode, size: int | None) -> tuple:
-    name = f'{prefix}.tolerance'
-    value = reader.raw(name, [0.0] if mode is CompareMode.EXACT else None)
-    if value is None:
-        raise ConfigError(f'{name}: required (one value, or one per element)')
-    values = list(value) if isinstance(value, (list, tuple)) else [value]
-    if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
-        raise ConfigError(f'{name}: must be a number or a list of numbers, got {value!r}')
-    if any(not math.isfinite(v) or v < 0 for v in values):
-        raise ConfigError(f'{name}: must be >= 0 and finite, got {value!r}')
-    if mode is CompareMode.NORM and len(values) != 1:
-        raise ConfigError(f'{name}: mode norm takes one tolerance, got {len(values)}')
-    if len(values) != 1 and size is not None and len(values) != size:
-        raise ConfigError(
-            f'{name}: {len(values)} values, but the fields give {size} elements '
-            '(use one value, or one per element)'
-        )
-    tolerance = tuple(float(v) for v in values)
-    reader.describe(name, list(tolerance), ParameterType.PARAMETER_DOUBLE_ARRAY, minimum=0.0)
-    return tolerance
-
-
 def _sensor(reader: ParameterReader, name: str) -> SensorConfig:
     prefix = f'sensors.{name}'
     topic = reader.string(f'{prefix}.topic')
@@ -492,14 +468,14 @@ def _sensor(reader: ParameterReader, name: str) -> SensorConfig:
             by_name = compile_named_fields(msg_type, fields)
         except TypeResolutionError as err:
             raise ConfigError(f'{prefix}.fields: {err}') from err
-    mode = _compare_mode(reader.string(f'{prefix}.mode', 'abs'), f'{prefix}.mode')
+    mode = read_mode(reader, prefix)
     if joints:
         size: int | None = len(extractors) * len(joints)
     else:
         sizes = [e.size for e in extractors]
         known = [s for s in sizes if s is not None]
         size = None if len(known) < len(sizes) else sum(known)
-    tolerance = _tolerance(reader, prefix, mode, size)
+    tolerance = read_tolerance(reader, prefix, mode, size)
     max_age = reader.number(f'{prefix}.max_age', 1.0)
     return SensorConfig(
         name=name, topic=topic, type_name=canonical_type_name(type_name, kind='msg'),
@@ -507,15 +483,6 @@ def _sensor(reader: ParameterReader, name: str) -> SensorConfig:
         extractors=tuple(extractors), tolerance=tolerance, mode=mode, max_age=max_age,
         joints=joints, by_name=by_name,
     )
-
-
-def _compare_mode(value: str, parameter: str) -> CompareMode:
-    """Parse a compare mode name (abs|norm|rms|exact|angle); ConfigError naming the parameter."""
-    try:
-        return CompareMode(value.strip().lower())
-    except ValueError as err:
-        names = '|'.join(m.value for m in CompareMode)
-        raise ConfigError(f'{parameter}: {value!r} is not one of {names}') from err
 
 
 def _tool(
@@ -627,6 +594,7 @@ def load_config(node: RosNode) -> NodeConfig:
             raise ConfigError(f'agent_action: invalid name ({err})') from err
         if agent_full == node.resolve_service_name('~/execute_task'):
             raise ConfigError(f"agent_action: {agent_full!r} is this node's own ExecuteTask")
+    options = read_binding_options(reader)
     return NodeConfig(
         store_path=store_path,
         agent_action=agent_action,
@@ -640,43 +608,12 @@ def load_config(node: RosNode) -> NodeConfig:
         actions=actions,
         services=services,
         abandoned_recording_retention=_retention(reader),
-        bindings=tuple(_binding(reader, n, actions + services, sensors)
-                       for n in items['bindings']),
-        infer_bindings=reader.boolean('infer_bindings', True),
-        binding_max_shift=reader.number('binding_max_shift', 0.1),
+        bindings=tuple(read_binding(reader, n, [(t.name, t.server) for t in actions + services],
+                                    [s.name for s in sensors]) for n in items['bindings']),
+        infer_bindings=options.infer,
+        binding_max_shift=options.max_shift,
         robot_id=robot_id,
     )
-
-
-_SOURCE = re.compile(r'^(param|sensor):([^\[\]]+)(\[\d+\])?$')
-
-
-def _binding(reader: ParameterReader, name: str, tools: tuple[ToolConfig, ...],
-             sensors: tuple[SensorConfig, ...]) -> Declared:
-    """
-    Read one declared binding; its tool and sensor must be configured.
-
-    :raises ConfigError: a missing or unknown tool, field or source, naming the parameter.
-    """
-    prefix = f'bindings.{name}'
-    tool_name = reader.string(f'{prefix}.tool')
-    tool = next((t for t in tools if tool_name in (t.name, t.server)), None)
-    if tool is None:
-        known = ', '.join(t.name for t in tools) or 'none configured'
-        raise ConfigError(f'{prefix}.tool: {tool_name!r} is not a configured action or '
-                          f'service (known: {known})')
-    field = reader.string(f'{prefix}.field')
-    if not field or not parse_path(field):
-        raise ConfigError(f'{prefix}.field: required, a goal field path like target.pose.x')
-    source = reader.string(f'{prefix}.source')
-    found = _SOURCE.match(source or '')
-    if found is None:
-        raise ConfigError(f'{prefix}.source: {source!r} is not param:<key>[i] or '
-                          'sensor:<sensor>[i]')
-    if found.group(1) == 'sensor' and found.group(2) not in {s.name for s in sensors}:
-        raise ConfigError(f'{prefix}.source: sensor {found.group(2)!r} is not configured')
-    max_shift = reader.number(f'{prefix}.max_shift', 0.1)
-    return Declared(tool=tool.server, field=field, source=source, max_shift=max_shift)
 
 
 def _retention(reader: ParameterReader) -> float:

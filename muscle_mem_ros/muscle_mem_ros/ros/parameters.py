@@ -42,13 +42,11 @@ from collections.abc import Callable
 import math
 from typing import Any
 
-from muscle_mem_ros.errors import ConfigError
+from muscle_mem_ros.settings import Kind, SettingsReader
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, ParameterType
 from rclpy.node import Node as RosNode
 
 __all__ = ['ParameterReader', 'number_range']
-
-_NO_VALUE = object()
 
 
 def number_range(minimum: float | None, maximum: float | None) -> list[FloatingPointRange]:
@@ -60,9 +58,24 @@ def number_range(minimum: float | None, maximum: float | None) -> list[FloatingP
     return [FloatingPointRange(from_value=low, to_value=high, step=0.0)]
 
 
-class ParameterReader:
+_KINDS = {
+    Kind.ANY: ParameterType.PARAMETER_NOT_SET,
+    Kind.STRING: ParameterType.PARAMETER_STRING,
+    Kind.DOUBLE: ParameterType.PARAMETER_DOUBLE,
+    Kind.INTEGER: ParameterType.PARAMETER_INTEGER,
+    Kind.BOOL: ParameterType.PARAMETER_BOOL,
+    Kind.DOUBLE_ARRAY: ParameterType.PARAMETER_DOUBLE_ARRAY,
+}
+"""The ROS parameter type each kind of setting is declared with."""
+
+
+class ParameterReader(SettingsReader):
     """
     Declare, read, validate and describe one node's parameters.
+
+    The validation is the settings schema's (:class:`~muscle_mem_ros.settings.SettingsReader`,
+    shared with the ``muscle-mem`` command); this class reads the values from the node and
+    declares each parameter with its descriptor.
 
     :param node: The node whose parameters are read.
     :param read_only: Default ``read_only`` of the descriptors (one call may override it).
@@ -76,121 +89,9 @@ class ParameterReader:
         self._read_only = read_only
         self.declared: set[str] = set()
 
-    # -- raw access ------------------------------------------------------------------------
-
-    def get(self, name: str, default: Any, *, description: str = '',
-            read_only: bool | None = None) -> Any:
-        """
-        Return the value of ``name`` (``default`` when not given), declared with dynamic typing.
-
-        For values whose type varies (one number or a list) or that the caller
-        validates itself; the descriptor's type is that of the value.
-        """
-        value = self._raw(name, default)
-        self._describe(name, value, ParameterType.PARAMETER_NOT_SET, description, read_only)
-        return default if value is None else value
-
-    def optional(self, name: str, *, description: str = '',
-                 read_only: bool | None = None) -> Any:
-        """Return the value of ``name`` if it was given, else None (and declare nothing)."""
-        if not self._node.has_parameter(name):
-            return None
-        return self.get(name, None, description=description, read_only=read_only)
-
-    def raw(self, name: str, default: Any) -> Any:
-        """Return the value of ``name`` (``default`` when not given), validated by the caller."""
-        return self._raw(name, default)
-
-    def describe(self, name: str, value: Any, kind: int, *, description: str = '',
-                 minimum: float | None = None, read_only: bool | None = None) -> None:
-        """
-        Declare ``name`` with its descriptor after the caller validated ``value``.
-
-        :param name: Parameter name.
-        :param value: The validated value (as it will be declared).
-        :param kind: Its ``ParameterType``.
-        :param description: For the descriptor.
-        :param minimum: Lower bound of its range (informational for arrays), or None.
-        :param read_only: Overrides the reader's default.
-        """
-        self._describe(name, value, kind, description, read_only,
-                       ranges=number_range(minimum, None) if minimum is not None else None)
-
-    # -- typed access ----------------------------------------------------------------------
-
-    def string(self, name: str, default: str | None = None, *, description: str = '',
-               read_only: bool | None = None, empty: bool = True) -> str:
-        """
-        Return a string parameter.
-
-        :param name: Parameter name.
-        :param default: Value when not given; None: required.
-        :param description: For the descriptor.
-        :param read_only: Overrides the reader's default.
-        :param empty: False to refuse the empty string.
-        :raises ConfigError: missing, not a string, or empty when refused.
-        """
-        value = self._raw(name, default)
-        if value is None:
-            raise ConfigError(f'{name}: required')
-        if not isinstance(value, str):
-            raise ConfigError(f'{name}: must be a string, got {value!r}')
-        if not empty and not value:
-            raise ConfigError(f'{name}: must be a non-empty string, got {value!r}')
-        self._describe(name, value, ParameterType.PARAMETER_STRING, description, read_only)
-        return value
-
-    def number(self, name: str, default: float, *, description: str = '',
-               minimum: float | None = 0.0, exclusive: bool = True,
-               maximum: float | None = None, read_only: bool | None = None) -> float:
-        """
-        Return a finite floating-point parameter (an integer is accepted) within bounds.
-
-        :param name: Parameter name.
-        :param default: Value when not given.
-        :param description: For the descriptor.
-        :param minimum: Smallest accepted value (None: no bound). Default: > 0.
-        :param exclusive: True if ``minimum`` itself is refused.
-        :param maximum: Largest accepted value (None: no bound).
-        :param read_only: Overrides the reader's default.
-        :raises ConfigError: not a finite number in range.
-        """
-        value = self._raw(name, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f'{name}: must be a number, got {value!r}')
-        number = float(value)
-        if not math.isfinite(number):
-            raise ConfigError(f'{name}: must be a finite number, got {value!r}')
-        if minimum is not None and (number < minimum or (exclusive and number == minimum)):
-            bound = f'> {minimum:g}' if exclusive else f'>= {minimum:g}'
-            raise ConfigError(f'{name}: must be a finite number {bound}, got {value!r}')
-        if maximum is not None and number > maximum:
-            raise ConfigError(f'{name}: must be <= {maximum:g}, got {value!r}')
-        self._describe(name, number, ParameterType.PARAMETER_DOUBLE, description, read_only,
-                       ranges=number_range(minimum, maximum))
-        return number
-
-    def integer(self, name: str, default: int, *, description: str = '',
-                minimum: int | None = None, read_only: bool | None = None) -> int:
-        """Return an integer parameter; ConfigError naming it when not an integer in range."""
-        value = self._raw(name, default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f'{name}: must be an integer, got {value!r}')
-        if minimum is not None and value < minimum:
-            raise ConfigError(f'{name}: must be >= {minimum}, got {value!r}')
-        self._describe(name, value, ParameterType.PARAMETER_INTEGER, description, read_only)
-        return value
-
-    def boolean(self, name: str, default: bool, *, description: str = '',
-                read_only: bool | None = None) -> bool:
-        """Return a boolean parameter; ConfigError naming it when not true or false."""
-        value = self._raw(name, default)
-        if not isinstance(value, bool):
-            raise ConfigError(f'{name}: must be true or false, got {value!r}')
-        self._describe(name, value, ParameterType.PARAMETER_BOOL, description, read_only)
-        return value
-
-    # -- declaration -----------------------------------------------------------------------
+    def given(self, name: str) -> bool:
+        """Return True when the parameter has a value from the overrides (is declared)."""
+        return bool(self._node.has_parameter(name))
 
     def _raw(self, name: str, default: Any) -> Any:
         """Return the declared value of ``name``, or ``default`` when it was not given."""
@@ -201,9 +102,9 @@ class ParameterReader:
         value = self._node.get_parameter(name).value
         return default if value is None else value
 
-    def _describe(self, name: str, value: Any, kind: int, description: str,
-                  read_only: bool | None, *, ranges: list[FloatingPointRange] | None = None,
-                  ) -> None:
+    def _describe(self, name: str, value: Any, kind: Kind, description: str,
+                  read_only: bool | None, minimum: float | None = None,
+                  maximum: float | None = None) -> None:
         """Declare ``name`` with its descriptor and the validated ``value`` (see module doc)."""
         node = self._node
         read_only = self._read_only if read_only is None else read_only
@@ -214,11 +115,11 @@ class ParameterReader:
             node.undeclare_parameter(name)
         descriptor = ParameterDescriptor(
             name=name, description=description or self._describe_name(name), read_only=read_only,
-            dynamic_typing=kind == ParameterType.PARAMETER_NOT_SET,
-            floating_point_range=ranges or [],
+            dynamic_typing=kind is Kind.ANY,
+            floating_point_range=number_range(minimum, maximum),
         )
-        if kind != ParameterType.PARAMETER_NOT_SET:
-            descriptor.type = kind
+        if kind is not Kind.ANY:
+            descriptor.type = _KINDS[kind]
         if value is None:
             return  # nothing to declare: an optional parameter that was not given
         node.declare_parameter(name, value, descriptor, ignore_override=True)

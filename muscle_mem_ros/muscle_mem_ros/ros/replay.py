@@ -47,8 +47,8 @@ from typing import Any
 
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.bindings import (
-    advance, bound_params, bound_variant, Declared, element_tolerances, explains, learn,
-    match_variant, Plan, Shift, Substitution,
+    advance, bound_params, bound_variant, Declared, DEFAULT_MAX_SHIFT, element_tolerances,
+    explains, learn, match_variant, Plan, Shift, Substitution,
 )
 from muscle_mem_ros.checks import ToleranceCheck
 from muscle_mem_ros.errors import MuscleMemError
@@ -185,7 +185,7 @@ class Replayer:
         health: StoreHealth | None = None,
         declared: Sequence[Declared] = (),
         infer_bindings: bool = False,
-        binding_max_shift: float = 0.1,
+        binding_max_shift: float = DEFAULT_MAX_SHIFT,
     ) -> None:
         self._store = store
         self.hub = hub
