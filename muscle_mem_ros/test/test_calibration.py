@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
-import shutil
 import subprocess
 import sys
 import threading
 
-from cli_helpers import build_store, DIVERGENCE, fingerprint, JOINT_NOISE, OBJECT_NOISE, \
+from cli_helpers import DIVERGENCE, fingerprint, JOINT_NOISE, OBJECT_NOISE, \
     REPEATS, ROOT_DIVERGENCES
 from core_helpers import subprocess_env
 from muscle_mem_interfaces.srv import StartRecording, StopRecording
@@ -46,18 +44,6 @@ import pytest
 import yaml
 
 SIGMA = 0.01
-
-
-@pytest.fixture(scope='module')
-def master(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_store(tmp_path_factory.mktemp('store') / 'cache.db')
-
-
-@pytest.fixture
-def store(master: Path, tmp_path: Path) -> Path:
-    path = tmp_path / 'cache.db'
-    shutil.copy(master, path)
-    return path
 
 
 def test_noise_of_known_gaussian_readings():

@@ -30,7 +30,7 @@ import sqlite3
 import struct
 import subprocess
 
-from cli_helpers import build_store, FIB, FIB_TYPE, fingerprint, REPEATS, ROOT_DIVERGENCES
+from cli_helpers import FIB, FIB_TYPE, fingerprint, REPEATS, ROOT_DIVERGENCES
 from core_helpers import subprocess_env
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.errors import StoreAccessError
@@ -43,18 +43,6 @@ from test_msgs.action import Fibonacci
 import yaml
 
 PICK_TRAJECTORIES = REPEATS + ROOT_DIVERGENCES + 1
-
-
-@pytest.fixture(scope='module')
-def master(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_store(tmp_path_factory.mktemp('store') / 'cache.db')
-
-
-@pytest.fixture
-def store(master: Path, tmp_path: Path) -> Path:
-    path = tmp_path / 'cache.db'
-    shutil.copy(master, path)
-    return path
 
 
 def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-import shutil
 
-from cli_helpers import ARM, ARM_TYPE, build_store, FIB, fingerprint, REPEATS, \
+from cli_helpers import ARM, ARM_TYPE, FIB, fingerprint, REPEATS, \
     ROOT_DIVERGENCES, SENSOR_PARAMS
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
@@ -40,18 +39,6 @@ from rclpy.serialization import deserialize_message
 import yaml
 
 PICK_TRAJECTORIES = REPEATS + ROOT_DIVERGENCES + 1
-
-
-@pytest.fixture(scope='module')
-def master(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_store(tmp_path_factory.mktemp('store') / 'cache.db')
-
-
-@pytest.fixture
-def store(master: Path, tmp_path: Path) -> Path:
-    path = tmp_path / 'cache.db'
-    shutil.copy(master, path)
-    return path
 
 
 @pytest.fixture
