@@ -34,6 +34,7 @@ work and threads, stop the executor, destroy the node, shut the context down.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 import os
 import signal
 import threading
@@ -46,7 +47,9 @@ from rclpy.signals import SignalHandlerOptions
 __all__ = ['ShutdownSignals', 'init_without_signal_handlers', 'spin_until_shutdown']
 
 _JOIN_WAIT = 5.0
-"""Seconds to wait for the executor's thread after the executor was shut down."""
+"""Seconds to wait for the executor's thread to end once it stopped dispatching."""
+_SPIN_SLICE = 0.1
+"""Seconds one ``spin_once`` waits for work; the spinning thread sees a stop within it."""
 
 
 class ShutdownSignals:
@@ -129,6 +132,14 @@ def spin_until_shutdown(
     Returns when the executor's thread has ended (or ``shutdown_wait`` plus a
     few seconds passed). The node itself is left for the caller to destroy.
 
+    The executor is stopped in three steps, because rclpy 9.1.2 (the Kilted wheels)
+    races in ``MultiThreadedExecutor.shutdown``: it destroys its guard condition before it
+    waits for its worker threads, and a callback still finishing in a worker triggers
+    that guard ("The following exception was never retrieved: cannot use Destroyable
+    because destruction was requested"). So: stop dispatching (the spinning thread ends
+    after its current ``spin_once``), let the workers finish what they hold
+    (:func:`_drain_workers`), then shut the executor down with nothing left running.
+
     :param executor: The executor, with its nodes added.
     :param signals: The installed shutdown signals.
     :param stop: Called after the signal and before the executor stops: end the
@@ -137,10 +148,13 @@ def spin_until_shutdown(
     :return: The error that ended spinning while no shutdown was requested, else None.
     """
     errors: list[BaseException] = []
+    dispatching = threading.Event()
+    dispatching.set()
 
     def spin() -> None:
         try:
-            executor.spin()
+            while dispatching.is_set() and executor.context.ok():
+                executor.spin_once(timeout_sec=_SPIN_SLICE)
         except ExternalShutdownException:  # the context was shut down by someone else
             pass
         except BaseException as err:  # reported by the caller
@@ -154,6 +168,25 @@ def spin_until_shutdown(
     signals.wait()
     if stop is not None:
         stop()
-    executor.shutdown(timeout_sec=shutdown_wait)
+    dispatching.clear()
+    executor.wake()
     thread.join(_JOIN_WAIT)
+    _drain_workers(executor, shutdown_wait)
+    executor.shutdown(timeout_sec=shutdown_wait)
     return errors[0] if errors else None
+
+
+def _drain_workers(executor: Executor, timeout: float) -> None:
+    """
+    Wait (bounded) until a multi-threaded executor's workers finished every callback they hold.
+
+    Nothing dispatches any more, so shutting the worker pool down (it waits for the work it
+    was given) leaves nothing running. rclpy keeps that pool private (``_executor`` of
+    ``MultiThreadedExecutor`` in 9.1.2); an executor without one has no workers to wait for.
+    """
+    pool = getattr(executor, '_executor', None)
+    if not isinstance(pool, ThreadPoolExecutor):
+        return
+    drained = threading.Thread(target=pool.shutdown, kwargs={'wait': True}, daemon=True)
+    drained.start()
+    drained.join(timeout)
