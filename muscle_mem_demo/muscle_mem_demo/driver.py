@@ -38,6 +38,7 @@ from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.matching import AgentSeen, wait_for_action_matched
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
 from rclpy.executors import MultiThreadedExecutor
@@ -81,6 +82,8 @@ class StoryDriver(Node):
         self._calls: list[dict[str, Any]] = []
         self._events: list[CacheEvent] = []
         self._task = ActionClient(self, ExecuteTask, cache_action, callback_group=group)
+        self._cache_node = cache_action.rsplit('/', 1)[0]
+        self._cache_sees_agent = AgentSeen(self, self._cache_node)
         self._agent_server = ActionClient(self, ExecuteTask, f'{agent}/execute_task',
                                           callback_group=group)
         self._reset = self.create_client(Trigger, f'{robot}/reset', callback_group=group)
@@ -155,13 +158,19 @@ class StoryDriver(Node):
             ('/joint_states and /object_pose', self._streaming),
             ('the agent topic ~/calls', lambda: self.count_publishers(self._calls_topic) > 0),
         ]
+        checks += [
+            # a task sent before the cache discovered its agent would fail at once
+            ('the cache to discover the agent', lambda: self._cache_sees_agent.wait(0.0)),
+            # its feedback (replay and agent progress) reaches this node from the first task
+            ('the cache to match this node as its client', lambda: wait_for_action_matched(
+                self, self._task, self._cache_node, 1.0)),
+        ]
         for what, ready in checks:
             while not ready():
                 alive()
                 if time.monotonic() > deadline:
                     raise DriverError(f'timed out waiting for {what}')
                 time.sleep(0.05)
-        time.sleep(0.5)  # let the last discovery handshakes (service replies) complete
 
     def _streaming(self) -> bool:
         with self._lock:

@@ -32,6 +32,7 @@ from muscle_mem_demo.processes import config_path
 from muscle_mem_demo.story import PLACE_TARGET
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.matching import AgentSeen
 import pytest
 import rclpy
 from sim_helpers import NodeProcess, SimClient, unique_namespace
@@ -82,10 +83,14 @@ def world(tmp_path_factory):
     rclpy.init()
     client = SimClient(namespace)
     client.cache = ActionClient(client, ExecuteTask, f'{proxies}/execute_task')
+    cache_sees_agent = AgentSeen(client, proxies)
     try:
         client.wait_robot()
         client.wait_agent()
         client.wait_for(client.cache.server_is_ready, 60.0, 'the cache')
+        # the first demonstration goes to the agent: the cache must have discovered it
+        assert cache_sees_agent.wait(60.0), \
+            f'the cache did not discover the agent:\n{cache.log()}'
         yield client
     finally:
         agent.stop()  # first: no message may arrive while the client is destroyed

@@ -27,9 +27,11 @@ import signal
 import sqlite3
 
 from action_msgs.msg import GoalStatus
+from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from muscle_mem_interfaces.srv import ListTasks
+from muscle_mem_ros.ros.matching import AgentSeen
 from muscle_mem_ros.store import open_store
 from node_helpers import CacheProcess, Harness, params, wait_until, write_params
 import pytest
@@ -263,3 +265,20 @@ def test_ctrl_c_mid_task_ends_the_goal_and_its_client_gets_the_result(harness):
     output = cache.output()
     for text in ('was not sent', 'did not end', 'InvalidHandle', 'Traceback'):
         assert text not in output, output
+
+
+def test_diagnostics_say_when_the_agent_is_discovered(harness):
+    """A client of a freshly started cache can wait until the cache sees its agent."""
+    h = harness
+    seen = AgentSeen(h.client, f'/{h.names.node}')
+    h.start_cache()
+    assert seen.wait(20.0)
+    missing = AgentSeen(h.client, f'/{h.names.node}')
+    values: list[str] = []
+    h.client.create_subscription(DiagnosticArray, '/diagnostics', lambda msg: values.extend(
+        kv.value for st in msg.status if st.hardware_id == f'/{h.names.node}'
+        for kv in st.values if kv.key == 'agent'), 10)
+    h.stop_cache()
+    h.start_cache(agent_action=f'/{h.names.prefix}/no_such_agent')
+    assert wait_until(lambda: values.count('not discovered') >= 2, 10.0), values
+    assert not missing.wait(0.0)

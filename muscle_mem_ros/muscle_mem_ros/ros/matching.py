@@ -33,6 +33,10 @@ process has answered a request of that client, it has matched that response
 reader, and so it had already matched the earlier feedback and status readers.
 The request is a harmless one: ``get_parameters`` with no names, on the node
 that serves the action (every rclpy node serves it unless told not to).
+
+:class:`AgentSeen` answers the other question a client of a freshly started cache
+has: has the cache discovered its agent yet (a task sent before that fails with
+"agent ... is not available")? The cache says so in its ``/diagnostics``.
 """
 
 from __future__ import annotations
@@ -41,10 +45,11 @@ import threading
 import time
 from typing import Any
 
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.srv import GetParameters
 from rclpy.node import Node
 
-__all__ = ['wait_for_action_matched']
+__all__ = ['AgentSeen', 'wait_for_action_matched']
 
 _ATTEMPT = 1.0
 """Seconds one probe request may take before it is sent again (a lost request)."""
@@ -80,3 +85,28 @@ def wait_for_action_matched(node: Node, client: Any, server_node: str, timeout: 
             probe.remove_pending_request(future)
     finally:
         node.destroy_client(probe)
+
+
+class AgentSeen:
+    """
+    Follow a cache node's ``/diagnostics`` to learn when it discovered its agent.
+
+    :param node: A node that spins in another thread; the subscription is made on it.
+    :param cache_node: Fully qualified name of the cache node (its diagnostics'
+        ``hardware_id``).
+    """
+
+    def __init__(self, node: Node, cache_node: str) -> None:
+        self._cache = cache_node
+        self._seen = threading.Event()
+        node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        for status in msg.status:
+            if status.hardware_id == self._cache and any(
+                    kv.key == 'agent' and kv.value == 'available' for kv in status.values):
+                self._seen.set()
+
+    def wait(self, timeout: float) -> bool:
+        """Return True once the cache reported its agent available, False after ``timeout``."""
+        return self._seen.wait(timeout)

@@ -23,10 +23,11 @@ Node name ``muscle_mem``. Interfaces (relative names resolve under the node):
   ``~/start_recording``, ``~/stop_recording`` (:mod:`.services`); ``~/calibrate``
   (sensor noise at rest and proposed tolerances, :mod:`.calibrate`).
 * topic ``~/events`` (muscle_mem_interfaces/msg/CacheEvent): one message per decision.
-* topic ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, 1 Hz): mode, hit
-  rate, steps saved, store health (``store``: ok; ``degraded: <error>`` while
-  writes fail, WARN, until one succeeds, see :mod:`.health`; ``error: ...``, ERROR,
-  when the store cannot even be read).
+* topic ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, 1 Hz, ``hardware_id``
+  the node's full name): mode, hit rate, steps saved, whether the agent's action
+  server is discovered (``agent``: available, not discovered, none), store health
+  (``store``: ok; ``degraded: <error>`` while writes fail, WARN, until one succeeds,
+  see :mod:`.health`; ``error: ...``, ERROR, when the store cannot even be read).
 * one proxy per configured action or service (:mod:`.proxy`); for a tool with
   ``record_from: introspection`` only its client (for replay) and a tap on its
   introspection event topics (:mod:`.tap`) instead of a served proxy; subscriptions to
@@ -624,7 +625,8 @@ class BehaviorCacheNode(LifecycleNode):
             self._guard.release()
 
     def _publish_diagnostics(self) -> None:
-        status = DiagnosticStatus(name=f'{self.get_name()}: behavior cache', hardware_id='')
+        status = DiagnosticStatus(name=f'{self.get_name()}: behavior cache',
+                                  hardware_id=self.get_fully_qualified_name())
         values = {'cache_mode': self._mode.value, 'store_path': _shown(self.config.store_path),
                   'busy': self._guard.holder or ''}
         shared = getattr(self.store, 'diagnostics', None)
@@ -664,6 +666,9 @@ class BehaviorCacheNode(LifecycleNode):
         active = self._active
         runner = active.runner if active is not None else None
         values['steps_saved'] = str(runner.steps_replayed_total if runner is not None else 0)
+        agent = active.agent if active is not None else None
+        values['agent'] = 'none' if agent is None else (
+            'available' if agent.server_is_ready() else 'not discovered')
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         parts = self._configured
         if parts is None or parts.diagnostics is None:
