@@ -20,6 +20,7 @@ Nothing is recorded unless a task or a manual recording is active.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from action_msgs.msg import GoalStatus
@@ -148,6 +149,42 @@ def test_action_client_keeps_no_future_per_goal(world):
         assert wrapped.status == GoalStatus.STATUS_SUCCEEDED
         assert len(wrapped.result.sequence) == order + 1
     assert wait_until(lambda: len(client._futures) <= 1, timeout=5.0), len(client._futures)
+
+
+class _SlowDict(dict):
+    """The client's feedback-callback table, slow to write: it widens rclpy's race window."""
+
+    def __setitem__(self, key, value):
+        time.sleep(0.5)  # rclpy 9.1.2 writes it between its two registrations of a goal
+        super().__setitem__(key, value)
+
+
+@pytest.mark.parametrize('client_type, completes', [(FixedActionClient, True),
+                                                    (ActionClient, False)],
+                         ids=['project', 'rclpy'])
+def test_a_goal_response_that_comes_at_once_completes_the_returned_future(
+        world, client_type, completes):
+    """
+    Check that a goal whose response arrives while it is being sent is not lost.
+
+    rclpy 9.1.2 registers a first future for a goal under the client's lock and the
+    one it returns after the lock is released; a response handled in between completes
+    the first, and the returned one never completes (a replayed step then hangs for its
+    timeout). The client here takes half a second between the two registrations (its
+    feedback table is slow to write), so the response always comes in between: the
+    project's client registers once, under the lock, and its future completes; rclpy's
+    does not (the second case pins that the fault is real, so the first one means
+    something; it fails once rclpy is fixed, and can then go).
+    """
+    h = world
+    client = client_type(h.client, Fibonacci, h.names.fib)
+    assert client.wait_for_server(timeout_sec=15.0)
+    client._feedback_callbacks = _SlowDict()
+    future = client.send_goal_async(Fibonacci.Goal(order=3), feedback_callback=lambda _m: None)
+    assert wait_until(future.done, timeout=5.0) is completes
+    if completes:
+        assert future.result().accepted
+    client.destroy()
 
 
 @pytest.mark.parametrize('client_type', [FixedActionClient, ActionClient],

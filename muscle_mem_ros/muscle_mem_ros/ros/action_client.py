@@ -13,29 +13,40 @@
 # limitations under the License.
 
 """
-An rclpy ``ActionClient`` that does not slow down with every goal it sends.
+An rclpy ``ActionClient`` whose goals are never lost and that does not slow down with each one.
 
-rclpy 9.1.2 (the Kilted release on PyPI) registers two futures with the
-client for each ``send_goal_async`` and only ever completes the second one
-(ros2/rclpy#1532, fixed upstream in October 2025, after this release). The
-first one stays in the client's future list for good, and the executor walks
-that list every time the client has data (a goal response, a result, every
-status message). A client that sent N goals therefore pays O(N) per message:
-in the node benchmark that list walk was the single largest cost of the
-proxy thread after a few thousand goals, and it is a memory leak for a
-long-running node.
+rclpy 9.1.2 (the Kilted release on PyPI) has two faults in ``send_goal_async``
+(ros2/rclpy#1532, fixed upstream in October 2025, after this release). It sends
+the goal request and registers a first future under the request's sequence
+number while it holds the client's lock, then, after releasing it, registers a
+second future under the same number and returns that one:
 
-:class:`ActionClient` drops the orphaned future right after the goal is sent.
-It uses only ``add_future``/``remove_future``, the public ``Waitable`` hooks,
-so on an rclpy without the bug it finds nothing to drop and changes nothing.
+* the first future is never completed and stays in the client's future list
+  for good; the executor walks that list every time the client has data, so a
+  client that sent N goals pays O(N) per message (in the node benchmark the
+  single largest cost of the proxy thread after a few thousand goals), and it
+  leaks memory;
+* worse, a goal response that arrives between the two registrations (a fast
+  server, a loaded machine) completes the first future, and the returned one
+  never completes: the caller waits for its whole timeout. The demo story saw
+  this as a replayed step that hung for its 30 s step timeout and went to the
+  agent (1 in about 20 runs of the demo suite under load).
 
-A second fault of the same release: ``ActionClient.__init__`` registers the
+:meth:`ActionClient.send_goal_async` does what rclpy does with one future,
+registered (and the feedback callback with it) in the same locked section that
+sends the request. The executor takes a goal response under that lock, so it
+cannot handle a response before the future that waits for it is in place.
+
+A third fault of the same release: ``ActionClient.__init__`` registers the
 client with its node (``add_waitable``) before it creates ``self._lock``. A
 node already spinning in another thread wakes up, calls the new client's
 ``add_to_wait_set``, and dies with ``AttributeError: ... no attribute
 '_lock'``: that executor thread is gone and every later answer to the node
 times out. :class:`ActionClient` makes its lock before registering and keeps
 that one lock, so a client can be created while its node spins.
+
+Both fixes use rclpy's own (private) bookkeeping of pending goal requests, as
+9.1.2 lays it out; an rclpy without it gets rclpy's ``send_goal_async``.
 """
 
 from __future__ import annotations
@@ -44,15 +55,15 @@ import threading
 from typing import Any
 
 from rclpy.action import ActionClient as _RclpyActionClient
+from rclpy.task import Future
 
 __all__ = ['ActionClient']
 
 
 class ActionClient(_RclpyActionClient):
-    """``rclpy.action.ActionClient`` without the per-goal future leak of rclpy 9.1.2."""
+    """``rclpy.action.ActionClient`` without the goal registration faults of rclpy 9.1.2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._sending = threading.local()
         self._early_lock = threading.Lock()
         super().__init__(*args, **kwargs)
 
@@ -65,26 +76,40 @@ class ActionClient(_RclpyActionClient):
     def _lock(self, value: threading.Lock) -> None:
         """Keep the early lock: rclpy assigns a new one after registering the client."""
 
-    def add_future(self, future: Any) -> None:
-        """Register ``future`` with the executor; note it if a goal is being sent."""
-        added = getattr(self._sending, 'added', None)
-        if added is not None:
-            added.append(future)
-        super().add_future(future)
-
     def send_goal_async(self, goal: Any, feedback_callback: Any = None,
                         goal_uuid: Any = None) -> Any:
-        """Send ``goal`` as rclpy does, then unregister any future it will never complete."""
-        added: list[Any] = []
-        self._sending.added = added
-        try:
-            future = super().send_goal_async(goal, feedback_callback, goal_uuid)
-        finally:
-            self._sending.added = None
-        for orphan in added:
-            if orphan is not future:
-                try:
-                    self.remove_future(orphan)
-                except ValueError:  # already gone: nothing to drop
-                    pass
+        """
+        Send ``goal``; return the future of its goal handle (see the module doc).
+
+        :param goal: The goal request (the action's ``Goal``).
+        :param feedback_callback: Called with each feedback message of the goal.
+        :param goal_uuid: The goal's id (a random one when None).
+        :return: A future completed when the server accepted or rejected the goal.
+        :raises TypeError: ``goal`` is not this action's ``Goal``.
+        """
+        if not all(hasattr(self, name) for name in _BOOKKEEPING):
+            return super().send_goal_async(goal, feedback_callback, goal_uuid)
+        if not isinstance(goal, self._action_type.Goal):
+            raise TypeError(f'Expected goal type ({type(self._action_type.Goal)}) but '
+                            f'received ({type(goal)})')
+        request = self._action_type.Impl.SendGoalService.Request()
+        request.goal_id = self._generate_random_uuid() if goal_uuid is None else goal_uuid
+        request.goal = goal
+        future: Future[Any] = Future()
+        with self._lock:
+            if feedback_callback is not None:
+                self._feedback_callbacks[bytes(request.goal_id.uuid)] = feedback_callback
+            sequence_number = self._client_handle.send_goal_request(request)
+            if sequence_number in self._pending_goal_requests:
+                raise RuntimeError(
+                    f'Sequence ({sequence_number}) conflicts with pending goal request')
+            self._pending_goal_requests[sequence_number] = future
+            self._goal_sequence_number_to_goal_id[sequence_number] = request.goal_id
+            future.add_done_callback(self._remove_pending_goal_request)
+            self.add_future(future)
         return future
+
+
+_BOOKKEEPING = ('_client_handle', '_pending_goal_requests', '_goal_sequence_number_to_goal_id',
+                '_feedback_callbacks', '_remove_pending_goal_request', '_generate_random_uuid')
+"""rclpy 9.1.2's private state of pending goal requests, which send_goal_async fills in."""
