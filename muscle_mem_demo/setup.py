@@ -38,7 +38,7 @@ setup(
     maintainer_email='maintainers@muscle-mem-ros.dev',
     description='The MuJoCo demo of muscle_mem_ros: sim robot, demo planning agent, the story.',
     license='Apache-2.0',
-    extras_require={'test': ['pytest']},
+    extras_require={'test': ['pytest', 'pytest-timeout']},
     entry_points={
         'console_scripts': [
             'sim_robot = muscle_mem_demo.robot_node:main',
