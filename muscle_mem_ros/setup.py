@@ -46,8 +46,8 @@ setup(
     # The linters test/test_lint.py runs with ament's settings (ament_flake8's plugin set and
     # pydocstyle for ament_pep257); pinned in requirements/kilted-py311.txt.
     extras_require={'test': [
-        'pytest', 'pytest-timeout', 'flake8', 'flake8-blind-except', 'flake8-builtins', 'flake8-class-newline',
-        'flake8-comprehensions', 'flake8-deprecated', 'flake8-docstrings',
+        'pytest', 'pytest-timeout', 'flake8', 'flake8-blind-except', 'flake8-builtins',
+        'flake8-class-newline', 'flake8-comprehensions', 'flake8-deprecated', 'flake8-docstrings',
         'flake8-import-order', 'flake8-quotes', 'pydocstyle',
     ]},
     entry_points={

@@ -32,7 +32,7 @@ Vocabulary (ROS-free, shared by the node and the Python ``Engine``):
 * Orientation is not bound: a rotation does not shift as a sum; declare or
   infer the position fields only.
 
-Where bindings come from (:func:`learn`):
+Where bindings come from (:mod:`.learning`):
 
 * **declared** in the node's params file (per tool): field, source and
   ``max_shift``; a sensor binding's offset is the recording's ``goal - source``,
@@ -60,7 +60,7 @@ bindings cannot explain is a miss or a handoff exactly as without bindings.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
 import json
 import math
 import re
@@ -69,10 +69,10 @@ from typing import Any, TypeGuard
 from .records import Node, SensorSpec, Snapshot, Step
 
 __all__ = [
-    'advance', 'BOUND', 'Binding', 'Bound', 'bound_params', 'bound_variant', 'DECLARED',
-    'Declared', 'DEFAULT_MAX_SHIFT', 'element_tolerances', 'explains', 'goal_leaves', 'INFERRED',
-    'learn', 'leaves', 'match_variant', 'moved_sensors', 'param_leaves', 'parse_path', 'Plan',
-    'resolve', 'sensor_elements', 'Shift', 'Substitution',
+    'advance', 'BOUND', 'Binding', 'Bound', 'bound_variant', 'DECLARED', 'Declared',
+    'DEFAULT_MAX_SHIFT', 'element_tolerances', 'explains', 'goal_leaves', 'INFERRED', 'is_number',
+    'leaves', 'match_variant', 'moved_sensors', 'param_leaves', 'parse_path', 'Plan', 'resolve',
+    'sensor_elements', 'Shift', 'split_element', 'Substitution',
 ]
 
 DECLARED = 'declared'
@@ -156,7 +156,10 @@ class Plan:
         at recording, so it is expected moved by the field's shift at replay.
     :ivar ahead: (sensor source, max_shift) of bindings of later steps of the branch: the
         world may already differ there (the cube moved before the arm gets to it); the
-        step that uses the source checks it again.
+        step that uses the source checks it again. A group's sensor binding counts here
+        even at a step where a declared or parameter binding of the same field wins: the
+        recordings say the field went with that source, so a shift beyond its range is a
+        world they do not account for.
     """
 
     bindings: tuple[Binding, ...] = ()
@@ -211,7 +214,7 @@ def element_tolerances(sensors: Sequence[SensorSpec]) -> Callable[[str], float |
     by_name = {spec.name: spec.tolerance for spec in sensors}
 
     def tol(key: str) -> float | None:
-        name, index = _split_element(key)
+        name, index = split_element(key)
         tolerance = by_name.get(name)
         if tolerance is None:
             return None
@@ -220,14 +223,14 @@ def element_tolerances(sensors: Sequence[SensorSpec]) -> Callable[[str], float |
     return tol
 
 
-def _split_element(key: str) -> tuple[str, int]:
+def split_element(key: str) -> tuple[str, int]:
     """Split 'sensor:object[1]' into ('object', 1)."""
     body = key[len('sensor:'):] if key.startswith('sensor:') else key
     name, _, rest = body.rpartition('[')
     return name, int(rest.rstrip(']')) if rest.rstrip(']').isdigit() else 0
 
 
-def _number(value: object) -> TypeGuard[float]:
+def is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -271,7 +274,7 @@ def match_variant(variant: str, params: Mapping[str, Any]) -> bool:
 
 def _fits(pattern: Any, value: Any) -> bool:
     if pattern == BOUND:
-        return _number(value) or isinstance(value, str)
+        return is_number(value) or isinstance(value, str)
     if isinstance(pattern, dict):
         return (isinstance(value, dict) and pattern.keys() == value.keys()
                 and all(_fits(pattern[k], value[k]) for k in pattern))
@@ -281,7 +284,7 @@ def _fits(pattern: Any, value: Any) -> bool:
     return pattern == value and type(pattern) is type(value)
 
 
-# -- Learning ----------------------------------------------------------------------------------
+# -- Declared bindings and moves -------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -301,212 +304,6 @@ class Declared:
     max_shift: float | None
 
 
-@dataclass
-class _Obs:
-    node: Node
-    goal: dict[str, Any]
-    pre: dict[str, float]
-    post: dict[str, float]
-    params: dict[str, Any] = dc_field(default_factory=dict)
-
-
-def learn(
-    paths: Sequence[tuple[Sequence[Node], Mapping[str, Any]]],
-    *,
-    declared: Sequence[Declared] = (),
-    infer: bool = True,
-    max_shift: float | None = DEFAULT_MAX_SHIFT,
-    tolerance: Callable[[str], float | None] = lambda key: None,
-    memo: dict[int, Any] | None = None,
-    elements: Callable[[Snapshot | None], dict[str, float]] | None = None,
-) -> dict[int, Plan]:
-    """
-    Find the bindings of every step of a tree's trajectories.
-
-    :param paths: Each trajectory's nodes (first step first) with the parameters it
-        was recorded with.
-    :param declared: Bindings from the params file.
-    :param infer: Also infer bindings (parameters from one recording, sensors from two).
-    :param max_shift: ``max_shift`` of inferred numeric bindings.
-    :param tolerance: Tolerance of a sensor element (:func:`element_tolerances`).
-    :param memo: Kept between calls by the caller: each step's goal and snapshots are
-        read once (a tree that grows is learned again without re-reading it).
-    :param elements: Reads a snapshot's sources (default :func:`sensor_elements`; the
-        Python ``Engine`` reads the leaves of a user capture).
-    :return: Node id -> its plan, for nodes with at least one binding.
-    """
-    memo = {} if memo is None else memo
-    elements = sensor_elements if elements is None else elements
-    obs: dict[int, _Obs] = {}
-    for nodes, params in paths:
-        for node in nodes:
-            if node.id in obs:
-                continue
-            seen = memo.get(node.id)
-            if seen is None or seen.node.step.payload != node.step.payload:  # an id used again
-                seen = memo[node.id] = _Obs(node, goal_leaves(node.step),
-                                            elements(node.step.pre),
-                                            elements(node.step.post))
-            obs[node.id] = _Obs(node, seen.goal, seen.pre, seen.post, param_leaves(params))
-    found: dict[int, dict[str, Binding]] = {i: {} for i in obs}
-    if infer:
-        for i, o in obs.items():
-            found[i].update(_param_bindings(o))
-    for i, o in obs.items():
-        for decl in declared:
-            if decl.tool == o.node.step.tool:
-                for binding in _fit_declared(decl, o):
-                    found[i].setdefault(binding.field, binding)
-    if infer:
-        for group in _same_steps(paths, obs):
-            if len(group) < 2:
-                continue
-            for binding in _sensor_bindings([obs[n.id] for n in group], max_shift, tolerance):
-                for node in group:
-                    found[node.id].setdefault(binding.field, binding)
-    ahead: dict[int, dict[str, float | None]] = {i: {} for i in obs}
-    for nodes, _ in paths:
-        later: dict[str, float | None] = {}
-        for node in reversed(nodes):
-            for source, limit in later.items():
-                ahead[node.id].setdefault(source, limit)
-            for b in found[node.id].values():
-                if not b.is_param:
-                    later.setdefault(b.source, b.max_shift)
-    plans = {}
-    for i, by_field in found.items():
-        if by_field or ahead[i]:
-            bindings = tuple(by_field[f] for f in sorted(by_field))
-            own = {b.source for b in bindings}
-            plans[i] = Plan(bindings, _follows(obs[i], bindings, tolerance),
-                            tuple(sorted((s, m) for s, m in ahead[i].items() if s not in own)))
-    return plans
-
-
-def _param_bindings(o: _Obs) -> dict[str, Binding]:
-    out = {}
-    for path, value in o.goal.items():
-        if (_number(value) and value == 0) or value == '':
-            continue
-        for source, param in o.params.items():  # the last equal parameter wins, as in muscle-mem
-            if type(param) is type(value) or (_number(param) and _number(value)):
-                if param == value:  # the caller names the value: no range of its own
-                    out[path] = Binding(path, source, 0.0, None, INFERRED)
-    return out
-
-
-def _fit_declared(decl: Declared, o: _Obs) -> list[Binding]:
-    fields = [p for p in o.goal if p == decl.field or p.startswith(decl.field + '.')
-              or p.startswith(decl.field + '[')]
-    pool = o.params if decl.source.startswith('param:') else o.pre
-    if decl.source in pool:
-        sources = [decl.source]
-    else:
-        sources = sorted((k for k in pool if k.startswith(decl.source + '[')),
-                         key=lambda k: _split_element(k)[1])
-    out = []
-    sensed = decl.source.startswith('sensor:')
-    for path, source in zip(fields, sources):
-        value, origin = o.goal[path], pool[source]
-        offset = float(value - origin) if _number(value) and _number(origin) else 0.0
-        if sensed and decl.max_shift is not None and abs(offset) > decl.max_shift:
-            continue  # a goal far from the thing sensed is not relative to it
-        out.append(Binding(path, source, offset if sensed else 0.0, decl.max_shift, DECLARED))
-    return out
-
-
-def _shape(o: _Obs) -> tuple[Any, ...]:
-    return (o.node.step.tool, o.node.step.type_name,
-            tuple(sorted((p, type(v).__name__) for p, v in o.goal.items())))
-
-
-def _same_steps(paths: Sequence[tuple[Sequence[Node], Any]],
-                obs: Mapping[int, _Obs]) -> list[list[Node]]:
-    """Group the steps at the same depth of trajectories with the same shape."""
-    shapes: dict[tuple[Any, ...], list[Sequence[Node]]] = {}
-    for nodes, _ in paths:
-        shapes.setdefault(tuple(_shape(obs[n.id]) for n in nodes), []).append(nodes)
-    groups = []
-    for members in shapes.values():
-        for depth in range(len(members[0])):
-            unique = {m[depth].id: m[depth] for m in members}
-            groups.append(list(unique.values()))
-    return groups
-
-
-def _sensor_bindings(group: Sequence[_Obs], max_shift: float | None,
-                     tolerance: Callable[[str], float | None]) -> list[Binding]:
-    out = []
-    shared = set.intersection(*(set(o.pre) for o in group))
-    for path in sorted(group[0].goal):
-        found = [o.goal.get(path) for o in group]
-        values = [float(v) for v in found if _number(v)]
-        if len(values) < len(found) or _spread(values) <= 1e-9:
-            continue
-        fits: list[tuple[float, str, float]] = []
-        for source in sorted(shared):
-            tol = tolerance(source)
-            origins = [o.pre[source] for o in group]
-            if tol is None or tol <= 0 or _spread(origins) <= tol:
-                continue
-            diffs = [v - s for v, s in zip(values, origins)]
-            spread = _spread(diffs)
-            if spread <= tol:
-                fits.append((spread / tol, source, sum(diffs) / len(diffs)))
-        fits.sort()
-        # Two sources that explain the field about as well (the cube moved as much in x as
-        # in y between the recordings) leave it ambiguous: it is not bound until a further
-        # recording tells them apart (the runner-up's spread must exceed a quarter of its
-        # tolerance and four times the best's).
-        # Runner-ups that equal the best source in every recording (the tool that the
-        # previous step put above the cube, and the cube) are the same value seen twice,
-        # not a rival explanation: they do not make the field ambiguous.
-        best = fits[0][1] if fits else ''
-        rivals = [f for f in fits[1:] if not _same_values(group, best, f[1], tolerance)]
-        if fits and (not rivals or rivals[0][0] > max(4 * fits[0][0], 0.25)):
-            out.append(Binding(path, fits[0][1], fits[0][2], max_shift, INFERRED))
-    return out
-
-
-def _same_values(group: Sequence[_Obs], a: str, b: str,
-                 tolerance: Callable[[str], float | None]) -> bool:
-    """Return True when sources ``a`` and ``b`` agree within tolerance in every recording."""
-    tol = min(tolerance(a) or 0.0, tolerance(b) or 0.0)
-    return tol > 0 and all(abs(o.pre[a] - o.pre[b]) <= tol for o in group)
-
-
-def _spread(values: Sequence[float]) -> float:
-    return max(values) - min(values)
-
-
-def _follows(o: _Obs, bindings: Sequence[Binding],
-             tolerance: Callable[[str], float | None]) -> tuple[tuple[str, str], ...]:
-    """
-    Pair each post element the step moved with the bound field it equalled at recording.
-
-    Only elements of a sensor the step moved (:func:`moved_sensors`) can follow a
-    field: the tool after a move (its x too when only its height changed), the cube
-    carried in the gripper; a value that merely happens to be near a field (closed
-    jaws during an arm move, a cube resting on the table) does not.
-    A field named by an axis or an index (``position.y``, ``positions[2]``) pairs only
-    with the element of the same axis (``sensor:ee[1]``, ``sensor:joints[2]``), so a
-    tool height is never taken for a cube's y.
-    """
-    out = []
-    numeric = [b.field for b in bindings if _number(o.goal.get(b.field))]
-    moved = moved_sensors(o.pre, o.post, tolerance)
-    for key, value in sorted(o.post.items()):
-        tol = tolerance(key)
-        if tol is None or tol <= 0 or (key in o.pre and _split_element(key)[0] not in moved):
-            continue  # (an element only the post snapshot has may have moved: the Engine's)
-        index = _split_element(key)[1]
-        near = min(((abs(value - o.goal[f]), f) for f in numeric
-                    if _axis(f) in (None, index)), default=None)
-        if near is not None and near[0] <= tol:
-            out.append((key, near[1]))
-    return tuple(out)
-
-
 def moved_sensors(pre: Mapping[str, float], post: Mapping[str, float],
                   tolerance: Callable[[str], float | None]) -> set[str]:
     """
@@ -519,18 +316,10 @@ def moved_sensors(pre: Mapping[str, float], post: Mapping[str, float],
     for key, value in post.items():
         tol = tolerance(key)
         if key in pre and tol is not None:
-            deltas.setdefault(_split_element(key)[0], []).append((value - pre[key], tol))
+            deltas.setdefault(split_element(key)[0], []).append((value - pre[key], tol))
     return {name for name, items in deltas.items()
             if any(abs(d) > t for d, t in items)
             or math.sqrt(sum(d * d for d, _ in items)) > min(t for _, t in items)}
-
-
-def _axis(path: str) -> int | None:
-    """Return the axis a leaf path names (x, y, z -> 0, 1, 2; ``[k]`` -> k), or None."""
-    last = parse_path(path)[-1] if path else None
-    if isinstance(last, int):
-        return last
-    return {'x': 0, 'y': 1, 'z': 2}.get(str(last))
 
 
 # -- Replay ------------------------------------------------------------------------------------
@@ -628,11 +417,11 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
             return Bound({}, (), {}, {}, problem=f'{what} {b.source} missing',
                          source=b.source, excess=math.inf)
         source_now = current[b.source]
-        value = source_now + b.offset if _number(source_now) and not b.is_param else source_now
-        if _number(recorded) != _number(value):
+        value = source_now + b.offset if is_number(source_now) and not b.is_param else source_now
+        if is_number(recorded) != is_number(value):
             return Bound({}, (), {}, {}, problem=f'{b.source} is not a {type(recorded).__name__}',
                          source=b.source, excess=math.inf)
-        if _number(recorded):
+        if is_number(recorded):
             if isinstance(recorded, int) and not isinstance(value, int):
                 value = int(round(value))
             shift = float(value - recorded)
@@ -682,7 +471,7 @@ def advance(shift: Shift, node: Node, tolerance: Callable[[str], float | None],
     followed = dict(plan.follows) if plan is not None and bound is not None else {}
     moved = moved_sensors(pre, post, tolerance)
     for key in post:
-        if key not in followed and _split_element(key)[0] in moved:
+        if key not in followed and split_element(key)[0] in moved:
             shift.by_element.pop(key, None)
     if bound is None:
         return
@@ -695,26 +484,6 @@ def advance(shift: Shift, node: Node, tolerance: Callable[[str], float | None],
 
 
 # -- Filing a recording --------------------------------------------------------------------------
-
-
-def bound_params(steps: Sequence[Step], params: Mapping[str, Any], *,
-                 declared: Sequence[Declared] = (), infer: bool = True) -> set[str]:
-    """
-    Return the parameter leaves a new recording's goals are bound to (``param:<path>``).
-
-    A tree recorded with them is filed under :func:`bound_variant`, so runs with
-    other values of those parameters find it.
-    """
-    sources = param_leaves(params)
-    out: set[str] = set()
-    for step in steps:
-        o = _Obs(Node(0, None, 0, step), goal_leaves(step), {}, {}, sources)
-        if infer:
-            out.update(b.source for b in _param_bindings(o).values())
-        for decl in declared:
-            if decl.tool == step.tool and decl.source.startswith('param:'):
-                out.update(b.source for b in _fit_declared(decl, o) if b.source in sources)
-    return out
 
 
 def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], check: Any,
@@ -743,7 +512,7 @@ def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], chec
         return None
     for b in plan.bindings:
         value, wanted = goal[b.field], resolved.values[b.field]
-        if _number(value):
+        if is_number(value):
             tol = 0.0 if b.is_param else (tolerance(b.source) or 0.0)
             if not abs(value - wanted) <= tol + 1e-9:
                 return None

@@ -107,9 +107,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .bindings import Bound, DEFAULT_MAX_SHIFT, learn, parse_path, Plan, resolve, Substitution
+from .bindings import Bound, DEFAULT_MAX_SHIFT, parse_path, Plan, resolve, Substitution
 from .checks import Check, user_similarity
 from .errors import StoreError
+from .learning import follow, Learner
 from .metrics import EngineStats, Metrics
 from .params import CallSpec, infer, MissingParamError
 from .records import Node, Snapshot, Step, StepStatus, ToolKind
@@ -181,9 +182,7 @@ class Engine:
         self._infer_bindings = bool(infer_bindings)
         self._max_shift = None if binding_max_shift is None else float(binding_max_shift)
         self._tolerance = float(binding_tolerance)
-        self._plans: dict[str, tuple[Any, dict[int, Plan]]] = {}
-        self._plan_memo: dict[str, dict[int, Any]] = {}
-        self._paths: dict[str, dict[Any, list[Node]]] = {}
+        self._learners: dict[str, Learner] = {}
         self._substitutions: tuple[Substitution, ...] = ()
         if isinstance(store, Store):
             if allow_pickle and not store.allow_pickle:
@@ -426,38 +425,24 @@ class Engine:
             return self._hit(run, result)
         return self._handoff(run, args, kwargs, result.resume)
 
-    def _plans_for(self, task: str) -> dict[int, Plan]:
+    def _plans_for(self, task: str) -> Mapping[int, Plan]:
         """
         Return the bindings of a task's learned steps (node id -> plan with bindings).
 
-        Learned again only when the task's trajectories change; each trajectory's
-        nodes are read from the store once (a trajectory is known by its id, nodes and
-        creation time, so an id used again is read again).
+        The task's learner reads only trajectories it has not seen
+        (:func:`.learning.follow`); a later step's capture is its own, so no plan
+        checks sources ahead.
         """
         if not self._infer_bindings:
             return {}
         infos = [t for t in self._store.trajectories(task=task) if t.variant == '']
-        key = tuple((t.id, t.node_ids, t.created) for t in infos)
-        cached = self._plans.get(task)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        plans: dict[int, Plan] = {}
-        known = self._paths.get(task, {})
-        paths = {k: known[k] if k in known else self._store.path(t.id)
-                 for t, k in zip(infos, key)}
-        self._paths[task] = paths
-        ids = {i for t in infos for i in t.node_ids}
-        memo = self._plan_memo[task] = {
-            i: o for i, o in self._plan_memo.get(task, {}).items() if i in ids}
-        if len(infos) >= 2:
-            tolerance = self._tolerance
-            learned = learn([(nodes, {}) for nodes in paths.values()], infer=True,
-                            max_shift=self._max_shift, tolerance=lambda key: tolerance,
-                            memo=memo, elements=capture_leaves)
-            # A later step's capture is its own: its leaves are not checked ahead.
-            plans = {i: Plan(p.bindings, p.follows) for i, p in learned.items() if p.bindings}
-        self._plans[task] = (key, plans)
-        return plans
+        tolerance = self._tolerance
+        learner = self._learners[task] = follow(
+            self._learners.get(task), infos, path=self._store.path, params=lambda t: {},
+            new=lambda: Learner(infer=True, max_shift=self._max_shift,
+                                tolerance=lambda key: tolerance, elements=capture_leaves,
+                                ahead=False))
+        return learner.plans
 
     def _current(self, check: Check[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                  memo: dict[Any, Any], memo_key: Any = None) -> Any:
@@ -551,7 +536,7 @@ class _EngineSide:
         self._run = run
         self._calls: dict[int, tuple[Tool, tuple[Any, ...], dict[str, Any]]] = {}
         self._bound: dict[int, Bound] = {}
-        self._plans: dict[int, Plan] | None = None
+        self._plans: Mapping[int, Plan] | None = None
         self._shift: dict[tuple[Any, str], float] = {}
 
     def _moved(self, capture: Any, recorded: Any,

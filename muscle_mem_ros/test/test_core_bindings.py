@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 
 from muscle_mem_ros.bindings import (
-    advance, bound_params, bound_variant, DECLARED, Declared, element_tolerances, explains,
-    INFERRED, learn, leaves, match_variant, resolve, Shift,
+    advance, bound_variant, DECLARED, Declared, element_tolerances, explains, INFERRED, leaves,
+    match_variant, resolve, Shift,
 )
 from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.learning import bound_params, learn
 from muscle_mem_ros.records import CompareMode, Node, SensorSpec, Snapshot, Step, ToolKind
 import pytest
 

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from .paramsfile import BindingSettings
-from ..bindings import element_tolerances, learn
+from ..bindings import element_tolerances
 from ..errors import UnknownTrajectoryError
+from ..learning import learn
 from ..records import Node, Snapshot, TrajectoryInfo
 from ..store import open_store, SqliteStore, Store
 

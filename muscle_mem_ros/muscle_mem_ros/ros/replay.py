@@ -42,16 +42,18 @@ from functools import partial
 import json
 import logging
 import math
+import threading
 import time
 from typing import Any
 
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.bindings import (
-    advance, bound_params, bound_variant, Declared, DEFAULT_MAX_SHIFT, element_tolerances,
-    explains, learn, match_variant, Plan, Shift, Substitution,
+    advance, bound_variant, Declared, DEFAULT_MAX_SHIFT, element_tolerances, explains,
+    match_variant, Plan, Shift, Substitution,
 )
 from muscle_mem_ros.checks import ToleranceCheck
 from muscle_mem_ros.errors import MuscleMemError
+from muscle_mem_ros.learning import bound_params, follow, Learner
 from muscle_mem_ros.matcher import Matcher
 from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, Step, TrajectoryInfo
 from muscle_mem_ros.resume import FailureKind
@@ -198,8 +200,8 @@ class Replayer:
         self._infer = infer_bindings
         self._max_shift = binding_max_shift
         self.tolerance = element_tolerances(sensors)
-        self._plans: dict[tuple[str, str], tuple[Any, dict[int, Plan]]] = {}
-        self._memo: dict[int, Any] = {}
+        self._learners: dict[tuple[str, str], Learner] = {}
+        self._learners_lock = threading.Lock()
         self.step_timeout = step_timeout
         self._post_timeout = post_timeout
         self._startup_deadline = time.monotonic() + sensor_startup_timeout
@@ -279,25 +281,23 @@ class Replayer:
                            failure)
         return None
 
-    def plans(self, task: str, variant: str) -> dict[int, Plan]:
+    def plans(self, task: str, variant: str) -> Mapping[int, Plan]:
         """
         Return the bindings of every learned step of a tree (node id -> plan).
 
-        Learned again only when the tree's trajectories change; each step's goal is
-        read once (:func:`muscle_mem_ros.bindings.learn`).
+        The tree's learner reads only trajectories it has not seen
+        (:func:`muscle_mem_ros.learning.follow`); plans are built when read.
         """
         if not self._declared and not self._infer:
             return {}
         infos = [t for t in self._store.trajectories(task=task) if t.variant == variant]
-        key = tuple((t.id, t.node_ids) for t in infos)
-        cached = self._plans.get((task, variant))
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        paths = [(self._store.path(t.id), _params(t.params_json)) for t in infos]
-        plans = learn(paths, declared=self._declared, infer=self._infer,
-                      max_shift=self._max_shift, tolerance=self.tolerance, memo=self._memo)
-        self._plans[(task, variant)] = (key, plans)
-        return plans
+        with self._learners_lock:
+            learner = self._learners[(task, variant)] = follow(
+                self._learners.get((task, variant)), infos, path=self._store.path,
+                params=lambda t: _params(t.params_json), new=lambda: Learner(
+                    declared=self._declared, infer=self._infer, max_shift=self._max_shift,
+                    tolerance=self.tolerance))
+        return learner.plans
 
     def filer(self, *, task: str, variant: str, params_json: str, parent: int | None,
               steps: Sequence[Step]) -> tuple[str, int | None, list[Step]]:

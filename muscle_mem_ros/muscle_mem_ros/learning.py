@@ -1,0 +1,519 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Learning a tree's bindings one trajectory at a time.
+
+The rules are those of :mod:`.bindings` (its module docstring): parameter and
+declared bindings are a step's own; a sensor binding belongs to a *group*, the
+steps at one depth of the trajectories of one shape (same tools, types and goal
+leaves), and needs two or more of them.
+
+Why incremental: a task an agent has done a thousand times must not make the
+next task start late. A :class:`Learner` keeps each group as running statistics
+(per goal field and source: the smallest, largest and summed difference; per
+source: its range), so adding a trajectory updates the groups it joins and its
+own steps, in time independent of how many trajectories the tree holds. A
+step's :class:`~.bindings.Plan` is computed when asked for and kept until a
+group it reads changes; the walk asks only for the candidates it judges.
+
+What is learned from: a step's goal leaves (:func:`~.bindings.goal_leaves`, from
+``Step.payload_json``: numbers and strings, non-finite numbers are strings
+there and never bound) and its pre and post sources (``elements``). The first
+trajectory that contains a step gives it the parameters it is learned with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field as dc_field
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+from .bindings import (
+    Binding, DECLARED, Declared, DEFAULT_MAX_SHIFT, goal_leaves, INFERRED, is_number,
+    moved_sensors, param_leaves, parse_path, Plan, sensor_elements, split_element,
+)
+from .records import Node, Snapshot, Step, TrajectoryInfo
+
+__all__ = ['bound_params', 'follow', 'learn', 'Learner', 'Plans']
+
+Elements = Callable[[Snapshot | None], dict[str, float]]
+Tolerance = Callable[[str], float | None]
+
+
+@dataclass
+class _Obs:
+    """One learned step as learning sees it (read once per step)."""
+
+    node: Node
+    goal: dict[str, Any]
+    pre: dict[str, float]
+    post: dict[str, float]
+    params: dict[str, Any] = dc_field(default_factory=dict)
+
+
+class _Group:
+    """
+    The steps at one depth of the trajectories of one shape, as running statistics.
+
+    Sensor bindings of a field need the range of the field, of each source, and of
+    their difference over the members, and the mean difference: kept as arrays of
+    (numeric fields) x (sources every member has).
+    """
+
+    def __init__(self, first: _Obs, order: int, tolerance: Tolerance,
+                 max_shift: float | None) -> None:
+        self.order = order
+        self.version = 0
+        """Bumped by every new member (the offsets change)."""
+        self.sources_version = 0
+        """Bumped when the bound sources change (what later steps' plans read)."""
+        self._max_shift = max_shift
+        self._members: list[_Obs] = []
+        self._ids: set[int] = set()
+        self._fields = [f for f in sorted(first.goal) if is_number(first.goal[f])]
+        self._sources = sorted(first.pre)
+        self._alive = np.ones(len(self._sources), dtype=bool)
+        tol = [tolerance(s) for s in self._sources]
+        self._tol = np.array([math.nan if t is None else float(t) for t in tol])
+        self._tolerance = tolerance
+        shape = (len(self._fields), len(self._sources))
+        self._smin = np.full(len(self._sources), math.inf)
+        self._smax = np.full(len(self._sources), -math.inf)
+        self._fmin = np.full(len(self._fields), math.inf)
+        self._fmax = np.full(len(self._fields), -math.inf)
+        self._dmin = np.full(shape, math.inf)
+        self._dmax = np.full(shape, -math.inf)
+        self._dsum = np.zeros(shape)
+        self._pairs: dict[tuple[str, str], list[float]] = {}
+        self._bindings: tuple[int, tuple[Binding, ...]] = (-1, ())
+        self._bound_sources: frozenset[tuple[str, float | None]] = frozenset()
+
+    def add(self, o: _Obs) -> bool:
+        """Take one more step in; False when it is a member already."""
+        if o.node.id in self._ids:
+            return False
+        self._ids.add(o.node.id)
+        self._members.append(o)
+        pre = np.array([o.pre.get(s, math.nan) for s in self._sources])
+        self._alive &= np.array([s in o.pre for s in self._sources], dtype=bool)
+        goal = np.array([float(o.goal[f]) for f in self._fields])
+        np.minimum(self._smin, pre, out=self._smin)
+        np.maximum(self._smax, pre, out=self._smax)
+        np.minimum(self._fmin, goal, out=self._fmin)
+        np.maximum(self._fmax, goal, out=self._fmax)
+        diff = goal[:, None] - pre[None, :]
+        np.minimum(self._dmin, diff, out=self._dmin)
+        np.maximum(self._dmax, diff, out=self._dmax)
+        self._dsum += diff
+        for (a, b), span in self._pairs.items():
+            d = o.pre[a] - o.pre[b]
+            span[0], span[1] = min(span[0], d), max(span[1], d)
+        self.version += 1
+        sources = frozenset((b.source, b.max_shift) for b in self.bindings())
+        if sources != self._bound_sources:
+            self._bound_sources = sources
+            self.sources_version += 1
+        return True
+
+    def bindings(self) -> tuple[Binding, ...]:
+        """Return the sensor bindings the members agree on (none with fewer than two)."""
+        if self._bindings[0] == self.version:
+            return self._bindings[1]
+        found = self._infer() if len(self._members) >= 2 else ()
+        self._bindings = (self.version, found)
+        return found
+
+    def bound_sources(self) -> frozenset[tuple[str, float | None]]:
+        """Return (source, max_shift) of :meth:`bindings`."""
+        return self._bound_sources
+
+    def _infer(self) -> tuple[Binding, ...]:
+        n = len(self._members)
+        tol = self._tol
+        with np.errstate(invalid='ignore'):
+            varies = self._alive & (tol > 0) & ~((self._smax - self._smin) <= tol)
+        out = []
+        for fi, path in enumerate(self._fields):
+            if self._fmax[fi] - self._fmin[fi] <= 1e-9:
+                continue
+            spread = self._dmax[fi] - self._dmin[fi]
+            with np.errstate(invalid='ignore'):
+                ok = np.flatnonzero(varies & (spread <= tol))
+            fits = sorted((float(spread[k] / tol[k]), self._sources[k],
+                           float(self._dsum[fi, k] / n)) for k in ok)
+            if not fits:
+                continue
+            # Two sources that explain the field about as well (the cube moved as much in
+            # x as in y between the recordings) leave it ambiguous: it is not bound until a
+            # further recording tells them apart (the runner-up's spread must exceed a
+            # quarter of its tolerance and four times the best's). Runner-ups equal to the
+            # best source in every recording (the tool the previous step put above the
+            # cube, and the cube) are the same value seen twice, not a rival.
+            best = fits[0][1]
+            rival = next((f for f in fits[1:] if not self._same_values(best, f[1])), None)
+            if rival is None or rival[0] > max(4 * fits[0][0], 0.25):
+                out.append(Binding(path, best, fits[0][2], self._max_shift, INFERRED))
+        return tuple(out)
+
+    def _same_values(self, a: str, b: str) -> bool:
+        """Return True when sources ``a`` and ``b`` agree within tolerance in every member."""
+        tol = min(self._tolerance(a) or 0.0, self._tolerance(b) or 0.0)
+        if tol <= 0:
+            return False
+        span = self._pairs.get((a, b))
+        if span is None:  # first asked: read the members once, then keep it up to date
+            diffs = [o.pre[a] - o.pre[b] for o in self._members]
+            span = self._pairs[(a, b)] = [min(diffs), max(diffs)]
+        return abs(span[0]) <= tol and abs(span[1]) <= tol
+
+
+@dataclass
+class _Step:
+    """A learned step with what its plan reads."""
+
+    obs: _Obs
+    own: dict[str, Binding]
+    groups: list[_Group] = dc_field(default_factory=list)
+    below_own: dict[str, float | None] = dc_field(default_factory=dict)
+    below_groups: list[_Group] = dc_field(default_factory=list)
+    below_version: int = 0
+    plan: tuple[Hashable, Plan | None] | None = None
+
+
+class Learner:
+    """
+    The bindings of one tree, updated trajectory by trajectory.
+
+    :param declared: Bindings from the params file.
+    :param infer: Also infer bindings (parameters from one recording, sensors from two).
+    :param max_shift: ``max_shift`` of inferred sensor bindings.
+    :param tolerance: Tolerance of a sensor element (:func:`~.bindings.element_tolerances`).
+    :param elements: Reads a snapshot's sources (default
+        :func:`~.bindings.sensor_elements`; the Python ``Engine`` reads a capture's leaves).
+    :param ahead: Check later steps' sources ahead (:attr:`~.bindings.Plan.ahead`); the
+        ``Engine`` does not: a later step's capture is its own.
+
+    Safe to use from several threads (a service lists plans while a walk reads them).
+    """
+
+    def __init__(self, *, declared: Sequence[Declared] = (), infer: bool = True,
+                 max_shift: float | None = DEFAULT_MAX_SHIFT,
+                 tolerance: Tolerance = lambda key: None,
+                 elements: Elements | None = None, ahead: bool = True) -> None:
+        self._lock = threading.RLock()
+        self._ahead = ahead
+        self._declared = tuple(declared)
+        self._infer = infer
+        self._max_shift = max_shift
+        self._tolerance = tolerance
+        self._elements = sensor_elements if elements is None else elements
+        self._steps: dict[int, _Step] = {}
+        self._own_bound = 0
+        self._shapes: dict[tuple[Any, ...], list[_Group]] = {}
+        self.known: set[Hashable] = set()
+        """Keys of the trajectories added (see :meth:`add`)."""
+        self.plans = Plans(self)
+        """Node id -> plan, for steps with a binding (a live view)."""
+
+    def add(self, nodes: Sequence[Node], params: Mapping[str, Any], key: Hashable = None) -> None:
+        """
+        Learn from one more trajectory.
+
+        :param nodes: Its steps, first step first.
+        :param params: The parameters it was recorded with.
+        :param key: Remembered in :attr:`known` (a front end's name for the trajectory).
+        """
+        with self._lock:
+            self._add(nodes, params, key)
+
+    def _add(self, nodes: Sequence[Node], params: Mapping[str, Any], key: Hashable) -> None:
+        if key is not None:
+            self.known.add(key)
+        sources = param_leaves(params)
+        steps = []
+        for node in nodes:
+            step = self._steps.get(node.id)
+            if step is None:
+                o = _Obs(node, goal_leaves(node.step), self._elements(node.step.pre),
+                         self._elements(node.step.post), sources)
+                step = self._steps[node.id] = _Step(o, self._own(o))
+                self._own_bound += bool(step.own)
+            steps.append(step)
+        shape = tuple(_shape(s.obs) for s in steps)
+        groups = self._shapes.get(shape)
+        if groups is None:
+            order = sum(len(g) for g in self._shapes.values())
+            groups = self._shapes[shape] = [
+                _Group(s.obs, order + depth, self._tolerance, self._max_shift)
+                for depth, s in enumerate(steps)]
+        for step, group in zip(steps, groups):
+            if group.add(step.obs):
+                step.groups.append(group)
+        for i, step in enumerate(steps):
+            for later, group in zip(steps[i + 1:], groups[i + 1:]):
+                if group not in step.below_groups:
+                    step.below_groups.append(group)
+                    step.below_version += 1
+                for b in later.own.values():
+                    if not b.is_param and _stricter(b.max_shift,
+                                                    step.below_own.get(b.source, math.nan)):
+                        step.below_own[b.source] = b.max_shift
+                        step.below_version += 1
+
+    def plan(self, node_id: int) -> Plan | None:
+        """Return the plan of a learned step, None when nothing binds it or is checked ahead."""
+        with self._lock:
+            return self._plan(node_id)
+
+    def _plan(self, node_id: int) -> Plan | None:
+        step = self._steps.get(node_id)
+        if step is None:
+            return None
+        key = (tuple(g.version for g in step.groups), step.below_version,
+               tuple(g.sources_version for g in step.below_groups))
+        if step.plan is not None and step.plan[0] == key:
+            return step.plan[1]
+        found = dict(step.own)
+        for group in sorted(step.groups, key=lambda g: g.order):
+            for b in group.bindings():
+                found.setdefault(b.field, b)
+        bindings = tuple(found[f] for f in sorted(found))
+        own = {b.source for b in bindings}
+        ahead = dict(step.below_own) if self._ahead else {}
+        for group in step.below_groups if self._ahead else ():
+            for source, limit in group.bound_sources():
+                if _stricter(limit, ahead.get(source, math.nan)):
+                    ahead[source] = limit
+        checked = tuple(sorted((s, m) for s, m in ahead.items() if s not in own))
+        plan = None
+        if bindings or checked:
+            plan = Plan(bindings, _follows(step.obs, bindings, self._tolerance), checked)
+        step.plan = (key, plan)
+        return plan
+
+    def has_plan(self, node_id: int) -> bool:
+        """Return True when :meth:`plan` is not None (most steps without building it)."""
+        with self._lock:
+            step = self._steps.get(node_id)
+            if step is None:
+                return False
+            if not (step.own or any(g.bindings() for g in step.groups)) and not (
+                    self._ahead and (step.below_own or any(
+                        g.bound_sources() for g in step.below_groups))):
+                return False
+            return self._plan(node_id) is not None
+
+    def any_plan(self) -> bool:
+        """Return True when some step has a plan (without looking at every step)."""
+        with self._lock:
+            return bool(self._own_bound) or any(
+                g.bindings() for groups in self._shapes.values() for g in groups)
+
+    def node_ids(self) -> list[int]:
+        """Return the ids of the learned steps."""
+        with self._lock:
+            return list(self._steps)
+
+    def _own(self, o: _Obs) -> dict[str, Binding]:
+        found = _param_bindings(o) if self._infer else {}
+        for decl in self._declared:
+            if decl.tool == o.node.step.tool:
+                for binding in _fit_declared(decl, o):
+                    found.setdefault(binding.field, binding)
+        return found
+
+
+class Plans(Mapping[int, Plan]):
+    """A learner's plans as a read-only mapping (node id -> plan, built when read)."""
+
+    def __init__(self, learner: Learner) -> None:
+        self._learner = learner
+
+    def __getitem__(self, node_id: int) -> Plan:
+        plan = self._learner.plan(node_id)
+        if plan is None:
+            raise KeyError(node_id)
+        return plan
+
+    def __contains__(self, node_id: object) -> bool:
+        return isinstance(node_id, int) and self._learner.has_plan(node_id)
+
+    def __iter__(self) -> Iterator[int]:
+        return (i for i in self._learner.node_ids() if self._learner.plan(i) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return self._learner.any_plan()
+
+
+def learn(
+    paths: Sequence[tuple[Sequence[Node], Mapping[str, Any]]],
+    *,
+    declared: Sequence[Declared] = (),
+    infer: bool = True,
+    max_shift: float | None = DEFAULT_MAX_SHIFT,
+    tolerance: Tolerance = lambda key: None,
+    elements: Elements | None = None,
+) -> dict[int, Plan]:
+    """
+    Find the bindings of every step of a tree's trajectories at once.
+
+    :param paths: Each trajectory's nodes (first step first) with the parameters it
+        was recorded with.
+    :param declared: Bindings from the params file.
+    :param infer: Also infer bindings (parameters from one recording, sensors from two).
+    :param max_shift: ``max_shift`` of inferred numeric bindings.
+    :param tolerance: Tolerance of a sensor element (:func:`~.bindings.element_tolerances`).
+    :param elements: Reads a snapshot's sources (default :func:`~.bindings.sensor_elements`).
+    :return: Node id -> its plan, for nodes with at least one binding.
+    """
+    learner = Learner(declared=declared, infer=infer, max_shift=max_shift,
+                      tolerance=tolerance, elements=elements)
+    for nodes, params in paths:
+        learner.add(nodes, params)
+    return dict(learner.plans)
+
+
+def follow(learner: Learner | None, trajectories: Sequence[TrajectoryInfo], *,
+           path: Callable[[int], Sequence[Node]],
+           params: Callable[[TrajectoryInfo], Mapping[str, Any]],
+           new: Callable[[], Learner]) -> Learner:
+    """
+    Bring a tree's learner up to date with the tree's trajectories, reading only new ones.
+
+    A trajectory is known by its id and creation time (an id a store hands out again
+    after a removal is a new trajectory). When a known one is gone (forgotten,
+    pruned) the tree is learned again from scratch with a learner from ``new``.
+
+    :param learner: The tree's learner so far, or None.
+    :param trajectories: The tree's trajectories, oldest first.
+    :param path: Reads a trajectory's nodes by id.
+    :param params: The parameters a trajectory was recorded with.
+    :param new: Makes an empty learner.
+    :return: The learner to keep (``learner`` itself unless it was replaced).
+    """
+    fresh = [t for t in trajectories if (t.id, t.created) not in learner.known] \
+        if learner is not None else list(trajectories)
+    if learner is None or len(trajectories) - len(fresh) != len(learner.known):
+        learner, fresh = new(), list(trajectories)
+    for info in fresh:
+        learner.add(path(info.id), params(info), (info.id, info.created))
+    return learner
+
+
+def bound_params(steps: Sequence[Step], params: Mapping[str, Any], *,
+                 declared: Sequence[Declared] = (), infer: bool = True) -> set[str]:
+    """
+    Return the parameter leaves a new recording's goals are bound to (``param:<path>``).
+
+    A tree recorded with them is filed under :func:`~.bindings.bound_variant`, so runs
+    with other values of those parameters find it.
+    """
+    sources = param_leaves(params)
+    out: set[str] = set()
+    for step in steps:
+        o = _Obs(Node(0, None, 0, step), goal_leaves(step), {}, {}, sources)
+        if infer:
+            out.update(b.source for b in _param_bindings(o).values())
+        for decl in declared:
+            if decl.tool == step.tool and decl.source.startswith('param:'):
+                out.update(b.source for b in _fit_declared(decl, o) if b.source in sources)
+    return out
+
+
+def _stricter(limit: float | None, than: float | None) -> bool:
+    """Return True when ``limit`` is a tighter max_shift than ``than`` (NaN: none yet)."""
+    if than is not None and math.isnan(than):
+        return True
+    return limit is not None and (than is None or limit < than)
+
+
+def _param_bindings(o: _Obs) -> dict[str, Binding]:
+    out = {}
+    for path, value in o.goal.items():
+        if (is_number(value) and value == 0) or value == '':
+            continue
+        for source, param in o.params.items():  # the last equal parameter wins, as in muscle-mem
+            if type(param) is type(value) or (is_number(param) and is_number(value)):
+                if param == value:  # the caller names the value: no range of its own
+                    out[path] = Binding(path, source, 0.0, None, INFERRED)
+    return out
+
+
+def _fit_declared(decl: Declared, o: _Obs) -> list[Binding]:
+    fields = [p for p in o.goal if p == decl.field or p.startswith(decl.field + '.')
+              or p.startswith(decl.field + '[')]
+    pool = o.params if decl.source.startswith('param:') else o.pre
+    if decl.source in pool:
+        sources = [decl.source]
+    else:
+        sources = sorted((k for k in pool if k.startswith(decl.source + '[')),
+                         key=lambda k: split_element(k)[1])
+    out = []
+    sensed = decl.source.startswith('sensor:')
+    for path, source in zip(fields, sources):
+        value, origin = o.goal[path], pool[source]
+        offset = float(value - origin) if is_number(value) and is_number(origin) else 0.0
+        if sensed and decl.max_shift is not None and abs(offset) > decl.max_shift:
+            continue  # a goal far from the thing sensed is not relative to it
+        out.append(Binding(path, source, offset if sensed else 0.0, decl.max_shift, DECLARED))
+    return out
+
+
+def _shape(o: _Obs) -> tuple[Any, ...]:
+    return (o.node.step.tool, o.node.step.type_name,
+            tuple(sorted((p, type(v).__name__) for p, v in o.goal.items())))
+
+
+def _follows(o: _Obs, bindings: Sequence[Binding],
+             tolerance: Tolerance) -> tuple[tuple[str, str], ...]:
+    """
+    Pair each post element the step moved with the bound field it equalled at recording.
+
+    Only elements of a sensor the step moved (:func:`~.bindings.moved_sensors`) can
+    follow a field: the tool after a move (its x too when only its height changed), the
+    cube carried in the gripper; a value that merely happens to be near a field (closed
+    jaws during an arm move, a cube resting on the table) does not.
+    A field named by an axis or an index (``position.y``, ``positions[2]``) pairs only
+    with the element of the same axis (``sensor:ee[1]``, ``sensor:joints[2]``), so a
+    tool height is never taken for a cube's y.
+    """
+    out = []
+    numeric = [b.field for b in bindings if is_number(o.goal.get(b.field))]
+    moved = moved_sensors(o.pre, o.post, tolerance)
+    for key, value in sorted(o.post.items()):
+        tol = tolerance(key)
+        if tol is None or tol <= 0 or (key in o.pre and split_element(key)[0] not in moved):
+            continue  # (an element only the post snapshot has may have moved: the Engine's)
+        index = split_element(key)[1]
+        near = min(((abs(value - o.goal[f]), f) for f in numeric
+                    if _axis(f) in (None, index)), default=None)
+        if near is not None and near[0] <= tol:
+            out.append((key, near[1]))
+    return tuple(out)
+
+
+def _axis(path: str) -> int | None:
+    """Return the axis a leaf path names (x, y, z -> 0, 1, 2; ``[k]`` -> k), or None."""
+    last = parse_path(path)[-1] if path else None
+    if isinstance(last, int):
+        return last
+    return {'x': 0, 'y': 1, 'z': 2}.get(str(last))
