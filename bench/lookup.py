@@ -35,12 +35,14 @@ What one lookup is:
   before running the first step (page through the DB 20 at a time, filter by
   partial match, function hash and pre-check capture/compare until one passes).
 
-Usage: bench/lookup [--sizes 100,1000,...] [--out bench/lookup.md]
+Usage: bench/lookup [--sizes 100,1000,...] [--bound-sizes 1000,...]
+                    [--bound-stores sqlite,postgres] [--out bench/lookup.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 import platform
@@ -48,6 +50,7 @@ import sys
 import tempfile
 import time
 
+from _bound import bench_bound, bench_engine
 from _common import cpu_name, ms, pct
 from muscle_mem_ros import (
     Matcher,
@@ -215,6 +218,11 @@ def main() -> int:
     parser.add_argument('--lookups', type=int, default=300)
     parser.add_argument('--mm-budget', type=float, default=10.0,
                         help='seconds of muscle-mem lookups per N (at least 5 lookups)')
+    parser.add_argument('--bound-sizes', default='1000,10000,100000',
+                        help='N of the lookups after a commit with bindings on ("" = none)')
+    parser.add_argument('--bound-stores', default='sqlite,postgres')
+    parser.add_argument('--engine-sizes', default='1000,10000,100000',
+                        help="N of the Engine's call after a learned miss")
     parser.add_argument('--out', type=Path, default=None)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(',')]
@@ -235,15 +243,88 @@ def main() -> int:
                       f'({theirs["samples"]} lookups)', flush=True)
             rows.append((n, ours, theirs))
         commit = bench_commit(work, rng)
+        bound = run_bound(args, work)
     print(f'commit 20 steps: {ms(commit["recorded_p50"])} ms, '
           f'{commit["bytes_per_step"]:.0f} B/step', flush=True)
-    report = render(rows, commit, args)
+    report = render(rows, commit, args) + render_bound(bound, args)
     if args.out:
         args.out.write_text(report)
         print(f'wrote {args.out}')
     else:
         print(report)
     return 0
+
+
+def run_bound(args: argparse.Namespace, work: Path) -> dict[str, list]:
+    """Run the lookups after a commit (per store) and the Engine's calls after a miss."""
+    from muscle_mem_ros import open_store
+    out: dict[str, list] = {'engine': []}
+    stores = [s for s in args.bound_stores.split(',') if s]
+    with contextlib.ExitStack() as stack:
+        server = None
+        if 'postgres' in stores:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'muscle_mem_ros'
+                                   / 'test'))
+            from pg_server import pg_binaries, PgServer
+            bindir, why = pg_binaries()
+            if why:
+                raise SystemExit(why)
+            server = PgServer(bindir)
+            server.start()
+            stack.callback(server.destroy)
+        for name in stores:
+            out[name] = []
+            for n in [int(x) for x in args.bound_sizes.split(',') if x]:
+                spec = str(work / f'bound_{n}.db') if name == 'sqlite' else server.new_url()
+                with open_store(spec) as store:
+                    found = bench_bound(store, n)
+                print(f'bound N={n} {name}: after a commit p50 {ms(found["p50"])} ms '
+                      f'(learning {ms(found["learn_p50"])} ms, build {found["build"]:.0f} s)',
+                      flush=True)
+                out[name].append((n, found))
+        for n in [int(x) for x in args.engine_sizes.split(',') if x]:
+            found = bench_engine(work / f'engine_{n}.db', n, calls=20 if n < 100_000 else 8)
+            print(f'Engine N={n}: call after a learned miss p50 {ms(found["p50"])} ms',
+                  flush=True)
+            out['engine'].append((n, found))
+    return out
+
+
+def render_bound(bound: dict[str, list], args: argparse.Namespace) -> str:
+    import _bound
+    lines = ['', '## Lookup right after a commit, bindings on (ms)', '',
+             (_bound.__doc__ or '').split('\n\n', 1)[1].strip(), '',
+             '| store | N trajectories | after a commit p50 | p99 | of which learning p50 | '
+             'nothing new p50 | first lookup (learns the whole tree) | samples |',
+             '|---|---:|---:|---:|---:|---:|---:|---:|']
+    growth = []
+    for name in ('sqlite', 'postgres'):
+        for n, r in bound.get(name, []):
+            lines.append(f'| {name} | {n:,} | {ms(r["p50"])} | {ms(r["p99"])} | '
+                         f'{ms(r["learn_p50"])} | {ms(r["steady_p50"])} | {ms(r["cold"])} | '
+                         f'{r["samples"]} |')
+        by_n = dict(bound.get(name, []))
+        if 10_000 in by_n:
+            p50 = by_n[10_000]['p50']
+            growth.append(f'- {name}: p50 at N = 10,000: {ms(p50)} ms (target < 20 ms): '
+                          f'{"met" if p50 < 0.02 else "NOT met"}')
+        if 1_000 in by_n and 100_000 in by_n:
+            g = by_n[100_000]['p50'] / by_n[1_000]['p50']
+            growth.append(f'- {name}: growth of p50 from N = 1,000 to 100,000: {g:.1f}x '
+                          f'(target < 3x): {"met" if g < 3 else "NOT met"}')
+    lines += ['', *growth, '']
+    if bound['engine']:
+        lines += ["## The Engine's call right after a learned miss (ms)", '',
+                  _bound.bench_engine.__doc__.split('\n\n', 1)[1].strip().replace(
+                      '\n    ', '\n'), '',
+                  '| N trajectories | call p50 | p99 | the same call again, nothing new to '
+                  'learn, p50 | samples |',
+                  '|---:|---:|---:|---:|---:|']
+        for n, r in bound['engine']:
+            lines.append(f'| {n:,} | {ms(r["p50"])} | {ms(r["p99"])} | '
+                         f'{ms(r["again_p50"])} | {r["samples"]} |')
+        lines.append('')
+    return '\n'.join(lines)
 
 
 def render(rows: list, commit: dict[str, float], args: argparse.Namespace) -> str:

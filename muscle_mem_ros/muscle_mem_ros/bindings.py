@@ -389,9 +389,14 @@ class Bound:
 
 def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
             now: Snapshot,
-            elements: Callable[[Snapshot | None], dict[str, float]] | None = None) -> Bound:
+            elements: Callable[[Snapshot | None], dict[str, float]] | None = None, *,
+            learned: tuple[Mapping[str, Any], Mapping[str, float]] | None = None,
+            current: Mapping[str, Any] | None = None) -> Bound:
     """
     Compute the values of a step's bound fields in the current world.
+
+    A walk judges many candidates against one world: ``learned`` and ``current``
+    spare it reading each candidate's goal and the current snapshot again.
 
     :param plan: The step's plan.
     :param step: Its index in the walk (for the report).
@@ -399,12 +404,16 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
     :param params: The run's parameters.
     :param now: The current snapshot.
     :param elements: Reads a snapshot's sources (default :func:`sensor_elements`).
+    :param learned: The step's goal leaves and pre sources as learning read them
+        (:meth:`.learning.Learner.leaves`).
+    :param current: ``params``' leaves and ``now``'s sources, read once per walk step.
     :return: The values, or why the world is outside what the bindings explain.
     """
     elements = sensor_elements if elements is None else elements
-    goal = goal_leaves(node.step)
-    recorded_sources = elements(node.step.pre)
-    current = {**param_leaves(params), **elements(now)}
+    goal, recorded_sources = learned if learned is not None else (
+        goal_leaves(node.step), elements(node.step.pre))
+    if current is None:
+        current = {**param_leaves(params), **elements(now)}
     values: dict[str, Any] = {}
     subs = []
     sources: dict[str, float] = {}

@@ -435,10 +435,9 @@ class Engine:
         """
         if not self._infer_bindings:
             return {}
-        infos = [t for t in self._store.trajectories(task=task) if t.variant == '']
         tolerance = self._tolerance
         learner = self._learners[task] = follow(
-            self._learners.get(task), infos, path=self._store.path, params=lambda t: {},
+            self._learners.get(task), self._store, task=task, variant='', params=lambda t: {},
             new=lambda: Learner(infer=True, max_shift=self._max_shift,
                                 tolerance=lambda key: tolerance, elements=capture_leaves,
                                 ahead=False))
@@ -678,7 +677,12 @@ class _EngineSide:
                                   (tool.name, recorded.payload))
         if current is _FAILED:
             return None
-        bound = resolve(plan, step, node, {}, Snapshot(user=current), elements=capture_leaves)
+        key = ('leaves', tool.name, recorded.payload)
+        if key not in memo:  # the capture's leaves, read once per capture
+            memo[key] = capture_leaves(Snapshot(user=current))
+        leaves = getattr(self._plans, 'leaves', lambda node_id: None)
+        bound = resolve(plan, step, node, {}, Snapshot(user=current), elements=capture_leaves,
+                        learned=leaves(node.id), current=memo[key])
         if bound.problem:
             _log.info('step %d: node %d not replayed: %s', step, node.id, bound.problem)
             refused.append(bound.problem)

@@ -49,6 +49,7 @@ from .bindings import (
     moved_sensors, param_leaves, parse_path, Plan, sensor_elements, split_element,
 )
 from .records import Node, Snapshot, Step, TrajectoryInfo
+from .store.base import Store
 
 __all__ = ['bound_params', 'follow', 'learn', 'Learner', 'Plans']
 
@@ -226,25 +227,31 @@ class Learner:
         self._steps: dict[int, _Step] = {}
         self._own_bound = 0
         self._shapes: dict[tuple[Any, ...], list[_Group]] = {}
-        self.known: set[Hashable] = set()
-        """Keys of the trajectories added (see :meth:`add`)."""
+        self.tally = (0, 0)
+        """How many trajectories were added with an id, and the sum of their ids."""
+        self.newest = 0
+        """The largest trajectory id added."""
         self.plans = Plans(self)
         """Node id -> plan, for steps with a binding (a live view)."""
 
-    def add(self, nodes: Sequence[Node], params: Mapping[str, Any], key: Hashable = None) -> None:
+    def add(self, nodes: Sequence[Node], params: Mapping[str, Any],
+            trajectory_id: int | None = None) -> None:
         """
         Learn from one more trajectory.
 
         :param nodes: Its steps, first step first.
         :param params: The parameters it was recorded with.
-        :param key: Remembered in :attr:`known` (a front end's name for the trajectory).
+        :param trajectory_id: Its id in the store, counted in :attr:`tally` (see
+            :func:`follow`).
         """
         with self._lock:
-            self._add(nodes, params, key)
+            self._add(nodes, params, trajectory_id)
 
-    def _add(self, nodes: Sequence[Node], params: Mapping[str, Any], key: Hashable) -> None:
-        if key is not None:
-            self.known.add(key)
+    def _add(self, nodes: Sequence[Node], params: Mapping[str, Any],
+             trajectory_id: int | None) -> None:
+        if trajectory_id is not None:
+            self.tally = (self.tally[0] + 1, self.tally[1] + trajectory_id)
+            self.newest = max(self.newest, trajectory_id)
         sources = param_leaves(params)
         steps = []
         for node in nodes:
@@ -325,6 +332,12 @@ class Learner:
             return bool(self._own_bound) or any(
                 g.bindings() for groups in self._shapes.values() for g in groups)
 
+    def leaves(self, node_id: int) -> tuple[Mapping[str, Any], Mapping[str, float]] | None:
+        """Return a learned step's goal leaves and pre sources (read once, when learned)."""
+        with self._lock:
+            step = self._steps.get(node_id)
+            return None if step is None else (step.obs.goal, step.obs.pre)
+
     def node_ids(self) -> list[int]:
         """Return the ids of the learned steps."""
         with self._lock:
@@ -344,6 +357,8 @@ class Plans(Mapping[int, Plan]):
 
     def __init__(self, learner: Learner) -> None:
         self._learner = learner
+        self.leaves = learner.leaves
+        """A learned step's goal leaves and pre sources (:meth:`Learner.leaves`)."""
 
     def __getitem__(self, node_id: int) -> Plan:
         plan = self._learner.plan(node_id)
@@ -392,31 +407,41 @@ def learn(
     return dict(learner.plans)
 
 
-def follow(learner: Learner | None, trajectories: Sequence[TrajectoryInfo], *,
-           path: Callable[[int], Sequence[Node]],
+def follow(learner: Learner | None, store: Store, *, task: str, variant: str,
            params: Callable[[TrajectoryInfo], Mapping[str, Any]],
            new: Callable[[], Learner]) -> Learner:
     """
-    Bring a tree's learner up to date with the tree's trajectories, reading only new ones.
+    Bring a tree's learner up to date with the store, reading only what is new.
 
-    A trajectory is known by its id and creation time (an id a store hands out again
-    after a removal is a new trajectory). When a known one is gone (forgotten,
-    pruned) the tree is learned again from scratch with a learner from ``new``.
+    The store's :meth:`~.store.base.Store.tally` of the tree (one index read) says
+    whether anything changed; if so, the trajectories committed since the learner's
+    newest are listed and learned. When that does not account for the tally (one
+    was forgotten or pruned, or another robot committed one late with a smaller id)
+    the tree is learned again from scratch with a learner from ``new``.
 
     :param learner: The tree's learner so far, or None.
-    :param trajectories: The tree's trajectories, oldest first.
-    :param path: Reads a trajectory's nodes by id.
+    :param store: Where the tree is.
+    :param task: The tree's task.
+    :param variant: The tree's variant.
     :param params: The parameters a trajectory was recorded with.
     :param new: Makes an empty learner.
     :return: The learner to keep (``learner`` itself unless it was replaced).
     """
-    fresh = [t for t in trajectories if (t.id, t.created) not in learner.known] \
-        if learner is not None else list(trajectories)
-    if learner is None or len(trajectories) - len(fresh) != len(learner.known):
-        learner, fresh = new(), list(trajectories)
+    tally = store.tally(task=task, variant=variant)
+    if learner is not None and learner.tally == tally:
+        return learner
+    after = 0 if learner is None else learner.newest
+    fresh = store.trajectories(task=task, variant=variant, after=after)
+    if learner is None or _added(learner.tally, fresh) != tally:
+        learner = new()
+        fresh = store.trajectories(task=task, variant=variant)
     for info in fresh:
-        learner.add(path(info.id), params(info), (info.id, info.created))
+        learner.add(store.path(info.id), params(info), info.id)
     return learner
+
+
+def _added(tally: tuple[int, int], infos: Sequence[TrajectoryInfo]) -> tuple[int, int]:
+    return tally[0] + len(infos), tally[1] + sum(t.id for t in infos)
 
 
 def bound_params(steps: Sequence[Step], params: Mapping[str, Any], *,

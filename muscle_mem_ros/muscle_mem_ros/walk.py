@@ -216,8 +216,9 @@ Paths = Sequence[tuple[int, tuple[int, ...], int]]
 def trajectories_of(store: Store, task: str, variant: str,
                     path: Sequence[int] | None = None) -> Paths:
     """Return (replay count, node ids, id) of the trajectories a walk may be on."""
-    return [(t.replay_count, t.node_ids, t.id) for t in store.trajectories(task=task)
-            if t.variant == variant and (path is None or list(t.node_ids) == list(path))]
+    return [(t.replay_count, t.node_ids, t.id)
+            for t in store.trajectories(task=task, variant=variant)
+            if path is None or list(t.node_ids) == list(path)]
 
 
 def locate(paths: Paths, node: Node) -> tuple[int, int]:

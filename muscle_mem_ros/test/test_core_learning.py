@@ -34,7 +34,7 @@ from muscle_mem_ros.bindings import (
 )
 from muscle_mem_ros.learning import follow, learn, Learner
 from muscle_mem_ros.records import CompareMode, Node, SensorSpec, Snapshot, Step, ToolKind
-from muscle_mem_ros.records import TrajectoryInfo
+from muscle_mem_ros.store import SqliteStore
 import pytest
 
 SENSORS = [SensorSpec('object', (0.02,), CompareMode.NORM),
@@ -241,43 +241,72 @@ def test_learned_one_by_one_with_plans_read_between_is_the_same(seed):
         assert bool(learner.plans) == bool(dict(learner.plans))
 
 
-def _infos(paths):
-    return [TrajectoryInfo(id=k + 1, task='t', variant='', params_json=json.dumps(params),
-                           node_ids=tuple(n.id for n in nodes), created=float(k), last_used=0.0)
-            for k, (nodes, params) in enumerate(paths)]
+class Watched:
+    """A real store whose tree reads are counted; its trajectories ``hidden`` are not there yet."""
+
+    def __init__(self, store):
+        self.store, self.listed, self.read, self.hidden = store, [], [], set()
+
+    def tally(self, *, task, variant):
+        found = self.store.trajectories(task=task, variant=variant)
+        shown = [t.id for t in found if t.id not in self.hidden]
+        assert self.hidden or self.store.tally(task=task, variant=variant) == (
+            len(shown), sum(shown))
+        return len(shown), sum(shown)
+
+    def trajectories(self, *, task, variant, after=0):
+        self.listed.append(after)
+        return [t for t in self.store.trajectories(task=task, variant=variant, after=after)
+                if t.id not in self.hidden]
+
+    def path(self, trajectory_id):
+        self.read.append(trajectory_id)
+        return self.store.path(trajectory_id)
 
 
-def test_follow_reads_only_new_trajectories_and_starts_again_after_a_removal():
-    paths = random_tree(random.Random(7), 12)
-    by_id = {k + 1: nodes for k, (nodes, _params) in enumerate(paths)}
-    infos = _infos(paths)
-    read: list[int] = []
-
-    def path(trajectory_id):
-        read.append(trajectory_id)
-        return by_id[trajectory_id]
-
+def test_follow_reads_only_new_trajectories_and_starts_again_when_they_do_not_add_up(tmp_path):
+    store = SqliteStore(path=tmp_path / 'cache.db')
+    recorded = random_tree(random.Random(7), 14)
+    ids = [store.add_trajectory(task='t', variant='', params_json=json.dumps(params),
+                                steps=[n.step for n in nodes]).id for nodes, params in recorded]
+    assert len(set(ids)) == len(ids)
+    watched = Watched(store)
+    watched.hidden = set(ids[10:])
     made: list[Learner] = []
 
     def new():
         made.append(Learner(max_shift=MAX_SHIFT, tolerance=TOL))
         return made[-1]
 
-    def params(info):
-        return json.loads(info.params_json)
+    def follow_now(learner):
+        return follow(learner, watched, task='t', variant='', new=new,
+                      params=lambda info: json.loads(info.params_json))
 
-    learner = follow(None, infos[:10], path=path, params=params, new=new)
-    assert read == list(range(1, 11)) and len(made) == 1
-    read.clear()
-    assert follow(learner, infos[:11], path=path, params=params, new=new) is learner
-    assert read == [11]  # one commit: one trajectory read, nothing else learned again
-    assert dict(learner.plans) == reference(paths[:11])
-    read.clear()
-    kept = infos[:4] + infos[5:11]  # trajectory 5 was forgotten
-    again = follow(learner, kept, path=path, params=params, new=new)
-    assert again is not learner and len(made) == 2 and read == [i.id for i in kept]
-    assert dict(again.plans) == reference([paths[i.id - 1] for i in kept])
-    read.clear()
-    reused = TrajectoryInfo(**{**infos[3].__dict__, 'created': 99.0})  # an id handed out again
-    assert follow(again, kept[:3] + [reused] + kept[4:], path=path, params=params,
-                  new=new) is not again
+    def rule(shown):
+        return reference([(store.path(i), recorded[ids.index(i)][1]) for i in shown])
+
+    learner = follow_now(None)
+    assert watched.read == ids[:10] and len(made) == 1
+    assert dict(learner.plans) == rule(ids[:10])
+    watched.read.clear(), watched.listed.clear()
+    assert follow_now(learner) is learner
+    assert watched.read == [] and watched.listed == []  # nothing new: no listing at all
+    watched.hidden.discard(ids[10])  # one commit: one trajectory read
+    assert follow_now(learner) is learner
+    assert watched.read == [ids[10]] and watched.listed == [ids[9]]
+    assert dict(learner.plans) == rule(ids[:11])
+    watched.read.clear()
+    watched.hidden.discard(ids[12])
+    follow_now(learner)
+    watched.hidden.discard(ids[11])  # committed late by another robot, with a smaller id
+    watched.read.clear()
+    again = follow_now(learner)
+    assert again is not learner and len(made) == 2 and watched.read == ids[:13]
+    assert dict(again.plans) == rule(ids[:13])
+    watched.read.clear()
+    store.forget(task='t', trajectory_id=ids[4])
+    kept = ids[:4] + ids[5:13]
+    third = follow_now(again)
+    assert third is not again and len(made) == 3 and watched.read == kept
+    assert dict(third.plans) == rule(kept)
+    store.close()

@@ -153,10 +153,11 @@ def test_migration_from_version_1_keeps_data(tmp_path):
         assert [t.node_ids for t in s.trajectories()] == [(1,)]
         s.note_outcome(task='t', hit=True)  # needs the version 2 table
         assert s.tasks()[0].hits == 1
+        assert s.tally(task='t', variant='') == (1, 1)  # version 4 counted the old rows
     conn = sqlite3.connect(path)
     assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert 'nodes_sig' in names
+    assert {'nodes_sig', 'trajectories_tree'} <= names
     conn.close()
 
 

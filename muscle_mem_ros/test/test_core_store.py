@@ -238,3 +238,26 @@ def test_open_store_expands_home(tmp_path, monkeypatch):
     s = open_store('~/deep/dir/cache.db')
     s.close()
     assert (tmp_path / 'deep' / 'dir' / 'cache.db').exists()
+
+
+def test_a_tree_is_listed_after_an_id_and_tallied(store):
+    """What learning reads of a tree: its trajectories since the newest it knows, and a tally."""
+    first = record(store, [step('a'), step('b')])
+    other = store.add_trajectory(task='t', variant='v', params_json='{}', steps=[step('a')])
+    elsewhere = record(store, [step('a')], task='u')
+    second = record(store, [step('a'), step('c')])
+    assert [t.id for t in store.trajectories(task='t', variant='')] == [first.id, second.id]
+    assert [t.id for t in store.trajectories(task='t', variant='', after=first.id)] == [second.id]
+    assert store.trajectories(task='t', variant='', after=second.id) == []
+    assert [t.id for t in store.trajectories(task='t', after=first.id)] == [other.id, second.id]
+    assert [t.id for t in store.trajectories(after=second.id)] == []
+    assert len(store.trajectories()) == 4 and elsewhere.id in {t.id for t in store.trajectories()}
+    assert store.tally(task='t', variant='') == (2, first.id + second.id)
+    assert store.tally(task='t', variant='v') == (1, other.id)
+    assert store.tally(task='none', variant='') == (0, 0)
+    store.forget(task='t', trajectory_id=first.id)
+    assert store.tally(task='t', variant='') == (1, second.id)
+    third = record(store, [step('d')])
+    assert third.id > second.id > first.id  # ids are never handed out twice
+    with pytest.raises(ValueError, match='give the task'):
+        store.trajectories(variant='')

@@ -90,7 +90,31 @@ def test_newer_schema_is_refused_at_open_and_left_untouched(url):
     with psycopg.connect(url, autocommit=True) as conn:
         versions = conn.execute(
             f'SELECT version FROM {pgschema.NAMESPACE}.schema_version ORDER BY version').fetchall()
-    assert [v[0] for v in versions] == [1, pgschema.SCHEMA_VERSION + 1]
+    assert [v[0] for v in versions] == [*range(1, pgschema.SCHEMA_VERSION + 2)]
+
+
+def test_a_version_1_database_is_upgraded_in_place_and_keeps_its_trees(url):
+    with PostgresStore(url=url) as store:
+        kept = record(store, [step('a'), step('b')])
+    import psycopg
+    with psycopg.connect(url, autocommit=True) as conn:  # as the first release left it
+        for drop in ('INDEX {}.trajectories_tree', 'TABLE {}.tree_tally',
+                     'TRIGGER trajectories_tally ON {}.trajectories',
+                     'FUNCTION {}.tally_trajectory'):
+            conn.execute('DROP ' + drop.format(pgschema.NAMESPACE))
+        conn.execute(f'DELETE FROM {pgschema.NAMESPACE}.schema_version WHERE version > 1')
+    with PostgresStore(url=url) as store:
+        assert store.trajectories(task='t', variant='') == [kept]
+        assert store.tally(task='t', variant='') == (1, kept.id)  # counted by the upgrade
+        more = record(store, [step('c')])
+        assert store.tally(task='t', variant='') == (2, kept.id + more.id)  # by the trigger
+    with psycopg.connect(url, autocommit=True) as conn:
+        versions = conn.execute(
+            f'SELECT version FROM {pgschema.NAMESPACE}.schema_version ORDER BY version').fetchall()
+        index = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'trajectories_tree'").fetchone()
+    assert [v[0] for v in versions] == [*range(1, pgschema.SCHEMA_VERSION + 1)]
+    assert index is not None and '(task, variant, id)' in index[0]
 
 
 def test_foreign_tables_in_the_namespace_are_refused(url):

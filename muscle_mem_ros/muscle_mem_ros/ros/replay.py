@@ -290,10 +290,9 @@ class Replayer:
         """
         if not self._declared and not self._infer:
             return {}
-        infos = [t for t in self._store.trajectories(task=task) if t.variant == variant]
         with self._learners_lock:
             learner = self._learners[(task, variant)] = follow(
-                self._learners.get((task, variant)), infos, path=self._store.path,
+                self._learners.get((task, variant)), self._store, task=task, variant=variant,
                 params=lambda t: _params(t.params_json), new=lambda: Learner(
                     declared=self._declared, infer=self._infer, max_shift=self._max_shift,
                     tolerance=self.tolerance))

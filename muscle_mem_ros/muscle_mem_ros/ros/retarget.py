@@ -31,7 +31,9 @@ from collections.abc import Callable, Mapping, Sequence
 import math
 from typing import Any, TYPE_CHECKING
 
-from muscle_mem_ros.bindings import advance, Bound, Plan, resolve, Shift, Substitution
+from muscle_mem_ros.bindings import (
+    advance, Bound, param_leaves, Plan, resolve, sensor_elements, Shift, Substitution,
+)
 from muscle_mem_ros.records import CheckFailure, Node
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.walk import Miss, Reporter, Verdict
@@ -85,9 +87,12 @@ class BoundWalk:
         check = self._replayer.check
         passing: list[tuple[Node, float]] = []
         failures: list[CheckFailure] = []
+        current = {**param_leaves(self._params), **sensor_elements(now)}
+        leaves = getattr(self._plans, 'leaves', lambda node_id: None)
         for node in usable:
             plan = self._plans.get(node.id)
-            bound = resolve(plan, step, node, self._params, now) if plan is not None else None
+            bound = resolve(plan, step, node, self._params, now, learned=leaves(node.id),
+                            current=current) if plan is not None else None
             if bound is not None and bound.problem:
                 failures.append(_refused(bound))
                 continue

@@ -253,8 +253,28 @@ class Store(abc.ABC):
         return [self.node(i) for i in self.trajectory(trajectory_id).node_ids]
 
     @abc.abstractmethod
-    def trajectories(self, *, task: str | None = None) -> list[TrajectoryInfo]:
-        """Return every trajectory (of one task), oldest first."""
+    def trajectories(self, *, task: str | None = None, variant: str | None = None,
+                     after: int = 0) -> list[TrajectoryInfo]:
+        """
+        Return every trajectory (of one task, of one of its trees), oldest first.
+
+        :param task: Only this task's.
+        :param variant: Only this tree's (needs ``task``).
+        :param after: Only those with a larger id (ids are never handed out twice): what
+            was committed since a listing whose newest id this is, except what another
+            writer committed late with a smaller id; :meth:`tally` tells.
+        """
+
+    def tally(self, *, task: str, variant: str) -> tuple[int, int]:
+        """
+        Return how many trajectories a tree has and the sum of their ids.
+
+        A reader that keeps a tree's trajectories up to date with ``after=`` listings
+        compares it with its own: a removal, or a trajectory committed late with a
+        smaller id, changes it. Cheap in the SQL stores (one index read).
+        """
+        found = self.trajectories(task=task, variant=variant)
+        return len(found), sum(t.id for t in found)
 
     @abc.abstractmethod
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:

@@ -87,6 +87,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ' misses BIGINT NOT NULL DEFAULT 0, last_used DOUBLE PRECISION NOT NULL DEFAULT 0)',
         f"INSERT INTO meta (key, value) VALUES ('app', '{MAGIC}')",
     ),
+    (  # 2: a tree's trajectories listed from an index, tallied by a trigger
+        'CREATE INDEX trajectories_tree ON trajectories (task, variant, id)',
+        'CREATE TABLE tree_tally (task TEXT NOT NULL, variant TEXT NOT NULL,'
+        ' count BIGINT NOT NULL, id_sum NUMERIC NOT NULL, PRIMARY KEY (task, variant))',
+        'INSERT INTO tree_tally (task, variant, count, id_sum)'
+        ' SELECT task, variant, count(*), sum(id) FROM trajectories GROUP BY task, variant',
+        f'CREATE FUNCTION tally_trajectory() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN'
+        f" IF TG_OP = 'INSERT' THEN"
+        f' INSERT INTO {NAMESPACE}.tree_tally AS t (task, variant, count, id_sum)'
+        f' VALUES (NEW.task, NEW.variant, 1, NEW.id) ON CONFLICT (task, variant)'
+        f' DO UPDATE SET count = t.count + 1, id_sum = t.id_sum + NEW.id; RETURN NEW;'
+        f' END IF;'
+        f' UPDATE {NAMESPACE}.tree_tally SET count = count - 1, id_sum = id_sum - OLD.id'
+        f' WHERE task = OLD.task AND variant = OLD.variant; RETURN OLD; END $$',
+        'CREATE TRIGGER trajectories_tally AFTER INSERT OR DELETE ON trajectories'
+        ' FOR EACH ROW EXECUTE FUNCTION tally_trajectory()',
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

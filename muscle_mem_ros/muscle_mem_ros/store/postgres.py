@@ -732,19 +732,34 @@ class PostgresStore(Store):
             raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id}')
         return self._seen([row])[0]
 
-    def trajectories(self, *, task: str | None = None) -> list[TrajectoryInfo]:
-        """Return every trajectory (of one task), oldest first; last read ones while away."""
-        sql = f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
+    def trajectories(self, *, task: str | None = None, variant: str | None = None,
+                     after: int = 0) -> list[TrajectoryInfo]:
+        """
+        Return every trajectory (of one task, of one tree, newer than ``after``).
+
+        While the server is away, those of a task as they were last read.
+        """
         try:
             with self._db() as conn:
-                rows = (conn.execute(sql + ' ORDER BY id') if task is None else
-                        conn.execute(sql + ' WHERE task = ? ORDER BY id', (task,))).fetchall()
+                rows = sqltree.trajectory_rows(conn, f'{TRAJ_COLS}, robot_id', task, variant,
+                                               after)
         except StoreUnavailableError as err:
             if task is None:
                 raise
             return self._last_known(err, lambda known: sorted(
-                (t for t in known if t.task == task), key=lambda t: t.id))
+                (t for t in known if t.task == task and variant in (None, t.variant)
+                 and t.id > after), key=lambda t: t.id))
         return self._seen(rows)
+
+    def tally(self, *, task: str, variant: str) -> tuple[int, int]:
+        """Return (count, sum of ids) of a tree's trajectories; as last read while away."""
+        try:
+            with self._db() as conn:
+                return sqltree.tally(conn, task, variant)
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: (
+                sum(1 for t in known if (t.task, t.variant) == (task, variant)),
+                sum(t.id for t in known if (t.task, t.variant) == (task, variant))))
 
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""

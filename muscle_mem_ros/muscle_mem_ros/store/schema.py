@@ -39,7 +39,9 @@ error mid-upgrade leaves the previous version intact.
 
 Version history: 1 trees, trajectories, recordings; 2 task counters and the
 dedupe index; 3 no pickles (snapshots and Python calls in the safe format of
-:mod:`.values`), recordings carry their owner (lock token, pid, host).
+:mod:`.values`), recordings carry their owner (lock token, pid, host); 4 an index
+of a tree's trajectories and their tally kept by triggers (learning reads only those
+committed since it last read, and knows without a scan that nothing else changed).
 """
 
 from __future__ import annotations
@@ -100,6 +102,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'ALTER TABLE recordings ADD COLUMN owner TEXT',
         'ALTER TABLE recordings ADD COLUMN owner_pid INTEGER',
         'ALTER TABLE recordings ADD COLUMN owner_host TEXT',
+    ),
+    (  # 4: a tree's trajectories listed from an index, tallied by triggers
+        'CREATE INDEX trajectories_tree ON trajectories (task, variant, id)',
+        'CREATE TABLE tree_tally (task TEXT NOT NULL, variant TEXT NOT NULL,'
+        ' count INTEGER NOT NULL, id_sum INTEGER NOT NULL, PRIMARY KEY (task, variant))',
+        'INSERT INTO tree_tally (task, variant, count, id_sum)'
+        ' SELECT task, variant, count(*), sum(id) FROM trajectories GROUP BY task, variant',
+        'CREATE TRIGGER trajectories_tally_insert AFTER INSERT ON trajectories BEGIN'
+        ' INSERT INTO tree_tally (task, variant, count, id_sum)'
+        ' VALUES (NEW.task, NEW.variant, 1, NEW.id) ON CONFLICT (task, variant)'
+        ' DO UPDATE SET count = count + 1, id_sum = id_sum + NEW.id; END',
+        'CREATE TRIGGER trajectories_tally_delete AFTER DELETE ON trajectories BEGIN'
+        ' UPDATE tree_tally SET count = count - 1, id_sum = id_sum - OLD.id'
+        ' WHERE task = OLD.task AND variant = OLD.variant; END',
     ),
 )
 

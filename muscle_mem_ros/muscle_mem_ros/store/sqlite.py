@@ -517,15 +517,17 @@ class SqliteStore(Store):
                 raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id}')
             return trajectory_from_row(row)
 
-    def trajectories(self, *, task: str | None = None) -> list[TrajectoryInfo]:
-        """Return every trajectory (of one task), oldest first."""
+    def trajectories(self, *, task: str | None = None, variant: str | None = None,
+                     after: int = 0) -> list[TrajectoryInfo]:
+        """Return every trajectory (of one task, of one tree, newer than ``after``)."""
         with self._reading() as conn:
-            if task is None:
-                rows = conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories ORDER BY id')
-            else:
-                rows = conn.execute(f'SELECT {TRAJ_COLS} FROM trajectories WHERE task = ?'
-                                    ' ORDER BY id', (task,))
-            return [trajectory_from_row(r) for r in rows.fetchall()]
+            return [trajectory_from_row(r) for r in sqltree.trajectory_rows(
+                conn, TRAJ_COLS, task, variant, after)]
+
+    def tally(self, *, task: str, variant: str) -> tuple[int, int]:
+        """Return (count, sum of ids) of a tree's trajectories."""
+        with self._reading() as conn:
+            return sqltree.tally(conn, task, variant)
 
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""

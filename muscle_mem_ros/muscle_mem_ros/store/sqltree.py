@@ -35,7 +35,8 @@ from ..errors import UnknownTrajectoryError
 from ..records import Step, TaskStats, TrajectoryInfo
 
 __all__ = ['check_parent', 'children_rows', 'count_replay', 'forget', 'merge', 'parent_clause',
-           'prune', 'prune_unused', 'recording_steps', 'task_stats']
+           'prune', 'prune_unused', 'recording_steps', 'tally', 'task_stats',
+           'trajectory_rows']
 
 
 class Connection(Protocol):
@@ -197,6 +198,31 @@ def children_rows(conn: Connection, task: str, variant: str,
         f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ? AND {where} ORDER BY id',
         (task, variant, *args)).fetchall()
     return rows
+
+
+def trajectory_rows(conn: Connection, columns: str, task: str | None, variant: str | None,
+                    after: int) -> list[tuple[Any, ...]]:
+    """Return the rows of the trajectories (of a task, of a variant) newer than ``after``."""
+    terms = ['id > ?']
+    args: list[Any] = [after]
+    if task is not None:
+        terms.append('task = ?')
+        args.append(task)
+        if variant is not None:
+            terms.append('variant = ?')
+            args.append(variant)
+    elif variant is not None:
+        raise ValueError('a variant names a tree of a task: give the task too')
+    where = ' AND '.join(terms)
+    return list(conn.execute(f'SELECT {columns} FROM trajectories WHERE {where} ORDER BY id',
+                             args).fetchall())
+
+
+def tally(conn: Connection, task: str, variant: str) -> tuple[int, int]:
+    """Return (count, sum of ids) of a tree's trajectories (kept by the schema's triggers)."""
+    row = conn.execute('SELECT count, id_sum FROM tree_tally WHERE task = ? AND variant = ?',
+                       (task, variant)).fetchone()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
 def task_stats(conn: Connection) -> list[TaskStats]:
