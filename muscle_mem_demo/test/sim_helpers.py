@@ -39,6 +39,7 @@ from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.matching import wait_for_action_matched
+from muscle_mem_ros.ros.shutdown import Spinner
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
@@ -116,11 +117,10 @@ class SimClient(Node):
                                  callback_group=group)
         self._executor = MultiThreadedExecutor(num_threads=3)
         self._executor.add_node(self)
-        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
-        self._thread.start()
+        self._spinner = Spinner(self._executor)
 
     def close(self) -> None:
-        self._executor.shutdown(timeout_sec=2.0)
+        self._spinner.stop(2.0)
         self.destroy_node()
 
     def _on_joints(self, msg: JointState) -> None:

@@ -253,13 +253,14 @@ class IndexBuilder:
         unindexed tail is large.
         """
         n = len(candidates)
-        if n <= old.n:
-            return None
-        ids = np.fromiter((node.id for node in candidates), np.int64, n)
-        if not np.array_equal(ids[:old.n], old.ids):
-            return None
+        if n <= old.n or (old.n and (candidates[0].id != old.ids[0]
+                                     or candidates[old.n - 1].id != old.ids[-1])):
+            return None  # (a family only grows: see NodeList; the ends are a cheap guard)
+        added = candidates[old.n:]
+        ids = np.concatenate([old.ids, np.fromiter((node.id for node in added), np.int64,
+                                                   len(added))])
         ks = [None if c is None else c.k for c in old.columns]
-        tail_columns, tail_invalid, tail_odd = self.parts(candidates[old.n:], ks)
+        tail_columns, tail_invalid, tail_odd = self.parts(added, ks)
         columns: list[Column | None] = []
         for was, tail in zip(old.columns, tail_columns, strict=True):
             if was is None or tail is None:
@@ -274,6 +275,6 @@ class IndexBuilder:
             odd = np.zeros(n, dtype=bool)
             odd[odd_rows] = True
             tree, tree_rows = self.tree(columns, invalid, odd)
-        tools = np.concatenate([old.tools, tool_names(candidates[old.n:])])
+        tools = np.concatenate([old.tools, tool_names(added)])
         return CandidateIndex(n=n, columns=tuple(columns), invalid=invalid, odd_rows=odd_rows,
                               tree=tree, tree_rows=tree_rows, ids=ids, tools=tools)

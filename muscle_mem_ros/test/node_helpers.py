@@ -55,6 +55,7 @@ from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.ros.action_client import ActionClient
 from muscle_mem_ros.ros.matching import wait_for_action_matched
+from muscle_mem_ros.ros.shutdown import Spinner
 import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -529,17 +530,13 @@ class Harness:
         for node in (self.robot, self.agent, self.client):
             self.executor.add_node(node)
         self.spin_error = ''
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        self._spinner = Spinner(self.executor, on_exit=self._spun)
         self.cache: CacheProcess | None = None
         self._clients: dict[str, Any] = {}
 
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except Exception as err:  # context shut down at teardown, or a callback raised
-            if rclpy.ok(context=self.context):
-                self.spin_error = ''.join(traceback.format_exception(err))
+    def _spun(self, error: BaseException | None) -> None:
+        if error is not None and rclpy.ok(context=self.context):  # a callback raised
+            self.spin_error = ''.join(traceback.format_exception(error))
 
     def start_cache(self, **overrides: Any) -> CacheProcess:
         """
@@ -633,9 +630,8 @@ class Harness:
     def close(self) -> None:
         if self.cache is not None:
             self.stop_cache()
-        self.executor.shutdown(timeout_sec=5.0)
+        self._spinner.stop()
         rclpy.try_shutdown(context=self.context)
-        self._thread.join(5.0)
 
     def wait(self, future: Any, timeout: float = 30.0) -> Any:
         done = threading.Event()

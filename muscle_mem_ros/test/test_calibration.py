@@ -27,7 +27,6 @@ import json
 import math
 import subprocess
 import sys
-import threading
 
 from cli_helpers import DIVERGENCE, fingerprint, JOINT_NOISE, OBJECT_NOISE, \
     REPEATS, ROOT_DIVERGENCES
@@ -37,6 +36,7 @@ from muscle_mem_ros import calibration
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.cli.paramsfile import read_sensor_settings
 from muscle_mem_ros.records import CompareMode
+from muscle_mem_ros.ros.shutdown import Spinner
 from muscle_mem_ros.store import SqliteStore
 from node_helpers import CacheProcess, Names, wait_until, write_params
 import numpy as np
@@ -179,8 +179,7 @@ class _NoisyJoints:
         self.node.create_timer(0.005, tick)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = Spinner(self.executor)
 
     def call(self, service: str, srv_type: type | None = None, **fields: object):
         from muscle_mem_interfaces.srv import Calibrate
@@ -193,9 +192,8 @@ class _NoisyJoints:
 
     def close(self) -> None:
         import rclpy
-        self.executor.shutdown(timeout_sec=5.0)
+        self.spinner.stop()
         rclpy.try_shutdown(context=self.context)
-        self.thread.join(5.0)
 
 
 def test_live_calibrate_service_against_a_real_publisher(tmp_path):

@@ -261,3 +261,24 @@ def test_a_tree_is_listed_after_an_id_and_tallied(store):
     assert third.id > second.id > first.id  # ids are never handed out twice
     with pytest.raises(ValueError, match='give the task'):
         store.trajectories(variant='')
+
+
+def test_children_of_one_family_only_grow(store):
+    """A matcher extends what it built for a family: a shorter list must be a prefix."""
+    seen = {}
+    made = [record(store, [step(name)]) for name in 'abc']
+    operations = [('add', 'd'), ('forget', 1), ('add', 'e'), ('touch', 0), ('add', 'f'),
+                  ('forget', 0), ('add', 'g'), ('add', 'h')]
+    for what, arg in operations:
+        if what == 'add':
+            made.append(record(store, [step(arg)]))
+        elif what == 'forget':
+            store.forget(task='t', trajectory_id=made.pop(arg).id)
+        else:
+            store.note_replay(trajectory_id=made[arg].id)
+        kids = store.children(task='t', variant='', parent=None)
+        ids = [n.id for n in kids]
+        before = seen.setdefault(kids.family, ids)
+        assert ids[:len(before)] == before, (what, arg)
+        seen[kids.family] = ids
+    assert len(seen) >= 3  # each removal started a new family

@@ -31,6 +31,7 @@ from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS, RecordFrom, Too
 from muscle_mem_ros.ros.proxy import ServiceProxy
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.sensors import SensorHub
+from muscle_mem_ros.ros.shutdown import Spinner
 from muscle_mem_ros.ros.sync import CancelToken
 from muscle_mem_ros.ros.tap import ServiceTap
 from muscle_mem_ros.store import open_store
@@ -81,16 +82,16 @@ def rig():
     executor = MultiThreadedExecutor(num_threads=4, context=context)
     for node in (robot, outsider, cache):
         executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
+    spinner = Spinner(executor)
     assert client.wait_for_service(timeout_sec=15.0)
     assert wait_until(lambda: cache.count_publishers(f'{server_name}/_service_event') == 1, 15.0)
     yield {'client': client, 'proxy': proxy, 'tap': tap, 'recorder': recorder, 'store': store,
            'answered': answered, 'executor': executor, 'cache': cache}
-    executor.shutdown(timeout_sec=5.0)
+    spinner.stop()
     hub.close()
+    for node in (robot, outsider, cache):
+        node.destroy_node()
     rclpy.try_shutdown(context=context)
-    thread.join(5.0)
 
 
 def outside_call(rig, data: bool) -> None:

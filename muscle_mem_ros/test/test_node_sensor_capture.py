@@ -24,7 +24,6 @@ the fallback to plain subscriptions is forced with
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
@@ -34,6 +33,7 @@ from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot
 from muscle_mem_ros.ros import waitset
 from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS
 from muscle_mem_ros.ros.sensors import SensorHub
+from muscle_mem_ros.ros.shutdown import Spinner
 from node_helpers import wait_until
 import pytest
 import rclpy
@@ -139,8 +139,7 @@ def test_staleness_follows_the_node_clock_under_simulated_time(world, monkeypatc
     (cache_node,) = made
     executor = SingleThreadedExecutor(context=cache_node.context)
     executor.add_node(cache_node)  # its TimeSource subscribes to /clock
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
+    spinner = Spinner(executor)
     try:
         clock = publisher_node.create_publisher(Clock, '/clock', 10)
 
@@ -166,5 +165,4 @@ def test_staleness_follows_the_node_clock_under_simulated_time(world, monkeypatc
         result = check.evaluate(recorded, hub.capture(), now_time=hub.now())
         assert [(f.sensor, f.reason.split()[0]) for f in result.failures] == [('joints', 'stale')]
     finally:
-        executor.shutdown(timeout_sec=2.0)
-        spinner.join(2.0)
+        spinner.stop(2.0)

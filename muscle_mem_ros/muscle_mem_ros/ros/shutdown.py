@@ -44,7 +44,7 @@ import rclpy
 from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.signals import SignalHandlerOptions
 
-__all__ = ['ShutdownSignals', 'init_without_signal_handlers', 'spin_until_shutdown']
+__all__ = ['ShutdownSignals', 'init_without_signal_handlers', 'Spinner', 'spin_until_shutdown']
 
 _JOIN_WAIT = 5.0
 """Seconds to wait for the executor's thread to end once it stopped dispatching."""
@@ -122,6 +122,55 @@ def init_without_signal_handlers(args: Sequence[str] | None) -> None:
                signal_handler_options=SignalHandlerOptions.NO)
 
 
+class Spinner:
+    """
+    Spin an executor in a thread of its own, and stop it without racing rclpy.
+
+    rclpy 9.1.2 (the Kilted wheels) races in ``Executor.shutdown`` while another thread
+    spins: it destroys its guard condition before it waits for its worker threads, so a
+    callback still finishing in a worker triggers a destroyed guard ("The following
+    exception was never retrieved: cannot use Destroyable because destruction was
+    requested"), and a spinning thread that builds its next wait set just then leaves the
+    guard out and waits for ever. So :meth:`stop` goes in three steps: stop dispatching
+    (the thread ends after its current ``spin_once``), let the workers finish what they
+    hold (:func:`_drain_workers`), then shut the executor down with nothing running.
+
+    :param executor: The executor, with its nodes added (more may be added later).
+    :param on_exit: Called in the spinning thread when it ends, with the error that
+        ended it (None when stopped or when the context was shut down).
+    """
+
+    def __init__(self, executor: Executor, *,
+                 on_exit: Callable[[BaseException | None], None] | None = None) -> None:
+        self.executor = executor
+        self._on_exit = on_exit
+        self._dispatching = threading.Event()
+        self._dispatching.set()
+        self._thread = threading.Thread(target=self._spin, name='executor', daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        error: BaseException | None = None
+        try:
+            while self._dispatching.is_set() and self.executor.context.ok():
+                self.executor.spin_once(timeout_sec=_SPIN_SLICE)
+        except ExternalShutdownException:  # the context was shut down by someone else
+            pass
+        except BaseException as err:  # given to on_exit
+            error = err
+        finally:
+            if self._on_exit is not None:
+                self._on_exit(error)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop spinning, wait for running callbacks (bounded), then shut the executor down."""
+        self._dispatching.clear()
+        self.executor.wake()
+        self._thread.join(_JOIN_WAIT)
+        _drain_workers(self.executor, timeout)
+        self.executor.shutdown(timeout_sec=timeout)
+
+
 def spin_until_shutdown(
     executor: Executor, signals: ShutdownSignals, *, stop: Callable[[], None] | None = None,
     shutdown_wait: float = 5.0,
@@ -131,14 +180,7 @@ def spin_until_shutdown(
 
     Returns when the executor's thread has ended (or ``shutdown_wait`` plus a
     few seconds passed). The node itself is left for the caller to destroy.
-
-    The executor is stopped in three steps, because rclpy 9.1.2 (the Kilted wheels)
-    races in ``MultiThreadedExecutor.shutdown``: it destroys its guard condition before it
-    waits for its worker threads, and a callback still finishing in a worker triggers
-    that guard ("The following exception was never retrieved: cannot use Destroyable
-    because destruction was requested"). So: stop dispatching (the spinning thread ends
-    after its current ``spin_once``), let the workers finish what they hold
-    (:func:`_drain_workers`), then shut the executor down with nothing left running.
+    The executor stops as :meth:`Spinner.stop` says.
 
     :param executor: The executor, with its nodes added.
     :param signals: The installed shutdown signals.
@@ -148,31 +190,17 @@ def spin_until_shutdown(
     :return: The error that ended spinning while no shutdown was requested, else None.
     """
     errors: list[BaseException] = []
-    dispatching = threading.Event()
-    dispatching.set()
 
-    def spin() -> None:
-        try:
-            while dispatching.is_set() and executor.context.ok():
-                executor.spin_once(timeout_sec=_SPIN_SLICE)
-        except ExternalShutdownException:  # the context was shut down by someone else
-            pass
-        except BaseException as err:  # reported by the caller
-            if not signals.requested:
-                errors.append(err)
-        finally:
-            signals.wake()
+    def ended(error: BaseException | None) -> None:
+        if error is not None and not signals.requested:
+            errors.append(error)
+        signals.wake()
 
-    thread = threading.Thread(target=spin, name='executor', daemon=True)
-    thread.start()
+    spinner = Spinner(executor, on_exit=ended)
     signals.wait()
     if stop is not None:
         stop()
-    dispatching.clear()
-    executor.wake()
-    thread.join(_JOIN_WAIT)
-    _drain_workers(executor, shutdown_wait)
-    executor.shutdown(timeout_sec=shutdown_wait)
+    spinner.stop(shutdown_wait)
     return errors[0] if errors else None
 
 

@@ -79,8 +79,9 @@ class NodeList(tuple[Node, ...]):
         :param nodes: The children, oldest first.
         :param key: Identifies this exact membership.
         :param family: Identifies the tree node whose children these are, across
-            memberships; children are only appended within a family
-            until one is removed (then the stored list is rebuilt).
+            memberships that only grew: within a family children are only
+            appended (a removal, or reading the list again, starts a new one),
+            so a matcher extends what it built for a shorter list of the family.
         """
         obj = super().__new__(cls, nodes)
         obj.key = key

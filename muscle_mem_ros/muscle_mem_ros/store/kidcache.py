@@ -45,6 +45,8 @@ class _Kids:
     nodes: list[Node]
     index: dict[int, int] = field(default_factory=dict)
     gen: int = 0
+    lineage: int = 0
+    """Set when the list is read whole; appends keep it (the NodeList's family)."""
     view: NodeList | None = None
 
 
@@ -72,8 +74,9 @@ class ChildCache:
 
     def put(self, key: Key, nodes: list[Node]) -> None:
         """Cache ``nodes`` (oldest first) as the children of ``key``."""
+        gen = next(self._gens)
         self._kids[key] = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
-                                gen=next(self._gens))
+                                gen=gen, lineage=gen)
         for n in nodes:
             self._where[n.id] = key
 
@@ -86,7 +89,7 @@ class ChildCache:
         kids = self._kids[key]
         if kids.view is None:
             kids.view = NodeList(kids.nodes, key=(self._uid, *key, kids.gen),
-                                 family=(self._uid, *key))
+                                 family=(self._uid, *key, kids.lineage))
         return kids.view
 
     def node(self, node_id: int) -> Node | None:
@@ -122,8 +125,9 @@ class ChildCache:
                 kids.gen = next(self._gens)
                 self._where[node.id] = key
                 if leaves(key):
+                    gen = next(self._gens)
                     self._kids.setdefault((key[0], key[1], node.id),
-                                          _Kids([], gen=next(self._gens)))
+                                          _Kids([], gen=gen, lineage=gen))
             else:
                 kids.nodes[pos] = node
             kids.view = None

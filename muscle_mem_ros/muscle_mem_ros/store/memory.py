@@ -41,6 +41,7 @@ class _Children:
     ids: list[int] = field(default_factory=list)
     by_sig: dict[str, int] = field(default_factory=dict)
     gen: int = 0
+    lineage: int = 0
     view: NodeList | None = None
 
 
@@ -100,7 +101,7 @@ class MemoryStore(Store):
             if kids.view is None:
                 kids.view = NodeList([self._nodes[i] for i in kids.ids],
                                      key=(self._uid, task, variant, parent, kids.gen),
-                                     family=(self._uid, task, variant, parent))
+                                     family=(self._uid, task, variant, parent, kids.lineage))
             return kids.view
 
     def node(self, node_id: int) -> Node:
@@ -262,7 +263,7 @@ class MemoryStore(Store):
             kids.ids.remove(nid)
             if sig is not None and kids.by_sig.get(sig) == nid:
                 del kids.by_sig[sig]
-            kids.gen = next(self._gens)
+            kids.gen = kids.lineage = next(self._gens)  # a removal starts a new family
             kids.view = None
             if not kids.ids:
                 del self._children[key]
