@@ -54,6 +54,22 @@ def unique_namespace() -> str:
     return '/t' + uuid.uuid4().hex[:8]
 
 
+class FeedbackClient(ActionClient):
+    """
+    An action client that hands over a goal's feedback even when it comes after the result.
+
+    Feedback travels on a topic and the result on a service, so the last feedback can
+    arrive second, and rclpy's client then drops it (it forgets a goal's feedback callback
+    when the result arrives). The tests' servers match the feedback reader before a goal
+    is sent (:func:`~muscle_mem_ros.ros.matching.wait_for_action_matched`) and publish it
+    reliably, so every message arrives; this keeps it from being dropped on the way in.
+    """
+
+    def _remove_pending_result_request(self, future: Any) -> None:
+        seq = self._remove_pending_request(future, self._pending_result_requests)
+        self._result_sequence_number_to_goal_id.pop(seq, None)  # the callback stays
+
+
 class NodeProcess:
     """One node as ``python -m <module> --ros-args ...`` with its output in a log file."""
 
@@ -96,12 +112,12 @@ class SimClient(Node):
         self.object_msgs: list[PoseStamped] = []
         self.ee_msgs: list[PoseStamped] = []
         self.calls: list[str] = []
-        self.arm = ActionClient(self, FollowJointTrajectory, f'{ns}/arm/follow_joint_trajectory',
-                                callback_group=group)
-        self.move_to_pose = ActionClient(self, MoveToPose, f'{ns}/arm/move_to_pose',
-                                         callback_group=group)
-        self.agent = ActionClient(self, ExecuteTask, f'{ns}/demo_agent/execute_task',
-                                  callback_group=group)
+        self.arm = FeedbackClient(self, FollowJointTrajectory,
+                                  f'{ns}/arm/follow_joint_trajectory', callback_group=group)
+        self.move_to_pose = FeedbackClient(self, MoveToPose, f'{ns}/arm/move_to_pose',
+                                           callback_group=group)
+        self.agent = FeedbackClient(self, ExecuteTask, f'{ns}/demo_agent/execute_task',
+                                    callback_group=group)
         self.gripper = self.create_client(SetBool, f'{ns}/gripper/set', callback_group=group)
         self.reset_client = self.create_client(Trigger, f'{ns}/sim_robot/reset',
                                                callback_group=group)

@@ -45,28 +45,51 @@ _HEADROOM_FROM = 1024
 """Sets at least this large get spare rows when first indexed."""
 
 
+def _capacity(n: int, headroom: bool) -> int:
+    """Return the rows to allocate for ``n`` (25% spare for large sets with ``headroom``)."""
+    return n + n // 4 if headroom and n >= _HEADROOM_FROM else n
+
+
 class _Storage:
     """
     Row storage with spare capacity, shared by successive indexes of a growing set.
 
-    Each index views the first ``n`` rows; rows beyond ``filled`` are free. An
-    extension claims rows atomically, so two extensions of the same index never
-    write the same rows (the loser copies into fresh storage instead).
+    Each index views the first ``n`` rows of every array; rows beyond ``filled`` are
+    free. An extension claims rows atomically, so two extensions of the same index
+    never write the same rows (the loser copies into fresh storage instead).
+
+    :param arrays: Name -> array whose first axis is the rows.
+    :param filled: Rows in use.
     """
 
-    def __init__(self, rec: np.ndarray, rec_n: np.ndarray, filled: int) -> None:
-        self.rec = rec
-        self.rec_n = rec_n
+    def __init__(self, arrays: dict[str, np.ndarray], filled: int) -> None:
+        self.arrays = arrays
         self.filled = filled
         self._lock = threading.Lock()
 
     def claim(self, start: int, stop: int) -> bool:
         """Reserve rows [start, stop) if ``start`` is the end of the used rows and they fit."""
         with self._lock:
-            if self.filled != start or stop > self.rec.shape[0]:
+            capacity = next(iter(self.arrays.values())).shape[0]
+            if self.filled != start or stop > capacity:
                 return False
             self.filled = stop
             return True
+
+    def grown(self, n_old: int, tails: dict[str, np.ndarray],
+              ) -> tuple[_Storage, dict[str, np.ndarray]]:
+        """Append ``tails`` after the first ``n_old`` rows; return the storage and the views."""
+        n = n_old + len(next(iter(tails.values())))
+        storage = self
+        if not self.claim(n_old, n):
+            capacity = max(n, n_old + n_old // 2)
+            storage = _Storage({name: np.empty((capacity, *a.shape[1:]), dtype=a.dtype)
+                                for name, a in self.arrays.items()}, n)
+            for name, a in self.arrays.items():
+                storage.arrays[name][:n_old] = a[:n_old]
+        for name, tail in tails.items():
+            storage.arrays[name][n_old:n] = tail
+        return storage, {name: a[:n] for name, a in storage.arrays.items()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,17 +112,11 @@ class Column:
 
     def grown(self, tail: Column, n_old: int) -> Column:
         """Return this column with ``tail``'s rows appended, in place when storage allows."""
-        n = n_old + tail.rec.shape[0]
-        has = np.concatenate([self.has, tail.has])
-        storage = self.storage
-        if storage is None or not storage.claim(n_old, n):
-            capacity = max(n, n_old + n_old // 2)
-            storage = _Storage(np.empty((capacity, self.k)), np.empty((capacity, self.k)), n)
-            storage.rec[:n_old] = self.rec
-            storage.rec_n[:n_old] = self.rec_n
-        storage.rec[n_old:n] = tail.rec
-        storage.rec_n[n_old:n] = tail.rec_n
-        return Column(k=self.k, has=has, rec=storage.rec[:n], rec_n=storage.rec_n[:n],
+        storage = self.storage or _Storage(
+            {'rec': self.rec, 'rec_n': self.rec_n, 'has': self.has}, n_old)
+        storage, rows = storage.grown(
+            n_old, {'rec': tail.rec, 'rec_n': tail.rec_n, 'has': tail.has})
+        return Column(k=self.k, has=rows['has'], rec=rows['rec'], rec_n=rows['rec_n'],
                       storage=storage)
 
 
@@ -120,6 +137,7 @@ class CandidateIndex:
     :ivar ids: Node id of every row.
     :ivar tools: ``step.tool`` of every row.
     :ivar masks: Cached results of :meth:`allowed`.
+    :ivar rows: Where ``ids``, ``tools`` and ``invalid`` live when they have spare rows.
     """
 
     n: int
@@ -131,6 +149,7 @@ class CandidateIndex:
     ids: np.ndarray
     tools: np.ndarray
     masks: dict[frozenset[str], np.ndarray] = field(default_factory=dict)
+    rows: _Storage | None = None
 
     def allowed(self, tools: Collection[str]) -> np.ndarray:
         """Return (and cache) which rows call one of ``tools``."""
@@ -200,17 +219,20 @@ class IndexBuilder:
                 continue
             odd |= has & (lengths != k)
             good = has & (lengths == k)
-            capacity = n + n // 4 if headroom and n >= _HEADROOM_FROM else n
-            storage = _Storage(np.zeros((capacity, k)), np.zeros((capacity, k)), n)
-            rec = storage.rec[:n]
+            capacity = _capacity(n, headroom)
+            storage = _Storage({'rec': np.zeros((capacity, k)), 'rec_n': np.zeros((capacity, k)),
+                                'has': np.zeros(capacity, dtype=bool)}, n)
+            rec = storage.arrays['rec'][:n]
             rows = np.flatnonzero(good)
             if rows.size:
                 rec[rows] = np.asarray([values[i] for i in rows], dtype=np.float64).reshape(-1, k)
             if sensor.tol_for(k) is not None:
                 odd |= good
-            rec_n = storage.rec_n[:n]
+            rec_n = storage.arrays['rec_n'][:n]
             rec_n[:] = sensor.normalized(rec)
-            columns.append(Column(k=k, has=good, rec=rec, rec_n=rec_n,
+            has = storage.arrays['has'][:n]
+            has[:] = good
+            columns.append(Column(k=k, has=has, rec=rec, rec_n=rec_n,
                                   storage=storage if capacity > n else None))
         invalid |= compared == 0
         odd &= ~invalid
@@ -237,10 +259,18 @@ class IndexBuilder:
         """Index a candidate set from scratch."""
         columns, invalid, odd = self.parts(candidates, headroom=True)
         tree, tree_rows = self.tree(columns, invalid, odd)
-        ids = np.fromiter((node.id for node in candidates), np.int64, len(candidates))
-        return CandidateIndex(n=len(candidates), columns=tuple(columns), invalid=invalid,
+        n = len(candidates)
+        ids = np.fromiter((node.id for node in candidates), np.int64, n)
+        rows = _Storage({'ids': ids, 'tools': tool_names(candidates), 'invalid': invalid}, n)
+        capacity = _capacity(n, True)
+        if capacity > n:
+            rows, views = _Storage({name: np.empty(capacity, dtype=a.dtype)
+                                    for name, a in rows.arrays.items()}, 0).grown(0, rows.arrays)
+            ids, invalid = views['ids'], views['invalid']
+        return CandidateIndex(n=n, columns=tuple(columns), invalid=invalid,
                               odd_rows=np.flatnonzero(odd), tree=tree, tree_rows=tree_rows,
-                              ids=ids, tools=tool_names(candidates))
+                              ids=ids, tools=rows.arrays['tools'][:n],
+                              rows=rows if capacity > n else None)
 
     def extend(self, old: CandidateIndex, candidates: Sequence[Node]) -> CandidateIndex | None:
         """
@@ -257,17 +287,20 @@ class IndexBuilder:
                                      or candidates[old.n - 1].id != old.ids[-1])):
             return None  # (a family only grows: see NodeList; the ends are a cheap guard)
         added = candidates[old.n:]
-        ids = np.concatenate([old.ids, np.fromiter((node.id for node in added), np.int64,
-                                                   len(added))])
         ks = [None if c is None else c.k for c in old.columns]
         tail_columns, tail_invalid, tail_odd = self.parts(added, ks)
+        rows = old.rows or _Storage({'ids': old.ids, 'tools': old.tools, 'invalid': old.invalid},
+                                    old.n)
+        rows, views = rows.grown(old.n, {
+            'ids': np.fromiter((node.id for node in added), np.int64, len(added)),
+            'tools': tool_names(added), 'invalid': tail_invalid})
+        ids, invalid, tools = views['ids'], views['invalid'], views['tools']
         columns: list[Column | None] = []
         for was, tail in zip(old.columns, tail_columns, strict=True):
             if was is None or tail is None:
                 columns.append(None)
                 continue
             columns.append(was.grown(tail, old.n))
-        invalid = np.concatenate([old.invalid, tail_invalid])
         odd_rows = np.concatenate([old.odd_rows, np.flatnonzero(tail_odd) + old.n])
         tree, tree_rows = old.tree, old.tree_rows
         indexed = 0 if tree_rows is None else tree_rows.size
@@ -275,6 +308,5 @@ class IndexBuilder:
             odd = np.zeros(n, dtype=bool)
             odd[odd_rows] = True
             tree, tree_rows = self.tree(columns, invalid, odd)
-        tools = np.concatenate([old.tools, tool_names(added)])
         return CandidateIndex(n=n, columns=tuple(columns), invalid=invalid, odd_rows=odd_rows,
-                              tree=tree, tree_rows=tree_rows, ids=ids, tools=tools)
+                              tree=tree, tree_rows=tree_rows, ids=ids, tools=tools, rows=rows)

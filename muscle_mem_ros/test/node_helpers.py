@@ -73,6 +73,22 @@ OBJECT_HOME = (0.4, 0.1, 0.05)
 JOINT_NAMES = ['j1', 'j2', 'j3']
 
 
+class FeedbackClient(ActionClient):
+    """
+    An action client that hands over a goal's feedback even when it comes after the result.
+
+    Feedback travels on a topic and the result on a service, so the last feedback can
+    arrive second, and rclpy's client then drops it (it forgets a goal's feedback callback
+    when the result arrives). The tests' servers match the feedback reader before a goal
+    is sent (:func:`~muscle_mem_ros.ros.matching.wait_for_action_matched`) and publish it
+    reliably, so every message arrives; this keeps it from being dropped on the way in.
+    """
+
+    def _remove_pending_result_request(self, future: Any) -> None:
+        seq = self._remove_pending_request(future, self._pending_result_requests)
+        self._result_sequence_number_to_goal_id.pop(seq, None)  # the callback stays
+
+
 @dataclass(frozen=True)
 class Names:
     """Every ROS name of one harness, under a unique prefix."""
@@ -523,7 +539,7 @@ class Harness:
         self.client.create_subscription(
             CacheEvent, self.names.cache('events'), self.events.append, 100,
             callback_group=self._group)
-        self.execute_client = ActionClient(
+        self.execute_client = FeedbackClient(
             self.client, ExecuteTask, self.names.cache('execute_task'),
             callback_group=self._group)
         self.executor = MultiThreadedExecutor(num_threads=8, context=self.context)

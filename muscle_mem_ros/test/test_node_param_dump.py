@@ -27,6 +27,8 @@ name is both a value and a prefix of another (``sensors`` and
 from __future__ import annotations
 
 from pathlib import Path
+import time
+from typing import Any
 
 from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS
 from node_helpers import CacheProcess, Names, params, wait_until, write_params
@@ -78,6 +80,25 @@ def dump(node_name: str, names: list[str], values: list) -> str:
     return yaml.dump({node_name: {'ros__parameters': tree}}, default_flow_style=False)
 
 
+def ask(executor: SingleThreadedExecutor, client: Any, request: Any, timeout: float = 30.0) -> Any:
+    """
+    Call a service until it answers (bounded).
+
+    A server that answers before it has matched the client's response reader (discovery
+    runs on its own in each process; ``wait_for_service`` tells only that the client
+    matched the server) sends the response to nobody. These requests only read, so the
+    request is sent again after a second without an answer.
+    """
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        future = client.call_async(request)
+        executor.spin_until_future_complete(future, timeout_sec=min(1.0, left))
+        if future.done():
+            return future.result()
+        client.remove_pending_request(future)
+    raise AssertionError(f'{client.srv_name}: no answer in {timeout} s')
+
+
 def dump_over_services(client: Node, node_name: str) -> str:
     """Dump the parameters of the running node ``node_name`` through its services."""
     executor = SingleThreadedExecutor(context=client.context)
@@ -86,12 +107,8 @@ def dump_over_services(client: Node, node_name: str) -> str:
     getter = client.create_client(GetParameters, f'{node_name}/get_parameters')
     assert lister.wait_for_service(timeout_sec=30.0)
     assert getter.wait_for_service(timeout_sec=30.0)
-    future = lister.call_async(ListParameters.Request())
-    executor.spin_until_future_complete(future, timeout_sec=30.0)
-    names = sorted(future.result().result.names)
-    future = getter.call_async(GetParameters.Request(names=names))
-    executor.spin_until_future_complete(future, timeout_sec=30.0)
-    values = [plain(v) for v in future.result().values]
+    names = sorted(ask(executor, lister, ListParameters.Request()).result.names)
+    values = [plain(v) for v in ask(executor, getter, GetParameters.Request(names=names)).values]
     executor.remove_node(client)
     executor.shutdown()
     client.destroy_client(lister)

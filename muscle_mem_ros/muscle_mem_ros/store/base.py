@@ -40,10 +40,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 import hashlib
+import itertools
 import json
 import pickle
 import struct
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -53,28 +54,32 @@ from ..records import Node, Step, TaskStats, ToolKind, TrajectoryInfo
 __all__ = ['NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature']
 
 
-class NodeList(tuple[Node, ...]):
+class NodeList(Sequence[Node]):
     """
-    The children of one tree node: an immutable sequence with a key identifying the set.
+    The children of one tree node: a read-only sequence with a key identifying the set.
 
     ``key`` changes whenever a child is added or removed (not when counters
     change), so the matcher can cache its matrices on it without hashing every
     node id on each lookup. Stores hand out the same NodeList until something
     changes, so a lookup does not copy a large fan-out.
+
+    It views the store's own list without copying it (100 000 first steps would
+    cost a copy on every commit): the store only appends to that list past this
+    view's length, or puts a node with new counters in the place of the old one,
+    which the view then shows.
     """
 
-    key: tuple[Any, ...]
-    family: tuple[Any, ...] | None
+    __slots__ = ('_nodes', '_n', 'key', 'family')
 
-    def __new__(
-        cls,
+    def __init__(
+        self,
         nodes: Sequence[Node] = (),
         *,
         key: tuple[Any, ...],
         family: tuple[Any, ...] | None = None,
-    ) -> NodeList:
+    ) -> None:
         """
-        Build the sequence.
+        Build the view.
 
         :param nodes: The children, oldest first.
         :param key: Identifies this exact membership.
@@ -83,10 +88,42 @@ class NodeList(tuple[Node, ...]):
             appended (a removal, or reading the list again, starts a new one),
             so a matcher extends what it built for a shorter list of the family.
         """
-        obj = super().__new__(cls, nodes)
-        obj.key = key
-        obj.family = family
-        return obj
+        self._nodes = nodes
+        self._n = len(nodes)
+        self.key = key
+        self.family = family
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> Node: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Node, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Node | tuple[Node, ...]:
+        if isinstance(index, slice):
+            start, stop, stride = index.indices(self._n)
+            return tuple(self._nodes[start:stop:stride])
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError('NodeList index out of range')
+        return self._nodes[index]
+
+    def __iter__(self) -> Iterator[Node]:
+        return itertools.islice(self._nodes, self._n)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(other) == self._n and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f'NodeList({list(self)!r}, key={self.key!r})'
 
 
 @dataclass(frozen=True)
