@@ -82,8 +82,8 @@ class _Group:
         self.order = order
         self.version = 0
         """Bumped by every new member (the offsets change)."""
-        self.sources_version = 0
-        """Bumped when the bound sources change (what later steps' plans read)."""
+        self._sources_version = 0
+        self._sources_at = 0
         self._max_shift = max_shift
         self._members: list[_Obs] = []
         self._ids: set[int] = set()
@@ -126,11 +126,26 @@ class _Group:
             d = o.pre[a] - o.pre[b]
             span[0], span[1] = min(span[0], d), max(span[1], d)
         self.version += 1
-        sources = frozenset((b.source, b.max_shift) for b in self.bindings())
-        if sources != self._bound_sources:
-            self._bound_sources = sources
-            self.sources_version += 1
         return True
+
+    @property
+    def sources_version(self) -> int:
+        """
+        Return a number that changes when the bound sources change (later steps' plans read it).
+
+        Worked out when read, not on every new member: learning a whole tree at start
+        then infers each group once, not once per trajectory.
+        """
+        self._refresh_sources()
+        return self._sources_version
+
+    def _refresh_sources(self) -> None:
+        if self._sources_at != self.version:
+            self._sources_at = self.version
+            sources = frozenset((b.source, b.max_shift) for b in self.bindings())
+            if sources != self._bound_sources:
+                self._bound_sources = sources
+                self._sources_version += 1
 
     def bindings(self) -> tuple[Binding, ...]:
         """Return the sensor bindings the members agree on (none with fewer than two)."""
@@ -142,6 +157,7 @@ class _Group:
 
     def bound_sources(self) -> frozenset[tuple[str, float | None]]:
         """Return (source, max_shift) of :meth:`bindings`."""
+        self._refresh_sources()
         return self._bound_sources
 
     def _infer(self) -> tuple[Binding, ...]:
