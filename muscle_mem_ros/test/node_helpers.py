@@ -54,7 +54,7 @@ from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.ros.matching import wait_for_action_matched
+from muscle_mem_ros.ros.matching import wait_for_action_matched, wait_for_service_matched
 from muscle_mem_ros.ros.shutdown import Spinner
 import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -639,6 +639,9 @@ class Harness:
         assert self.cache is not None
         code = self.cache.stop(sig)
         self.cache = None
+        for client in self._clients.values():  # the next process matches new ones
+            self.client.destroy_client(client)
+        self._clients.clear()
         if sig != signal.SIGKILL:
             wait_until(lambda: not self.execute_client.server_is_ready(), 2.0)
         return code
@@ -701,6 +704,10 @@ class Harness:
         if client is None:
             client = self.client.create_client(srv_type, self.names.cache(name),
                                                callback_group=self._group)
+            # its first answer would go to nobody if the cache had not matched it yet
+            if not wait_for_service_matched(self.client, client, f'/{self.names.node}', 15.0):
+                self.client.destroy_client(client)
+                raise RuntimeError(f'service {name} not available')
             self._clients[name] = client
         if not client.wait_for_service(timeout_sec=15.0):
             raise RuntimeError(f'service {name} not available')

@@ -36,6 +36,7 @@ from muscle_mem_ros import calibration
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.cli.paramsfile import read_sensor_settings
 from muscle_mem_ros.records import CompareMode
+from muscle_mem_ros.ros.matching import wait_for_service_matched
 from muscle_mem_ros.ros.shutdown import Spinner
 from muscle_mem_ros.store import SqliteStore
 from node_helpers import CacheProcess, Names, wait_until, write_params
@@ -185,7 +186,8 @@ class _NoisyJoints:
         from muscle_mem_interfaces.srv import Calibrate
         srv_type = srv_type or Calibrate
         client = self.node.create_client(srv_type, service)
-        assert client.wait_for_service(timeout_sec=30.0)
+        # the answer to a first request could go to nobody until the cache matched the client
+        assert wait_for_service_matched(self.node, client, service.rsplit('/', 1)[0], 30.0)
         future = client.call_async(srv_type.Request(**fields))
         assert wait_until(future.done, 60.0)
         return future.result()

@@ -24,7 +24,8 @@ at once can have its first feedback published to nobody; ROS promises nothing
 more, and a test that counts every feedback message of a module's first goal
 then fails now and then, however long it waits afterwards.
 
-:func:`wait_for_action_matched` closes that gap with a round trip. A process
+:func:`wait_for_action_matched` closes that gap with a round trip (and
+:func:`wait_for_service_matched` the same gap for a service's response reader). A process
 announces its readers in the order it creates them, and a peer learns of them
 in that order (the discovery data is sent reliably and in sequence). A new
 service client created *after* the action client announces its response reader
@@ -49,7 +50,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.srv import GetParameters
 from rclpy.node import Node
 
-__all__ = ['AgentSeen', 'wait_for_action_matched']
+__all__ = ['AgentSeen', 'wait_for_action_matched', 'wait_for_service_matched']
 
 _ATTEMPT = 1.0
 """Seconds one probe request may take before it is sent again (a lost request)."""
@@ -71,6 +72,31 @@ def wait_for_action_matched(node: Node, client: Any, server_node: str, timeout: 
     deadline = time.monotonic() + timeout
     if not client.wait_for_server(timeout_sec=timeout):
         return False
+    return _probe(node, server_node, deadline)
+
+
+def wait_for_service_matched(node: Node, client: Any, server_node: str, timeout: float) -> bool:
+    """
+    Wait until ``client``'s server has matched the client's response reader.
+
+    A server that answers a request before that sends the response to nobody (Fast DDS
+    logs "failed to send response (timeout)"): the first request to a server that has
+    just started can go unanswered. Same round trip as :func:`wait_for_action_matched`.
+
+    :param node: The node that owns ``client``; spinning in another thread.
+    :param client: An ``rclpy`` service client.
+    :param server_node: Fully qualified name of the node serving the service.
+    :param timeout: Seconds to wait at most.
+    :return: True once matched both ways, False after ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    if not client.wait_for_service(timeout_sec=timeout):
+        return False
+    return _probe(node, server_node, deadline)
+
+
+def _probe(node: Node, server_node: str, deadline: float) -> bool:
+    """Ask ``server_node`` for no parameters until it answers (a new client's round trip)."""
     probe: Any = node.create_client(GetParameters, f'{server_node.rstrip("/")}/get_parameters')
     try:
         while True:
