@@ -27,7 +27,7 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import ListTasks
 from muscle_mem_ros.ros.action_client import ActionClient as FixedActionClient
-from muscle_mem_ros.ros.matching import wait_for_action_matched
+from muscle_mem_ros.ros.matching import wait_for_action_matched, wait_for_service_matched
 from node_helpers import Harness, JOINT_NAMES, wait_feedback, wait_until
 import pytest
 import rclpy
@@ -122,7 +122,7 @@ def test_service_proxy_and_nothing_recorded_outside_a_task(world):
     h = world
     before = h.call(ListTasks, 'list_tasks', task='', with_steps=False)
     client = h.client.create_client(SetBool, h.names.proxy(h.names.gripper))
-    assert client.wait_for_service(timeout_sec=15.0)
+    assert wait_for_service_matched(h.client, client, f'/{h.names.node}', 15.0)
     response = h.wait(client.call_async(SetBool.Request(data=True)))
     assert response.success and response.message == 'closed'
     assert h.robot.gripper_requests[-1] is True
