@@ -61,6 +61,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
+from rclpy.qos import QoSProfile
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
@@ -82,7 +83,13 @@ class FeedbackClient(ActionClient):
     when the result arrives). The tests' servers match the feedback reader before a goal
     is sent (:func:`~muscle_mem_ros.ros.matching.wait_for_action_matched`) and publish it
     reliably, so every message arrives; this keeps it from being dropped on the way in.
+    Its reader keeps up to 1000 messages (rclpy's default is 10), so feedback that
+    arrives while the test's executor is busy is not pushed out before it is taken.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault('feedback_sub_qos_profile', QoSProfile(depth=1000))
+        super().__init__(*args, **kwargs)
 
     def _remove_pending_result_request(self, future: Any) -> None:
         seq = self._remove_pending_request(future, self._pending_result_requests)
