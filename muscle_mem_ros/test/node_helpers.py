@@ -657,6 +657,14 @@ class Harness:
         if self.cache is not None:
             self.stop_cache()
         self._spinner.stop()
+        # Destroyed here, in order, with nothing spinning: left to the garbage collector, an
+        # action server or client is finalized in whatever thread runs it next (a later
+        # test's executor), after its node, and rclpy 9.1.2 can crash there (a fresh-clone
+        # run died of a segmentation fault "Garbage-collecting" in a spinning thread).
+        for node in (self.robot, self.agent, self.client):
+            for waitable in list(node.waitables):
+                waitable.destroy()
+            node.destroy_node()
         rclpy.try_shutdown(context=self.context)
 
     def wait(self, future: Any, timeout: float = 30.0) -> Any:
