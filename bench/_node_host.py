@@ -30,8 +30,8 @@ every 0.1 s, so the benchmark can read them while the node runs. If a probed met
 does not exist (the node changed), that probe is left out and the benchmark says so.
 
 Unless ``MM_BENCH_PARTS=0``, five more probes split a replayed step into its parts:
-``SensorHub.capture``, ``Replayer.pick`` (pre-check: capture and match),
-``walk.candidates_at`` (store lookup), ``Replayer.post_check`` (wait, capture,
+``SensorHub.capture``, ``SensorJudge.pick`` (pre-check: capture and match),
+``walk.candidates_at`` (store lookup), ``SensorJudge.post_check`` (wait, capture,
 compare) and ``BehaviorCacheNode.publish_event``; a few microseconds each. All of them
 are named in :data:`PROBES`; a test checks that each still names something.
 A diagnostic, off in the benchmark: ``MM_BENCH_WHATIF=result_timeout=N`` runs the node with
@@ -56,9 +56,9 @@ PROBES: tuple[tuple[str, str, str, str], ...] = (
     ('wait', 'muscle_mem_ros.ros.sensors', 'SensorHub', 'wait_newer'),
     ('call', 'muscle_mem_ros.ros.proxy', 'ActionProxy', 'call'),
     ('capture', 'muscle_mem_ros.ros.sensors', 'SensorHub', 'capture'),
-    ('choose', 'muscle_mem_ros.ros.replay', 'Replayer', 'pick'),
+    ('choose', 'muscle_mem_ros.ros.sensing', 'SensorJudge', 'pick'),
     ('candidates', 'muscle_mem_ros.walk', '', 'candidates_at'),
-    ('post', 'muscle_mem_ros.ros.replay', 'Replayer', 'post_check'),
+    ('post', 'muscle_mem_ros.ros.sensing', 'SensorJudge', 'post_check'),
     ('event', 'muscle_mem_ros.ros.node', 'BehaviorCacheNode', 'publish_event'),
 )
 """Each probe: its kind, the module, the class ('' for a module function), the attribute.

@@ -165,8 +165,8 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
             lines += [f"| {label}: replayed call in the node | {stats(fig['call'])} |",
                       f"| {label}: rest of the step in the node | {stats(fig['rest'])} |"]
     parts = res['parts']
-    names = (('choose', 'pre-check (`Replayer._choose`: fresh snapshot, match candidates)'),
-             ('candidates', 'store lookup of the candidates (`Replayer._candidates`)'),
+    names = (('choose', 'pre-check (`SensorJudge.pick`: fresh snapshot, match candidates)'),
+             ('candidates', 'store lookup of the candidates (`walk.candidates_at`)'),
              ('post_logic', 'post-check without its sensor wait (snapshot, compare)'),
              ('capture', 'one snapshot (`SensorHub.capture`; part of the two above)'),
              ('event', 'one event published (`publish_event`)'))

@@ -92,9 +92,8 @@ at replay:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-import copy
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import fields
 import functools
 import inspect
 import json
@@ -105,26 +104,25 @@ import threading
 import time
 from typing import Any, TypeVar
 
-import numpy as np
-
-from .bindings import Bound, DEFAULT_MAX_SHIFT, parse_path, Plan, resolve, Substitution
+from .bindings import DEFAULT_MAX_SHIFT, Substitution
+from .captures import capture_leaves
 from .checks import Check, user_similarity
+from .engine_walk import EngineWalk, FAILED
 from .errors import StoreError
-from .learning import follow, Learner
+from .learning import follow, Learner, no_plans, Plans
 from .metrics import EngineStats, Metrics
-from .params import CallSpec, infer, MissingParamError
-from .records import Node, Snapshot, Step, StepStatus, ToolKind
-from .resume import accepts_resume, FailureKind, Resume
+from .params import CallSpec, infer
+from .records import Snapshot, Step, ToolKind
+from .resume import accepts_resume, Resume
 from .store import MemoryStore, open_store, Recording, Store
 from .tools import Tool, ToolRegistry
-from .walk import Miss, StepEvent, Verdict, walk, WalkResult
+from .walk import walk, WalkResult
 
 __all__ = ['capture_leaves', 'Engine', 'EngineStats', 'Resume', 'Substitution']
 
 _log = logging.getLogger(__name__)
 
 F = TypeVar('F', bound=Callable[..., Any])
-_FAILED = object()
 _UNSET = object()
 
 
@@ -339,7 +337,7 @@ class Engine:
         except Exception:
             self._count('check_errors')
             _log.exception('check capture %r raised', check.capture)
-            return _FAILED
+            return FAILED
 
     def _record_call(self, run: _Run, tool: Tool, args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
@@ -352,7 +350,7 @@ class Engine:
             run.in_tool -= 1
         duration = time.monotonic() - start
         post = self._capture(tool.post_check, args, kwargs) if tool.post_check else None
-        if pre is _FAILED or post is _FAILED:
+        if pre is FAILED or post is FAILED:
             run.learnable = False
             return result
         try:
@@ -418,48 +416,41 @@ class Engine:
             self._call_lock.release()
 
     def _walk(self, run: _Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        side = _EngineSide(self, run)
+        side = EngineWalk(self, run, self._plans_of(run.task))
         result = walk(store=self._store, task=run.task, variant='', judge=side, executor=side,
-                      reporter=side, locate_trajectories=False, measure=self.metrics.measure)
+                      reporter=side, measure=self.metrics.measure)
         if result.complete:
             return self._hit(run, result)
         return self._handoff(run, args, kwargs, result.resume)
 
-    def _plans_for(self, task: str) -> Mapping[int, Plan]:
+    def _plans_of(self, task: str) -> Plans:
         """
-        Return the bindings of a task's learned steps (node id -> plan with bindings).
+        Return the bindings of a task's learned steps (a store that cannot be read: none).
 
         The task's learner reads only trajectories it has not seen
         (:func:`.learning.follow`); a later step's capture is its own, so no plan
         checks sources ahead.
         """
         if not self._infer_bindings:
-            return {}
+            return no_plans()
         tolerance = self._tolerance
-        learner = self._learners[task] = follow(
-            self._learners.get(task), self._store, task=task, variant='', params=lambda t: {},
-            new=lambda: Learner(infer=True, max_shift=self._max_shift,
-                                tolerance=lambda key: tolerance, elements=capture_leaves,
-                                ahead=False))
+        try:
+            learner = self._learners[task] = follow(
+                self._learners.get(task), self._store, task=task, variant='',
+                params=lambda t: {}, new=lambda: Learner(
+                    infer=True, max_shift=self._max_shift, tolerance=lambda key: tolerance,
+                    elements=capture_leaves, ahead=False))
+        except Exception:  # noqa: BLE001 - a store that cannot be read: literal replay
+            _log.exception('cannot learn the bindings of task %s', task)
+            return no_plans()
         return learner.plans
 
-    def _current(self, check: Check[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                 memo: dict[Any, Any], memo_key: Any = None) -> Any:
-        """Capture now, memoized per decision (``_FAILED`` when the capture raised)."""
-        if memo_key is not None and memo_key in memo:
-            return memo[memo_key]
-        current = self._capture(check, args, kwargs)
-        if memo_key is not None:
-            memo[memo_key] = current
-        return current
-
     def _similarity(self, check: Check[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                    recorded: Any, memo: dict[Any, Any], memo_key: Any = None,
-                    current: Any = _UNSET) -> float:
-        """Capture now (memoized per decision) and compare; errors count and fail safe."""
+                    recorded: Any, current: Any = _UNSET) -> float:
+        """Compare ``current`` (default: capture now) with ``recorded``; errors fail safe."""
         if current is _UNSET:
-            current = self._current(check, args, kwargs, memo, memo_key)
-        if current is _FAILED:
+            current = self._capture(check, args, kwargs)
+        if current is FAILED:
             return 0.0
         try:
             with self.metrics.measure('compare'):
@@ -521,321 +512,3 @@ class Engine:
         except StoreError:
             self._count('record_errors')
             _log.exception('cannot store what the agent did for task %s', run.task)
-
-
-class _EngineSide:
-    """
-    The engine's side of one walk: judge with user checks, execute Python tools.
-
-    Implements the :mod:`.walk` protocols (``Judge``, ``Executor``, ``Reporter``).
-    """
-
-    def __init__(self, engine: Engine, run: _Run) -> None:
-        self._engine = engine
-        self._run = run
-        self._calls: dict[int, tuple[Tool, tuple[Any, ...], dict[str, Any]]] = {}
-        self._bound: dict[int, Bound] = {}
-        self._plans: Mapping[int, Plan] | None = None
-        self._shift: dict[tuple[Any, str], float] = {}
-
-    def _moved(self, capture: Any, recorded: Any,
-               replaced: Mapping[str, float] | None = None) -> Any:
-        """
-        Return a recorded capture moved by the walk's shift, ``replaced`` leaves set outright.
-
-        :param capture: The check's capture function (the shift is kept per function).
-        :param recorded: The recorded capture.
-        :param replaced: Source leaves already range-checked: set to their current values.
-        :return: What ``compare`` is given as the candidate.
-        :raises KeyError: a leaf path cannot be followed (also IndexError, TypeError).
-        """
-        changes: dict[tuple[str | int, ...], Any] = {}
-        if self._shift:
-            for key, value in capture_leaves(Snapshot(user=recorded)).items():
-                delta = self._shift.get((capture, key))
-                if delta is not None:
-                    changes[_capture_path(key)] = value + delta
-        for key, value in (replaced or {}).items():
-            changes[_capture_path(key)] = value
-        return _with_leaves(recorded, changes) if changes else recorded
-
-    def _advance(self, tool: Tool, node: Node, plan: Plan | None, bound: Bound | None) -> None:
-        """
-        Update the walk's shift after a step ran (the rule of :func:`.bindings.advance`).
-
-        A post leaf the step moved at recording (pre and post captures by the same
-        function differ) is where the recording left it; a source leaf keeps the shift
-        seen at the pre-check; a post leaf that followed a bound argument moves by that
-        argument's shift. With different pre and post capture functions every post leaf
-        not following an argument is taken as the recording left it.
-        """
-        pre_fn = tool.pre_check.capture if tool.pre_check is not None else None
-        post_fn = tool.post_check.capture if tool.post_check is not None else None
-        pre = capture_leaves(node.step.pre)
-        post = capture_leaves(node.step.post)
-        followed = dict(plan.follows) if plan is not None and bound is not None else {}
-        if post_fn is not None:
-            before = pre if post_fn is pre_fn else {}
-            for key, value in post.items():
-                if key not in followed and (key not in before or
-                                            abs(value - before[key]) > self._engine._tolerance):
-                    self._shift.pop((post_fn, key), None)
-        if bound is None:
-            return
-        for key, value in bound.sources.items():
-            if key in pre:
-                self._shift[(pre_fn, key)] = value - pre[key]
-        for key, path in followed.items():
-            if path in bound.shifts and post_fn is not None:
-                self._shift[(post_fn, key)] = bound.shifts[path]
-
-    def _plan(self, node: Node) -> Plan | None:
-        """Return ``node``'s bindings (the task's plans are learned once per walk)."""
-        if self._plans is None:
-            try:
-                self._plans = self._engine._plans_for(self._run.task)
-            except Exception:  # noqa: BLE001 - a store that cannot be read: literal replay
-                _log.exception('cannot learn the bindings of task %s', self._run.task)
-                self._plans = {}
-        return self._plans.get(node.id)
-
-    def prepare(self, reporter: Any) -> None:
-        """Nothing to wait for: user checks capture on demand."""
-
-    def pick(self, candidates: Sequence[Node], step: int) -> Verdict:
-        """Return the candidates whose pre-check passes, with distance = -similarity."""
-        engine = self._engine
-        passing: list[tuple[Node, float]] = []
-        memo: dict[Any, Any] = {}
-        refused: list[str] = []
-        self._bound = {}
-        for node in candidates:
-            recorded = node.step
-            tool = engine._registry.get(recorded.tool, recorded.type_name)
-            if tool is None or recorded.kind is not ToolKind.FUNCTION or \
-                    recorded.status is not StepStatus.SUCCEEDED:
-                continue
-            try:
-                call_args, call_kwargs = engine._spec(recorded.payload).resolve(self._run.params)
-            except MissingParamError:
-                continue
-            except Exception:  # noqa: BLE001 - a payload this code cannot read
-                _log.exception('cannot decode the arguments of node %d', node.id)
-                continue
-            if tool.is_method:
-                call_args = (engine._context, *call_args)
-            if tool.pre_check is None:
-                if recorded.pre is not None:
-                    continue
-                similarity = 1.0
-            else:
-                if recorded.pre is None:
-                    continue
-                plan = self._plan(node)
-                if plan is not None:
-                    judged = self._judge_bound(node, plan, tool, call_args, call_kwargs, step,
-                                               memo, refused)
-                    if judged is None:
-                        continue
-                    similarity, call_args, call_kwargs = judged
-                else:
-                    try:
-                        expected = self._moved(tool.pre_check.capture, recorded.pre.user)
-                    except (KeyError, IndexError, TypeError, ValueError):
-                        continue
-                    similarity = engine._similarity(tool.pre_check, call_args, call_kwargs,
-                                                    expected, memo,
-                                                    (tool.name, recorded.payload))
-                if similarity <= 0.0:
-                    continue
-            self._calls[node.id] = (tool, call_args, call_kwargs)
-            passing.append((node, -similarity))
-        if passing:
-            return Verdict(passing)
-        if candidates:
-            why = f': {refused[0]}' if refused else ''
-            return Verdict((), Miss(FailureKind.PRE_CHECK,
-                                    f'no recorded step passed its pre-check at step {step}{why}'))
-        return Verdict((), Miss(FailureKind.NO_CANDIDATE, 'no cached trajectory' if step == 0
-                                else f'nothing learned after step {step - 1}'))
-
-    def _judge_bound(self, node: Node, plan: Plan, tool: Tool, call_args: tuple[Any, ...],
-                     call_kwargs: dict[str, Any], step: int, memo: dict[Any, Any],
-                     refused: list[str],
-                     ) -> tuple[float, tuple[Any, ...], dict[str, Any]] | None:
-        """
-        Judge a candidate under its bindings.
-
-        :return: (similarity, arguments, keyword arguments) to call the tool with, or
-            None when the capture failed or the bindings cannot explain the world
-            (the reason is appended to ``refused``).
-        """
-        engine = self._engine
-        recorded = node.step
-        assert tool.pre_check is not None and recorded.pre is not None
-        current = engine._current(tool.pre_check, call_args, call_kwargs, memo,
-                                  (tool.name, recorded.payload))
-        if current is _FAILED:
-            return None
-        key = ('leaves', tool.name, recorded.payload)
-        if key not in memo:  # the capture's leaves, read once per capture
-            memo[key] = capture_leaves(Snapshot(user=current))
-        leaves = getattr(self._plans, 'leaves', lambda node_id: None)
-        bound = resolve(plan, step, node, {}, Snapshot(user=current), elements=capture_leaves,
-                        learned=leaves(node.id), current=memo[key])
-        if bound.problem:
-            _log.info('step %d: node %d not replayed: %s', step, node.id, bound.problem)
-            refused.append(bound.problem)
-            return None
-        is_method = tool.is_method
-        try:
-            expected = self._moved(tool.pre_check.capture, recorded.pre.user, bound.sources)
-            args = call_args[1:] if is_method else call_args
-            call = _with_leaves({'args': list(args), 'kwargs': dict(call_kwargs)},
-                                {tuple(parse_path(f)): v for f, v in bound.values.items()})
-        except (KeyError, IndexError, TypeError, ValueError) as err:
-            _log.warning('step %d: node %d: cannot apply its bindings (%r); not replayed',
-                         step, node.id, err)
-            refused.append(f'cannot apply the bindings of node {node.id}: {err!r}')
-            return None
-        similarity = engine._similarity(tool.pre_check, call_args, call_kwargs, expected, memo,
-                                        current=current)
-        if similarity <= 0.0:
-            return None
-        self._bound[node.id] = bound
-        new_args = tuple(call['args'])
-        return similarity, ((call_args[0], *new_args) if is_method else new_args), call['kwargs']
-
-    def execute(self, node: Node, step: int, cancel: Any) -> _Ran:
-        """Call the tool with the recorded (or rebound) arguments; a raise is a failed step."""
-        engine = self._engine
-        tool, call_args, call_kwargs = self._calls[node.id]
-        bound = self._bound.get(node.id)
-        if bound is not None and bound.substitutions:
-            self._run.substitutions.extend(bound.substitutions)
-            engine._count('steps_rebound')
-            _log.info('step %d (%s) rebound: %s', step, tool.name,
-                      ', '.join(s.describe() for s in bound.substitutions))
-        self._run.in_tool += 1
-        try:
-            tool.func(*call_args, **call_kwargs)
-        except Exception as err:
-            engine._count('tool_errors')
-            _log.exception('replayed step %d (%s) raised; handing off', step, tool.name)
-            return _Ran(StepStatus.FAILED, time.monotonic(), f'raised {err!r}')
-        finally:
-            self._run.in_tool -= 1
-        engine._count('steps_replayed')
-        if bound is not None or self._shift:
-            self._advance(tool, node, self._plan(node), bound)
-        return _Ran(StepStatus.SUCCEEDED, time.monotonic())
-
-    def post_check(self, node: Node, step: int, ended: float) -> Miss | None:
-        """Capture the post-check now and compare it with the recorded one."""
-        tool, call_args, call_kwargs = self._calls[node.id]
-        if tool.post_check is None or node.step.post is None:
-            return None
-        try:
-            expected = self._moved(tool.post_check.capture, node.step.post.user)
-        except (KeyError, IndexError, TypeError, ValueError):
-            _log.exception('cannot move the recorded post-check capture of node %d', node.id)
-            return Miss(FailureKind.POST_CHECK, f'post-check failed after step {step}')
-        if self._engine._similarity(tool.post_check, call_args, call_kwargs, expected, {}) > 0.0:
-            return None
-        return Miss(FailureKind.POST_CHECK, f'post-check failed after step {step}')
-
-    def event(self, *, kind: StepEvent, step: int, trajectory_id: int = 0, detail: str = '',
-              failure: Any = None) -> None:
-        """Log what the node would publish as an event."""
-        _log.debug('task %s: %s: %s', self._run.task, kind.value, detail)
-
-    def progress(self, *, step: int, total: int, detail: str) -> None:
-        """Nothing to report: the engine has no feedback channel."""
-
-
-@dataclass(frozen=True)
-class _Ran:
-    """How a replayed Python call ended (the walk's ``Outcome``)."""
-
-    status: StepStatus
-    ended: float
-    detail: str = ''
-
-
-# -- Captures and arguments as leaves (bindings) -------------------------------------------------
-
-
-def capture_leaves(snapshot: Snapshot | None) -> dict[str, float]:
-    """
-    Return the numeric leaves of a snapshot's user capture as binding sources.
-
-    ``{'capture:cube': 0.3, 'capture:pos[0]': 0.1, ...}``; a capture that is a number
-    itself is ``capture``. Dicts with string keys, lists, tuples and NumPy arrays are
-    descended; booleans, non-finite numbers and other objects are not sources.
-
-    :param snapshot: A recorded or current snapshot, or None.
-    :return: Source -> value.
-    """
-    out: dict[str, float] = {}
-    if snapshot is not None and snapshot.user is not None:
-        _collect(snapshot.user, '', out)
-    return {(f'capture:{path}' if path else 'capture'): value for path, value in out.items()}
-
-
-def _collect(value: Any, prefix: str, out: dict[str, float]) -> None:
-    if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
-        value = value.tolist()
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if isinstance(key, str) and key and not any(c in key for c in '.[]'):
-                _collect(item, f'{prefix}.{key}' if prefix else key, out)
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            _collect(item, f'{prefix}[{i}]', out)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if math.isfinite(value):
-            out[prefix] = float(value)
-
-
-def _capture_path(source: str) -> tuple[str | int, ...]:
-    """Return the path inside a capture of a source from :func:`capture_leaves`."""
-    return tuple(parse_path(source[len('capture:'):])) if source != 'capture' else ()
-
-
-def _with_leaves(value: Any, values: Mapping[tuple[str | int, ...], Any]) -> Any:
-    """
-    Return a copy of ``value`` with the leaves at ``values``' paths replaced.
-
-    Only the containers on a path are copied (dicts, lists, tuples, NumPy arrays);
-    the recorded value is never changed.
-
-    :raises KeyError: a path does not lead to a leaf (also IndexError, TypeError).
-    """
-    for path, leaf in values.items():
-        value = _replace(value, path, leaf)
-    return value
-
-
-def _replace(value: Any, path: tuple[str | int, ...], leaf: Any) -> Any:
-    if not path:
-        return leaf
-    head, rest = path[0], path[1:]
-    if isinstance(value, np.ndarray):
-        if not all(isinstance(i, int) for i in path) or len(path) != value.ndim:
-            raise TypeError(f'path {list(path)} does not lead to an element of an array')
-        array = value.copy()
-        array[tuple(int(i) for i in path)] = leaf
-        return array
-    if isinstance(value, Mapping):
-        if not isinstance(head, str) or head not in value:
-            raise KeyError(head)
-        mapping = copy.copy(value) if isinstance(value, dict) else dict(value)
-        mapping[head] = _replace(value[head], rest, leaf)
-        return mapping
-    if isinstance(value, (list, tuple)) and isinstance(head, int):
-        items = list(value)
-        items[head] = _replace(items[head], rest, leaf)
-        if isinstance(value, list):
-            return items
-        return type(value)(*items) if hasattr(value, '_fields') else type(value)(items)
-    raise TypeError(f'cannot descend into {type(value).__name__} at {head!r}')

@@ -51,7 +51,7 @@ from .bindings import (
 from .records import Node, Snapshot, Step, TrajectoryInfo
 from .store.base import Store
 
-__all__ = ['bound_params', 'follow', 'learn', 'Learner', 'Plans']
+__all__ = ['bound_params', 'follow', 'learn', 'Learner', 'no_plans', 'Plans']
 
 Elements = Callable[[Snapshot | None], dict[str, float]]
 Tolerance = Callable[[str], float | None]
@@ -395,6 +395,11 @@ class Plans(Mapping[int, Plan]):
         return self._learner.any_plan()
 
 
+def no_plans() -> Plans:
+    """Return the plans of a tree whose bindings are switched off (none)."""
+    return Learner(infer=False).plans
+
+
 def learn(
     paths: Sequence[tuple[Sequence[Node], Mapping[str, Any]]],
     *,
@@ -425,7 +430,8 @@ def learn(
 
 def follow(learner: Learner | None, store: Store, *, task: str, variant: str,
            params: Callable[[TrajectoryInfo], Mapping[str, Any]],
-           new: Callable[[], Learner]) -> Learner:
+           new: Callable[[], Learner],
+           listing: Sequence[TrajectoryInfo] | None = None) -> Learner:
     """
     Bring a tree's learner up to date with the store, reading only what is new.
 
@@ -433,7 +439,9 @@ def follow(learner: Learner | None, store: Store, *, task: str, variant: str,
     whether anything changed; if so, the trajectories committed since the learner's
     newest are listed and learned. When that does not account for the tally (one
     was forgotten or pruned, or another robot committed one late with a smaller id)
-    the tree is learned again from scratch with a learner from ``new``.
+    the tree is learned again from scratch with a learner from ``new``. A caller
+    that has just listed the tree passes the ``listing``: nothing more is read but
+    the new trajectories' steps.
 
     :param learner: The tree's learner so far, or None.
     :param store: Where the tree is.
@@ -441,16 +449,23 @@ def follow(learner: Learner | None, store: Store, *, task: str, variant: str,
     :param variant: The tree's variant.
     :param params: The parameters a trajectory was recorded with.
     :param new: Makes an empty learner.
+    :param listing: Every trajectory of the tree, just read; None: ask the store.
     :return: The learner to keep (``learner`` itself unless it was replaced).
     """
-    tally = store.tally(task=task, variant=variant)
+    tally = (store.tally(task=task, variant=variant) if listing is None
+             else _added((0, 0), listing))
     if learner is not None and learner.tally == tally:
         return learner
     after = 0 if learner is None else learner.newest
-    fresh = store.trajectories(task=task, variant=variant, after=after)
+    fresh: Sequence[TrajectoryInfo]
+    if listing is None:
+        fresh = store.trajectories(task=task, variant=variant, after=after)
+    else:
+        fresh = [t for t in listing if t.id > after]
     if learner is None or _added(learner.tally, fresh) != tally:
         learner = new()
-        fresh = store.trajectories(task=task, variant=variant)
+        fresh = (store.trajectories(task=task, variant=variant) if listing is None
+                 else listing)
     for info in fresh:
         learner.add(store.path(info.id), params(info), info.id)
     return learner

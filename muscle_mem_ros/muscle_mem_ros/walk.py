@@ -65,10 +65,11 @@ from typing import Any, ContextManager, Protocol
 from .records import CheckFailure, Node, StepStatus
 from .resume import FailureKind, Resume
 from .store.base import Store
+from .trees import Paths, TreeView
 
 __all__ = [
     'candidates_at', 'choose', 'Executor', 'Judge', 'locate', 'Miss', 'Outcome', 'rank_key',
-    'Reporter', 'StepEvent', 'trajectories_of', 'Verdict', 'walk', 'WalkResult',
+    'Reporter', 'StepEvent', 'Verdict', 'walk', 'WalkResult',
 ]
 
 
@@ -210,17 +211,6 @@ def rank_key(node: Node, distance: float) -> tuple[float, int, float, int]:
     return (distance, -node.success_count, -node.last_used, node.id)
 
 
-Paths = Sequence[tuple[int, tuple[int, ...], int]]
-
-
-def trajectories_of(store: Store, task: str, variant: str,
-                    path: Sequence[int] | None = None) -> Paths:
-    """Return (replay count, node ids, id) of the trajectories a walk may be on."""
-    return [(t.replay_count, t.node_ids, t.id)
-            for t in store.trajectories(task=task, variant=variant)
-            if path is None or list(t.node_ids) == list(path)]
-
-
 def locate(paths: Paths, node: Node) -> tuple[int, int]:
     """
     Return the trajectory a walk at ``node`` is on, and its length.
@@ -265,7 +255,7 @@ class _NoCancel:
 def walk(
     *, store: Store, task: str, variant: str, judge: Judge, executor: Executor,
     reporter: Reporter, cancel: Any = None, path: Sequence[int] | None = None,
-    locate_trajectories: bool = True,
+    tree: TreeView | None = None,
     measure: Callable[[str], ContextManager[Any]] | None = None,
 ) -> WalkResult:
     """
@@ -279,15 +269,17 @@ def walk(
     :param reporter: Gets events and progress.
     :param cancel: Anything with a ``cancelled`` attribute, or None.
     :param path: Restrict the walk to this root-to-leaf node path.
-    :param locate_trajectories: Find the trajectory each step is on (events, progress
-        total); off, events carry trajectory id 0 and the total -1.
+    :param tree: The tree as the run read it (:meth:`.trees.Trees.view`): the trajectory
+        each step is on is found in it (events, progress total) and the one completed;
+        None: events carry trajectory id 0 and the total -1, and the completed
+        trajectory is asked of the store.
     :param measure: ``measure(phase)`` context manager timing 'lookup' and 'replay'.
     :return: How the walk ended.
     """
     cancel = cancel if cancel is not None else _NoCancel()
     timed = measure if measure is not None else (lambda phase: contextlib.nullcontext())
     judge.prepare(reporter)
-    paths = trajectories_of(store, task, variant, path) if locate_trajectories else ()
+    paths = tree.paths(path) if tree is not None else ()
     parent: Node | None = None
     replayed: list[Node] = []
     post_miss: Miss | None = None
@@ -308,7 +300,8 @@ def walk(
         node = choose(verdict)
         if node is None:
             if parent is not None and parent.terminal and post_miss is None:
-                info = store.trajectory_ending_at(parent.id)
+                info = (tree.ending_at(parent.id) if tree is not None
+                        else store.trajectory_ending_at(parent.id))
                 resume = Resume(depth, '', tuple(n.step.tool for n in replayed), None, parent.id)
                 return WalkResult(True, resume, parent, info.id if info is not None else 0)
             miss = verdict.miss or Miss(FailureKind.NO_CANDIDATE,

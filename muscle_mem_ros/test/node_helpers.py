@@ -189,15 +189,22 @@ class CacheProcess:
     """The behavior-cache node in its own process."""
 
     def __init__(self, *, names: Names, params_file: Path, log: Path,
-                 domain_id: int | None = None) -> None:
+                 domain_id: int | None = None, host: Path | None = None) -> None:
+        """
+        Start the node.
+
+        :param host: A script that runs the node's main (an instrumented process, e.g.
+            ``store_reads_host.py``); None: ``python -m muscle_mem_ros.ros.main``.
+        """
         self.names = names
         self.log = log
         self._log_file = open(log, 'w')  # noqa: SIM115 - closed in stop()
         env = dict(os.environ)
         if domain_id is not None:
             env['ROS_DOMAIN_ID'] = str(domain_id)
+        entry = ['-m', 'muscle_mem_ros.ros.main'] if host is None else [str(host)]
         self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+            [sys.executable, *entry, '--ros-args',
              '-r', f'__node:={names.node}', '--params-file', str(params_file)],
             stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
         )
@@ -561,7 +568,7 @@ class Harness:
         if error is not None and rclpy.ok(context=self.context):  # a callback raised
             self.spin_error = ''.join(traceback.format_exception(error))
 
-    def start_cache(self, **overrides: Any) -> CacheProcess:
+    def start_cache(self, host: Path | None = None, **overrides: Any) -> CacheProcess:
         """
         Start the cache process (store in tmp) and wait until it answers.
 
@@ -577,7 +584,7 @@ class Harness:
         params_file = write_params(self.tmp / 'params.yaml', self.names.node, values)
         log = self.tmp / f'cache_{len(list(self.tmp.glob("cache_*.log")))}.log'
         self.cache = CacheProcess(names=self.names, params_file=params_file, log=log,
-                                  domain_id=self.domain_id)
+                                  domain_id=self.domain_id, host=host)
         cache = self.cache
         if not wait_until(lambda: 'behavior cache ready' in cache.output()
                           or not cache.alive(), 30.0) or not cache.alive():

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 
-from muscle_mem_ros.bindings import (
-    advance, bound_variant, DECLARED, Declared, element_tolerances, explains, INFERRED, leaves,
-    match_variant, resolve, Shift,
-)
+from muscle_mem_ros.bindings import DECLARED, Declared, element_tolerances, INFERRED, leaves
 from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.filing import explains
 from muscle_mem_ros.learning import bound_params, learn
 from muscle_mem_ros.records import CompareMode, Node, SensorSpec, Snapshot, Step, ToolKind
+from muscle_mem_ros.retarget import advance, resolve, Shift
+from muscle_mem_ros.variants import Variant
 import pytest
 
 SENSORS = [SensorSpec('object', (0.02,), CompareMode.NORM),
@@ -165,6 +165,14 @@ def test_a_later_binding_lets_earlier_steps_accept_its_source_within_range():
     near = resolve(plans[1], 0, first, {}, snap((0.45, 0, 0.02)))
     assert not near.problem and near.sources == {'sensor:object[0]': 0.45}
     assert 'max_shift' in resolve(plans[1], 0, first, {}, snap((0.6, 0, 0.02))).problem
+
+
+def bound_variant(params, sources):
+    return Variant.bound(params, sources).text
+
+
+def match_variant(variant, params):
+    return Variant.parse(variant).fits(params)
 
 
 def test_variants_bind_parameters_and_need_every_key():

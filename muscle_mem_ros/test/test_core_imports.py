@@ -12,10 +12,16 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The core never imports rclpy: the package and every core module, in a fresh interpreter."""
+"""
+The package's layering: the core never imports rclpy, no module imports itself back.
+
+And the binding rules are applied in one place (the core's ``retarget``), which both
+front ends (the node and the Python ``Engine``) use.
+"""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -54,3 +60,61 @@ def test_importing_the_core_leaves_rclpy_out():
     out = subprocess.run([sys.executable, '-c', code], env=subprocess_env(),
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Return each package module's imports of package modules (``TYPE_CHECKING`` aside)."""
+    package = PACKAGE_ROOT / 'muscle_mem_ros'
+    paths = {'.'.join(p.relative_to(PACKAGE_ROOT).with_suffix('').parts).removesuffix(
+        '.__init__'): p for p in package.rglob('*.py')}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and 'TYPE_CHECKING' in ast.dump(node.test):
+                node.body = []
+        here = name if path.name == '__init__.py' else name.rpartition('.')[0]
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ''
+                if node.level:
+                    base = '.'.join(here.split('.')[:len(here.split('.')) - node.level + 1]
+                                    + ([node.module] if node.module else []))
+                for alias in node.names:
+                    target = f'{base}.{alias.name}'
+                    found.add(target if target in paths else base)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        graph[name] = {m for m in found if m in paths and m != name}
+    return graph
+
+
+def test_no_module_of_the_package_imports_itself_back():
+    graph = _module_imports()
+    assert graph['muscle_mem_ros.ros.replay']  # the graph is read
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            name = todo.pop()
+            assert name != start, f'{start} imports itself back through {sorted(seen)}'
+            if name not in seen:
+                seen.add(name)
+                todo.extend(graph[name])
+
+
+def test_one_binding_judge_serves_the_node_and_the_engine():
+    package = PACKAGE_ROOT / 'muscle_mem_ros'
+    rules = {'resolve', 'advance', 'Shift'}  # the rules the judge applies
+    judges, ruled = set(), set()
+    for path in package.rglob('*.py'):
+        name = path.relative_to(package).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or '').endswith('retarget'):
+                names = {alias.name for alias in node.names}
+                if 'BindingJudge' in names:
+                    judges.add(name)
+                if names & rules:
+                    ruled.add(name)
+    assert judges == {'engine_walk.py', 'ros/replay.py'}
+    assert ruled <= {'filing.py'}, ruled  # filing checks a recording, it judges no replay

@@ -27,6 +27,7 @@ from muscle_mem_interfaces.msg import TrajectoryInfo as TrajectoryInfoMsg
 from muscle_mem_ros.bindings import Plan, Substitution
 from muscle_mem_ros.records import Node, TaskStats, TrajectoryInfo
 from muscle_mem_ros.resume import Resume
+from muscle_mem_ros.variants import canonical
 
 __all__ = [
     'canonical_params',
@@ -56,7 +57,7 @@ def canonical_params(params_json: str) -> str:
         raise ValueError(f'params_json is not valid JSON: {err}') from err
     if not isinstance(value, dict):
         raise ValueError(f'params_json must be a JSON object, got {type(value).__name__}')
-    return json.dumps(value, sort_keys=True, separators=(',', ':'))
+    return canonical(value)
 
 
 def time_msg(seconds: float) -> Time:

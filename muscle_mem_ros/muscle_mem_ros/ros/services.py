@@ -43,8 +43,9 @@ from muscle_mem_ros.errors import MuscleMemError, UnknownTrajectoryError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.config import CacheMode
 from muscle_mem_ros.ros.convert import canonical_params, task_info, trajectory_info
+from muscle_mem_ros.ros.events import EventReporter
 from muscle_mem_ros.ros.recorder import Recorder
-from muscle_mem_ros.ros.replay import EventReporter, Replayer
+from muscle_mem_ros.ros.replay import Replayer
 from muscle_mem_ros.ros.sync import CancelToken, TaskGuard
 from muscle_mem_ros.store import Store
 
@@ -93,7 +94,7 @@ class CacheServices:
 
     def _known(self, task: str) -> bool:
         return any(t.name == task for t in self._store.tasks()) or bool(
-            self._store.trajectories(task=task))
+            self._store.trees(task=task))
 
     def replay(self, request: Any, response: Any) -> Any:
         """Replay a learned trajectory (or dry-run its first step)."""
@@ -104,7 +105,7 @@ class CacheServices:
                 raise ValueError('task name is empty')
             literal = canonical_params(request.params_json)
             params = json.loads(literal)
-            variant = self._replayer.variant_for(task, params, literal)
+            variant = self._replayer.trees.variant_for(task, params, literal)
             path = None
             if request.trajectory_id:
                 info = self._store.trajectory(request.trajectory_id)
@@ -117,7 +118,7 @@ class CacheServices:
                                      f'{info.params_json}, not {literal}')
                 variant = info.variant
                 path = list(info.node_ids)
-            elif not self._store.trajectories(task=task):
+            elif not self._store.trees(task=task):
                 raise ValueError(f"unknown task '{task}': nothing learned")
         except UnknownTrajectoryError:
             response.message = f'bad request: unknown trajectory {request.trajectory_id}'
@@ -130,7 +131,8 @@ class CacheServices:
             response.message = 'cache_mode is off: nothing is replayed'
             return response
         if request.dry_run:
-            dry = self._replayer.dry_run(task=task, variant=variant, path=path, params=params)
+            dry = self._replayer.dry_run(tree=self._replayer.trees.view(task, variant),
+                                         path=path, params=params)
             response.success = dry.would_replay
             response.trajectory_id = dry.trajectory_id or request.trajectory_id
             response.failed_step = -1 if dry.would_replay else 0
@@ -144,7 +146,8 @@ class CacheServices:
         self.cancel = token = CancelToken()
         try:
             walk = self._replayer.walk(
-                task=task, variant=variant, path=path, cancel=token, params=params,
+                tree=self._replayer.trees.view(task, variant), path=path, cancel=token,
+                params=params,
                 reporter=EventReporter(task=task, sink=self._sink),
             )
         except MuscleMemError as err:
@@ -176,10 +179,10 @@ class CacheServices:
                 return response
             trajectories = self._store.trajectories(task=task or None)
             response.tasks = [task_info(s) for s in stats]
+            trees = self._replayer.trees
             response.trajectories = [
                 trajectory_info(t, self._store.path(t.id) if request.with_steps else None,
-                                self._replayer.plans(t.task, t.variant) if request.with_steps
-                                else None)
+                                trees.plans(t.task, t.variant) if request.with_steps else None)
                 for t in trajectories
             ]
         except MuscleMemError as err:
@@ -195,8 +198,8 @@ class CacheServices:
         """One trajectory with its steps."""
         try:
             info = self._store.trajectory(request.trajectory_id)
-            response.trajectory = trajectory_info(info, self._store.path(info.id),
-                                                  self._replayer.plans(info.task, info.variant))
+            plans = self._replayer.trees.plans(info.task, info.variant)
+            response.trajectory = trajectory_info(info, self._store.path(info.id), plans)
         except UnknownTrajectoryError:
             response.message = f'unknown trajectory {request.trajectory_id}'
             return response

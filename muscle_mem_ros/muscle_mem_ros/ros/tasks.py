@@ -53,12 +53,14 @@ from typing import Any
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
+from muscle_mem_ros.records import TrajectoryInfo
 from muscle_mem_ros.resume import FailureKind, Resume
 from muscle_mem_ros.ros.config import CacheMode
-from muscle_mem_ros.ros.convert import canonical_params, resume_goal, substitution_msg
+from muscle_mem_ros.ros.convert import canonical_params, resume_goal
+from muscle_mem_ros.ros.events import describe_bindings, EventReporter
 from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
-from muscle_mem_ros.ros.replay import EventReporter, Replayer
+from muscle_mem_ros.ros.replay import Replayer
 from muscle_mem_ros.ros.sync import cancel_when_accepted, CancelToken, wait_future
 from muscle_mem_ros.store import Store
 from rclpy.action import ActionClient
@@ -145,7 +147,8 @@ class TaskRunner:
         except ValueError as err:
             return self._fail(goal_handle, result, task, f'bad goal: {err}')
         params = json.loads(literal)
-        variant = self._replayer.variant_for(task, params, literal)
+        trees = self._replayer.trees
+        variant = trees.variant_for(task, params, literal)
         if mode is CacheMode.OFF:
             return self._handoff(
                 goal_handle, result, cancel=cancel, task=task, variant=variant, literal=literal,
@@ -155,12 +158,11 @@ class TaskRunner:
         if mode is not CacheMode.RECORD_ONLY:
             reporter = EventReporter(task=task, sink=self._sink,
                                      feedback=partial(_replay_feedback, goal_handle))
-            walk = self._replayer.walk(
-                task=task, variant=variant, reporter=reporter, cancel=cancel, params=params,
-            )
+            walk = self._replayer.walk(tree=trees.view(task, variant), reporter=reporter,
+                                       cancel=cancel, params=params)
             self.steps_replayed_total += walk.steps_replayed
             result.steps_replayed = walk.steps_replayed
-            result.substituted = [substitution_msg(s) for s in reporter.substitutions]
+            result.substituted = list(reporter.messages)
             if walk.kind is FailureKind.CANCELED:
                 _end_canceled(goal_handle)
                 result.message = f'canceled at step {walk.resume.step}'
@@ -192,6 +194,14 @@ class TaskRunner:
             goal_handle, result, cancel=cancel, task=task, variant=variant, literal=literal,
             resume=walk.resume if walk is not None else _FROM_START, record=True,
         )
+
+    def _bindings_of(self, info: TrajectoryInfo) -> str:
+        """Return what a learned trajectory binds, for its event ('' when unknown)."""
+        try:
+            plans = self._replayer.trees.plans(info.task, info.variant)
+        except MuscleMemError:  # the event is still worth sending without them
+            return ''
+        return describe_bindings(info, plans)
 
     def _count(self, task: str, *, hit: bool) -> str:
         """Count a hit or a miss; return '' or why it could not be stored."""
@@ -279,7 +289,7 @@ class TaskRunner:
             goal_handle.succeed()
             return result
         try:
-            ended, info = self._recorder.finish(save=True, filer=self._replayer.filer)
+            ended, info = self._recorder.finish(save=True, filer=self._replayer.file)
         except MuscleMemError as err:
             self._health.failed('the learned steps', err)
             self._log.error(f"task '{task}': agent succeeded but its steps were not stored: {err}")
@@ -296,7 +306,7 @@ class TaskRunner:
                 kind=CacheEvent.BRANCH_LEARNED, task=task, step=resume.step,
                 trajectory_id=info.id,
                 detail=f'learned {result.steps_by_agent} steps from step {resume.step}'
-                + self._replayer.describe_bindings(info),
+                + self._bindings_of(info),
             )
         goal_handle.succeed()
         return result

@@ -36,7 +36,7 @@ which is harmless. An unpicklable user capture never dedupes.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 import hashlib
@@ -51,7 +51,7 @@ import numpy as np
 from .values import Blobs, pack, UnsafeValueError
 from ..records import Node, Step, TaskStats, ToolKind, TrajectoryInfo
 
-__all__ = ['NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature']
+__all__ = ['NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature', 'tree_tallies']
 
 
 class NodeList(Sequence[Node]):
@@ -314,6 +314,15 @@ class Store(abc.ABC):
         found = self.trajectories(task=task, variant=variant)
         return len(found), sum(t.id for t in found)
 
+    def trees(self, *, task: str) -> dict[str, tuple[int, int]]:
+        """
+        Return a task's trees: variant -> :meth:`tally` (count, sum of ids).
+
+        Which tree a run uses is chosen from this, without listing the task's
+        trajectories (cheap in the SQL stores: one index read).
+        """
+        return tree_tallies(self.trajectories(task=task))
+
     @abc.abstractmethod
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""
@@ -387,3 +396,12 @@ class Store(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def tree_tallies(infos: Iterable[TrajectoryInfo]) -> dict[str, tuple[int, int]]:
+    """Return variant -> (count, sum of ids) of the trajectories ``infos`` (one task's)."""
+    out: dict[str, tuple[int, int]] = {}
+    for t in infos:
+        count, ids = out.get(t.variant, (0, 0))
+        out[t.variant] = (count + 1, ids + t.id)
+    return out

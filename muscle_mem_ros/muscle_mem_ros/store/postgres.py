@@ -60,7 +60,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import uuid
 
 from . import pgschema, sqltree
-from .base import check_step, NodeList, Recording, RecordingInfo, Store
+from .base import check_step, NodeList, Recording, RecordingInfo, Store, tree_tallies
 from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
 from .kidcache import ChildCache, Key
 from .owners import HOST
@@ -760,6 +760,15 @@ class PostgresStore(Store):
             return self._last_known(err, lambda known: (
                 sum(1 for t in known if (t.task, t.variant) == (task, variant)),
                 sum(t.id for t in known if (t.task, t.variant) == (task, variant))))
+
+    def trees(self, *, task: str) -> dict[str, tuple[int, int]]:
+        """Return a task's trees: variant -> (count, sum of ids); as last read while away."""
+        try:
+            with self._db() as conn:
+                return sqltree.trees(conn, task)
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: tree_tallies(
+                t for t in known if t.task == task))
 
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""

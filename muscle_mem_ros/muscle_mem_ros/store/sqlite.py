@@ -529,6 +529,11 @@ class SqliteStore(Store):
         with self._reading() as conn:
             return sqltree.tally(conn, task, variant)
 
+    def trees(self, *, task: str) -> dict[str, tuple[int, int]]:
+        """Return a task's trees: variant -> (count, sum of ids)."""
+        with self._reading() as conn:
+            return sqltree.trees(conn, task)
+
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""
         with self._reading() as conn:

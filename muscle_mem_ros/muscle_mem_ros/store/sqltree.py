@@ -225,6 +225,13 @@ def tally(conn: Connection, task: str, variant: str) -> tuple[int, int]:
     return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
+def trees(conn: Connection, task: str) -> dict[str, tuple[int, int]]:
+    """Return a task's trees: variant -> (count, sum of ids) of its trajectories."""
+    return {str(r[0]): (int(r[1]), int(r[2])) for r in conn.execute(
+        'SELECT variant, count, id_sum FROM tree_tally WHERE task = ? AND count > 0',
+        (task,)).fetchall()}
+
+
 def task_stats(conn: Connection) -> list[TaskStats]:
     """Return per-task counters (trajectories, hits, misses, last use), sorted by name."""
     counts = {r[0]: (r[1], r[2]) for r in conn.execute(
