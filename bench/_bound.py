@@ -121,6 +121,11 @@ def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
     joints (no recording passes: a miss, the agent runs, the run is learned), then
     moves the cube within ``binding_max_shift`` and times the next call: a hit
     whose arguments are rebound, after learning the trajectory just committed.
+
+    The user's checks are opaque, and each candidate's capture is taken with its
+    own recorded arguments, so every call captures and compares once per
+    candidate, as muscle-mem 0.1.0 does: the floor of a call is the user's own
+    ``capture`` and ``compare`` run N times, measured beside it in the same run.
     """
     from dataclasses import replace
     from muscle_mem_ros import Check, Engine, SqliteStore
@@ -148,13 +153,16 @@ def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
     engine.set_agent(agent).finalize()
     assert engine() is False
     t0 = time.perf_counter()
+    users = []
     with SqliteStore(path=path) as bulk, bulk.batch():
         (template,) = bulk.trajectories()
         (node,) = bulk.path(template.id)
+        users.append(node.step.pre.user)
         for _ in range(n - 1):
             cube = np.array([rng.uniform(0.3, 0.5), rng.uniform(-0.2, 0.2)])
             spec = infer((float(cube[0]) + 0.02, float(cube[1])), {}, None)
             user = {'joints': rng.uniform(-1, 1, 6).tolist(), 'cube': cube.tolist()}
+            users.append(user)
             step = replace(node.step, payload=spec.encode(allow_pickle=False),
                            payload_json=spec.describe(), pre=Snapshot(user=user))
             bulk.add_trajectory(task=template.task, variant='', params_json=template.params_json,
@@ -173,5 +181,11 @@ def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
         t0 = time.perf_counter()
         assert engine() is True  # the same call with nothing new to learn
         again.append(time.perf_counter() - t0)
+    floor = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for recorded in users:
+            compare(capture(0.0, 0.0), recorded)
+        floor.append(time.perf_counter() - t0)
     return {'build': built, 'p50': pct(after, 50), 'p99': pct(after, 99),
-            'samples': len(after), 'again_p50': pct(again, 50)}
+            'samples': len(after), 'again_p50': pct(again, 50), 'floor_p50': pct(floor, 50)}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 import copy
+import functools
 import math
 from typing import Any
 
@@ -54,7 +55,16 @@ def capture_leaves(snapshot: Snapshot | None) -> dict[str, float]:
 
 
 def _collect(value: Any, prefix: str, out: dict[str, float]) -> None:
-    if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
+    kind = type(value)
+    if kind is float or kind is int:  # the common leaves first: no ABC checks
+        if math.isfinite(value):
+            out[prefix] = float(value)
+        return
+    if kind is list:
+        for i, item in enumerate(value):
+            _collect(item, f'{prefix}[{i}]', out)
+        return
+    if kind.__module__ == 'numpy' and hasattr(value, 'tolist'):
         value = value.tolist()
     if isinstance(value, Mapping):
         for key, item in value.items():
@@ -68,6 +78,7 @@ def _collect(value: Any, prefix: str, out: dict[str, float]) -> None:
             out[prefix] = float(value)
 
 
+@functools.lru_cache(maxsize=4096)
 def capture_path(source: str) -> tuple[str | int, ...]:
     """Return the path inside a capture of a source from :func:`capture_leaves`."""
     return tuple(parse_path(source[len('capture:'):])) if source != 'capture' else ()

@@ -112,7 +112,7 @@ from .errors import StoreError
 from .learning import follow, Learner, no_plans, Plans
 from .metrics import EngineStats, Metrics
 from .params import CallSpec, infer
-from .records import Snapshot, Step, ToolKind
+from .records import Node, Snapshot, Step, ToolKind
 from .resume import accepts_resume, Resume
 from .store import MemoryStore, open_store, Recording, Store
 from .tools import Tool, ToolRegistry
@@ -199,6 +199,7 @@ class Engine:
         self._run: _Run | None = None
         self._owner: threading.Thread | None = None
         self._refs: dict[bytes, CallSpec] = {}
+        self._specs: dict[int, CallSpec] = {}
         self.metrics = Metrics()
 
     @property
@@ -378,6 +379,13 @@ class Engine:
             ref = b'ref:%d' % len(self._refs)
             self._refs[ref] = spec
             return ref
+
+    def _spec_of(self, node: Node) -> CallSpec:
+        """Return a learned step's decoded arguments (decoded once per step, then kept)."""
+        spec = self._specs.get(node.id)
+        if spec is None:
+            spec = self._specs[node.id] = self._spec(node.step.payload)
+        return spec
 
     def _spec(self, payload: bytes) -> CallSpec:
         ref = self._refs.get(payload)

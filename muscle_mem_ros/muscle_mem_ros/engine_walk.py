@@ -26,6 +26,7 @@ function, and the user's ``compare`` as the literal check.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+import copy
 from dataclasses import dataclass
 import logging
 import math
@@ -56,28 +57,62 @@ Call = tuple[Tool, tuple[Any, ...], dict[str, Any]]
 
 
 class _Leaves(Mapping[str, Any]):
-    """A capture's leaves, read on first use (only a candidate with a plan needs them)."""
+    """
+    A capture's leaves as sources, each read when asked for.
+
+    A candidate's bindings read one or two sources of its capture: following their
+    paths costs less than reading every leaf of every candidate's capture.
+    """
 
     def __init__(self, capture: Any) -> None:
         self._capture = capture
-        self._leaves: dict[str, float] | None = None
-
-    def _read(self) -> dict[str, float]:
-        if self._leaves is None:
-            self._leaves = capture_leaves(Snapshot(user=self._capture))
-        return self._leaves
+        self._all: dict[str, float] | None = None
 
     def __getitem__(self, key: str) -> Any:
-        return self._read()[key]
+        if self._all is not None:
+            return self._all[key]
+        value = _leaf(self._capture, capture_path(key))
+        if value is None:
+            raise KeyError(key)
+        return value
 
     def __contains__(self, key: object) -> bool:
-        return key in self._read()
+        return isinstance(key, str) and key.startswith('capture') and (
+            self._all is not None and key in self._all
+            or self._all is None and _leaf(self._capture, capture_path(key)) is not None)
+
+    def _every(self) -> dict[str, float]:
+        if self._all is None:
+            self._all = capture_leaves(Snapshot(user=self._capture))
+        return self._all
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._read())
+        return iter(self._every())
 
     def __len__(self) -> int:
-        return len(self._read())
+        return len(self._every())
+
+
+def _leaf(value: Any, path: tuple[str | int, ...]) -> float | None:
+    """Return the source at ``path`` in a capture, as :func:`capture_leaves` would; else None."""
+    for part in path:
+        if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
+            value = value.tolist()
+        if isinstance(part, str) and isinstance(value, Mapping):
+            if part not in value:
+                return None
+            value = value[part]
+        elif isinstance(part, int) and isinstance(value, (list, tuple)):
+            if not 0 <= part < len(value):
+                return None
+            value = value[part]
+        else:
+            return None
+    if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
+        value = value.tolist()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 class CaptureSenses:
@@ -147,7 +182,7 @@ class CaptureSenses:
         if (tool.pre_check is None) != (recorded.pre is None):
             return None
         try:
-            call_args, call_kwargs = engine._spec(recorded.payload).resolve(self._run.params)
+            call_args, call_kwargs = engine._spec_of(node).resolve(self._run.params)
         except MissingParamError:
             return None
         except Exception:  # noqa: BLE001 - a payload this code cannot read
@@ -241,6 +276,7 @@ class EngineWalk:
             engine._count('steps_rebound')
             _log.info('step %d (%s) rebound: %s', step, tool.name,
                       ', '.join(s.describe() for s in bound.substitutions))
+        call_args, call_kwargs = _own_copy(tool, call_args, call_kwargs)
         self._run.in_tool += 1
         try:
             tool.func(*call_args, **call_kwargs)
@@ -277,6 +313,23 @@ class EngineWalk:
 
     def progress(self, *, step: int, total: int, detail: str) -> None:
         """Nothing to report: the engine has no feedback channel."""
+
+
+def _own_copy(tool: Tool, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """
+    Return a deep copy of a replayed call's arguments (``self`` of a method aside).
+
+    Decoded arguments are kept per learned step between calls: the tool may change
+    what it is given without changing what the next replay sends. Objects that
+    cannot be copied (kept by reference in a memory store, e.g. a lock) are given
+    as they are, as the memory store always did.
+    """
+    head, rest = (args[:1], args[1:]) if tool.is_method else ((), args)
+    try:
+        return (*head, *copy.deepcopy(rest)), copy.deepcopy(kwargs)
+    except Exception:  # noqa: BLE001 - not copyable: the object itself, as recorded
+        return args, kwargs
 
 
 @dataclass(frozen=True)

@@ -211,6 +211,8 @@ class _Step:
     below_groups: list[_Group] = dc_field(default_factory=list)
     below_version: int = 0
     plan: tuple[Hashable, Plan | None] | None = None
+    checked: int = -1
+    """The learner's generation when ``plan`` was last known current."""
 
 
 class Learner:
@@ -243,6 +245,7 @@ class Learner:
         self._steps: dict[int, _Step] = {}
         self._own_bound = 0
         self._shapes: dict[tuple[Any, ...], list[_Group]] = {}
+        self._generation = 0
         self.tally = (0, 0)
         """How many trajectories were added with an id, and the sum of their ids."""
         self.newest = 0
@@ -265,6 +268,7 @@ class Learner:
 
     def _add(self, nodes: Sequence[Node], params: Mapping[str, Any],
              trajectory_id: int | None) -> None:
+        self._generation += 1
         if trajectory_id is not None:
             self.tally = (self.tally[0] + 1, self.tally[1] + trajectory_id)
             self.newest = max(self.newest, trajectory_id)
@@ -308,6 +312,9 @@ class Learner:
         step = self._steps.get(node_id)
         if step is None:
             return None
+        if step.plan is not None and step.checked == self._generation:
+            return step.plan[1]  # nothing was learned since: no version to compare
+        step.checked = self._generation
         key = (tuple(g.version for g in step.groups), step.below_version,
                tuple(g.sources_version for g in step.below_groups))
         if step.plan is not None and step.plan[0] == key:
@@ -384,6 +391,11 @@ class Plans(Mapping[int, Plan]):
 
     def __contains__(self, node_id: object) -> bool:
         return isinstance(node_id, int) and self._learner.has_plan(node_id)
+
+    def get(self, node_id: int, default: Any = None) -> Any:
+        """Return the plan of ``node_id``, else ``default`` (one lookup, no KeyError)."""
+        plan = self._learner.plan(node_id)
+        return default if plan is None else plan
 
     def __iter__(self) -> Iterator[int]:
         return (i for i in self._learner.node_ids() if self._learner.plan(i) is not None)
