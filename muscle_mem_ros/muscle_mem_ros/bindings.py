@@ -59,6 +59,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
+import functools
 import json
 import math
 import re
@@ -69,7 +71,7 @@ from .records import SensorSpec, Snapshot, Step
 __all__ = [
     'Binding', 'DECLARED', 'Declared', 'DEFAULT_MAX_SHIFT', 'element_tolerances', 'goal_leaves',
     'INFERRED', 'is_number', 'leaves', 'moved_sensors', 'param_leaves', 'parse_path', 'Plan',
-    'sensor_elements', 'split_element', 'Substitution',
+    'sensor_elements', 'Source', 'SourceKind', 'split_element', 'Substitution',
 ]
 
 DECLARED = 'declared'
@@ -78,9 +80,65 @@ INFERRED = 'inferred'
 """Origin of a binding found in the recordings."""
 
 _PATH = re.compile(r'([^.\[\]]+)|\[(\d+)\]')
+_SOURCE = re.compile(r'^param:(.+)$|^sensor:([^\[\]]+)(?:\[(\d+)\])?$|^capture(?::(.+))?$')
 
 DEFAULT_MAX_SHIFT = 0.1
 """How far (the sensor's unit) a binding may move a goal from its recording, unless set."""
+
+
+class SourceKind(Enum):
+    """What a binding's source is."""
+
+    PARAM = 'param'
+    """A task parameter leaf: ``param:<key>``, ``param:<key>[i]``."""
+    SENSOR = 'sensor'
+    """An element of a configured sensor's feature vector: ``sensor:<feature>[i]``."""
+    CAPTURE = 'capture'
+    """A leaf of a Python check's capture: ``capture``, ``capture:<path>``."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """
+    A binding's source, parsed from its text once (:meth:`parse`).
+
+    The text (``str(source)``) is what records, messages and the params file carry
+    and what the sources of a snapshot are keyed by.
+
+    :ivar kind: Parameter, sensor element or capture leaf.
+    :ivar name: The parameter's path (``place[0]``), the sensor's feature name, or the
+        path in the capture ('' for the capture itself).
+    :ivar index: The sensor element (None: the whole vector, in a declaration).
+    """
+
+    kind: SourceKind
+    name: str
+    index: int | None = None
+
+    @staticmethod
+    @functools.lru_cache(maxsize=65536)
+    def parse(text: str) -> Source:
+        """
+        Parse ``param:<key>[i]``, ``sensor:<feature>[i]`` or ``capture:<path>``.
+
+        :raises ValueError: the text is none of these.
+        """
+        found = _SOURCE.match(text)
+        if found is None:
+            raise ValueError(f'{text!r} is not param:<key>[i], sensor:<sensor>[i] or '
+                             'capture:<path>')
+        param, sensor, index, captured = found.groups()
+        if param is not None:
+            return Source(SourceKind.PARAM, param)
+        if sensor is not None:
+            return Source(SourceKind.SENSOR, sensor, int(index) if index else None)
+        return Source(SourceKind.CAPTURE, captured or '')
+
+    def __str__(self) -> str:
+        if self.kind is SourceKind.CAPTURE:
+            return f'capture:{self.name}' if self.name else 'capture'
+        index = '' if self.index is None else f'[{self.index}]'
+        return f'{self.kind.value}:{self.name}{index}'
 
 
 @dataclass(frozen=True)
@@ -104,7 +162,7 @@ class Binding:
     @property
     def is_param(self) -> bool:
         """Return True when the source is a task parameter."""
-        return self.source.startswith('param:')
+        return Source.parse(self.source).kind is SourceKind.PARAM
 
     def to_json(self) -> dict[str, Any]:
         """Return the binding as JSON data (GetTrajectory, events, the CLI)."""
@@ -170,8 +228,8 @@ def leaves(value: Any, prefix: str = '') -> dict[str, Any]:
     """
     Return the numeric and string leaves of JSON data as ``{path: value}``.
 
-    Booleans and nulls are not leaves (they are never bound); dict keys join with
-    '.', list items get ``[i]``.
+    Booleans, nulls and non-finite numbers are not leaves (they are never bound);
+    dict keys join with '.', list items get ``[i]``.
     """
     out: dict[str, Any] = {}
     if isinstance(value, Mapping):
@@ -180,7 +238,7 @@ def leaves(value: Any, prefix: str = '') -> dict[str, Any]:
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             out.update(leaves(item, f'{prefix}[{i}]'))
-    elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
+    elif isinstance(value, str) or (is_number(value) and math.isfinite(value)):
         out[prefix] = value
     return out
 
@@ -218,9 +276,16 @@ def element_tolerances(sensors: Sequence[SensorSpec]) -> Callable[[str], float |
 
 
 def split_element(key: str) -> tuple[str, int]:
-    """Split 'sensor:object[1]' into ('object', 1)."""
-    body = key[len('sensor:'):] if key.startswith('sensor:') else key
-    name, _, rest = body.rpartition('[')
+    """
+    Split 'sensor:object[1]' into ('object', 1): which vector an element belongs to.
+
+    A capture leaf belongs to the list it is in ('capture:pos[1]' to 'capture:pos');
+    the capture's other leaves form one group ('').
+    """
+    if key.startswith('sensor:'):
+        source = Source.parse(key)
+        return source.name, source.index or 0
+    name, _, rest = key.rpartition('[')
     return name, int(rest.rstrip(']')) if rest.rstrip(']').isdigit() else 0
 
 
@@ -229,11 +294,24 @@ def is_number(value: object) -> TypeGuard[float]:
 
 
 def goal_leaves(step: Step) -> dict[str, Any]:
-    """Return a step's goal leaves, read from its readable payload ({} when it has none)."""
+    """
+    Return a step's goal leaves, read from its ``payload_json`` ({} when it has none).
+
+    The contract of ``Step.payload_json`` (:class:`~.records.Step`): the goal's fields
+    as JSON data, numbers as JSON numbers (integers as integers), strings as strings.
+    A non-finite float is written as the string ``'nan'``, ``'inf'`` or ``'-inf'`` (the
+    node writes strict JSON), so those strings are not leaves: a field that may hold
+    one is never bound, and never equal to a parameter.
+    """
     try:
-        return leaves(json.loads(step.payload_json)) if step.payload_json else {}
+        data = json.loads(step.payload_json) if step.payload_json else {}
     except ValueError:
         return {}
+    return {path: value for path, value in leaves(data).items()
+            if value not in _NON_FINITE}
+
+
+_NON_FINITE = frozenset({'nan', 'inf', '-inf'})
 
 
 # -- Declared bindings and moves -------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .bindings import parse_path
+from .bindings import parse_path, Source
 from .records import Snapshot
 
 __all__ = ['capture_leaves', 'capture_path', 'with_leaves']
@@ -81,7 +81,7 @@ def _collect(value: Any, prefix: str, out: dict[str, float]) -> None:
 @functools.lru_cache(maxsize=4096)
 def capture_path(source: str) -> tuple[str | int, ...]:
     """Return the path inside a capture of a source from :func:`capture_leaves`."""
-    return tuple(parse_path(source[len('capture:'):])) if source != 'capture' else ()
+    return tuple(parse_path(Source.parse(source).name))
 
 
 def with_leaves(value: Any, values: Mapping[tuple[str | int, ...], Any]) -> Any:

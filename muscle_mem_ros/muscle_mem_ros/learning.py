@@ -46,7 +46,8 @@ import numpy as np
 
 from .bindings import (
     Binding, DECLARED, Declared, DEFAULT_MAX_SHIFT, goal_leaves, INFERRED, is_number,
-    moved_sensors, param_leaves, parse_path, Plan, sensor_elements, split_element,
+    moved_sensors, param_leaves, parse_path, Plan, sensor_elements, Source, SourceKind,
+    split_element,
 )
 from .records import Node, Snapshot, Step, TrajectoryInfo
 from .store.base import Store
@@ -502,7 +503,7 @@ def bound_params(steps: Sequence[Step], params: Mapping[str, Any], *,
         if infer:
             out.update(b.source for b in _param_bindings(o).values())
         for decl in declared:
-            if decl.tool == step.tool and decl.source.startswith('param:'):
+            if decl.tool == step.tool and Source.parse(decl.source).kind is SourceKind.PARAM:
                 out.update(b.source for b in _fit_declared(decl, o) if b.source in sources)
     return out
 
@@ -529,14 +530,15 @@ def _param_bindings(o: _Obs) -> dict[str, Binding]:
 def _fit_declared(decl: Declared, o: _Obs) -> list[Binding]:
     fields = [p for p in o.goal if p == decl.field or p.startswith(decl.field + '.')
               or p.startswith(decl.field + '[')]
-    pool = o.params if decl.source.startswith('param:') else o.pre
+    kind = Source.parse(decl.source).kind
+    pool = o.params if kind is SourceKind.PARAM else o.pre
     if decl.source in pool:
         sources = [decl.source]
     else:
         sources = sorted((k for k in pool if k.startswith(decl.source + '[')),
                          key=lambda k: split_element(k)[1])
     out = []
-    sensed = decl.source.startswith('sensor:')
+    sensed = kind is SourceKind.SENSOR
     for path, source in zip(fields, sources):
         value, origin = o.goal[path], pool[source]
         offset = float(value - origin) if is_number(value) and is_number(origin) else 0.0

@@ -135,7 +135,10 @@ class Step:
     :ivar payload: What replay sends: CDR bytes of the goal or request, or the
         arguments of a Python call (:meth:`~muscle_mem_ros.params.CallSpec.encode`,
         JSON plus typed blobs, never a pickle unless allowed). Replayed byte-identical.
-    :ivar payload_json: The same payload, readable, for inspection only.
+    :ivar payload_json: The same goal as JSON data: what people read, and the goal's
+        leaves bindings learn from (:func:`~.bindings.goal_leaves` states the contract:
+        numbers as numbers, a non-finite float as the string 'nan' or 'inf', never a
+        leaf). A replay sends ``payload``, never this.
     :ivar pre: Snapshot taken just before the call, or None if unchecked.
     :ivar post: Snapshot taken just after the call, or None if unchecked.
     :ivar status: How the call ended.
@@ -230,6 +233,8 @@ class CheckFailure:
     :ivar reason: Short human text: 'out of tolerance', 'stale (0.8 s old)', 'missing'.
     :ivar kind: The same as a kind (compare this, not the text): OUT_OF_TOLERANCE,
         STALE, MISSING (also: not comparable) or UNCHECKED (no pre-check recorded).
+    :ivar source: When a binding refused the candidate: its source (``sensor:object[0]``,
+        ``param:place[1]``), whose shift or absence the reason describes; '' for a check.
     """
 
     sensor: str
@@ -238,6 +243,7 @@ class CheckFailure:
     score: float
     reason: str
     kind: FailureKind = FailureKind.MISSING
+    source: str = ''
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,8 @@ import math
 from typing import Any, Protocol
 
 from .bindings import (
-    goal_leaves, is_number, moved_sensors, param_leaves, Plan, sensor_elements, split_element,
-    Substitution,
+    goal_leaves, is_number, moved_sensors, param_leaves, Plan, sensor_elements, Source,
+    SourceKind, split_element, Substitution,
 )
 from .learning import Plans
 from .records import CheckFailure, Node, Snapshot
@@ -356,12 +356,19 @@ def advance(shift: Shift, node: Node, tolerance: Callable[[str], float | None] |
 
 
 def refused(bound: Bound) -> CheckFailure:
-    """Return the check failure of a candidate whose bindings cannot explain the world."""
+    """
+    Return the check failure of a candidate whose bindings cannot explain the world.
+
+    Its ``source`` is the binding's source; its ``sensor`` the sensor that source
+    reads ('' for a parameter or a capture).
+    """
+    source = Source.parse(bound.source)
+    sensor = source.name if source.kind is SourceKind.SENSOR else ''
     if math.isinf(bound.excess) or not bound.limit:
-        return CheckFailure(bound.source, math.inf, 0.0, math.inf, bound.problem,
-                            FailureKind.MISSING)
-    return CheckFailure(bound.source, bound.excess, bound.limit, bound.excess / bound.limit,
-                        bound.problem, FailureKind.OUT_OF_TOLERANCE)
+        return CheckFailure(sensor, math.inf, 0.0, math.inf, bound.problem,
+                            FailureKind.MISSING, bound.source)
+    return CheckFailure(sensor, bound.excess, bound.limit, bound.excess / bound.limit,
+                        bound.problem, FailureKind.OUT_OF_TOLERANCE, bound.source)
 
 
 class BindingJudge:

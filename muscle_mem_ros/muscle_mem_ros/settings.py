@@ -31,12 +31,11 @@ from dataclasses import dataclass
 import enum
 import math
 from pathlib import Path
-import re
 from typing import Any
 
 import yaml
 
-from .bindings import Declared, DEFAULT_MAX_SHIFT, parse_path
+from .bindings import Declared, DEFAULT_MAX_SHIFT, parse_path, Source, SourceKind
 from .errors import ConfigError
 from .records import CompareMode
 
@@ -278,9 +277,6 @@ def read_mode(reader: SettingsReader, prefix: str) -> CompareMode:
         raise ConfigError(f'{name}: {value!r} is not one of {known}') from err
 
 
-_SOURCE = re.compile(r'^(param|sensor):([^\[\]]+)(\[\d+\])?$')
-
-
 def read_binding(reader: SettingsReader, name: str, tools: Iterable[tuple[str, str]],
                  sensors: Iterable[str]) -> Declared:
     """
@@ -305,12 +301,15 @@ def read_binding(reader: SettingsReader, name: str, tools: Iterable[tuple[str, s
     if not field or not parse_path(field):
         raise ConfigError(f'{prefix}.field: required, a goal field path like target.pose.x')
     source = reader.string(f'{prefix}.source')
-    found = _SOURCE.match(source or '')
-    if found is None:
+    try:
+        parsed = Source.parse(source or '')
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.kind is SourceKind.CAPTURE:
         raise ConfigError(f'{prefix}.source: {source!r} is not param:<key>[i] or '
                           'sensor:<sensor>[i]')
-    if found.group(1) == 'sensor' and found.group(2) not in set(sensors):
-        raise ConfigError(f'{prefix}.source: sensor {found.group(2)!r} is not configured')
+    if parsed.kind is SourceKind.SENSOR and parsed.name not in set(sensors):
+        raise ConfigError(f'{prefix}.source: sensor {parsed.name!r} is not configured')
     max_shift = reader.number(f'{prefix}.max_shift', DEFAULT_MAX_SHIFT)
     return Declared(tool=server, field=field, source=source, max_shift=max_shift)
 

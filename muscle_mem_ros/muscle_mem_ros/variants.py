@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import json
 from typing import Any
 
-from .bindings import is_number, parse_path
+from .bindings import is_number, parse_path, Source
 
 __all__ = ['BOUND', 'canonical', 'Variant']
 
@@ -78,7 +78,7 @@ class Variant:
         """
         pattern = json.loads(json.dumps(dict(params)))
         for source in sources:
-            path = parse_path(source[len('param:'):])
+            path = parse_path(Source.parse(source).name)
             target: Any = pattern
             for part in path[:-1]:
                 target = target[part]

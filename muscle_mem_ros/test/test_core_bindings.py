@@ -256,3 +256,41 @@ def test_a_step_that_moved_a_sensor_ends_the_shift_of_all_its_elements():
                               post=snap((0.45, 0, 0.02), (0.29, 0.0, 0.4))))
     advance(shift, home, TOL)
     assert shift.by_element == {'sensor:object[0]': 0.05}
+
+
+def test_a_source_is_parsed_once_into_its_kind_name_and_index():
+    from muscle_mem_ros.bindings import Source, SourceKind
+    for text, kind, name, index in (
+            ('param:place[0]', SourceKind.PARAM, 'place[0]', None),
+            ('param:pts[1].x', SourceKind.PARAM, 'pts[1].x', None),
+            ('sensor:object[2]', SourceKind.SENSOR, 'object', 2),
+            ('sensor:object', SourceKind.SENSOR, 'object', None),
+            ('capture:pos[0]', SourceKind.CAPTURE, 'pos[0]', None),
+            ('capture', SourceKind.CAPTURE, '', None)):
+        source = Source.parse(text)
+        assert (source.kind, source.name, source.index) == (kind, name, index)
+        assert str(source) == text
+    for bad in ('', 'param:', 'object[0]', 'sensor:a[b]', 'topic:/x'):
+        with pytest.raises(ValueError):
+            Source.parse(bad)
+
+
+def test_non_finite_goal_values_are_never_leaves():
+    from muscle_mem_ros.bindings import goal_leaves
+    step = Step(tool='/arm/move', kind=ToolKind.ACTION, type_name='t', payload=b'x',
+                payload_json=json.dumps({'x': 0.3, 'tol': 'nan', 'far': 'inf', 'n': 2,
+                                         'ok': True}))
+    assert goal_leaves(step) == {'x': 0.3, 'n': 2}
+    assert leaves({'a': float('nan'), 'b': [float('inf'), 1.5]}) == {'b[1]': 1.5}
+
+
+def test_a_refused_binding_names_its_source_and_sensor():
+    from muscle_mem_ros.retarget import Bound, refused
+    far = refused(Bound({}, (), {}, {}, problem='x would move 0.2', source='sensor:object[0]',
+                        excess=0.2, limit=0.1))
+    assert (far.sensor, far.source, far.score) == ('object', 'sensor:object[0]', 2.0)
+    gone = refused(Bound({}, (), {}, {}, problem='parameter param:place[0] missing',
+                         source='param:place[0]', excess=float('inf')))
+    assert (gone.sensor, gone.source) == ('', 'param:place[0]')
+    assert Variant.bound({'place': [1.0, 2.0]}, {'param:place[0]'}).has_bound
+    assert not Variant.parse('{"place":[1.0,2.0]}').has_bound

@@ -127,7 +127,7 @@ class NodeWalk:
 
 def _describe(failure: CheckFailure) -> str:
     """Render a failure: a binding's own reason, else as the literal checks do."""
-    if failure.sensor.startswith(('param:', 'sensor:')):
+    if failure.source:
         return failure.reason
     return describe_failure(failure)
 
