@@ -113,7 +113,7 @@ def _what_if(spec: str) -> list[str]:
     ``result_timeout=N``: the proxies' action servers keep finished goals N s (rclpy: 10).
     """
     from muscle_mem_ros.ros import proxy
-    from muscle_mem_ros.ros.action_server import ActionServer
+    from muscle_mem_ros.ros.rclfix.action_server import ActionServer
 
     applied = []
     for item in filter(None, (part.strip() for part in spec.split(','))):

@@ -98,7 +98,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         'growing through the run). Clients in the benchmark are plain rclpy: `send_goal_async`, '
         'then `get_result_async`, each awaited with `spin_until_future_complete` on a '
         'single-threaded executor. Every action client here (benchmark, relay, node) is '
-        "rclpy's with the one fix the node carries (`muscle_mem_ros.ros.action_client`): "
+        "rclpy's with the one fix the node carries (`muscle_mem_ros.ros.rclfix.action_client`): "
         'rclpy 9.1.2 leaks one future per goal into the client (ros2/rclpy#1532) and walks '
         'them all on every message, so a stock client gets slower with each goal it sends. '
         'Goals: 7 joints, 3 waypoints. Times: `time.monotonic_ns` '

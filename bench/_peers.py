@@ -55,7 +55,7 @@ from typing import Any
 
 from action_msgs.msg import GoalStatus
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
-from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 import rclpy
 from rclpy.action import ActionServer, GoalResponse
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor

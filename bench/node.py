@@ -73,7 +73,7 @@ from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
-from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.store import SqliteStore
 import rclpy
 from rclpy.executors import SingleThreadedExecutor

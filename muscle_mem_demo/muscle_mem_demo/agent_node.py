@@ -53,8 +53,8 @@ from muscle_mem_demo.planner import next_step, PickPlaceSpec, PlannedStep, StepK
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
 from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
-from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.ros.action_server import ActionServer
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.action_server import ActionServer
 from rclpy.action import CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup

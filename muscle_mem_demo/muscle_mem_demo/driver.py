@@ -37,8 +37,8 @@ from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
-from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.ros.matching import AgentSeen, wait_for_action_matched
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.matching import AgentSeen, wait_for_action_matched
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
 from rclpy.executors import MultiThreadedExecutor

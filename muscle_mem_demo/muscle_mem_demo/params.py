@@ -34,7 +34,7 @@ from typing import TypeVar
 
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.ros.parameters import ParameterReader
-from muscle_mem_ros.ros.shutdown import (
+from muscle_mem_ros.ros.rclfix.shutdown import (
     init_without_signal_handlers,
     ShutdownSignals,
     spin_until_shutdown,

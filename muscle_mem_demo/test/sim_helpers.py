@@ -37,9 +37,9 @@ from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
 from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
-from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.ros.matching import wait_for_action_matched
-from muscle_mem_ros.ros.shutdown import Spinner
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.matching import wait_for_action_matched
+from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
@@ -62,7 +62,7 @@ class FeedbackClient(ActionClient):
     Feedback travels on a topic and the result on a service, so the last feedback can
     arrive second, and rclpy's client then drops it (it forgets a goal's feedback callback
     when the result arrives). The tests' servers match the feedback reader before a goal
-    is sent (:func:`~muscle_mem_ros.ros.matching.wait_for_action_matched`) and publish it
+    is sent (:func:`~muscle_mem_ros.ros.rclfix.matching.wait_for_action_matched`) and publish it
     reliably, so every message arrives; this keeps it from being dropped on the way in.
     Its reader keeps up to 1000 messages (rclpy's default is 10), so feedback that
     arrives while the test's executor is busy is not pushed out before it is taken.

@@ -31,8 +31,8 @@ import math
 from muscle_mem_demo.processes import config_path
 from muscle_mem_demo.story import PLACE_TARGET
 from muscle_mem_interfaces.action import ExecuteTask
-from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.ros.matching import AgentSeen
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.matching import AgentSeen
 import pytest
 import rclpy
 from sim_helpers import NodeProcess, SimClient, unique_namespace

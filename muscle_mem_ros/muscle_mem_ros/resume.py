@@ -17,7 +17,7 @@ Where a replay stopped and why: :class:`FailureKind` and the one :class:`Resume`
 
 The walk (:mod:`.walk`) ends every replay that did not finish with a
 :class:`Resume`; the engine passes it to resume-capable agents, the node turns
-it into the ExecuteTask goal it sends its agent (``ros/convert.py``).
+it into the ExecuteTask goal it sends its agent (``ros/messages/convert.py``).
 
 The opt-in resume protocol between the engine and an agent.
 

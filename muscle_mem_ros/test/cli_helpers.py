@@ -40,7 +40,7 @@ from pathlib import Path
 from builtin_interfaces.msg import Duration
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
-from muscle_mem_ros.ros.cdr import canonical_cdr
+from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from muscle_mem_ros.store import SqliteStore
 import numpy as np
 from rclpy.serialization import serialize_message

@@ -36,8 +36,8 @@ from muscle_mem_ros import calibration
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.cli.paramsfile import read_sensor_settings
 from muscle_mem_ros.records import CompareMode
-from muscle_mem_ros.ros.matching import wait_for_service_matched
-from muscle_mem_ros.ros.shutdown import Spinner
+from muscle_mem_ros.ros.rclfix.matching import wait_for_service_matched
+from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 from muscle_mem_ros.store import SqliteStore
 from node_helpers import CacheProcess, Names, wait_until, write_params
 import numpy as np

@@ -35,7 +35,7 @@ from core_helpers import subprocess_env
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.errors import StoreAccessError
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
-from muscle_mem_ros.ros.cdr import canonical_cdr
+from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from muscle_mem_ros.store import SqliteStore
 import pytest
 from rclpy.serialization import serialize_message

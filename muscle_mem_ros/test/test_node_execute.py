@@ -26,7 +26,7 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import ListTasks
-from muscle_mem_ros.ros.cdr import canonical_cdr
+from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from node_helpers import Harness, HOME, OBJECT_HOME, wait_feedback, wait_until
 import pytest
 from rclpy.serialization import deserialize_message

@@ -25,8 +25,8 @@ from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
-from muscle_mem_ros.ros.cdr import canonical_cdr
-from muscle_mem_ros.ros.introspection import (
+from muscle_mem_ros.ros.messages.cdr import canonical_cdr
+from muscle_mem_ros.ros.messages.introspection import (
     canonical_type_name,
     compile_field_path,
     encode_string,
@@ -151,7 +151,7 @@ def test_encode_string_is_stable_and_exact():
     assert value != encode_string('gripper_closed')
     assert value == float(int(value)) and value < 2 ** 53
     # Independent of the process and of PYTHONHASHSEED (unlike hash()).
-    code = ('from muscle_mem_ros.ros.introspection import encode_string; '
+    code = ('from muscle_mem_ros.ros.messages.introspection import encode_string; '
             "print(repr(encode_string('gripper_open')))")
     for seed in ('1', '2'):
         out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,

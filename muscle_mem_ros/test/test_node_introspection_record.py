@@ -27,7 +27,7 @@ from __future__ import annotations
 from action_msgs.msg import GoalStatus
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import ListTasks, Replay, StartRecording, StopRecording
-from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from node_helpers import (
     Harness, Names, OBJECT_HOME, params, plan, run_cache_to_exit, wait_until,
 )

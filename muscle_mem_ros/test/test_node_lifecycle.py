@@ -31,7 +31,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from muscle_mem_interfaces.srv import ListTasks
-from muscle_mem_ros.ros.matching import AgentSeen
+from muscle_mem_ros.ros.rclfix.matching import AgentSeen
 from muscle_mem_ros.store import open_store
 from node_helpers import CacheProcess, Harness, params, wait_until, write_params
 import pytest

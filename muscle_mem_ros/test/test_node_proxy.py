@@ -26,8 +26,8 @@ import uuid
 from action_msgs.msg import GoalStatus
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import ListTasks
-from muscle_mem_ros.ros.action_client import ActionClient as FixedActionClient
-from muscle_mem_ros.ros.matching import wait_for_action_matched, wait_for_service_matched
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient as FixedActionClient
+from muscle_mem_ros.ros.rclfix.matching import wait_for_action_matched, wait_for_service_matched
 from node_helpers import Harness, JOINT_NAMES, wait_feedback, wait_until
 import pytest
 import rclpy

@@ -12,13 +12,13 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The walk's Resume record to and from the ExecuteTask goal (ros/convert.py, the one place)."""
+"""The walk's Resume record to and from the ExecuteTask goal (messages/convert.py, one place)."""
 
 from __future__ import annotations
 
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros import FailureKind, Resume
-from muscle_mem_ros.ros.convert import resume_goal, resume_of
+from muscle_mem_ros.ros.messages.convert import resume_goal, resume_of
 
 
 def test_resume_goal_and_back():

@@ -19,7 +19,7 @@ Real DDS: a real node configured from parameters, its SensorHub, and a real
 publisher (and a real ``/clock`` publisher for simulated time). The receive
 loop is made to fail through the hub's documented test hook (``fault_hook``);
 the fallback to plain subscriptions is forced with
-``MUSCLE_MEM_PLAIN_SUBSCRIPTIONS=1`` (:mod:`muscle_mem_ros.ros.waitset`).
+``MUSCLE_MEM_PLAIN_SUBSCRIPTIONS=1`` (:mod:`muscle_mem_ros.ros.rclfix.waitset`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ import uuid
 from builtin_interfaces.msg import Time
 from muscle_mem_ros.checks import ToleranceCheck
 from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot
-from muscle_mem_ros.ros import waitset
 from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS
+from muscle_mem_ros.ros.rclfix import waitset
+from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 from muscle_mem_ros.ros.sensors import SensorHub
-from muscle_mem_ros.ros.shutdown import Spinner
 from node_helpers import wait_until
 import pytest
 import rclpy

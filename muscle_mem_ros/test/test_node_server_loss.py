@@ -37,7 +37,7 @@ import time
 from action_msgs.msg import GoalStatus
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
-from muscle_mem_ros.ros.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from node_helpers import Harness, wait_until
 import pytest
 from test_msgs.action import Fibonacci

@@ -38,8 +38,8 @@ from typing import Any
 from muscle_mem_interfaces.msg import SensorNoise
 from muscle_mem_ros import calibration
 from muscle_mem_ros.ros.config import SensorConfig
+from muscle_mem_ros.ros.rclfix.sync import TaskGuard
 from muscle_mem_ros.ros.sensors import SensorHub
-from muscle_mem_ros.ros.sync import TaskGuard
 
 __all__ = ['MAX_DURATION', 'POLL', 'Calibrator']
 

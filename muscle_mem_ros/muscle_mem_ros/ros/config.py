@@ -85,7 +85,7 @@ from typing import Any
 from muscle_mem_ros.bindings import Declared, DEFAULT_MAX_SHIFT
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
-from muscle_mem_ros.ros.introspection import (
+from muscle_mem_ros.ros.messages.introspection import (
     canonical_type_name,
     check_name_array,
     compile_field_path,

@@ -22,7 +22,7 @@ from typing import Any
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.bindings import Plan, Substitution
 from muscle_mem_ros.records import CheckFailure, TrajectoryInfo
-from muscle_mem_ros.ros.convert import substitution_msg
+from muscle_mem_ros.ros.messages.convert import substitution_msg
 from muscle_mem_ros.walk import StepEvent
 
 __all__ = ['describe_bindings', 'EventReporter']

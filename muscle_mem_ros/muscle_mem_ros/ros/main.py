@@ -40,7 +40,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from muscle_mem_ros.errors import ConfigError
-from muscle_mem_ros.ros.shutdown import (
+from muscle_mem_ros.ros.rclfix.shutdown import (
     init_without_signal_handlers,
     ShutdownSignals,
     spin_until_shutdown,

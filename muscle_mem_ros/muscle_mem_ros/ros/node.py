@@ -89,8 +89,6 @@ from muscle_mem_interfaces.srv import (
 )
 from muscle_mem_ros.errors import ConfigError, MuscleMemError, StoreUnavailableError
 from muscle_mem_ros.records import CheckFailure
-from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.ros.action_server import ActionServer
 from muscle_mem_ros.ros.calibrate import Calibrator
 from muscle_mem_ros.ros.config import (
     CacheMode,
@@ -102,13 +100,15 @@ from muscle_mem_ros.ros.config import (
     RecordFrom,
 )
 from muscle_mem_ros.ros.health import StoreHealth
-from muscle_mem_ros.ros.logbridge import LoggingBridge
 from muscle_mem_ros.ros.proxy import make_proxy, ToolProxy
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.action_server import ActionServer
+from muscle_mem_ros.ros.rclfix.logbridge import LoggingBridge
+from muscle_mem_ros.ros.rclfix.sync import CancelToken, TaskGuard
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.replay import Replayer
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.ros.services import CacheServices
-from muscle_mem_ros.ros.sync import CancelToken, TaskGuard
 from muscle_mem_ros.ros.tap import Ledger, make_tap, Tap
 from muscle_mem_ros.ros.tasks import TaskRunner
 from muscle_mem_ros.store import is_postgres_url, open_store, redact

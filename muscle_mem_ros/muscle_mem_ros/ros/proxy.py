@@ -24,7 +24,7 @@ a transparent pass-through.
 While a recording is active (see :mod:`.recorder`) each call that succeeds also
 becomes a :class:`~muscle_mem_ros.records.Step`: a snapshot before forwarding,
 the goal as CDR bytes (``rclpy.serialization``, padding zeroed by
-:func:`~muscle_mem_ros.ros.cdr.canonical_cdr` so that equal goals give equal
+:func:`~muscle_mem_ros.ros.messages.cdr.canonical_cdr` so that equal goals give equal
 bytes) and as JSON, the duration, and a snapshot after the sensors reported
 data newer than the call's end. That wait (at most ``post_check_timeout``)
 happens before the result goes back to the agent, so the next step's pre
@@ -67,16 +67,16 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind
-from muscle_mem_ros.ros.action_client import ActionClient
-from muscle_mem_ros.ros.action_server import ActionServer
-from muscle_mem_ros.ros.cdr import canonical_cdr
 from muscle_mem_ros.ros.config import RecordFrom, ToolConfig
-from muscle_mem_ros.ros.goalfields import set_fields
-from muscle_mem_ros.ros.introspection import message_to_json
+from muscle_mem_ros.ros.messages.cdr import canonical_cdr
+from muscle_mem_ros.ros.messages.goalfields import set_fields
+from muscle_mem_ros.ros.messages.introspection import message_to_json
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.action_server import ActionServer
+from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken
+from muscle_mem_ros.ros.rclfix.watch import CallWatch, wait_watched, WaitEnd
 from muscle_mem_ros.ros.recorder import Recorder, Session
 from muscle_mem_ros.ros.sensors import SensorHub
-from muscle_mem_ros.ros.sync import cancel_when_accepted, CancelToken
-from muscle_mem_ros.ros.watch import CallWatch, wait_watched, WaitEnd
 from rclpy.action import CancelResponse, GoalResponse
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node as RosNode

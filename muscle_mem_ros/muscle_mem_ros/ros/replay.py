@@ -40,9 +40,9 @@ from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.retarget import BindingJudge
 from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.proxy import CallOutcome, ToolProxy
+from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.sensing import describe_failure, missed, NodeSenses, SensorJudge
 from muscle_mem_ros.ros.sensors import SensorHub
-from muscle_mem_ros.ros.sync import CancelToken
 from muscle_mem_ros.store import Store
 from muscle_mem_ros.trees import recorded_params, Trees, TreeView
 from muscle_mem_ros.walk import (

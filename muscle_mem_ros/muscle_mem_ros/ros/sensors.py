@@ -79,8 +79,8 @@ import time
 from typing import Any
 
 from muscle_mem_ros.records import Snapshot
-from muscle_mem_ros.ros import waitset
 from muscle_mem_ros.ros.config import SensorConfig
+from muscle_mem_ros.ros.rclfix import waitset
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.guard_condition import GuardCondition

@@ -36,7 +36,7 @@ which is harmless. An unpicklable user capture never dedupes.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 import hashlib
@@ -51,7 +51,10 @@ import numpy as np
 from .values import Blobs, pack, UnsafeValueError
 from ..records import Node, Step, TaskStats, ToolKind, TrajectoryInfo
 
-__all__ = ['NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature', 'tree_tallies']
+__all__ = [
+    'Batching', 'NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature',
+    'tree_tallies',
+]
 
 
 class NodeList(Sequence[Node]):
@@ -396,6 +399,43 @@ class Store(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Batching:
+    """
+    ``batch()`` for a store that writes in transactions: nested batches are one.
+
+    The store has ``_lock`` (reentrant), ``_batch_depth`` (0 outside a batch) and
+    ``_write()``, a context manager around one write transaction (inside a batch,
+    the batch's); ``_batch_done(conn)`` runs after a batch's writes, in its
+    transaction (nothing on an error).
+    """
+
+    _lock: Any
+    _batch_depth: int
+    _write: Callable[[], Any]
+
+    def _batch_done(self, conn: Any) -> None:
+        """Run at the end of a batch (the PostgreSQL store notifies other stores)."""
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group many writes (appends, commits, add_trajectory) into one transaction."""
+        with self._lock:
+            if self._batch_depth:
+                self._batch_depth += 1
+                try:
+                    yield
+                finally:
+                    self._batch_depth -= 1
+                return
+            with self._write() as conn:
+                self._batch_depth = 1
+                try:
+                    yield
+                finally:
+                    self._batch_depth = 0
+                self._batch_done(conn)
 
 
 def tree_tallies(infos: Iterable[TrajectoryInfo]) -> dict[str, tuple[int, int]]:

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 import itertools
 import json
 import logging
@@ -60,10 +59,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import uuid
 
 from . import pgschema, sqltree
-from .base import check_step, NodeList, Recording, RecordingInfo, Store, tree_tallies
-from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
+from .base import (
+    Batching, check_step, NodeList, Recording, RecordingInfo, Store, tree_tallies,
+)
+from .codec import NODE_COLS, node_from_row, TRAJ_COLS, trajectory_from_row
 from .kidcache import ChildCache, Key
 from .owners import HOST
+from .pgrecording import Offline, Pending, PgRecording
 from ..bulk import gc_paused
 from ..errors import StoreCorruptError, StoreError, StoreUnavailableError, UnknownTrajectoryError
 from ..records import Node, Step, TaskStats, TrajectoryInfo
@@ -128,70 +130,7 @@ class _Conn:
         return not (self.raw.closed or self.raw.broken)
 
 
-@dataclass
-class _Pending:
-    """A recording committed while the server was away, to be committed when it is back."""
-
-    task: str
-    variant: str
-    params_json: str
-    parent: int | None
-    steps: list[Step]
-    prefix: list[Step] | None
-    since: float
-    recording: int | None = None
-
-
-class _PgRecording(Recording):
-
-    def __init__(self, store: PostgresStore, *, remote: bool, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._store = store
-        self._remote = remote
-
-    def append(self, step: Step) -> None:
-        self._ensure_open()
-        row = step_row(check_step(step), self._store.allow_pickle)
-        if self._remote:
-            try:
-                with self._store._db() as conn:
-                    conn.execute(
-                        'INSERT INTO recording_steps (recording, seq, tool, kind, type_name,'
-                        ' payload, payload_json, pre, post, status, duration)'
-                        ' VALUES (?,?,?,?,?,?,?,?,?,?,?)', (self.id, len(self.steps), *row))
-            except StoreUnavailableError:
-                self._remote = False
-                _log.warning('recording %d of task %r: database unreachable, its steps are '
-                             'kept in memory from step %d on', self.id, self.task,
-                             len(self.steps))
-        self.steps.append(step)
-
-    def commit(self) -> TrajectoryInfo:
-        self._ensure_open()
-        store = self._store
-        try:
-            info = store._merge(self.task, self.variant, self.params_json, self.parent,
-                                self.steps, recording=self.id if self.id > 0 else None)
-        except StoreUnavailableError as err:
-            self._closed = True
-            store._keep(self)
-            raise StoreUnavailableError(
-                f'{err}; the recording ({len(self.steps)} step(s) of task {self.task!r}) is '
-                'kept in memory and will be committed when the database is back') from err
-        self._closed = True
-        return info
-
-    def discard(self) -> None:
-        self._ensure_open()
-        self._closed = True
-        if self._remote:
-            try:
-                self._store._delete_recording(self.id)
-            except StoreUnavailableError:
-                pass  # its row stays, abandoned, until purged
-
-
-class PostgresStore(Store):
+class PostgresStore(Batching, Store):
     """
     Trajectory trees in PostgreSQL, shared by a fleet; thread-safe.
 
@@ -246,8 +185,7 @@ class PostgresStore(Store):
         self._batch_merges = 0
         self._batch_tasks: set[str] = set()
         self._rec_ids = itertools.count(-1, -1)
-        self.pending: list[_Pending] = []
-        self.lost: list[_Pending] = []
+        self.offline = Offline(url=self.url, merge=self._merge, lock=self._lock)
         self._state_lock = threading.Lock()
         self._up = True
         self._error = ''
@@ -408,8 +346,8 @@ class PostgresStore(Store):
                     # Collected first: the generator holds the connection's lock.
                     for note in list(raw.notifies(timeout=0.2, stop_after=1)):
                         self._on_notify(raw, note.payload)
-                    if self.pending and self._up:
-                        self._flush()
+                    if self.offline.pending and self._up:
+                        self.offline.flush()
                     if not self._up:
                         break  # a foreground call lost its connection: check the server again
             except pg.Error as err:
@@ -443,8 +381,8 @@ class PostgresStore(Store):
                 if conn is not None:
                     conn.raw.close()
             _log.info('%s: database reachable again', self.url)
-        if self.pending:
-            self._flush()
+        if self.offline.pending:
+            self.offline.flush()
 
     def _on_notify(self, raw: Any, payload: str) -> None:
         try:
@@ -596,8 +534,8 @@ class PostgresStore(Store):
             rec_id, remote = next(self._rec_ids), False
             _log.warning('%s: database unreachable: recording %d of task %r is kept in memory',
                          self.url, rec_id, task)
-        return _PgRecording(self, remote=remote, id=rec_id, task=task, variant=variant,
-                            params_json=params_json, parent=parent)
+        return PgRecording(self, remote=remote, id=rec_id, task=task, variant=variant,
+                           params_json=params_json, parent=parent)
 
     def _merge(self, task: str, variant: str, params_json: str, parent: int | None,
                steps: Sequence[Step], *, recording: int | None = None) -> TrajectoryInfo:
@@ -637,40 +575,6 @@ class PostgresStore(Store):
         """Merge a complete list of steps in one transaction."""
         return self._merge(task, variant, params_json, parent, [check_step(s) for s in steps])
 
-    def _keep(self, recording: _PgRecording) -> None:
-        with self._lock:
-            prefix = self._cached_steps(recording.parent)
-            self.pending.append(_Pending(
-                task=recording.task, variant=recording.variant,
-                params_json=recording.params_json, parent=recording.parent,
-                steps=list(recording.steps), prefix=prefix, since=time.time(),
-                recording=recording.id if recording.id > 0 else None))
-
-    def _flush(self) -> None:
-        """Commit recordings kept while the server was away (oldest first)."""
-        while self.pending:
-            item = self.pending[0]
-            try:
-                try:
-                    info = self._merge(item.task, item.variant, item.params_json, item.parent,
-                                       item.steps, recording=item.recording)
-                except UnknownTrajectoryError:
-                    if item.prefix is None:
-                        raise
-                    info = self._merge(item.task, item.variant, item.params_json, None,
-                                       item.prefix + item.steps, recording=item.recording)
-            except StoreUnavailableError:
-                return
-            except StoreError as err:
-                _log.error('%s: a recording of task %r kept while the database was away cannot '
-                           'be committed and is LOST: %s', self.url, item.task, err)
-                self.lost.append(item)
-            else:
-                _log.info('%s: committed a recording of task %r kept while the database was '
-                          'away: trajectory %d', self.url, item.task, info.id)
-            with self._lock:
-                self.pending.pop(0)
-
     def _delete_rows(self, conn: _Conn, recording_id: int) -> None:
         conn.execute('DELETE FROM recording_steps WHERE recording = ?', (recording_id,))
         conn.execute('DELETE FROM recordings WHERE id = ?', (recording_id,))
@@ -679,26 +583,11 @@ class PostgresStore(Store):
         with self._write() as conn:
             self._delete_rows(conn, recording_id)
 
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Group many writes into one transaction; other stores reload the touched tasks."""
-        with self._lock:
-            if self._batch_depth:
-                self._batch_depth += 1
-                try:
-                    yield
-                finally:
-                    self._batch_depth -= 1
-                return
-            with self._write() as conn:
-                self._batch_depth = 1
-                try:
-                    yield
-                finally:
-                    self._batch_depth = 0
-                tasks, self._batch_tasks = self._batch_tasks, set()
-                for task in sorted(tasks):
-                    self._notify(conn, 'task', task)
+    def _batch_done(self, conn: _Conn) -> None:
+        """Tell the other stores which tasks the batch touched (they reload them)."""
+        tasks, self._batch_tasks = self._batch_tasks, set()
+        for task in sorted(tasks):
+            self._notify(conn, 'task', task)
 
     # -- reads and bookkeeping ---------------------------------------------------------
 
@@ -859,7 +748,18 @@ class PostgresStore(Store):
                 f'unreachable for {time.time() - since:.0f} s ({error}); next try in '
                 f'{max(0.0, next_try - time.time()):.1f} s')
         return {'store_backend': 'postgresql', 'store_url': self.url, 'robot_id': self.robot_id,
-                'store_connection': state, 'store_pending_recordings': str(len(self.pending))}
+                'store_connection': state,
+                'store_pending_recordings': str(len(self.offline.pending))}
+
+    @property
+    def pending(self) -> list[Pending]:
+        """Return the recordings kept while the server was away, not committed yet."""
+        return self.offline.pending
+
+    @property
+    def lost(self) -> list[Pending]:
+        """Return the kept recordings that could not be committed."""
+        return self.offline.lost
 
     def wait_listening(self, timeout: float) -> bool:
         """Wait until the listener is connected (tests, benchmarks); True if it is."""
@@ -871,8 +771,8 @@ class PostgresStore(Store):
         if self._watcher.is_alive() and self._watcher is not threading.current_thread():
             self._watcher.join(timeout=5.0)
         with self._lock:
-            if self.pending:
-                self._flush_on_close()
+            if self.offline.pending:
+                self.offline.close(self._up)
             self._invalidate()
             if self._conn is not None:
                 try:
@@ -880,16 +780,6 @@ class PostgresStore(Store):
                 except self._pg.Error as err:
                     _log.warning('%s: error closing store: %s', self.url, err)
                 self._conn = None
-
-    def _flush_on_close(self) -> None:
-        if self._up:
-            self._flush()
-        for item in self.pending:
-            _log.error('%s: LOST a recording of task %r (%d step(s), kept in memory since %s): '
-                       'the database was unreachable until the store closed', self.url,
-                       item.task, len(item.steps), time.ctime(item.since))
-        self.lost.extend(self.pending)
-        self.pending.clear()
 
 
 def _check_read_only(raw: Any, where: str) -> None:

@@ -72,7 +72,7 @@ import time
 from typing import Any
 
 from . import schema, sqltree
-from .base import check_step, NodeList, Recording, RecordingInfo, Store
+from .base import Batching, check_step, NodeList, Recording, RecordingInfo, Store
 from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
 from .kidcache import ChildCache, Key
 from .legacy import Dropped
@@ -134,7 +134,7 @@ class _SqliteRecording(Recording):
         self._closed = True
 
 
-class SqliteStore(Store):
+class SqliteStore(Batching, Store):
     """
     Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
 
@@ -375,24 +375,6 @@ class SqliteStore(Store):
         except sqlite3.Error:
             pass
         self._invalidate()
-
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Group many writes (appends, commits, add_trajectory) into one transaction."""
-        with self._lock:
-            if self._batch_depth:
-                self._batch_depth += 1
-                try:
-                    yield
-                finally:
-                    self._batch_depth -= 1
-                return
-            with self._write():
-                self._batch_depth = 1
-                try:
-                    yield
-                finally:
-                    self._batch_depth = 0
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:

@@ -35,7 +35,7 @@ import re
 import struct
 from typing import Any
 
-from muscle_mem_ros.ros.introspection import resolve_type
+from muscle_mem_ros.ros.messages.introspection import resolve_type
 from rclpy.serialization import deserialize_message
 
 __all__ = ['canonical_cdr']

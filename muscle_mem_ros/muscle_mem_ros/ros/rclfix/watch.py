@@ -46,7 +46,7 @@ import threading
 import time
 from typing import Any
 
-from muscle_mem_ros.ros.sync import CancelToken
+from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node as RosNode
 from rclpy.task import Future
