@@ -54,7 +54,7 @@ _records: list[list[Any]] = []
 
 PROBES: tuple[tuple[str, str, str, str], ...] = (
     ('wait', 'muscle_mem_ros.ros.sensors', 'SensorHub', 'wait_newer'),
-    ('call', 'muscle_mem_ros.ros.proxy', 'ActionProxy', 'call'),
+    ('call', 'muscle_mem_ros.ros.proxies', 'ActionProxy', 'call'),
     ('capture', 'muscle_mem_ros.ros.sensors', 'SensorHub', 'capture'),
     ('choose', 'muscle_mem_ros.ros.sensing', 'SensorJudge', 'pick'),
     ('candidates', 'muscle_mem_ros.walk', '', 'candidates_at'),
@@ -112,13 +112,13 @@ def _what_if(spec: str) -> list[str]:
 
     ``result_timeout=N``: the proxies' action servers keep finished goals N s (rclpy: 10).
     """
-    from muscle_mem_ros.ros import proxy
+    from muscle_mem_ros.ros import proxies
     from muscle_mem_ros.ros.rclfix.action_server import ActionServer
 
     applied = []
     for item in filter(None, (part.strip() for part in spec.split(','))):
         if item.startswith('result_timeout='):
-            proxy.ActionServer = functools.partial(  # type: ignore[misc]
+            proxies.ActionServer = functools.partial(  # type: ignore[misc]
                 ActionServer, result_timeout=int(item.split('=', 1)[1]))
             applied.append(item)
         else:

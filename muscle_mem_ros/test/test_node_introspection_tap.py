@@ -28,7 +28,7 @@ import uuid
 
 from muscle_mem_ros.records import ToolKind
 from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS, RecordFrom, ToolConfig
-from muscle_mem_ros.ros.proxy import ServiceProxy
+from muscle_mem_ros.ros.proxies import ServiceProxy
 from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.recorder import Recorder

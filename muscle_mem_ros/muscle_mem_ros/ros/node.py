@@ -100,7 +100,8 @@ from muscle_mem_ros.ros.config import (
     RecordFrom,
 )
 from muscle_mem_ros.ros.health import StoreHealth
-from muscle_mem_ros.ros.proxy import make_proxy, ToolProxy
+from muscle_mem_ros.ros.proxies import make_proxy
+from muscle_mem_ros.ros.proxy import ToolProxy
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.action_server import ActionServer
 from muscle_mem_ros.ros.rclfix.logbridge import LoggingBridge
