@@ -209,7 +209,7 @@ class CaptureSenses:
             return Compared(True, -1.0)
         assert expected is not None
         args, kwargs = call_args, call_kwargs
-        if bound is not None:
+        if bound is not None and bound.values:
             plain = call_args[1:] if tool.is_method else call_args
             try:
                 call = with_leaves({'args': list(plain), 'kwargs': dict(call_kwargs)},

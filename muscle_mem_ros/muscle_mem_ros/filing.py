@@ -63,7 +63,7 @@ def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], chec
     if resolved.problem:
         return None
     for b in plan.bindings:
-        value, wanted = goal[b.field], resolved.values[b.field]
+        value, wanted = goal[b.field], resolved.values.get(b.field, recorded[b.field])
         if is_number(value):
             tol = 0.0 if b.is_param else (tolerance(b.source) or 0.0)
             if not abs(value - wanted) <= tol + 1e-9:

@@ -52,7 +52,7 @@ from .records import CheckFailure, Node, Snapshot
 from .resume import FailureKind
 
 __all__ = [
-    'advance', 'BindingJudge', 'Bound', 'Compared', 'Observation', 'refused', 'resolve',
+    'advance', 'BindingJudge', 'Bound', 'changes', 'Compared', 'Observation', 'refused', 'resolve',
     'SENSORS', 'SensorSenses', 'Senses', 'Shift',
 ]
 
@@ -216,7 +216,8 @@ class Bound:
     """
     A candidate's bindings resolved against the current world.
 
-    :ivar values: Field -> value to send.
+    :ivar values: Field -> value to send, for the fields whose value changes (empty: the
+        goal is sent as recorded, byte for byte).
     :ivar substitutions: What is reported (fields whose value is recomputed).
     :ivar sources: Sensor source element -> its current value (range-checked).
     :ivar shifts: Field -> value minus recorded value (numeric fields).
@@ -296,10 +297,13 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
             shifts[b.field] = float(value - recorded)
             if b.max_shift:
                 worst = max(worst, abs(shift) / b.max_shift)
+        if not changes(recorded, value):
+            if b.field in shifts:
+                shifts[b.field] = 0.0  # the recorded value stands: nothing moved
+            continue  # float noise is not a substitution
         values[b.field] = value
-        if value != recorded:
-            subs.append(Substitution(step, node.step.tool, b.field, b.source, b.origin,
-                                     recorded, value))
+        subs.append(Substitution(step, node.step.tool, b.field, b.source, b.origin,
+                                 recorded, value))
     for source, limit in plan.ahead:
         if source not in current or source not in recorded_sources:
             continue  # checked literally here; the step that uses it refuses a missing one
@@ -312,6 +316,20 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
         if limit:
             worst = max(worst, abs(shift) / limit)
     return Bound(values, tuple(subs), sources, shifts, worst)
+
+
+def changes(recorded: Any, value: Any) -> bool:
+    """
+    Return True when sending ``value`` instead of ``recorded`` changes the goal.
+
+    Floats that differ by float noise (a relative 1e-9: 0.39999999995 for 0.4, a
+    source plus an offset that undoes it) do not: the recorded value is sent.
+    """
+    if is_number(recorded) and is_number(value):
+        if isinstance(recorded, int) and isinstance(value, int):
+            return recorded != value
+        return not abs(value - recorded) <= 1e-9 * max(1.0, abs(recorded))
+    return bool(value != recorded)
 
 
 def advance(shift: Shift, node: Node, tolerance: Callable[[str], float | None] | None = None,

@@ -294,3 +294,17 @@ def test_a_refused_binding_names_its_source_and_sensor():
     assert (gone.sensor, gone.source) == ('', 'param:place[0]')
     assert Variant.bound({'place': [1.0, 2.0]}, {'param:place[0]'}).has_bound
     assert not Variant.parse('{"place":[1.0,2.0]}').has_bound
+
+
+def test_a_value_equal_to_the_recording_but_for_float_noise_is_not_a_substitution():
+    from muscle_mem_ros.retarget import changes
+    first = move(1, 0.4, -0.3, (0.4, 0.0, 0.02))
+    second = move(2, 0.45, -0.3, (0.45, 0.0, 0.02))
+    plans = learn([([first], {}), ([second], {})], tolerance=TOL)
+    assert plans, 'x follows the object'
+    noise = resolve(plans[1], 0, first, {}, snap((0.4 + 5e-11, 0.0, 0.02)))
+    assert not noise.problem and noise.substitutions == () and noise.values == {}
+    moved = resolve(plans[1], 0, first, {}, snap((0.43, 0.0, 0.02)))
+    assert [s.field for s in moved.substitutions] == ['target.pose.position.x']
+    assert changes(0.4, 0.41) and not changes(0.39999999995, 0.4)
+    assert changes(3, 4) and not changes(3, 3) and changes('a', 'b')

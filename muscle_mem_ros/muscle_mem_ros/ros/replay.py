@@ -114,7 +114,8 @@ class NodeWalk:
         bound = self._judge.sending(node)
         if bound is not None and bound.substitutions:
             self._on_substituted(step, bound.substitutions)
-        out = self._send(node, cancel, bound.values if bound is not None else None)
+        out = self._send(node, cancel, bound.values if bound is not None and bound.values
+                         else None)
         if out.status is StepStatus.SUCCEEDED:
             self._judge.ran(node)
         return out
