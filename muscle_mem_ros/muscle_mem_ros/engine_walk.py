@@ -260,7 +260,7 @@ class EngineWalk:
         if passing:
             return Verdict(passing)
         if candidates:
-            why = f': {failures[0].reason}' if failures else ''
+            why = f': {failures[0][1].reason}' if failures else ''
             return Verdict((), Miss(FailureKind.PRE_CHECK,
                                     f'no recorded step passed its pre-check at step {step}{why}'))
         return Verdict((), Miss(FailureKind.NO_CANDIDATE, 'no cached trajectory' if step == 0

@@ -419,16 +419,17 @@ class BindingJudge:
         return {**param_leaves(self._params), **self._senses.elements(now)}
 
     def pick(self, candidates: Sequence[Node],
-             step: int) -> tuple[list[tuple[Node, float]], list[CheckFailure]]:
+             step: int) -> tuple[list[tuple[Node, float]], list[tuple[Node, CheckFailure]]]:
         """
         Judge every candidate under its bindings.
 
         :return: The passing candidates with their distance, and why others failed
-            (a refused binding, or what the front end's compare said).
+            (a refused binding, or what the front end's compare said), in the order
+            the candidates came.
         """
         self._bound = {}
         passing: list[tuple[Node, float]] = []
-        failures: list[CheckFailure] = []
+        failures: list[tuple[Node, CheckFailure]] = []
         senses = self._senses
         for node in candidates:
             seen = senses.observe(node)
@@ -440,17 +441,17 @@ class BindingJudge:
                 bound = resolve(plan, step, node, self._params, seen.now, senses.elements,
                                 learned=self._plans.leaves(node.id), current=seen.current)
                 if bound.problem:
-                    failures.append(refused(bound))
+                    failures.append((node, refused(bound)))
                     continue
             try:
                 expected = self.shift.expected(node.step.pre, bound.sources if bound else None,
                                                senses=senses, scope=senses.scope(node, False))
             except (KeyError, IndexError, TypeError, ValueError) as err:
                 if bound is not None:
-                    failures.append(CheckFailure(
+                    failures.append((node, CheckFailure(
                         '', math.inf, 0.0, math.inf,
                         f'cannot apply the bindings of node {node.id}: {err!r}',
-                        FailureKind.MISSING))
+                        FailureKind.MISSING)))
                 continue
             compared = senses.compare(node, expected, seen, bound)
             if compared.passed:
@@ -458,7 +459,7 @@ class BindingJudge:
                 if bound is not None:
                     self._bound[node.id] = bound
             elif compared.failure is not None:
-                failures.append(compared.failure)
+                failures.append((node, compared.failure))
         return passing, failures
 
     def sending(self, node: Node) -> Bound | None:

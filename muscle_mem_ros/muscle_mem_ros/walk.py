@@ -35,7 +35,9 @@ The rules (the only place they are written down):
   passes at a terminal node is still taken (the longer trajectory wins).
 * When no candidate passes otherwise, the walk stops before step k (the
   agent does step k under P): kind NO_CANDIDATE, PRE_CHECK or what the judge
-  says.
+  says. The reason given is the failure of the candidate the walk would have
+  taken had every check passed (:func:`blamed`: most successes, then most
+  recent), not the smallest deviation, which could be another branch's.
 * A post-check failure at step k is reported (``CHECK_FAILED``) but does not by
   itself stop the walk: node k's children are tried next, so a learned
   recovery branch replays. If none passes, the walk stops with resume step k+1
@@ -68,8 +70,8 @@ from .store.base import Store
 from .trees import Paths, TreeView
 
 __all__ = [
-    'candidates_at', 'choose', 'Executor', 'Judge', 'locate', 'Miss', 'Outcome', 'rank_key',
-    'Reporter', 'StepEvent', 'Verdict', 'walk', 'WalkResult',
+    'blamed', 'candidates_at', 'choose', 'Executor', 'Judge', 'locate', 'Miss', 'Outcome',
+    'rank_key', 'Reporter', 'StepEvent', 'Verdict', 'walk', 'WalkResult',
 ]
 
 
@@ -240,6 +242,18 @@ def candidates_at(store: Store, *, task: str, variant: str, parent: Node | None,
     if depth >= len(path):
         return []
     return [c for c in children if c.id == path[depth]]
+
+
+def blamed(failures: Sequence[tuple[Node, CheckFailure]]) -> tuple[Node, CheckFailure] | None:
+    """
+    Return the failure a miss reports: that of the candidate the walk would have taken.
+
+    Of candidates that all failed, the walk would have replayed the one with the most
+    successes, then the most recently used, then the lowest id (:func:`rank_key` at an
+    equal distance): its failure says why the usual branch did not replay. The
+    smallest deviation could belong to another branch and blame the wrong thing.
+    """
+    return min(failures, key=lambda item: rank_key(item[0], 0.0), default=None)
 
 
 def choose(verdict: Verdict) -> Node | None:

@@ -281,3 +281,14 @@ def test_resume_keeps_its_public_fields():
     assert (resume.step, resume.reason, resume.replayed) == (2, 'why', ('move', 'move'))
     assert resume.kind is None and resume.last_node is None and resume.steps_done == 2
     assert replace(resume, kind=FailureKind.PRE_CHECK).kind is FailureKind.PRE_CHECK
+
+
+def test_a_miss_blames_the_candidate_the_walk_would_have_taken():
+    from muscle_mem_ros.walk import blamed
+    usual = Node(1, None, 0, step('usual'), success_count=9, last_used=5.0)
+    rare = Node(2, None, 0, step('rare'), success_count=1, last_used=9.0)
+    far = CheckFailure('base', 0.1, 0.02, 5.0, 'out of tolerance', FailureKind.OUT_OF_TOLERANCE)
+    near = CheckFailure('', 0.148, 0.1, 1.48, 'x would move 0.148',
+                        FailureKind.OUT_OF_TOLERANCE, 'sensor:tag[0]')
+    assert blamed([(rare, near), (usual, far)]) == (usual, far)  # not the smallest deviation
+    assert blamed([]) is None

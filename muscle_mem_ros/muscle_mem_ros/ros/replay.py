@@ -46,7 +46,7 @@ from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.store import Store
 from muscle_mem_ros.trees import recorded_params, Trees, TreeView
 from muscle_mem_ros.walk import (
-    candidates_at, choose, locate, Miss, Reporter, Verdict, walk, WalkResult,
+    blamed, candidates_at, choose, locate, Miss, Reporter, Verdict, walk, WalkResult,
 )
 
 __all__ = ['DryRun', 'NodeWalk', 'Replayer']
@@ -103,11 +103,14 @@ class NodeWalk:
         passing, failures = self._judge.pick(usable, step)
         if passing:
             return Verdict(tuple(passing))
-        failure = min(failures, key=lambda f: f.score, default=None)
-        if failure is None:
+        worst = blamed(failures)
+        if worst is None:
             return missed(FailureKind.NO_CANDIDATE, f'nothing learned for step {step}')
+        node, failure = worst
+        others = [f'node {n.id}: {_describe(f)}' for n, f in failures if n is not node][:3]
+        more = f' (other candidates: {"; ".join(others)})' if others else ''
         return missed(FailureKind.PRE_CHECK,
-                      f'pre-check failed at step {step}: {_describe(failure)}', failure)
+                      f'pre-check failed at step {step}: {_describe(failure)}{more}', failure)
 
     def execute(self, node: Node, step: int, cancel: CancelToken) -> CallOutcome:
         """Send the step with its bound fields set; then move the shift by what it did."""

@@ -48,7 +48,7 @@ from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.retarget import Bound, Compared, Observation, SensorSenses
 from muscle_mem_ros.ros.sensors import SensorHub
-from muscle_mem_ros.walk import Miss, Reporter, Verdict
+from muscle_mem_ros.walk import blamed, Miss, Reporter, Verdict
 
 __all__ = ['describe_failure', 'missed', 'NodeSenses', 'SensorJudge']
 
@@ -172,8 +172,10 @@ class SensorJudge:
             if selection.node is not None:
                 score = selection.result.score if selection.result is not None else 0.0
                 return Verdict(((selection.node, score),))
-            if selection.rejected and selection.rejected[0][1].failures:
-                failure = selection.rejected[0][1].failures[0]
+            worst = blamed([(node, result.failures[0]) for node, result in selection.rejected
+                            if result.failures])
+            if worst is not None:
+                failure = worst[1]
         if self.allow_unchecked:
             blind = [c for c in usable if c.step.pre is None or not c.step.pre.features]
             if blind:
