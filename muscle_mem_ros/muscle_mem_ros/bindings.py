@@ -325,13 +325,18 @@ class Declared:
     :ivar tool: The tool whose goals it binds (``Step.tool``).
     :ivar field: Leaf path (a message path binds each numeric leaf under it in order).
     :ivar source: ``param:<key>[i]`` or ``sensor:<feature>[i]`` (no index: the whole vector).
-    :ivar max_shift: Largest allowed shift.
+    :ivar max_shift: How far the world may move: the largest shift a replay may send.
+    :ivar max_offset: Which goals a sensor binding binds: those whose recorded
+        ``|goal - source|`` is within it (a goal at, or a standoff from, the thing
+        sensed); None: ``max_shift``. A base that stops 0.4 m in front of a tag
+        declares ``max_offset: 0.5`` and still lets the tag move only ``max_shift``.
     """
 
     tool: str
     field: str
     source: str
     max_shift: float | None
+    max_offset: float | None = None
 
 
 def moved_sensors(pre: Mapping[str, float], post: Mapping[str, float],

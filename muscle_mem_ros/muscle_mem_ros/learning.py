@@ -539,11 +539,12 @@ def _fit_declared(decl: Declared, o: _Obs) -> list[Binding]:
                          key=lambda k: split_element(k)[1])
     out = []
     sensed = kind is SourceKind.SENSOR
+    reach = decl.max_offset if decl.max_offset is not None else decl.max_shift
     for path, source in zip(fields, sources):
         value, origin = o.goal[path], pool[source]
         offset = float(value - origin) if is_number(value) and is_number(origin) else 0.0
-        if sensed and decl.max_shift is not None and abs(offset) > decl.max_shift:
-            continue  # a goal far from the thing sensed is not relative to it
+        if sensed and reach is not None and abs(offset) > reach:
+            continue  # a goal farther from the thing sensed than declared is not relative to it
         out.append(Binding(path, source, offset if sensed else 0.0, decl.max_shift, DECLARED))
     return out
 

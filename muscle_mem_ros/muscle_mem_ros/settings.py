@@ -311,7 +311,9 @@ def read_binding(reader: SettingsReader, name: str, tools: Iterable[tuple[str, s
     if parsed.kind is SourceKind.SENSOR and parsed.name not in set(sensors):
         raise ConfigError(f'{prefix}.source: sensor {parsed.name!r} is not configured')
     max_shift = reader.number(f'{prefix}.max_shift', DEFAULT_MAX_SHIFT)
-    return Declared(tool=server, field=field, source=source, max_shift=max_shift)
+    max_offset = reader.number(f'{prefix}.max_offset', max_shift)
+    return Declared(tool=server, field=field, source=source, max_shift=max_shift,
+                    max_offset=max_offset)
 
 
 @dataclass(frozen=True)

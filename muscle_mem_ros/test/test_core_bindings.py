@@ -308,3 +308,17 @@ def test_a_value_equal_to_the_recording_but_for_float_noise_is_not_a_substitutio
     assert [s.field for s in moved.substitutions] == ['target.pose.position.x']
     assert changes(0.4, 0.41) and not changes(0.39999999995, 0.4)
     assert changes(3, 4) and not changes(3, 3) and changes('a', 'b')
+
+
+def test_a_declared_standoff_binds_with_max_offset_and_the_world_moves_only_max_shift():
+    goto = move(1, 0.0, 0.0, (0.4, 0.0, 0.02))  # the base stops 0.4 m in front of the tag
+    near_only = Declared('/arm/move', 'target.pose.position.x', 'sensor:object[0]', 0.1)
+    assert not learn([([goto], {})], declared=[near_only], tolerance=TOL)
+    standoff = Declared('/arm/move', 'target.pose.position.x', 'sensor:object[0]', 0.1,
+                        max_offset=0.5)
+    plans = learn([([goto], {})], declared=[standoff], tolerance=TOL)
+    (binding,) = plans[1].bindings
+    assert binding.offset == pytest.approx(-0.4) and binding.max_shift == 0.1
+    follows = resolve(plans[1], 0, goto, {}, snap((0.45, 0.0, 0.02)))
+    assert follows.values['target.pose.position.x'] == pytest.approx(0.05)
+    assert 'max_shift 0.1' in resolve(plans[1], 0, goto, {}, snap((0.6, 0.0, 0.02))).problem

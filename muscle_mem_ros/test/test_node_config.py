@@ -155,6 +155,7 @@ def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
     ({**BINDING, 'bindings.b.source': 'sensor:lidar[0]'}, 'bindings.b.source',
      'not configured'),
     ({**BINDING, 'bindings.b.max_shift': -0.1}, 'bindings.b.max_shift', '> 0'),
+    ({**BINDING, 'bindings.b.max_offset': 0.0}, 'bindings.b.max_offset', '> 0'),
     ({**BINDING, 'bindings.b.offset': 0.1}, 'bindings.b.offset', 'unknown parameter'),
 ])
 def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
@@ -173,6 +174,7 @@ def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     {**BINDING, 'bindings.b.source': 'object[0]'},
     {**BINDING, 'bindings.b.source': 'sensor:lidar[0]'},
     {**BINDING, 'bindings.b.max_shift': -0.1},
+    {**BINDING, 'bindings.b.max_offset': -1.0},
     {'binding_max_shift': 0.0},
     {'infer_bindings': 'maybe'},
     {'sensors.joints.tolerance': [-0.1]},
@@ -366,3 +368,12 @@ def test_legacy_list_form_is_deprecated_and_undeclared(tmp_path, capfd):
     finally:
         rclpy.try_shutdown(context=context)
     assert 'sensors: a list of names is deprecated' in capfd.readouterr().err
+
+
+def test_a_declared_binding_reads_max_offset_apart_from_max_shift(tmp_path):
+    names = Names.unique()
+    (plain,) = load_values(tmp_path, params(names, store=tmp_path / 'c.db', **BINDING)).bindings
+    assert plain.max_offset == plain.max_shift == 0.05  # today's rule when not given
+    (standoff,) = load_values(tmp_path, params(
+        names, store=tmp_path / 'c.db', **BINDING, **{'bindings.b.max_offset': 0.5})).bindings
+    assert (standoff.max_shift, standoff.max_offset) == (0.05, 0.5)

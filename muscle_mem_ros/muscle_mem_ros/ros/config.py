@@ -255,7 +255,7 @@ _TOP_KEYS = (
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
 _TOOL_KEYS = ('server', 'type', 'proxy', 'record_from')
-_BINDING_KEYS = ('tool', 'field', 'source', 'max_shift')
+_BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset')
 _GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS,
                'bindings': _BINDING_KEYS}
 _ROS_PARAMETERS = ('use_sim_time', 'start_type_description_service')
@@ -328,6 +328,8 @@ _DESCRIPTIONS = {
     'bindings.*.field': 'Goal field path, e.g. target.pose.position.x (a message: each leaf).',
     'bindings.*.source': 'param:<key>[i] or sensor:<sensor>[i] (no index: the whole vector).',
     'bindings.*.max_shift': 'Largest distance from the recorded value a replay may send (> 0).',
+    'bindings.*.max_offset': ('Which goals a sensor binding binds: recorded |goal - source| '
+                              'within it (> 0; default max_shift).'),
 }
 
 
