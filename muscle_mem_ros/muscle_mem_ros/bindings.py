@@ -29,8 +29,9 @@ Vocabulary (ROS-free, shared by the node and the Python ``Engine``):
 * A source is ``param:<key>`` / ``param:<key>[i]`` (a task parameter or one
   element of a list parameter) or ``sensor:<feature>[i]`` (element ``i`` of a
   configured sensor's feature vector in the step's pre snapshot).
-* Orientation is not bound: a rotation does not shift as a sum; declare or
-  infer the position fields only.
+* Orientation, headers, stamps and frame ids are never bound
+  (:func:`bindable_leaves` recognizes them by their fields): a rotation does not
+  shift as a sum, and bookkeeping is not a place.
 
 Where bindings come from (:mod:`.learning`):
 
@@ -69,9 +70,10 @@ from typing import Any, TypeGuard
 from .records import SensorSpec, Snapshot, Step
 
 __all__ = [
-    'Binding', 'DECLARED', 'Declared', 'DEFAULT_MAX_SHIFT', 'element_tolerances', 'goal_leaves',
-    'INFERRED', 'is_number', 'leaves', 'moved_sensors', 'param_leaves', 'parse_path', 'Plan',
-    'sensor_elements', 'Source', 'SourceKind', 'split_element', 'Substitution',
+    'bindable_leaves', 'Binding', 'DECLARED', 'Declared', 'DEFAULT_MAX_SHIFT',
+    'element_tolerances', 'goal_leaves', 'INFERRED', 'is_number', 'leaves', 'moved_sensors',
+    'param_leaves', 'parse_path', 'Plan', 'sensor_elements', 'Source', 'SourceKind',
+    'split_element', 'Substitution',
 ]
 
 DECLARED = 'declared'
@@ -312,6 +314,48 @@ def goal_leaves(step: Step) -> dict[str, Any]:
 
 
 _NON_FINITE = frozenset({'nan', 'inf', '-inf'})
+
+
+def bindable_leaves(step: Step) -> dict[str, Any]:
+    """
+    Return the goal leaves a binding may compute: :func:`goal_leaves` but what never moves.
+
+    Never bound, recognized by their type's fields (a goal's JSON names no types):
+
+    * a quaternion (a message of exactly ``x, y, z, w``): a rotation does not shift as
+      a sum, and its ``w`` of 1.0 equals any parameter that is 1;
+    * a time (``sec, nanosec``), and every field named ``header``, ``stamp``,
+      ``frame_id`` or ``child_frame_id``: bookkeeping, not a place.
+
+    Booleans and non-finite values are not leaves at all.
+    """
+    try:
+        data = json.loads(step.payload_json) if step.payload_json else {}
+    except ValueError:
+        return {}
+    out: dict[str, Any] = {}
+    _bindable(data, '', out)
+    return out
+
+
+_QUATERNION = frozenset({'x', 'y', 'z', 'w'})
+_TIME = frozenset({'sec', 'nanosec'})
+_BOOKKEEPING = frozenset({'header', 'stamp', 'frame_id', 'child_frame_id'})
+
+
+def _bindable(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        if value.keys() == _QUATERNION or value.keys() == _TIME:
+            return
+        for key, item in value.items():
+            if key not in _BOOKKEEPING:
+                _bindable(item, f'{prefix}.{key}' if prefix else str(key), out)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _bindable(item, f'{prefix}[{i}]', out)
+    elif (isinstance(value, str) and value not in _NON_FINITE) or (
+            is_number(value) and math.isfinite(value)):
+        out[prefix] = value
 
 
 # -- Declared bindings and moves -------------------------------------------------------------

@@ -28,7 +28,7 @@ own steps, in time independent of how many trajectories the tree holds. A
 step's :class:`~.bindings.Plan` is computed when asked for and kept until a
 group it reads changes; the walk asks only for the candidates it judges.
 
-What is learned from: a step's goal leaves (:func:`~.bindings.goal_leaves`, from
+What is learned from: a step's goal leaves (:func:`~.bindings.bindable_leaves`, from
 ``Step.payload_json``: numbers and strings, non-finite numbers are strings
 there and never bound) and its pre and post sources (``elements``). The first
 trajectory that contains a step gives it the parameters it is learned with.
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from .bindings import (
-    Binding, DECLARED, Declared, DEFAULT_MAX_SHIFT, goal_leaves, INFERRED, is_number,
+    bindable_leaves, Binding, DECLARED, Declared, DEFAULT_MAX_SHIFT, INFERRED, is_number,
     moved_sensors, param_leaves, parse_path, Plan, sensor_elements, Source, SourceKind,
     split_element,
 )
@@ -278,7 +278,7 @@ class Learner:
         for node in nodes:
             step = self._steps.get(node.id)
             if step is None:
-                o = _Obs(node, goal_leaves(node.step), self._elements(node.step.pre),
+                o = _Obs(node, bindable_leaves(node.step), self._elements(node.step.pre),
                          self._elements(node.step.post), sources)
                 step = self._steps[node.id] = _Step(o, self._own(o))
                 self._own_bound += bool(step.own)
@@ -499,7 +499,7 @@ def bound_params(steps: Sequence[Step], params: Mapping[str, Any], *,
     sources = param_leaves(params)
     out: set[str] = set()
     for step in steps:
-        o = _Obs(Node(0, None, 0, step), goal_leaves(step), {}, {}, sources)
+        o = _Obs(Node(0, None, 0, step), bindable_leaves(step), {}, {}, sources)
         if infer:
             out.update(b.source for b in _param_bindings(o).values())
         for decl in declared:

@@ -322,3 +322,17 @@ def test_a_declared_standoff_binds_with_max_offset_and_the_world_moves_only_max_
     follows = resolve(plans[1], 0, goto, {}, snap((0.45, 0.0, 0.02)))
     assert follows.values['target.pose.position.x'] == pytest.approx(0.05)
     assert 'max_shift 0.1' in resolve(plans[1], 0, goto, {}, snap((0.6, 0.0, 0.02))).problem
+
+
+def test_orientation_headers_and_stamps_are_never_bound():
+    goal = {'goal': {'header': {'stamp': {'sec': 1, 'nanosec': 0}, 'frame_id': 'map'},
+                     'pose': {'position': {'x': 0.5, 'y': 1.3, 'z': 0.0},
+                              'orientation': {'x': 0.0, 'y': 0.0, 'z': 0.0, 'w': 1.0}}}}
+    step = Step(tool='/goto', kind=ToolKind.SERVICE, type_name='nav_msgs/srv/GetPlan',
+                payload=b'x', payload_json=json.dumps(goal))
+    node = Node(1, None, 0, step)
+    shelf = learn([([node], {'shelf': [0.5, 1.3], 'w': 1.0, 'frame': 'map'})], tolerance=TOL)
+    fields = {b.field: b.source for b in shelf[1].bindings}
+    assert fields == {'goal.pose.position.x': 'param:shelf[0]',
+                      'goal.pose.position.y': 'param:shelf[1]'}
+    assert not learn([([node], {'bin': 1})], tolerance=TOL)  # w = 1.0 is not the bin
