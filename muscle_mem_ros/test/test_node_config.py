@@ -157,6 +157,11 @@ def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
     ({**BINDING, 'bindings.b.max_shift': -0.1}, 'bindings.b.max_shift', '> 0'),
     ({**BINDING, 'bindings.b.max_offset': 0.0}, 'bindings.b.max_offset', '> 0'),
     ({**BINDING, 'bindings.b.offset': 0.1}, 'bindings.b.offset', 'unknown parameter'),
+    ({'actions.fib.success_field': 'nope', 'actions.fib.success_when': 'nonempty'},
+     'actions.fib.success_field', "has no field 'nope'"),
+    ({'actions.fib.success_field': 'sequence', 'actions.fib.success_when': 'sometimes'},
+     'actions.fib.success_when', 'nonempty|empty'),
+    ({'services.gripper.success_field': 'success'}, 'services.gripper.success_when', 'required'),
 ])
 def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     names = Names.unique()

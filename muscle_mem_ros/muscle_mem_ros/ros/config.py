@@ -95,6 +95,7 @@ from muscle_mem_ros.ros.messages.introspection import (
     resolve_type,
     TypeResolutionError,
 )
+from muscle_mem_ros.ros.messages.success import parse_success, SuccessRule
 from muscle_mem_ros.ros.parameters import ParameterReader
 from muscle_mem_ros.settings import read_binding, read_binding_options, read_mode, read_tolerance
 from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
@@ -205,6 +206,8 @@ class ToolConfig:
     :ivar type_name: Interface type name as configured.
     :ivar interface: The resolved action or service class.
     :ivar record_from: Where its calls are recorded from (see :mod:`.tap`).
+    :ivar success: When an answer counts as success beyond its status
+        (:mod:`.messages.success`); None: the default rule.
     """
 
     name: str
@@ -214,6 +217,7 @@ class ToolConfig:
     type_name: str
     interface: Any
     record_from: RecordFrom = RecordFrom.PROXY
+    success: SuccessRule | None = None
 
 
 @dataclass(frozen=True)
@@ -254,7 +258,7 @@ _TOP_KEYS = (
     'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift', 'robot_id',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
-_TOOL_KEYS = ('server', 'type', 'proxy', 'record_from')
+_TOOL_KEYS = ('server', 'type', 'proxy', 'record_from', 'success_field', 'success_when')
 _BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset')
 _GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS,
                'bindings': _BINDING_KEYS}
@@ -322,6 +326,10 @@ _DESCRIPTIONS = {
     'services.*.type': 'Service type, e.g. std_srvs/srv/SetBool.',
     'services.*.proxy': 'Name the cache serves for the agent (default ~/<server>).',
     'services.*.record_from': 'proxy | introspection (learn from the service event topic).',
+    'actions.*.success_field': 'Result field that says success, e.g. error_code (optional).',
+    'actions.*.success_when': 'nonempty | empty | true | false | a number it must equal.',
+    'services.*.success_field': 'Response field that says success, e.g. plan.poses (optional).',
+    'services.*.success_when': 'nonempty | empty | true | false | a number it must equal.',
     'infer_bindings': 'Bind goal fields to parameters and sensors found in the recordings.',
     'binding_max_shift': 'How far an inferred binding may move a field from its recording.',
     'bindings.*.tool': 'The action or service (its key under actions/services) it binds.',
@@ -521,10 +529,16 @@ def _tool(
     if server_full == proxy_full:
         raise ConfigError(f'{prefix}.proxy: must differ from the server name {server_full!r}')
     kind_name = 'action' if kind is ToolKind.ACTION else 'srv'
+    success = None
+    field = reader.string(f'{prefix}.success_field', '')
+    when = reader.get(f'{prefix}.success_when', '')
+    if field or str(when).strip():
+        answer = interface.Result if kind is ToolKind.ACTION else interface.Response
+        success = parse_success(field, when, answer, parameter=prefix)
     return ToolConfig(
         name=name, kind=kind, server=server_full, proxy=proxy_full,
         type_name=canonical_type_name(type_name, kind=kind_name), interface=interface,
-        record_from=record_from,
+        record_from=record_from, success=success,
     )
 
 

@@ -25,6 +25,7 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.config import RecordFrom, ToolConfig
+from muscle_mem_ros.ros.messages.success import answered
 from muscle_mem_ros.ros.proxy import (
     CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, with_reason,
 )
@@ -173,7 +174,8 @@ class ActionProxy(ToolProxy):
             out = CallOutcome(_status(wrapped.status), '', forward.started, time.monotonic(),
                               wrapped.result)
             if out.status is StepStatus.SUCCEEDED:
-                await self._record_aside(forward.session, goal, forward.pre, out)
+                if not self._refused(wrapped.result):  # a "no" in the result is not learned
+                    await self._record_aside(forward.session, goal, forward.pre, out)
                 goal_handle.succeed()
             elif out.status is StepStatus.CANCELED and goal_handle.is_cancel_requested:
                 goal_handle.canceled()
@@ -188,6 +190,11 @@ class ActionProxy(ToolProxy):
         finally:
             with self._handles_lock:
                 self._handles.pop(key, None)
+
+    def _refused(self, result: Any) -> str:
+        """Return why a succeeded goal's result breaks the tool's success rule ('' if none)."""
+        rule = self.tool.success
+        return rule.broken(result) if rule is not None else ''
 
     def _give_up(self, goal_handle: Any, reason: str) -> Any:
         """Abort the proxied goal: the real server is gone or did not answer in time."""
@@ -242,6 +249,9 @@ class ActionProxy(ToolProxy):
         status = _status(wrapped.status)
         detail = {StepStatus.SUCCEEDED: '', StepStatus.CANCELED: f'{server} canceled the goal',
                   StepStatus.FAILED: f'{server} aborted the goal'}[status]
+        why = self._refused(wrapped.result) if status is StepStatus.SUCCEEDED else ''
+        if why:
+            status, detail = StepStatus.FAILED, f'{server} succeeded, but {why}'
         return ended(started, status, detail, wrapped.result)
 
 
@@ -282,11 +292,6 @@ def _status(goal_status: int) -> StepStatus:
     if goal_status == GoalStatus.STATUS_CANCELED:
         return StepStatus.CANCELED
     return StepStatus.FAILED
-
-
-def _service_succeeded(response: Any) -> bool:
-    success = getattr(response, 'success', True)
-    return success if isinstance(success, bool) else True
 
 
 class ServiceProxy(ToolProxy):
@@ -338,7 +343,8 @@ class ServiceProxy(ToolProxy):
                 self._log.warning(f'{self.tool.proxy}: request failed: {lost}')
                 return with_reason(response, lost)
             answer = future.result()
-            status = StepStatus.SUCCEEDED if _service_succeeded(answer) else StepStatus.FAILED
+            why = answered(answer, self.tool.success)
+            status = StepStatus.FAILED if why else StepStatus.SUCCEEDED
             await self._record_aside(
                 session, request, pre, CallOutcome(status, '', started, time.monotonic(), answer))
             return answer
@@ -368,11 +374,12 @@ class ServiceProxy(ToolProxy):
             return ended(started, StepStatus.FAILED, f'{server} did not answer in {timeout:g} s',
                          kind=FailureKind.TIMEOUT)
         response = future.result()
-        if not _service_succeeded(response):
+        why = answered(response, self.tool.success)
+        if why:
             message_text = getattr(response, 'message', '')
             return ended(
                 started, StepStatus.FAILED,
-                f'{server} answered success=false {message_text!r}'.strip(),
+                f'{server} answered {why} {message_text!r}'.strip(),
                 response,
             )
         return ended(started, StepStatus.SUCCEEDED, '', response)

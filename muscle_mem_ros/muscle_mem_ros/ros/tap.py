@@ -80,6 +80,7 @@ from typing import Any
 
 from action_msgs.msg import GoalStatus
 from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
+from muscle_mem_ros.ros.messages.success import answered
 from muscle_mem_ros.ros.proxy import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.recorder import Recorder, Session
 from muscle_mem_ros.ros.sensors import SensorHub
@@ -356,9 +357,9 @@ class ServiceTap(Tap):
         if not msg.response:
             return self._drop(key)
         response = msg.response[0]
-        success = getattr(response, 'success', True)
-        if success is False:
-            return self._end(key, StepStatus.FAILED, 'success=false', _sent_at(info), response)
+        why = answered(response, self.tool.success)
+        if why:
+            return self._end(key, StepStatus.FAILED, why, _sent_at(info), response)
         return self._end(key, StepStatus.SUCCEEDED, '', _sent_at(info), response)
 
 
@@ -413,6 +414,10 @@ class ActionTap(Tap):
         if not msg.response:
             return self._drop(goal_id)
         wrapped = msg.response[0]
+        rule = self.tool.success
+        why = rule.broken(wrapped.result) if rule is not None else ''
+        if wrapped.status == GoalStatus.STATUS_SUCCEEDED and why:
+            return self._end(goal_id, StepStatus.FAILED, why, _sent_at(info), wrapped.result)
         if wrapped.status == GoalStatus.STATUS_SUCCEEDED:
             return self._end(goal_id, StepStatus.SUCCEEDED, '', _sent_at(info), wrapped.result)
         status = StepStatus.CANCELED if wrapped.status == GoalStatus.STATUS_CANCELED \
