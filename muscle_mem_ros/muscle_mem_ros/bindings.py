@@ -70,9 +70,10 @@ from typing import Any, TypeGuard
 from .records import SensorSpec, Snapshot, Step
 
 __all__ = [
-    'bindable_leaves', 'Binding', 'DECLARED', 'Declared', 'DEFAULT_MAX_SHIFT',
+    'BIND_AUTO_LIMIT', 'bindable_leaves', 'Binding', 'DECLARED', 'Declared', 'DEFAULT_MAX_SHIFT',
     'element_tolerances', 'goal_leaves', 'INFERRED', 'is_number', 'leaves', 'moved_sensors',
-    'param_leaves', 'parse_path', 'Plan', 'sensor_elements', 'Source', 'SourceKind',
+    'param_leaves', 'parse_path', 'Plan', 'sensor_elements', 'sensor_sources', 'Source',
+    'SourceKind',
     'split_element', 'Substitution',
 ]
 
@@ -275,6 +276,31 @@ def element_tolerances(sensors: Sequence[SensorSpec]) -> Callable[[str], float |
         return float(tolerance[index] if len(tolerance) > 1 and index < len(tolerance)
                      else tolerance[0])
     return tol
+
+
+BIND_AUTO_LIMIT = 16
+"""A sensor with more elements than this is never an inferred source unless set to auto."""
+
+
+def sensor_sources(sensors: Sequence[SensorSpec]) -> Callable[[str, int], bool]:
+    """
+    Return ``may(sensor, size)``: may inference bind a goal field to this sensor's elements.
+
+    A sensor's ``bind`` says so (``auto`` or ``never``). By default a sensor of at most
+    :data:`BIND_AUTO_LIMIT` elements may (an object's pose, a tool's position, the
+    joints: each element a quantity a goal may be derived from), and an array sensor
+    with more may not: a 360-range scan under one tolerance has some element that
+    matches an unrelated goal field by chance in most pairs of recordings, and a
+    replay would then move that field with the range. Declare such a binding instead.
+    """
+    modes = {spec.name: spec.bind for spec in sensors}
+
+    def may(name: str, size: int) -> bool:
+        mode = modes.get(name)
+        if mode is None:
+            return size <= BIND_AUTO_LIMIT
+        return mode == 'auto'
+    return may
 
 
 def split_element(key: str) -> tuple[str, int]:

@@ -56,6 +56,8 @@ __all__ = ['bound_params', 'follow', 'learn', 'Learner', 'no_plans', 'Plans']
 
 Elements = Callable[[Snapshot | None], dict[str, float]]
 Tolerance = Callable[[str], float | None]
+Sources = Callable[[str, int], bool]
+"""``may(sensor, size)``: may a sensor's elements be inferred sources (``sensor_sources``)."""
 
 
 @dataclass
@@ -79,7 +81,7 @@ class _Group:
     """
 
     def __init__(self, first: _Obs, order: int, tolerance: Tolerance,
-                 max_shift: float | None) -> None:
+                 max_shift: float | None, sources: Sources | None = None) -> None:
         self.order = order
         self.version = 0
         """Bumped by every new member (the offsets change)."""
@@ -89,7 +91,7 @@ class _Group:
         self._members: list[_Obs] = []
         self._ids: set[int] = set()
         self._fields = [f for f in sorted(first.goal) if is_number(first.goal[f])]
-        self._sources = sorted(first.pre)
+        self._sources = sorted(_allowed(first.pre, sources))
         self._alive = np.ones(len(self._sources), dtype=bool)
         tol = [tolerance(s) for s in self._sources]
         self._tol = np.array([math.nan if t is None else float(t) for t in tol])
@@ -228,6 +230,8 @@ class Learner:
         :func:`~.bindings.sensor_elements`; the Python ``Engine`` reads a capture's leaves).
     :param ahead: Check later steps' sources ahead (:attr:`~.bindings.Plan.ahead`); the
         ``Engine`` does not: a later step's capture is its own.
+    :param sources: Which sensors inference may bind to (:func:`~.bindings.sensor_sources`);
+        None: every source. Declared bindings are not limited by it.
 
     Safe to use from several threads (a service lists plans while a walk reads them).
     """
@@ -235,9 +239,11 @@ class Learner:
     def __init__(self, *, declared: Sequence[Declared] = (), infer: bool = True,
                  max_shift: float | None = DEFAULT_MAX_SHIFT,
                  tolerance: Tolerance = lambda key: None,
-                 elements: Elements | None = None, ahead: bool = True) -> None:
+                 elements: Elements | None = None, ahead: bool = True,
+                 sources: Sources | None = None) -> None:
         self._lock = threading.RLock()
         self._ahead = ahead
+        self._sources = sources
         self._declared = tuple(declared)
         self._infer = infer
         self._max_shift = max_shift
@@ -288,7 +294,7 @@ class Learner:
         if groups is None:
             order = sum(len(g) for g in self._shapes.values())
             groups = self._shapes[shape] = [
-                _Group(s.obs, order + depth, self._tolerance, self._max_shift)
+                _Group(s.obs, order + depth, self._tolerance, self._max_shift, self._sources)
                 for depth, s in enumerate(steps)]
         for step, group in zip(steps, groups):
             if group.add(step.obs):
@@ -421,6 +427,7 @@ def learn(
     max_shift: float | None = DEFAULT_MAX_SHIFT,
     tolerance: Tolerance = lambda key: None,
     elements: Elements | None = None,
+    sources: Sources | None = None,
 ) -> dict[int, Plan]:
     """
     Find the bindings of every step of a tree's trajectories at once.
@@ -432,10 +439,11 @@ def learn(
     :param max_shift: ``max_shift`` of inferred numeric bindings.
     :param tolerance: Tolerance of a sensor element (:func:`~.bindings.element_tolerances`).
     :param elements: Reads a snapshot's sources (default :func:`~.bindings.sensor_elements`).
+    :param sources: Which sensors inference may bind to (default: all).
     :return: Node id -> its plan, for nodes with at least one binding.
     """
     learner = Learner(declared=declared, infer=infer, max_shift=max_shift,
-                      tolerance=tolerance, elements=elements)
+                      tolerance=tolerance, elements=elements, sources=sources)
     for nodes, params in paths:
         learner.add(nodes, params)
     return dict(learner.plans)
@@ -547,6 +555,17 @@ def _fit_declared(decl: Declared, o: _Obs) -> list[Binding]:
             continue  # a goal farther from the thing sensed than declared is not relative to it
         out.append(Binding(path, source, offset if sensed else 0.0, decl.max_shift, DECLARED))
     return out
+
+
+def _allowed(pre: Mapping[str, float], sources: Sources | None) -> list[str]:
+    """Return the pre sources inference may bind to (every one when ``sources`` is None)."""
+    if sources is None:
+        return list(pre)
+    sizes: dict[str, int] = {}
+    for key in pre:
+        name = split_element(key)[0]
+        sizes[name] = sizes.get(name, 0) + 1
+    return [key for key in pre if sources(split_element(key)[0], sizes[split_element(key)[0]])]
 
 
 def _shape(o: _Obs) -> tuple[Any, ...]:

@@ -94,12 +94,15 @@ class SensorSpec:
     :ivar mode: How the deviation is reduced to a score.
     :ivar max_age: Seconds; an older (or never received) reading fails the check.
         ``None`` disables the staleness test (Python API captures).
+    :ivar bind: May inference bind goal fields to its elements: ``'auto'``, ``'never'``,
+        or None for the default (:func:`~.bindings.sensor_sources`).
     """
 
     name: str
     tolerance: tuple[float, ...]
     mode: CompareMode = CompareMode.ABS
     max_age: float | None = None
+    bind: str | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -39,8 +39,8 @@ from .bindings import Declared, DEFAULT_MAX_SHIFT, parse_path, Source, SourceKin
 from .errors import ConfigError
 from .records import CompareMode
 
-__all__ = ['BindingOptions', 'FlatSettings', 'Kind', 'read_binding', 'read_binding_options',
-           'read_mode', 'read_tolerance', 'SettingsReader']
+__all__ = ['BindingOptions', 'FlatSettings', 'Kind', 'read_bind', 'read_binding',
+           'read_binding_options', 'read_mode', 'read_tolerance', 'SettingsReader']
 
 
 class Kind(enum.Enum):
@@ -264,6 +264,20 @@ def read_tolerance(reader: SettingsReader, prefix: str, mode: CompareMode,
     tolerance = tuple(float(v) for v in values)
     reader.describe(name, list(tolerance), Kind.DOUBLE_ARRAY, minimum=0.0)
     return tolerance
+
+
+def read_bind(reader: SettingsReader, prefix: str) -> str | None:
+    """
+    Read a sensor's ``<prefix>.bind``: ``auto``, ``never``, or '' (the default by size).
+
+    :return: ``'auto'``, ``'never'`` or None (see :func:`~.bindings.sensor_sources`).
+    :raises ConfigError: any other value, naming the setting.
+    """
+    name = f'{prefix}.bind'
+    value = reader.string(name, '').strip().lower()
+    if value not in ('', 'auto', 'never'):
+        raise ConfigError(f'{name}: {value!r} is not auto|never (or empty: by size)')
+    return value or None
 
 
 def read_mode(reader: SettingsReader, prefix: str) -> CompareMode:

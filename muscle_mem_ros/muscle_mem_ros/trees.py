@@ -92,16 +92,19 @@ class Trees:
     :param infer: Infer bindings from the recordings.
     :param max_shift: ``max_shift`` of inferred sensor bindings.
     :param tolerance: Tolerance of a sensor element.
+    :param sources: Which sensors inference may bind to (:func:`.bindings.sensor_sources`).
     """
 
     def __init__(self, store: Store, *, declared: Sequence[Declared] = (), infer: bool = True,
                  max_shift: float | None = DEFAULT_MAX_SHIFT,
-                 tolerance: Callable[[str], float | None] = lambda key: None) -> None:
+                 tolerance: Callable[[str], float | None] = lambda key: None,
+                 sources: Callable[[str, int], bool] | None = None) -> None:
         self._store = store
         self.declared = tuple(declared)
         self.infer = infer
         self._max_shift = max_shift
         self.tolerance = tolerance
+        self._sources = sources
         self._learners: dict[tuple[str, str], Learner] = {}
         self._lock = threading.Lock()
         self._none = no_plans()
@@ -129,7 +132,8 @@ class Trees:
                 self._learners.get((task, variant)), self._store, task=task, variant=variant,
                 params=lambda t: recorded_params(t.params_json), listing=listing,
                 new=lambda: Learner(declared=self.declared, infer=self.infer,
-                                    max_shift=self._max_shift, tolerance=self.tolerance))
+                                    max_shift=self._max_shift, tolerance=self.tolerance,
+                                    sources=self._sources))
         return learner.plans
 
     def variant_for(self, task: str, params: Mapping[str, Any], literal: str) -> str:

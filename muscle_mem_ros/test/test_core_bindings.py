@@ -336,3 +336,32 @@ def test_orientation_headers_and_stamps_are_never_bound():
     assert fields == {'goal.pose.position.x': 'param:shelf[0]',
                       'goal.pose.position.y': 'param:shelf[1]'}
     assert not learn([([node], {'bin': 1})], tolerance=TOL)  # w = 1.0 is not the bin
+
+
+def test_a_scan_is_not_an_inferred_source_unless_set_to_auto():
+    from muscle_mem_ros.bindings import sensor_sources
+    specs = [SensorSpec('object', (0.02,), CompareMode.NORM),
+             SensorSpec('scan', (0.05,), CompareMode.NORM)]
+    tolerance = element_tolerances(specs)
+
+    def recording(node_id, obj_x, y, ranges):
+        goal = {'target': {'pose': {'position': {'x': obj_x, 'y': y, 'z': 0.1}}}}
+        pre = Snapshot(features={'object': (obj_x, 0.0, 0.02), 'scan': tuple(ranges)})
+        step = Step(tool='/arm/move', kind=ToolKind.ACTION, type_name='demo/action/MoveToPose',
+                    payload=json.dumps(goal).encode(), payload_json=json.dumps(goal), pre=pre)
+        return ([Node(node_id, None, 0, step)], {})
+
+    base = [1.0 + 0.5 * (i % 7) for i in range(360)]
+    moved = list(base)
+    moved[42] += 0.12  # y moved 12 cm for a reason no sensor sees; range 42 by chance too
+    paths = [recording(1, 0.40, -0.30, base), recording(2, 0.45, -0.18, moved)]
+    fields = {b.field: b.source for b in learn(paths, tolerance=tolerance)[1].bindings}
+    assert fields['target.pose.position.y'] == 'sensor:scan[42]'  # the coincidence
+    safe = learn(paths, tolerance=tolerance, sources=sensor_sources(specs))
+    assert {b.field: b.source for b in safe[1].bindings} == {
+        'target.pose.position.x': 'sensor:object[0]'}  # the cube still binds
+    opted = [specs[0], SensorSpec('scan', (0.05,), CompareMode.NORM, bind='auto')]
+    chosen = learn(paths, tolerance=tolerance, sources=sensor_sources(opted))
+    assert 'target.pose.position.y' in {b.field for b in chosen[1].bindings}
+    never = [SensorSpec('object', (0.02,), CompareMode.NORM, bind='never'), specs[1]]
+    assert not learn(paths, tolerance=tolerance, sources=sensor_sources(never))

@@ -162,6 +162,7 @@ def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
     ({'actions.fib.success_field': 'sequence', 'actions.fib.success_when': 'sometimes'},
      'actions.fib.success_when', 'nonempty|empty'),
     ({'services.gripper.success_field': 'success'}, 'services.gripper.success_when', 'required'),
+    ({'sensors.joints.bind': 'sometimes'}, 'sensors.joints.bind', 'auto|never'),
 ])
 def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     names = Names.unique()
@@ -382,3 +383,10 @@ def test_a_declared_binding_reads_max_offset_apart_from_max_shift(tmp_path):
     (standoff,) = load_values(tmp_path, params(
         names, store=tmp_path / 'c.db', **BINDING, **{'bindings.b.max_offset': 0.5})).bindings
     assert (standoff.max_shift, standoff.max_offset) == (0.05, 0.5)
+
+
+def test_a_sensor_says_whether_inference_may_bind_to_it(tmp_path):
+    names = Names.unique()
+    config = load_values(tmp_path, params(names, store=tmp_path / 'c.db',
+                                          **{'sensors.joints.bind': 'never'}))
+    assert {s.name: s.spec.bind for s in config.sensors} == {'joints': 'never', 'object': None}

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .paramsfile import BindingSettings
-from ..bindings import element_tolerances
+from ..bindings import element_tolerances, sensor_sources
 from ..errors import UnknownTrajectoryError
 from ..learning import learn
 from ..records import Node, Snapshot, TrajectoryInfo
@@ -211,7 +211,8 @@ def _plans(store: Store, infos: list[TrajectoryInfo],
             params = {}
         paths.append((store.path(info.id), params if isinstance(params, dict) else {}))
     return learn(paths, declared=settings.declared, infer=settings.infer,
-                 max_shift=settings.max_shift, tolerance=element_tolerances(settings.sensors))
+                 max_shift=settings.max_shift, tolerance=element_tolerances(settings.sensors),
+                 sources=sensor_sources(settings.sensors))
 
 
 def task_tree(

@@ -30,7 +30,9 @@ from pathlib import Path
 from ..bindings import Declared, DEFAULT_MAX_SHIFT
 from ..errors import ConfigError
 from ..records import CompareMode, SensorSpec
-from ..settings import FlatSettings, read_binding, read_binding_options, read_mode, read_tolerance
+from ..settings import (
+    FlatSettings, read_bind, read_binding, read_binding_options, read_mode, read_tolerance,
+)
 
 __all__ = ['BindingSettings', 'SensorSetting', 'read_binding_settings', 'read_sensor_settings']
 
@@ -42,10 +44,12 @@ class SensorSetting:
 
     :ivar tolerance: One value, or one per element.
     :ivar mode: Compare mode.
+    :ivar bind: ``sensors.<n>.bind`` (None: by size).
     """
 
     tolerance: tuple[float, ...]
     mode: CompareMode = CompareMode.ABS
+    bind: str | None = None
 
 
 def _sensor_settings(flat: FlatSettings, path: str | Path) -> dict[str, SensorSetting]:
@@ -56,7 +60,8 @@ def _sensor_settings(flat: FlatSettings, path: str | Path) -> dict[str, SensorSe
             continue
         try:
             mode = read_mode(flat, prefix)
-            settings[name] = SensorSetting(read_tolerance(flat, prefix, mode, None), mode)
+            settings[name] = SensorSetting(read_tolerance(flat, prefix, mode, None), mode,
+                                           read_bind(flat, prefix))
         except ConfigError as err:
             raise ConfigError(f'--params {path}: {err}') from err
     return settings
@@ -116,5 +121,5 @@ def read_binding_settings(path: str | Path, node_name: str = 'muscle_mem') -> Bi
         raise ConfigError(f'--params {path}: {err}') from err
     return BindingSettings(
         declared=declared, infer=options.infer, max_shift=options.max_shift,
-        sensors=tuple(SensorSpec(name=n, tolerance=s.tolerance, mode=s.mode)
+        sensors=tuple(SensorSpec(name=n, tolerance=s.tolerance, mode=s.mode, bind=s.bind)
                       for n, s in sensors.items()))

@@ -97,7 +97,9 @@ from muscle_mem_ros.ros.messages.introspection import (
 )
 from muscle_mem_ros.ros.messages.success import parse_success, SuccessRule
 from muscle_mem_ros.ros.parameters import ParameterReader
-from muscle_mem_ros.settings import read_binding, read_binding_options, read_mode, read_tolerance
+from muscle_mem_ros.settings import (
+    read_bind, read_binding, read_binding_options, read_mode, read_tolerance,
+)
 from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
 from rcl_interfaces.srv import ListParameters
 from rclpy.node import Node as RosNode
@@ -163,6 +165,8 @@ class SensorConfig:
         feature order; empty for positional reading.
     :ivar by_name: Reads the ``name`` array and the value arrays parallel to it
         (set when ``joints`` is).
+    :ivar bind: ``auto`` or ``never``: may inferred bindings read it; None: by its size
+        (:func:`~muscle_mem_ros.bindings.sensor_sources`).
     """
 
     name: str
@@ -175,6 +179,7 @@ class SensorConfig:
     max_age: float
     joints: tuple[str, ...] = ()
     by_name: NamedFields | None = None
+    bind: str | None = None
 
     @property
     def size(self) -> int | None:
@@ -189,7 +194,8 @@ class SensorConfig:
     def spec(self) -> SensorSpec:
         """Return the core's view of this sensor's tolerance."""
         return SensorSpec(
-            name=self.name, tolerance=self.tolerance, mode=self.mode, max_age=self.max_age
+            name=self.name, tolerance=self.tolerance, mode=self.mode, max_age=self.max_age,
+            bind=self.bind,
         )
 
 
@@ -257,7 +263,7 @@ _TOP_KEYS = (
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
     'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift', 'robot_id',
 )
-_SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age')
+_SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind')
 _TOOL_KEYS = ('server', 'type', 'proxy', 'record_from', 'success_field', 'success_when')
 _BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset')
 _GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS,
@@ -314,6 +320,8 @@ _DESCRIPTIONS = {
     'sensors.*.topic': 'Topic of this sensor.',
     'sensors.*.type': 'Message type, e.g. sensor_msgs/msg/JointState.',
     'sensors.*.fields': 'Field paths concatenated into the feature vector.',
+    'sensors.*.bind': ('auto | never: may inferred bindings read this sensor (default: '
+                       'auto up to 16 elements, never for more, e.g. a scan).'),
     'sensors.*.joints': 'Element names read from the message name array, in order.',
     'sensors.*.tolerance': 'One tolerance, or one per feature element (>= 0).',
     'sensors.*.mode': 'How deviations compare: abs | norm | rms | exact | angle.',
@@ -491,7 +499,7 @@ def _sensor(reader: ParameterReader, name: str) -> SensorConfig:
         name=name, topic=topic, type_name=canonical_type_name(type_name, kind='msg'),
         msg_type=msg_type,
         extractors=tuple(extractors), tolerance=tolerance, mode=mode, max_age=max_age,
-        joints=joints, by_name=by_name,
+        joints=joints, by_name=by_name, bind=read_bind(reader, prefix),
     )
 
 

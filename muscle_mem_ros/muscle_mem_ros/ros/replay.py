@@ -33,7 +33,9 @@ from functools import partial
 import logging
 from typing import Any
 
-from muscle_mem_ros.bindings import Declared, DEFAULT_MAX_SHIFT, element_tolerances, Substitution
+from muscle_mem_ros.bindings import (
+    Declared, DEFAULT_MAX_SHIFT, element_tolerances, sensor_sources, Substitution,
+)
 from muscle_mem_ros.filing import file_steps
 from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Step, StepStatus
 from muscle_mem_ros.resume import FailureKind
@@ -179,7 +181,8 @@ class Replayer:
             allow_unchecked_replay=allow_unchecked_replay, post_timeout=post_timeout,
             sensor_startup_timeout=sensor_startup_timeout)
         self.trees = Trees(store, declared=declared, infer=infer_bindings,
-                           max_shift=binding_max_shift, tolerance=element_tolerances(sensors))
+                           max_shift=binding_max_shift, tolerance=element_tolerances(sensors),
+                           sources=sensor_sources(sensors))
         self.step_timeout = step_timeout
         self._health = health if health is not None else StoreHealth(
             logger=logging.getLogger(__name__))
