@@ -34,7 +34,7 @@ import numpy as np
 from .bindings import parse_path, Source
 from .records import Snapshot
 
-__all__ = ['capture_leaves', 'capture_path', 'with_leaves']
+__all__ = ['capture_leaf', 'capture_leaves', 'capture_path', 'with_leaves']
 
 
 def capture_leaves(snapshot: Snapshot | None) -> dict[str, float]:
@@ -76,6 +76,30 @@ def _collect(value: Any, prefix: str, out: dict[str, float]) -> None:
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         if math.isfinite(value):
             out[prefix] = float(value)
+
+
+def capture_leaf(capture: Any, source: str) -> float | None:
+    """
+    Return one source of a capture, as :func:`capture_leaves` reads it; None if it is none.
+
+    Follows the source's path only (a candidate's bindings read one or two sources).
+    """
+    value = capture
+    for part in capture_path(source):
+        if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
+            value = value.tolist()
+        if isinstance(part, str) and isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(part, int) and isinstance(value, (list, tuple)) and \
+                0 <= part < len(value):
+            value = value[part]
+        else:
+            return None
+    if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
+        value = value.tolist()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 @functools.lru_cache(maxsize=4096)

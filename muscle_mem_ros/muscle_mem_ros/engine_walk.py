@@ -34,7 +34,7 @@ import time
 from typing import Any, TYPE_CHECKING
 
 from .bindings import parse_path
-from .captures import capture_leaves, capture_path, with_leaves
+from .captures import capture_leaf, capture_leaves, capture_path, with_leaves
 from .learning import Plans
 from .params import MissingParamError
 from .records import CheckFailure, Node, Snapshot, StepStatus, ToolKind
@@ -58,7 +58,7 @@ Call = tuple[Tool, tuple[Any, ...], dict[str, Any]]
 
 class _Leaves(Mapping[str, Any]):
     """
-    A capture's leaves as sources, each read when asked for.
+    A capture's leaves as sources, each read when asked for (and kept).
 
     A candidate's bindings read one or two sources of its capture: following their
     paths costs less than reading every leaf of every candidate's capture.
@@ -66,20 +66,22 @@ class _Leaves(Mapping[str, Any]):
 
     def __init__(self, capture: Any) -> None:
         self._capture = capture
+        self._found: dict[str, float | None] = {}
         self._all: dict[str, float] | None = None
 
+    def _get(self, key: str) -> float | None:
+        if key not in self._found:
+            self._found[key] = capture_leaf(self._capture, key)
+        return self._found[key]
+
     def __getitem__(self, key: str) -> Any:
-        if self._all is not None:
-            return self._all[key]
-        value = _leaf(self._capture, capture_path(key))
+        value = self._get(key)
         if value is None:
             raise KeyError(key)
         return value
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key.startswith('capture') and (
-            self._all is not None and key in self._all
-            or self._all is None and _leaf(self._capture, capture_path(key)) is not None)
+        return isinstance(key, str) and key.startswith('capture') and self._get(key) is not None
 
     def _every(self) -> dict[str, float]:
         if self._all is None:
@@ -91,28 +93,6 @@ class _Leaves(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._every())
-
-
-def _leaf(value: Any, path: tuple[str | int, ...]) -> float | None:
-    """Return the source at ``path`` in a capture, as :func:`capture_leaves` would; else None."""
-    for part in path:
-        if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
-            value = value.tolist()
-        if isinstance(part, str) and isinstance(value, Mapping):
-            if part not in value:
-                return None
-            value = value[part]
-        elif isinstance(part, int) and isinstance(value, (list, tuple)):
-            if not 0 <= part < len(value):
-                return None
-            value = value[part]
-        else:
-            return None
-    if type(value).__module__ == 'numpy' and hasattr(value, 'tolist'):
-        value = value.tolist()
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
 
 
 class CaptureSenses:

@@ -36,6 +36,7 @@ trajectory that contains a step gives it the parameters it is learned with.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field as dc_field
 import math
@@ -561,11 +562,9 @@ def _allowed(pre: Mapping[str, float], sources: Sources | None) -> list[str]:
     """Return the pre sources inference may bind to (every one when ``sources`` is None)."""
     if sources is None:
         return list(pre)
-    sizes: dict[str, int] = {}
-    for key in pre:
-        name = split_element(key)[0]
-        sizes[name] = sizes.get(name, 0) + 1
-    return [key for key in pre if sources(split_element(key)[0], sizes[split_element(key)[0]])]
+    sensor = {key: split_element(key)[0] for key in pre}
+    sizes = collections.Counter(sensor.values())
+    return [key for key in pre if sources(sensor[key], sizes[sensor[key]])]
 
 
 def _shape(o: _Obs) -> tuple[Any, ...]:

@@ -286,3 +286,16 @@ def test_later_steps_are_checked_against_the_recording_moved_by_the_shift():
     world.cube, world.arm = np.array([0.37, 0.1]), 0.05  # the arm is not where it was
     assert engine() is False, 'an arm the bindings do not explain was replayed'
     assert len(agent_calls) == 3
+
+
+def test_one_source_is_read_as_the_whole_capture_reads_it():
+    from muscle_mem_ros.captures import capture_leaf, capture_leaves
+    from muscle_mem_ros.records import Snapshot
+    captures = [0.3, {'cube': 0.3, 'pos': np.array([0.1, 0.2]), 'ok': True, 'name': 'x'},
+                (1.0, [2.0, float('nan')]), {'m': np.array([[1.0, 2.0], [3.0, 4.0]])}]
+    for capture in captures:
+        every = capture_leaves(Snapshot(user=capture))
+        assert every and all(capture_leaf(capture, k) == v for k, v in every.items())
+    assert capture_leaf({'ok': True}, 'capture:ok') is None
+    assert capture_leaf((1.0, float('nan')), 'capture:[1]') is None
+    assert capture_leaf({'pos': [0.1]}, 'capture:pos[3]') is None

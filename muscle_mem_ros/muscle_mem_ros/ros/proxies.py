@@ -25,7 +25,7 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.config import RecordFrom, ToolConfig
-from muscle_mem_ros.ros.messages.success import answered
+from muscle_mem_ros.ros.messages.success import answered, refused
 from muscle_mem_ros.ros.proxy import (
     CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, with_reason,
 )
@@ -174,7 +174,7 @@ class ActionProxy(ToolProxy):
             out = CallOutcome(_status(wrapped.status), '', forward.started, time.monotonic(),
                               wrapped.result)
             if out.status is StepStatus.SUCCEEDED:
-                if not self._refused(wrapped.result):  # a "no" in the result is not learned
+                if not refused(wrapped.result, self.tool.success):  # a "no" is not learned
                     await self._record_aside(forward.session, goal, forward.pre, out)
                 goal_handle.succeed()
             elif out.status is StepStatus.CANCELED and goal_handle.is_cancel_requested:
@@ -190,11 +190,6 @@ class ActionProxy(ToolProxy):
         finally:
             with self._handles_lock:
                 self._handles.pop(key, None)
-
-    def _refused(self, result: Any) -> str:
-        """Return why a succeeded goal's result breaks the tool's success rule ('' if none)."""
-        rule = self.tool.success
-        return rule.broken(result) if rule is not None else ''
 
     def _give_up(self, goal_handle: Any, reason: str) -> Any:
         """Abort the proxied goal: the real server is gone or did not answer in time."""
@@ -249,7 +244,8 @@ class ActionProxy(ToolProxy):
         status = _status(wrapped.status)
         detail = {StepStatus.SUCCEEDED: '', StepStatus.CANCELED: f'{server} canceled the goal',
                   StepStatus.FAILED: f'{server} aborted the goal'}[status]
-        why = self._refused(wrapped.result) if status is StepStatus.SUCCEEDED else ''
+        why = refused(wrapped.result, self.tool.success) \
+            if status is StepStatus.SUCCEEDED else ''
         if why:
             status, detail = StepStatus.FAILED, f'{server} succeeded, but {why}'
         return ended(started, status, detail, wrapped.result)

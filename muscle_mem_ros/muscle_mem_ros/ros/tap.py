@@ -80,7 +80,7 @@ from typing import Any
 
 from action_msgs.msg import GoalStatus
 from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
-from muscle_mem_ros.ros.messages.success import answered
+from muscle_mem_ros.ros.messages.success import answered, refused
 from muscle_mem_ros.ros.proxy import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.recorder import Recorder, Session
 from muscle_mem_ros.ros.sensors import SensorHub
@@ -414,8 +414,7 @@ class ActionTap(Tap):
         if not msg.response:
             return self._drop(goal_id)
         wrapped = msg.response[0]
-        rule = self.tool.success
-        why = rule.broken(wrapped.result) if rule is not None else ''
+        why = refused(wrapped.result, self.tool.success)
         if wrapped.status == GoalStatus.STATUS_SUCCEEDED and why:
             return self._end(goal_id, StepStatus.FAILED, why, _sent_at(info), wrapped.result)
         if wrapped.status == GoalStatus.STATUS_SUCCEEDED:

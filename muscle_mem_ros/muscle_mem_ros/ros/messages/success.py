@@ -39,7 +39,7 @@ from typing import Any
 from muscle_mem_ros.bindings import parse_path
 from muscle_mem_ros.errors import ConfigError
 
-__all__ = ['answered', 'parse_success', 'SuccessRule']
+__all__ = ['answered', 'parse_success', 'refused', 'SuccessRule']
 
 _WORDS = ('nonempty', 'empty', 'true', 'false')
 
@@ -120,6 +120,11 @@ def answered(message: Any, rule: SuccessRule | None) -> str:
         return rule.broken(message)
     success = getattr(message, 'success', True)
     return 'success=false' if success is False else ''
+
+
+def refused(result: Any, rule: SuccessRule | None) -> str:
+    """Return why a succeeded goal's result breaks the tool's rule ('' when none, or no rule)."""
+    return rule.broken(result) if rule is not None else ''
 
 
 def _follow(message: Any, field: str, *, check_only: bool = False) -> Any:
