@@ -35,7 +35,7 @@ import threading
 from typing import Any
 
 from .bindings import Declared, DEFAULT_MAX_SHIFT
-from .learning import follow, Learner, no_plans, Plans
+from .learning import follow, Learner, no_plans, Plans, Sources
 from .records import TrajectoryInfo
 from .store.base import Store
 from .variants import Variant
@@ -98,7 +98,7 @@ class Trees:
     def __init__(self, store: Store, *, declared: Sequence[Declared] = (), infer: bool = True,
                  max_shift: float | None = DEFAULT_MAX_SHIFT,
                  tolerance: Callable[[str], float | None] = lambda key: None,
-                 sources: Callable[[str, int], bool] | None = None) -> None:
+                 sources: Sources | None = None) -> None:
         self._store = store
         self.declared = tuple(declared)
         self.infer = infer

@@ -109,10 +109,10 @@ class NodeWalk:
         if worst is None:
             return missed(FailureKind.NO_CANDIDATE, f'nothing learned for step {step}')
         node, failure = worst
-        others = [f'node {n.id}: {_describe(f)}' for n, f in failures if n is not node][:3]
+        others = [f'node {n.id}: {describe_failure(f)}' for n, f in failures if n is not node][:3]
         more = f' (other candidates: {"; ".join(others)})' if others else ''
-        return missed(FailureKind.PRE_CHECK,
-                      f'pre-check failed at step {step}: {_describe(failure)}{more}', failure)
+        reason = f'pre-check failed at step {step}: {describe_failure(failure)}{more}'
+        return missed(FailureKind.PRE_CHECK, reason, failure)
 
     def execute(self, node: Node, step: int, cancel: CancelToken) -> CallOutcome:
         """Send the step with its bound fields set; then move the shift by what it did."""
@@ -129,13 +129,6 @@ class NodeWalk:
         """Judge the post-check against the recording moved by the shift."""
         return self._sensing.post_check(node, step, ended,
                                         expected=self._judge.expected_post(node))
-
-
-def _describe(failure: CheckFailure) -> str:
-    """Render a failure: a binding's own reason, else as the literal checks do."""
-    if failure.source:
-        return failure.reason
-    return describe_failure(failure)
 
 
 class Replayer:

@@ -54,7 +54,13 @@ __all__ = ['describe_failure', 'missed', 'NodeSenses', 'SensorJudge']
 
 
 def describe_failure(failure: CheckFailure) -> str:
-    """Render a check failure: 'sensor object deviates 0.081 (tolerance 0.02)'."""
+    """
+    Render a check failure: 'sensor object deviates 0.081 (tolerance 0.02)'.
+
+    A refused binding's reason names its source and shift already: it stands as it is.
+    """
+    if failure.source:
+        return failure.reason
     if failure.kind is FailureKind.OUT_OF_TOLERANCE:
         return (
             f'sensor {failure.sensor} deviates {failure.deviation:.4g} '
