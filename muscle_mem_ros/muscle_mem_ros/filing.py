@@ -21,21 +21,25 @@ the bindings compute from this recording's own snapshot and parameters), the
 recording follows that step instead of starting a sibling of it; only what is
 really new becomes a branch. A new tree whose goals use parameters is filed
 under a variant with those parameters bound (:mod:`.variants`), so runs with
-other values find it.
+other values find it: once a second value showed the goals following the
+parameter (:func:`witnessed`), or at once when the binding is declared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .bindings import Declared, goal_leaves, is_number, Plan
-from .learning import bound_params
+from .bindings import Declared, goal_leaves, is_number, param_leaves, Plan
+from .learning import bound_params, follows_param, param_fields
 from .records import Node, Snapshot, Step
 from .retarget import advance, Bound, resolve, SensorSenses, Shift
 from .variants import Variant
 
-__all__ = ['explains', 'file_steps']
+__all__ = ['explains', 'file_steps', 'Others', 'witnessed']
+
+Others = Callable[[], Iterable[tuple[Mapping[str, Any], Sequence[Step]]]]
+"""The task's other literal trees: each one's parameters and one recording's steps."""
 
 
 def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], check: Any,
@@ -80,12 +84,47 @@ def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], chec
                  resolved.worst)
 
 
+def witnessed(steps: Sequence[Step], params: Mapping[str, Any], others: Others) -> set[str]:
+    """
+    Return the parameter leaves inference may bind ``steps`` to: those a second value showed.
+
+    One equality is not evidence: a goal's 1.0 equals a parameter ``bin: 1`` by chance
+    as often as by design, and binding it would replay bin 1's goals for bin 2. A goal
+    field equal to a parameter binds it (the tree is filed with that leaf bound, and
+    runs with other values share it) only when another tree of the task, recorded with
+    the same other parameters and a different value of that one, has a step of the
+    same tool whose field equalled its value too: the field followed the parameter.
+
+    :param steps: A new recording.
+    :param params: Its parameters.
+    :param others: The task's literal trees (their parameters, one recording's steps),
+        read lazily: the search stops at the first witness of each leaf.
+    """
+    fields = param_fields(steps, params)
+    if not fields:
+        return set()
+    mine = param_leaves(params)
+    found: set[str] = set()
+    for their_params, their_steps in others():
+        theirs = param_leaves(their_params)
+        for source in fields.keys() - found:
+            value = theirs.get(source)
+            if value is None or value == mine[source] or \
+                    not Variant.bound(params, {source}).fits(their_params):
+                continue
+            if any(follows_param(step, f, value) for f in fields[source] for step in their_steps):
+                found.add(source)
+        if found == fields.keys():
+            break
+    return found
+
+
 def file_steps(
     *, variant: str, parent: int | None, steps: Sequence[Step], params: Mapping[str, Any],
     plans: Callable[[str], Mapping[int, Plan]],
     children: Callable[[str, int | None], Sequence[Node]],
     check: Any, tolerance: Callable[[str], float | None], declared: Sequence[Declared] = (),
-    infer: bool = True,
+    infer: bool = True, others: Others = lambda: (),
 ) -> tuple[str, int | None, list[Step]]:
     """
     Return where a finished recording goes: (variant, parent node, steps still to store).
@@ -100,9 +139,12 @@ def file_steps(
     :param tolerance: Sensor element tolerances.
     :param declared: Bindings from the params file.
     :param infer: Bindings are inferred.
+    :param others: The task's other literal trees, one recording each (:func:`witnessed`).
     """
     if parent is None and (infer or declared) and not Variant.parse(variant).has_bound:
-        by_param = bound_params(steps, params, declared=declared, infer=infer)
+        by_param = bound_params(steps, params, declared=declared, infer=False)
+        if infer:
+            by_param |= witnessed(steps, params, others)
         if by_param:
             variant = Variant.bound(params, by_param).text
     tree = plans(variant)

@@ -53,10 +53,18 @@ from .bindings import (
 from .records import Node, Snapshot, Step, TrajectoryInfo
 from .store.base import Store
 
-__all__ = ['bound_params', 'follow', 'learn', 'Learner', 'no_plans', 'Plans']
+__all__ = ['bound_params', 'CHANCE', 'chance', 'follow', 'follows_param', 'learn', 'Learner',
+           'no_plans', 'param_fields', 'Plans']
 
 Elements = Callable[[Snapshot | None], dict[str, float]]
 Tolerance = Callable[[str], float | None]
+
+CHANCE = 1e-3
+"""An inferred sensor binding must fit better than chance would, with this probability."""
+RESOLUTION = 1e-9
+"""Relative: a fit closer than this (float rounding) counts as this close."""
+Field = tuple[str, str]
+"""(tool, goal field path)."""
 Sources = Callable[[str, int], bool]
 """``may(sensor, size)``: may a sensor's elements be inferred sources (``sensor_sources``)."""
 
@@ -91,7 +99,8 @@ class _Group:
         self._max_shift = max_shift
         self._members: list[_Obs] = []
         self._ids: set[int] = set()
-        self._fields = [f for f in sorted(first.goal) if is_number(first.goal[f])]
+        self._fields = [f for f in sorted(first.goal) if isinstance(first.goal[f], float)]
+        """Floating-point leaves: an integer (a code, an index) never follows a sensor."""
         self._sources = sorted(_allowed(first.pre, sources))
         self._alive = np.ones(len(self._sources), dtype=bool)
         tol = [tolerance(s) for s in self._sources]
@@ -169,27 +178,33 @@ class _Group:
         tol = self._tol
         with np.errstate(invalid='ignore'):
             varies = self._alive & (tol > 0) & ~((self._smax - self._smin) <= tol)
+        tried = int(np.count_nonzero(varies))
         out = []
         for fi, path in enumerate(self._fields):
-            if self._fmax[fi] - self._fmin[fi] <= 1e-9:
+            moved = float(self._fmax[fi] - self._fmin[fi])
+            if moved <= 1e-9:
                 continue
             spread = self._dmax[fi] - self._dmin[fi]
             with np.errstate(invalid='ignore'):
                 ok = np.flatnonzero(varies & (spread <= tol))
             fits = sorted((float(spread[k] / tol[k]), self._sources[k],
-                           float(self._dsum[fi, k] / n)) for k in ok)
+                           float(self._dsum[fi, k] / n), float(spread[k])) for k in ok)
             if not fits:
                 continue
-            # Two sources that explain the field about as well (the cube moved as much in
-            # x as in y between the recordings) leave it ambiguous: it is not bound until a
-            # further recording tells them apart (the runner-up's spread must exceed a
-            # quarter of its tolerance and four times the best's). Runner-ups equal to the
-            # best source in every recording (the tool the previous step put above the
-            # cube, and the cube) are the same value seen twice, not a rival.
-            best = fits[0][1]
-            rival = next((f for f in fits[1:] if not self._same_values(best, f[1])), None)
-            if rival is None or rival[0] > max(4 * fits[0][0], 0.25):
-                out.append(Binding(path, best, fits[0][2], self._max_shift, INFERRED))
+            # A fit counts when no unrelated source among those tried would fit as well
+            # but by chance (:func:`chance`). Two sources that both fit that well (the
+            # cube moved as much in x as in y between the recordings) leave the field
+            # ambiguous: it is not bound until a further recording tells them apart. A
+            # runner-up equal to the best source in every recording (the tool the
+            # previous step put above the cube, and the cube) is the same value seen
+            # twice, not a rival.
+            scale = max(1.0, abs(float(self._fmin[fi])), abs(float(self._fmax[fi])))
+            likely = [f for f in fits if chance(f[3], moved, n, tried, scale) < CHANCE]
+            if not likely:
+                continue
+            best = likely[0][1]
+            if not any(not self._same_values(best, f[1]) for f in likely[1:]):
+                out.append(Binding(path, best, likely[0][2], self._max_shift, INFERRED))
         return tuple(out)
 
     def _same_values(self, a: str, b: str) -> bool:
@@ -502,19 +517,65 @@ def bound_params(steps: Sequence[Step], params: Mapping[str, Any], *,
     """
     Return the parameter leaves a new recording's goals are bound to (``param:<path>``).
 
-    A tree recorded with them is filed under :func:`~.bindings.bound_variant`, so runs
-    with other values of those parameters find it.
+    A tree recorded with them is filed under :meth:`~.variants.Variant.bound`, so runs
+    with other values of those parameters find it. The filer keeps an inferred one only
+    once another recording witnessed it (:func:`param_fields`, :mod:`.filing`).
     """
+    out: set[str] = set(param_fields(steps, params)) if infer else set()
     sources = param_leaves(params)
-    out: set[str] = set()
     for step in steps:
         o = _Obs(Node(0, None, 0, step), bindable_leaves(step), {}, {}, sources)
-        if infer:
-            out.update(b.source for b in _param_bindings(o).values())
         for decl in declared:
             if decl.tool == step.tool and Source.parse(decl.source).kind is SourceKind.PARAM:
                 out.update(b.source for b in _fit_declared(decl, o) if b.source in sources)
     return out
+
+
+def param_fields(steps: Sequence[Step], params: Mapping[str, Any]) -> dict[str, set[Field]]:
+    """Return, per parameter leaf, the (tool, goal field) of ``steps`` inferred bound to it."""
+    sources = param_leaves(params)
+    out: dict[str, set[Field]] = {}
+    for step in steps:
+        o = _Obs(Node(0, None, 0, step), bindable_leaves(step), {}, {}, sources)
+        for b in _param_bindings(o).values():
+            out.setdefault(b.source, set()).add((step.tool, b.field))
+    return out
+
+
+def follows_param(step: Step, field: Field, value: Any) -> bool:
+    """Return True when ``step`` is of the field's tool and that field equals ``value``."""
+    if step.tool != field[0]:
+        return False
+    leaf = bindable_leaves(step).get(field[1])
+    return leaf is not None and _same_kind(value, leaf) and leaf == value
+
+
+def chance(fit: float, moved: float, members: int, tried: int, scale: float = 1.0) -> float:
+    """
+    Return how likely some unrelated source would fit a goal field this well by chance.
+
+    Tolerance alone is not evidence: with many candidate sources (a scan's 360 ranges,
+    seven joints) that move between recordings by amounts like the field's, one of
+    them fits within tolerance by chance in many pairs of recordings. So the best
+    source must fit better than chance. Model: between consecutive recordings an
+    unrelated source moves by an amount spread evenly over the field's own steps
+    (its range over ``members`` recordings, split in ``members - 1`` steps); each
+    step then lands within ``fit`` of the field's by chance with probability
+    ``2 fit / step``; ``members - 1`` independent steps, and any of ``tried``
+    sources (Bonferroni).
+
+    :param fit: The best source's spread of ``field - source`` over the recordings.
+    :param moved: The field's range over the recordings.
+    :param members: How many recordings.
+    :param tried: How many candidate sources varied (were tried).
+    :param scale: The field's magnitude (the float rounding floor of ``fit`` is relative).
+    :return: An upper estimate of the probability (may exceed 1).
+    """
+    if members < 2 or moved <= 0:
+        return math.inf
+    step = moved / (members - 1)
+    near = max(fit, RESOLUTION * scale)
+    return tried * min(1.0, 2 * near / step) ** (members - 1)
 
 
 def _stricter(limit: float | None, than: float | None) -> bool:
@@ -530,10 +591,21 @@ def _param_bindings(o: _Obs) -> dict[str, Binding]:
         if (is_number(value) and value == 0) or value == '':
             continue
         for source, param in o.params.items():  # the last equal parameter wins, as in muscle-mem
-            if type(param) is type(value) or (is_number(param) and is_number(value)):
-                if param == value:  # the caller names the value: no range of its own
-                    out[path] = Binding(path, source, 0.0, None, INFERRED)
+            if _same_kind(param, value) and param == value:
+                out[path] = Binding(path, source, 0.0, None, INFERRED)  # no range of its own
     return out
+
+
+def _same_kind(param: Any, value: Any) -> bool:
+    """
+    Return True when a parameter may name a goal leaf's value.
+
+    A string names a string; an integer leaf (a code, an index, a count) only an integer
+    parameter; a floating-point leaf a number (a params file may write 1 for 1.0).
+    """
+    if isinstance(value, float):
+        return is_number(param)
+    return type(param) is type(value)
 
 
 def _fit_declared(decl: Declared, o: _Obs) -> list[Binding]:
@@ -554,6 +626,9 @@ def _fit_declared(decl: Declared, o: _Obs) -> list[Binding]:
         offset = float(value - origin) if is_number(value) and is_number(origin) else 0.0
         if sensed and reach is not None and abs(offset) > reach:
             continue  # a goal farther from the thing sensed than declared is not relative to it
+        if not sensed and (offset if is_number(value) and is_number(origin)
+                           else value != origin):
+            continue  # a parameter binds the goals that were its value, not the tool's others
         out.append(Binding(path, source, offset if sensed else 0.0, decl.max_shift, DECLARED))
     return out
 

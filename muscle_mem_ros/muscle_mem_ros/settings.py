@@ -324,6 +324,9 @@ def read_binding(reader: SettingsReader, name: str, tools: Iterable[tuple[str, s
                           'sensor:<sensor>[i]')
     if parsed.kind is SourceKind.SENSOR and parsed.name not in set(sensors):
         raise ConfigError(f'{prefix}.source: sensor {parsed.name!r} is not configured')
+    if parsed.kind is SourceKind.PARAM and not reader.given(f'{prefix}.max_shift'):
+        # the caller names a parameter's value: no range unless one is set
+        return Declared(tool=server, field=field, source=source, max_shift=None)
     max_shift = reader.number(f'{prefix}.max_shift', DEFAULT_MAX_SHIFT)
     max_offset = reader.number(f'{prefix}.max_offset', max_shift)
     return Declared(tool=server, field=field, source=source, max_shift=max_shift,

@@ -28,7 +28,7 @@ per-tree tallies rather than a listing of the task.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import json
 import threading
@@ -36,7 +36,7 @@ from typing import Any
 
 from .bindings import Declared, DEFAULT_MAX_SHIFT
 from .learning import follow, Learner, no_plans, Plans, Sources
-from .records import TrajectoryInfo
+from .records import Step, TrajectoryInfo
 from .store.base import Store
 from .variants import Variant
 
@@ -135,6 +135,20 @@ class Trees:
                                     max_shift=self._max_shift, tolerance=self.tolerance,
                                     sources=self._sources))
         return learner.plans
+
+    def literal_trees(self, task: str, but: str) -> Iterator[tuple[dict[str, Any], list[Step]]]:
+        """
+        Yield the task's trees with no bound parameter but ``but``: parameters, first recording.
+
+        What :func:`~.filing.witnessed` searches; read one tree at a time, as asked for.
+        """
+        for text in self._store.trees(task=task):
+            variant = Variant.parse(text)
+            if text == but or variant.has_bound or not isinstance(variant.pattern, dict):
+                continue
+            listing = self._store.trajectories(task=task, variant=text)
+            if listing:
+                yield variant.pattern, [n.step for n in self._store.path(listing[0].id)]
 
     def variant_for(self, task: str, params: Mapping[str, Any], literal: str) -> str:
         """

@@ -365,3 +365,46 @@ def test_a_scan_is_not_an_inferred_source_unless_set_to_auto():
     assert 'target.pose.position.y' in {b.field for b in chosen[1].bindings}
     never = [SensorSpec('object', (0.02,), CompareMode.NORM, bind='never'), specs[1]]
     assert not learn(paths, tolerance=tolerance, sources=sensor_sources(never))
+
+
+def test_a_parameter_is_bound_for_other_values_only_after_a_second_value_followed():
+    from muscle_mem_ros.filing import witnessed
+    first = move(1, 0.3, -0.3, (0.4, 0.0, 0.02)).step
+    second = move(2, 0.5, -0.3, (0.4, 0.0, 0.02)).step
+    params = {'place': [0.5, -0.3], 'speed': 1}
+    assert witnessed([second], params, lambda: ()) == set()  # one equality: no evidence
+    followed = [({'place': [0.3, -0.3], 'speed': 1}, [first])]
+    assert witnessed([second], params, lambda: followed) == {'param:place[0]'}
+    # y had the same value in both: nothing showed it following the parameter
+    constant = [({'place': [0.3, -0.3], 'speed': 1}, [move(3, 0.5, -0.3, (0.4, 0, 0.02)).step])]
+    assert witnessed([second], params, lambda: constant) == set()  # x stayed 0.5: a constant
+    other_task = [({'place': [0.3, -0.3], 'speed': 2}, [first])]
+    assert witnessed([second], params, lambda: other_task) == set()  # another parameter differs
+
+
+def test_integer_codes_bind_only_an_integer_parameter_and_never_a_sensor():
+    def coded(node_id, code, x, obj_x):
+        goal = {'mode': code, 'x': x}
+        step = Step(tool='/base/goto', kind=ToolKind.ACTION, type_name='demo/action/Goto',
+                    payload=json.dumps(goal).encode(), payload_json=json.dumps(goal),
+                    pre=snap((obj_x, 0.0, 0.02)))
+        return Node(node_id, None, 0, step)
+
+    plans = learn([([coded(1, 2, 0.5, 0.4)], {'speed': 2.0, 'bin': 2, 'x': 0.5})],
+                  tolerance=TOL)
+    assert {b.field: b.source for b in plans[1].bindings} == {
+        'mode': 'param:bin', 'x': 'param:x'}  # not the float 2.0
+    # mode is the object's x plus 1.6 in both recordings: an integer never follows a sensor
+    paths = [([coded(1, 2, 0.5, 0.4)], {}), ([coded(2, 3, 1.5, 1.4)], {})]
+    fields = {b.field: b.source for p in learn(paths, tolerance=TOL).values() for b in p.bindings}
+    assert 'mode' not in fields and fields['x'] == 'sensor:object[0]'
+
+
+def test_a_declared_parameter_binds_only_the_goals_that_were_its_value():
+    to_cube = move(1, 0.40, 0.00, (0.40, 0.00, 0.02))
+    to_place = move(2, 0.30, -0.30, (0.40, 0.00, 0.02), parent=1, depth=1)
+    decl = Declared('/arm/move', 'target.pose.position.x', 'param:place[0]', None)
+    plans = learn([([to_cube, to_place], {'place': [0.3, -0.3]})], declared=[decl],
+                  infer=False, tolerance=TOL)
+    assert list(plans) == [2]
+    assert plans[2].bindings[0].source == 'param:place[0]'

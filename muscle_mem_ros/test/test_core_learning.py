@@ -59,8 +59,9 @@ def reference(paths, declared=(), max_shift=MAX_SHIFT):
             if (is_number(value) and value == 0) or value == '':
                 continue
             for source, param in params.items():
-                if (type(param) is type(value) or (is_number(param) and is_number(value))) \
-                        and param == value:
+                kind = is_number(param) if isinstance(value, float) else \
+                    type(param) is type(value)
+                if kind and param == value:
                     found[i][path] = Binding(path, source, 0.0, None, INFERRED)
         for d in declared:
             if d.tool != n.step.tool:
@@ -73,6 +74,8 @@ def reference(paths, declared=(), max_shift=MAX_SHIFT):
             for path, source in zip(fields, sources):
                 offset = float(goal[path] - pool[source])
                 if d.source.startswith('sensor:') and abs(offset) > d.max_shift:
+                    continue
+                if d.source.startswith('param:') and offset != 0:
                     continue
                 found[i].setdefault(path, Binding(
                     path, source, offset if d.source.startswith('sensor:') else 0.0,
@@ -116,28 +119,32 @@ def reference(paths, declared=(), max_shift=MAX_SHIFT):
 def _sensor_bindings(group, max_shift):
     out = []
     shared = set.intersection(*(set(o[2]) for o in group))
+    tried = [s for s in sorted(shared) if TOL(s) and TOL(s) > 0 and
+             max(o[2][s] for o in group) - min(o[2][s] for o in group) > TOL(s)]
     for path in sorted(group[0][1]):
         found = [o[1].get(path) for o in group]
-        values = [float(v) for v in found if is_number(v)]
+        values = [v for v in found if isinstance(v, float)]
         if len(values) < len(found) or max(values) - min(values) <= 1e-9:
             continue
         fits = []
-        for source in sorted(shared):
-            tol = TOL(source)
-            origins = [o[2][source] for o in group]
-            if tol is None or tol <= 0 or max(origins) - min(origins) <= tol:
-                continue
-            diffs = [v - s for v, s in zip(values, origins)]
-            if max(diffs) - min(diffs) <= tol:
-                fits.append(((max(diffs) - min(diffs)) / tol, source, sum(diffs) / len(diffs)))
+        for source in tried:
+            diffs = [v - o[2][source] for v, o in zip(values, group)]
+            spread = max(diffs) - min(diffs)
+            if spread <= TOL(source):
+                fits.append((spread / TOL(source), source, sum(diffs) / len(diffs), spread))
         fits.sort()
-        if not fits:
+        # better than chance: n - 1 steps of the field, each matched within the spread
+        step = (max(values) - min(values)) / (len(group) - 1)
+        floor = 1e-9 * max(1.0, *(abs(v) for v in values))
+        likely = [f for f in fits if len(tried) * min(
+            1.0, 2 * max(f[3], floor) / step) ** (len(group) - 1) < 1e-3]
+        if not likely:
             continue
-        best = fits[0][1]
-        rivals = [f for f in fits[1:] if not all(
+        best = likely[0][1]
+        rivals = [f for f in likely[1:] if not all(
             abs(o[2][best] - o[2][f[1]]) <= min(TOL(best), TOL(f[1])) for o in group)]
-        if not rivals or rivals[0][0] > max(4 * fits[0][0], 0.25):
-            out.append(Binding(path, best, fits[0][2], max_shift, INFERRED))
+        if not rivals:
+            out.append(Binding(path, best, likely[0][2], max_shift, INFERRED))
     return out
 
 

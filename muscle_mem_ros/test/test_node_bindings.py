@@ -40,6 +40,8 @@ DECLARED = {
     'bindings.obj_x.source': 'sensor:object[0]', 'bindings.obj_x.max_shift': 0.08,
     'bindings.obj_y.tool': 'arm', 'bindings.obj_y.field': Y,
     'bindings.obj_y.source': 'sensor:object[1]', 'bindings.obj_y.max_shift': 0.08,
+    'bindings.order.tool': 'fib', 'bindings.order.field': 'order',
+    'bindings.order.source': 'param:order',
 }
 
 
@@ -123,15 +125,19 @@ def test_an_unexplained_deviation_never_replays(declared):
     assert 'joints' in h.agent.calls[-1].resume_reason
 
 
-def test_a_parameter_binds_and_a_missing_one_never_replays(inferred):
+def test_a_parameter_binds_after_two_values_and_a_missing_one_never_replays(inferred):
     h = inferred
     _, called = run(h, 'count', {'order': 7})
     assert called
+    _, called = run(h, 'count', {'order': 8})
+    assert called  # one equality is not evidence: 7 could be a constant that equalled it
     result, called = run(h, 'count', {'order': 9})
     assert not called and result.result.cache_hit, h.agent.calls[-1].resume_reason
     assert deserialize_message(h.robot.fib_goals[-1], Fibonacci.Goal).order == 9
     (sub,) = [s for s in result.result.substituted if s.field == 'order']
-    assert (sub.source, sub.origin, sub.value, sub.recorded) == ('param:order', 'inferred', 9, 7)
+    assert (sub.source, sub.origin, sub.value, sub.recorded) == ('param:order', 'inferred', 9, 8)
+    _, called = run(h, 'count', {'order': 7})
+    assert not called  # its own literal tree
     listing = h.call(GetTrajectory, 'get_trajectory', trajectory_id=result.result.trajectory_id)
     bindings = json.loads(listing.trajectory.steps[3].bindings_json)
     assert bindings[0]['source'] == 'param:order'

@@ -206,7 +206,7 @@ class Replayer:
             params=recorded_params(params_json), plans=partial(trees.plans, task),
             children=lambda tree, at: self._store.children(task=task, variant=tree, parent=at),
             check=self.sensing.check, tolerance=trees.tolerance, declared=trees.declared,
-            infer=trees.infer)
+            infer=trees.infer, others=partial(trees.literal_trees, task, variant))
 
     def dry_run(self, *, tree: TreeView, path: Sequence[int] | None = None,
                 params: Mapping[str, Any] | None = None) -> DryRun:
