@@ -23,7 +23,13 @@ demo's sim robot (``sim_robot``), two behavior caches and one demo agent per cac
   bindings and ``infer_bindings: false``: it replays only what it recorded, while every
   sensor is within tolerance (the cube within 2 cm of a recorded spot);
 * ``symbolic``: the same, no declared bindings, ``infer_bindings: true``: the binding of the
-  cube-relative goals to the cube's position must be inferred from the two demonstrations.
+  cube-relative goals to the cube's position must be inferred from the two demonstrations;
+* ``shadow``: the same as ``symbolic`` in ``cache_mode: shadow``: its agent does every task,
+  and the cache's prediction of each step (the goal a replay would have sent) is compared
+  with the agent's, within the tools' agreement tolerance (5 mm).
+
+Spurious bindings: goal fields the symbolic or the shadow cache bound to anything but the
+cube (``sensor:object``), or the task parameter (``param:place``); the target is 0.
 
 Each cache has its own SQLite file in a temporary directory, its own proxies
 (``/<cache>/arm/move_to_pose``, ...) and its own agent (``agent_<cache>``, think time
@@ -56,6 +62,7 @@ import math
 import os
 from pathlib import Path
 import platform
+import re
 import signal
 import sys
 import tempfile
@@ -66,8 +73,11 @@ from _common import cpu_name, pct
 import numpy as np
 import yaml
 
-CACHES = ('literal', 'symbolic')
-"""The two caches, in the order each task is run on them."""
+CACHES = ('literal', 'symbolic', 'shadow')
+"""The caches, in the order each task is run on them."""
+
+EXPECTED_SOURCES = ('sensor:object[0]', 'sensor:object[1]', 'param:place[0]', 'param:place[1]')
+"""What the demo's goals are derived from: a binding to anything else is spurious."""
 
 SQUARE = 0.16
 """Side of the square the cube's spots are drawn from, metres, centred on its start."""
@@ -114,6 +124,14 @@ class TaskResult:
     substituted: list[dict[str, object]] = field(default_factory=list)
     message: str = ''
     check_failure: str = ''
+    shadow: tuple[int, int] | None = None
+    """(steps agreed, steps) of a shadow run."""
+
+    @property
+    def spurious(self) -> list[str]:
+        """Return the substitutions from sources the demo's goals are not derived from."""
+        return sorted({str(s.get('source', '')) for s in self.substituted} -
+                      set(EXPECTED_SOURCES))
 
     @property
     def hit(self) -> bool:
@@ -164,7 +182,8 @@ def task_list(*, tasks: int, seed: int) -> list[tuple[str, tuple[float, float]]]
     return out
 
 
-def cache_params(name: str, *, store: str, infer: bool, max_shift: float) -> dict[str, Any]:
+def cache_params(name: str, *, store: str, infer: bool, max_shift: float,
+                 mode: str = 'learn') -> dict[str, Any]:
     """Return the ROS params file content of one cache: the demo's, renamed, no bindings."""
     from muscle_mem_demo.processes import config_path
 
@@ -175,6 +194,7 @@ def cache_params(name: str, *, store: str, infer: bool, max_shift: float) -> dic
     if infer:
         params['binding_max_shift'] = max_shift
     params['store_path'] = store
+    params['cache_mode'] = mode
     params['agent_action'] = f'/agent_{name}/execute_task'
     for group in ('actions', 'services'):
         params[group] = {
@@ -194,8 +214,8 @@ def commands(args: argparse.Namespace, scratch: Path) -> dict[str, list[str]]:
     for name in CACHES:
         params_file = scratch / f'{name}.yaml'
         params_file.write_text(yaml.safe_dump(cache_params(
-            name, store=str(scratch / f'{name}.db'), infer=name == 'symbolic',
-            max_shift=args.max_shift)))
+            name, store=str(scratch / f'{name}.db'), infer=name != 'literal',
+            max_shift=args.max_shift, mode='shadow' if name == 'shadow' else 'learn')))
         out[name] = [python, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
                      '-r', f'__node:={name}', '--params-file', str(params_file)]
         out[f'agent_{name}'] = [
@@ -261,7 +281,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[TaskResult]], dict[str
                     for index, (kind, spot) in enumerate(tasks):
                         for name in CACHES:
                             children.check()
-                            symbolic = name == 'symbolic'
+                            symbolic = name != 'literal'
                             result = TaskResult(
                                 index=index, kind=kind, spot=spot,
                                 in_range=in_range(spot, learned[name], symbolic=symbolic,
@@ -280,6 +300,9 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[TaskResult]], dict[str
                             result.substituted = [dict(s) for s in outcome.substituted]
                             result.message = outcome.message
                             result.check_failure = outcome.check_failure
+                            agreed = SHADOW_SUMMARY.search(outcome.message)
+                            if agreed:
+                                result.shadow = (int(agreed[1]), int(agreed[2]))
                             if result.by_agent > 0:
                                 learned[name].append(spot)
                             results[name].append(result)
@@ -298,6 +321,9 @@ def run(args: argparse.Namespace) -> tuple[dict[str, list[TaskResult]], dict[str
     info['seconds'] = time.monotonic() - started
     info['load_end'] = os.getloadavg()[0]
     return results, info
+
+
+SHADOW_SUMMARY = re.compile(r'shadow: (\d+) of (\d+) steps agreed')
 
 
 def summarize(results: list[TaskResult]) -> dict[str, Any]:
@@ -322,6 +348,12 @@ def summarize(results: list[TaskResult]) -> dict[str, Any]:
         'outside': sum(not r.in_range for r in after),
         'outside_replays': sum((not r.in_range) and r.replayed > 0 for r in after),
         'outside_tasks': [r.index for r in after if not r.in_range],
+        'spurious': sum(len(r.spurious) for r in results),
+        'shadow_runs': sum(r.shadow is not None for r in square),
+        'shadow_agreed': sum(r.shadow is not None and r.shadow[0] == r.shadow[1]
+                             for r in square),
+        'shadow_steps': sum(r.shadow[1] for r in square if r.shadow is not None),
+        'shadow_steps_agreed': sum(r.shadow[0] for r in square if r.shadow is not None),
     }
 
 
@@ -329,6 +361,8 @@ def render(args: argparse.Namespace, results: dict[str, list[TaskResult]],
            info: dict[str, Any]) -> str:
     """Return the Markdown report."""
     lit, sym = summarize(results['literal']), summarize(results['symbolic'])
+    sha = summarize(results['shadow'])
+    spurious = sym['spurious'] + sha['spurious']
     mm = 1000.0
 
     def verdict(ok: bool) -> str:
@@ -364,6 +398,11 @@ def render(args: argparse.Namespace, results: dict[str, list[TaskResult]],
         "| replays of situations outside the bindings' range | 0 | "
         f'{sym["outside_replays"]} (of {sym["outside"]} such tasks) '
         f'| {verdict(sym["outside_replays"] == 0)} |',
+        f'| spurious bindings (symbolic and shadow caches, every task) | 0 | {spurious} '
+        f'| {verdict(spurious == 0)} |',
+        f'| shadow runs that agreed with the cache at every step, square spots | - | '
+        f'{sha["shadow_agreed"]}/{sha["shadow_runs"]} ({sha["shadow_steps_agreed"]} of '
+        f'{sha["shadow_steps"]} steps) | - |',
         '',
         '## Side by side (after the 2 demonstrations)',
         '',
@@ -427,15 +466,16 @@ def render(args: argparse.Namespace, results: dict[str, list[TaskResult]],
         '',
         '## Setup',
         '',
-        "Five processes on one machine, all started by the benchmark: the demo's MuJoCo arm "
-        f'(`sim_robot`, real-time factor {args.rtf:g}), two behavior caches (`literal`, '
-        '`symbolic`: the sensors, actions and services of `muscle_mem_demo/config/sim_demo.yaml`'
+        "Seven processes on one machine, all started by the benchmark: the demo's MuJoCo arm "
+        f'(`sim_robot`, real-time factor {args.rtf:g}), three behavior caches (`literal`, '
+        '`symbolic`, `shadow` in `cache_mode: shadow`: the sensors, actions and services of '
+        '`muscle_mem_demo/config/sim_demo.yaml`'
         ' with their proxies renamed, no declared bindings, each with its own SQLite file) and '
         f'one demo agent per cache (think time {args.think_time:g} s per step, moves of '
         f'{args.move_time:g} s and {args.vertical_time:g} s). Each task: reset the world, put '
         'the cube on the task\'s spot, send `pick_and_place` with `{"place": [0.3, -0.3]}` to '
         'the cache, wait for the result, read where the cube ended (the simulation is the '
-        'judge); then the same task on the other cache.',
+        'judge); then the same task on the other caches.',
         '',
         f'Tasks: 2 demonstrations (cube at {", ".join(_xy(s) for s in DEMOS)}), then '
         f"{args.tasks} spots uniform in the {SQUARE * 100:.0f} cm square around the cube's "
@@ -450,15 +490,18 @@ def render(args: argparse.Namespace, results: dict[str, list[TaskResult]],
         '## Every task',
         '',
         '| # | kind | cube spot | literal | mm | symbolic | mm | substituted (symbolic) '
-        '| why not a replay (symbolic) |',
-        '|---|---|---|---|---|---|---|---|---|',
+        '| spurious | shadow agreed | why not a replay (symbolic) |',
+        '|---|---|---|---|---|---|---|---|---|---|---|',
     ]
-    for a, b in zip(results['literal'], results['symbolic'], strict=True):
+    for a, b, c in zip(results['literal'], results['symbolic'], results['shadow'],
+                       strict=True):
         sources = sorted({str(s.get('source', '')) for s in b.substituted})
+        agreed = f'{c.shadow[0]}/{c.shadow[1]}' if c.shadow is not None else '-'
         lines.append(
             f'| {a.index} | {a.kind}{"" if b.in_range else " (out)"} | {_xy(a.spot)} '
             f'| {a.mode} | {a.placement_error * mm:.2f} | {b.mode} '
             f'| {b.placement_error * mm:.2f} | {", ".join(sources) or "-"} '
+            f'| {", ".join(b.spurious + c.spurious) or 0} | {agreed} '
             f'| {"" if b.hit else b.check_failure[:120]} |')
     return '\n'.join(lines) + '\n'
 
@@ -466,7 +509,8 @@ def render(args: argparse.Namespace, results: dict[str, list[TaskResult]],
 def _met(sym: dict[str, Any]) -> bool:
     """Return True when the symbolic cache met every target."""
     return bool(sym['hit_rate'] >= 0.95 and sym['placement_p50'] < 0.003
-                and sym['placement_max'] < 0.005 and sym['outside_replays'] == 0)
+                and sym['placement_max'] < 0.005 and sym['outside_replays'] == 0
+                and sym['spurious'] == 0)
 
 
 def _xy(spot: tuple[float, float]) -> str:

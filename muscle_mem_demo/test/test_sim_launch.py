@@ -92,6 +92,11 @@ def test_sim_config_checks_the_tool_jaws_and_cube_and_binds_the_cube_goals():
                    'source': 'sensor:object[0]', 'max_shift': 0.1},
         'cube_y': {'tool': 'arm_pose', 'field': 'target.pose.position.y',
                    'source': 'sensor:object[1]', 'max_shift': 0.1},
+        # one recording serves every place target: declared (inference waits for two values)
+        'place_x': {'tool': 'arm_pose', 'field': 'target.pose.position.x',
+                    'source': 'param:place[0]'},
+        'place_y': {'tool': 'arm_pose', 'field': 'target.pose.position.y',
+                    'source': 'param:place[1]'},
     }
     assert params['infer_bindings'] is True
 

@@ -39,15 +39,17 @@ Where bindings come from (:mod:`.learning`):
   ``max_shift``; a sensor binding's offset is the recording's ``goal - source``,
   and it binds only the steps where that offset is within ``max_shift`` (a goal
   at or near the thing sensed; the same tool's other goals stay as recorded);
-* **inferred** from parameters, from one recording: a leaf equal to a parameter's
-  leaf (numbers other than 0, non-empty strings) is bound to it, with no range
-  (the caller names the value; post-checks still judge the outcome); this wins
-  over a declared sensor binding of the same leaf;
+* **inferred** from parameters: a leaf equal to a parameter's leaf (numbers
+  other than 0, non-empty strings; an integer leaf only an integer parameter) is
+  bound to it, with no range (the caller names the value). Within a tree that is
+  one recording; a tree shared by other values of the parameter needs a second
+  recording whose field followed another value (:func:`.filing.witnessed`);
 * **inferred** from sensors, from two or more recordings of the same step (the
-  steps at the same depth of trajectories of the same shape): a numeric leaf
+  steps at the same depth of trajectories of the same shape): a float leaf
   that varies, whose difference to a sensor element that also varies is the
   same in every recording within the sensor's tolerance, is bound with the
-  mean difference as offset. A leaf that varied inconsistently is never bound.
+  mean difference as offset. A leaf that varied inconsistently is never bound,
+  nor one whose fit chance explains (:func:`.learning.chance`).
 
 The rest of the slice, one concept per module: :mod:`.learning` (plans from the
 recordings), :mod:`.variants` (trees whose parameters are bound),

@@ -28,6 +28,8 @@ from typing import Any
 from .resume import FailureKind
 
 __all__ = [
+    'Agreement',
+    'Approval',
     'CheckFailure',
     'CheckResult',
     'CompareMode',
@@ -210,6 +212,41 @@ class TrajectoryInfo:
     last_used: float
     replay_count: int = 0
     robot_id: str = ''
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """
+    How often shadow runs agreed with the cache (:mod:`muscle_mem_ros.shadow`).
+
+    :ivar runs: Shadow runs that compared it.
+    :ivar agreed: Those in which the cache's prediction matched the agent.
+    """
+
+    runs: int = 0
+    agreed: int = 0
+
+    @property
+    def rate(self) -> float:
+        """Return the share of runs that agreed (0 when none ran)."""
+        return self.agreed / self.runs if self.runs else 0.0
+
+
+@dataclass(frozen=True)
+class Approval:
+    """
+    An operator's approval: the cache may replay a task, or one trajectory of it.
+
+    :ivar task: The task.
+    :ivar trajectory_id: The trajectory approved; 0 approves the whole task.
+    :ivar who: Who approved.
+    :ivar at: When (Unix time).
+    """
+
+    task: str
+    trajectory_id: int
+    who: str
+    at: float
 
 
 @dataclass(frozen=True)

@@ -545,8 +545,7 @@ class Harness:
         self.domain_id = domain_id
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id)
-        self.robot = FakeRobot(names=self.names, context=self.context)
-        self.agent = FakeAgent(names=self.names, robot=self.robot, context=self.context)
+        self.robot, self.agent = self._doubles()
         self.client = Node(f'{self.names.prefix}_client', context=self.context)
         self._group = ReentrantCallbackGroup()
         self.events: list[CacheEvent] = []
@@ -564,6 +563,11 @@ class Harness:
         self.cache: CacheProcess | None = None
         self._clients: dict[str, Any] = {}
 
+    def _doubles(self) -> tuple[Any, Any]:
+        """Return the robot and the agent (a harness for another robot overrides this)."""
+        robot = FakeRobot(names=self.names, context=self.context)
+        return robot, FakeAgent(names=self.names, robot=robot, context=self.context)
+
     def _spun(self, error: BaseException | None) -> None:
         if error is not None and rclpy.ok(context=self.context):  # a callback raised
             self.spin_error = ''.join(traceback.format_exception(error))
@@ -580,7 +584,7 @@ class Harness:
         warm-up request is one the service refuses (empty task name, unknown id,
         nothing recording), so nothing changes.
         """
-        values = params(self.names, store=self.tmp / 'cache.db', **overrides)
+        values = self.values(**overrides)
         params_file = write_params(self.tmp / 'params.yaml', self.names.node, values)
         log = self.tmp / f'cache_{len(list(self.tmp.glob("cache_*.log")))}.log'
         self.cache = CacheProcess(names=self.names, params_file=params_file, log=log,
@@ -595,6 +599,10 @@ class Harness:
         self._warm_services(cache)
         self._warm_proxies(cache)
         return cache
+
+    def values(self, **overrides: Any) -> dict[str, Any]:
+        """Return the cache's parameters for this harness's robot (:func:`params`)."""
+        return params(self.names, store=self.tmp / 'cache.db', **overrides)
 
     def _warm_services(self, cache: CacheProcess) -> None:
         """Call each of the cache's services with a request it refuses, until each answers."""

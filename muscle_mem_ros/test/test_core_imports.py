@@ -116,5 +116,6 @@ def test_one_binding_judge_serves_the_node_and_the_engine():
                     judges.add(name)
                 if names & rules:
                     ruled.add(name)
-    assert judges == {'engine_walk.py', 'ros/replay.py'}
+    # shadow runs predict with the same judge, on recorded snapshots
+    assert judges == {'engine_walk.py', 'ros/replay.py', 'shadow.py'}
     assert ruled <= {'filing.py'}, ruled  # filing checks a recording, it judges no replay

@@ -163,6 +163,9 @@ def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
      'actions.fib.success_when', 'nonempty|empty'),
     ({'services.gripper.success_field': 'success'}, 'services.gripper.success_when', 'required'),
     ({'sensors.joints.bind': 'sometimes'}, 'sensors.joints.bind', 'auto|never'),
+    ({'replay_requires': 'shadow:zero'}, 'replay_requires', 'shadow:N'),
+    ({'replay_requires': 'trust me'}, 'replay_requires', 'approval'),
+    ({'actions.fib.agreement': -0.1}, 'actions.fib.agreement', '>= 0'),
 ])
 def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     names = Names.unique()

@@ -56,7 +56,8 @@ def run(h: Harness, order: int):
 
 
 def test_a_hit_lists_one_variant_of_its_tree_once_and_nothing_else(h):
-    assert not run(h, 7).cache_hit  # learned: a tree with 'order' bound
+    assert not run(h, 7).cache_hit  # learned
+    assert not run(h, 8).cache_hit  # learned: a second value followed, 'order' is bound
     assert run(h, 9).cache_hit
     before = len(windows(h))
     hit = run(h, 11)

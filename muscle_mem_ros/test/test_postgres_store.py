@@ -26,6 +26,7 @@ from muscle_mem_ros.errors import (
     StoreError,
     StoreUnavailableError,
     StoreVersionError,
+    UnknownTrajectoryError,
 )
 from muscle_mem_ros.store import open_store, PostgresStore, redact
 from muscle_mem_ros.store import pgschema
@@ -98,7 +99,8 @@ def test_a_version_1_database_is_upgraded_in_place_and_keeps_its_trees(url):
         kept = record(store, [step('a'), step('b')])
     import psycopg
     with psycopg.connect(url, autocommit=True) as conn:  # as the first release left it
-        for drop in ('INDEX {}.trajectories_tree', 'TABLE {}.tree_tally',
+        for drop in ('TABLE {}.shadow_trajectories', 'TABLE {}.shadow_bindings',
+                     'TABLE {}.approvals', 'INDEX {}.trajectories_tree', 'TABLE {}.tree_tally',
                      'TRIGGER trajectories_tally ON {}.trajectories',
                      'FUNCTION {}.tally_trajectory'):
             conn.execute('DROP ' + drop.format(pgschema.NAMESPACE))
@@ -175,6 +177,30 @@ def test_a_commit_by_one_robot_reaches_another_robots_cache(url):
         branch = record(a, [step('c')], parent=first.node_ids[0])
         wait_for(lambda: tools(b, first.node_ids[0]) == ['b', 'c'], 'a branch under a node')
         assert b.trajectory(branch.id).robot_id == 'A'
+    finally:
+        a.close()
+        b.close()
+
+
+def test_approvals_and_shadow_counts_travel_with_the_fleet_store(url):
+    a = PostgresStore(url=url, robot_id='A')
+    b = PostgresStore(url=url, robot_id='B')
+    try:
+        info = record(a, [step('a'), step('b')])
+        a.approve(task='t', trajectory_id=info.id, who='ops')
+        a.note_shadow(task='t', trajectory_id=info.id, agreed=True,
+                      bindings=[(info.node_ids[0], 'x', True)])
+        b.note_shadow(task='t', trajectory_id=info.id, agreed=False,
+                      bindings=[(info.node_ids[0], 'x', False)])
+        (approval,) = b.approvals(task='t')
+        assert (approval.trajectory_id, approval.who) == (info.id, 'ops')
+        by_trajectory, by_binding = b.agreement(task='t')
+        assert (by_trajectory[info.id].runs, by_trajectory[info.id].agreed) == (2, 1)
+        assert by_binding[(info.node_ids[0], 'x')].agreed == 1
+        with pytest.raises(UnknownTrajectoryError):
+            b.approve(task='t', trajectory_id=info.id + 99, who='ops')
+        assert b.revoke(task='t', trajectory_id=info.id)
+        assert a.approvals() == [] and not a.revoke(task='t', trajectory_id=info.id)
     finally:
         a.close()
         b.close()

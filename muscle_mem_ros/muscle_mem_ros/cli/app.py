@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+import getpass
+import socket
 import sys
 
 from rich.tree import Tree
@@ -38,6 +40,7 @@ from .inventory import (
     task_rows,
     task_trajectories,
     task_tree,
+    trust_rows,
 )
 from .output import Output, when
 from .paramsfile import read_binding_settings
@@ -63,9 +66,10 @@ def _cmd_tasks(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def _tree_label(entry: dict) -> str:
+def _tree_label(entry: dict, trust: dict[int, str]) -> str:
     goal = entry['goal'] if len(entry['goal']) <= 50 else entry['goal'][:47] + '...'
-    end = f"  -> trajectory {entry['ends_trajectory']}" if entry['ends_trajectory'] else ''
+    ends = entry['ends_trajectory']
+    end = f"  -> trajectory {ends}{trust.get(ends, '')}" if ends else ''
     bound = ', '.join(f"{b['field']}<-{b['source']}" for b in entry['bindings'])
     bound = f'  bound: {bound}' if bound else ''
     return (f"[{entry['step']}] {entry['tool']}  {goal}  "
@@ -76,16 +80,18 @@ def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
     bindings = read_binding_settings(args.params, args.node_name) if args.params else None
     with open_cli_store(args.store) as store:
         trees = task_tree(store, args.task, bindings)
+        rows = trust_rows(store, args.task)
     if out.json_mode:
         out.json(trees)
         return 0
+    trust = {r['trajectory']: _trust_text(r) for r in rows}
     for tree in trees:
         root = Tree(f"{args.task}  params {tree['params']}  "
                     f"({len(tree['trajectories'])} trajectories)")
         stack = [(root, entry) for entry in reversed(tree['steps'])]
         while stack:
             branch, entry = stack.pop()
-            node = branch.add(_tree_label(entry))
+            node = branch.add(_tree_label(entry, trust))
             stack.extend((node, child) for child in reversed(entry['children']))
         out.print(root)
     return 0
@@ -126,6 +132,54 @@ def _cmd_stats(args: argparse.Namespace, out: Output) -> int:
         ('incomplete recordings', f"{data['incomplete_recordings']} "
          f"({data['abandoned_recordings']} abandoned)"),
     ], right=('value',))
+    return 0
+
+
+def _trust_text(row: dict) -> str:
+    parts = []
+    if row['shadow_runs']:
+        parts.append(f"shadow {row['shadow_agreed']}/{row['shadow_runs']} agreed")
+    if row['approved_by']:
+        parts.append(f"approved by {row['approved_by']}")
+    return f" ({', '.join(parts)})" if parts else ''
+
+
+def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
+    with open_cli_store(args.store) as store:
+        task_trajectories(store, args.task)  # raises for an unknown task
+        rows = trust_rows(store, args.task)
+    if out.json_mode:
+        out.json(rows)
+        return 0
+    out.table(('trajectory', 'shadow runs', 'agreed', 'rate', 'approved by', 'approved'),
+              ([r['trajectory'], r['shadow_runs'], r['shadow_agreed'],
+                '-' if not r['shadow_runs'] else f"{r['shadow_agreed'] / r['shadow_runs']:.0%}",
+                r['approved_by'] or '-', when(r['approved_at']) if r['approved_at'] else '-']
+               for r in rows), right=('trajectory', 'shadow runs', 'agreed', 'rate'))
+    return 0
+
+
+def _cmd_approve(args: argparse.Namespace, out: Output) -> int:
+    trajectory = args.trajectory or 0
+    with open_cli_store(args.store) as store:
+        found = task_trajectories(store, args.task)
+        if trajectory and trajectory not in {t.id for t in found}:
+            raise MuscleMemError(f'task {args.task!r} has no trajectory {trajectory}')
+    what = f'trajectory {trajectory} of task {args.task!r}' if trajectory else \
+        f'task {args.task!r}'
+    with open_cli_store(args.store, write=True) as store:
+        if args.command == 'revoke':
+            if not store.revoke(task=args.task, trajectory_id=trajectory):
+                raise MuscleMemError(f'{what} was not approved')
+            text = f'revoked the approval of {what}'
+        else:
+            who = args.who or f'{getpass.getuser()}@{socket.gethostname()}'
+            store.approve(task=args.task, trajectory_id=trajectory, who=who)
+            text = f'{what} approved by {who}'
+    if out.json_mode:
+        out.json({'task': args.task, 'trajectory': trajectory, 'command': args.command})
+    else:
+        out.print(text)
     return 0
 
 
@@ -194,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
               trajectory=True)
     cmd.add_argument('--yes', action='store_true', help='do not ask for confirmation')
     cmd.set_defaults(run=_cmd_forget)
+    add('trust', "a task's trajectories: shadow runs, agreement, approvals"
+        ).set_defaults(run=_cmd_trust)
+    cmd = add('approve', 'approve a task (or one trajectory) for replay (replay_requires: '
+              'approval); who and when are stored', trajectory=True)
+    cmd.add_argument('--who', help='who approves (default: user@host)')
+    cmd.set_defaults(run=_cmd_approve)
+    add('revoke', 'withdraw the approval of a task (or one trajectory)',
+        trajectory=True).set_defaults(run=_cmd_approve)
     export.add_parser(add('export', 'write a task or a trajectory to an MCAP file: goals as '
                           'their ROS types, snapshots as muscle_mem_interfaces/msg/Snapshot',
                           trajectory=True))

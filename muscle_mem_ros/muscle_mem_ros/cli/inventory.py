@@ -44,6 +44,7 @@ __all__ = [
     'task_rows',
     'task_trajectories',
     'task_tree',
+    'trust_rows',
 ]
 
 
@@ -318,3 +319,24 @@ def store_stats(store: Store, spec: str) -> dict[str, Any]:
          'hit_rate': round(t.hits / (t.hits + t.misses), 4) if t.hits + t.misses else None}
         for t in tasks]
     return data
+
+
+def trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
+    """
+    Return per trajectory of ``task``: shadow runs, agreements, and its approval (or the task's).
+
+    :param store: The store.
+    :param task: Task name.
+    """
+    by_trajectory, _ = store.agreement(task=task)
+    approvals = {a.trajectory_id: a for a in store.approvals(task=task)}
+    rows = []
+    for info in store.trajectories(task=task):
+        counts = by_trajectory.get(info.id)
+        approval = approvals.get(info.id) or approvals.get(0)
+        rows.append({'trajectory': info.id, 'shadow_runs': counts.runs if counts else 0,
+                     'shadow_agreed': counts.agreed if counts else 0,
+                     'approved_by': approval.who if approval else '',
+                     'approved_at': approval.at if approval else None,
+                     'whole_task': bool(approval and approval.trajectory_id == 0)})
+    return rows

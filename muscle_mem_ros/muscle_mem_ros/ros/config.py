@@ -101,6 +101,7 @@ from muscle_mem_ros.settings import (
     read_bind, read_binding, read_binding_options, read_mode, read_tolerance,
 )
 from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
+from muscle_mem_ros.trust import Gate
 from rcl_interfaces.srv import ListParameters
 from rclpy.node import Node as RosNode
 
@@ -119,6 +120,8 @@ __all__ = [
 ]
 
 DEFAULT_STORE_PATH = '~/.ros/muscle_mem/cache.db'
+DEFAULT_AGREEMENT = 0.005
+"""Shadow agreement tolerance of a tool's goal numbers (5 mm, or 0.005 rad)."""
 """Where the cache lives unless ``store_path`` says otherwise."""
 
 NODE_OPTIONS: dict[str, Any] = {'automatically_declare_parameters_from_overrides': True}
@@ -137,6 +140,9 @@ class CacheMode(Enum):
     """Always call the agent from the start and record what it does; never replay."""
     OFF = 'off'
     """Pure pass-through: goals go to the agent, proxies forward, nothing is stored."""
+    SHADOW = 'shadow'
+    """The agent does every task (learned as in ``learn``); the cache only predicts each
+    step and counts how often it agreed (:mod:`muscle_mem_ros.shadow`)."""
 
 
 class RecordFrom(Enum):
@@ -224,6 +230,8 @@ class ToolConfig:
     interface: Any
     record_from: RecordFrom = RecordFrom.PROXY
     success: SuccessRule | None = None
+    agreement: float = DEFAULT_AGREEMENT
+    """Shadow runs: goal numbers closer than this to the cache's prediction agree."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +259,8 @@ class NodeConfig:
     """``max_shift`` of inferred numeric bindings, in the source's units."""
     robot_id: str = ''
     """Who this node records for in a shared (PostgreSQL) store."""
+    replay_requires: Gate = Gate()
+    """What a trajectory must have earned before it replays (:mod:`muscle_mem_ros.trust`)."""
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:
@@ -262,9 +272,11 @@ _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
     'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift', 'robot_id',
+    'replay_requires',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind')
-_TOOL_KEYS = ('server', 'type', 'proxy', 'record_from', 'success_field', 'success_when')
+_TOOL_KEYS = ('server', 'type', 'proxy', 'record_from', 'success_field', 'success_when',
+              'agreement')
 _BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset')
 _GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS,
                'bindings': _BINDING_KEYS}
@@ -310,7 +322,7 @@ _DESCRIPTIONS = {
     'robot_id': ('Who this node records for, stored with its recordings in a shared store '
                  "(empty, the default: this node's fully-qualified name @ host name)."),
     'agent_action': 'ExecuteTask action of the planning agent a miss is handed to (empty: none).',
-    'cache_mode': 'learn | replay_only | record_only | off; may change at run time.',
+    'cache_mode': 'learn | replay_only | record_only | off | shadow; may change at run time.',
     'step_timeout': 'Seconds a replayed step may take before it fails (> 0).',
     'post_check_timeout': 'Seconds to wait for sensor data newer than a step (> 0).',
     'agent_timeout': 'Seconds the agent may take for one handed-off task (> 0).',
@@ -338,6 +350,9 @@ _DESCRIPTIONS = {
     'actions.*.success_when': 'nonempty | empty | true | false | a number it must equal.',
     'services.*.success_field': 'Response field that says success, e.g. plan.poses (optional).',
     'services.*.success_when': 'nonempty | empty | true | false | a number it must equal.',
+    'actions.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
+    'services.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
+    'replay_requires': 'none | shadow:N | approval: what a trajectory needs before it replays.',
     'infer_bindings': 'Bind goal fields to parameters and sensors found in the recordings.',
     'binding_max_shift': 'How far an inferred binding may move a field from its recording.',
     'bindings.*.tool': 'The action or service (its key under actions/services) it binds.',
@@ -547,6 +562,8 @@ def _tool(
         name=name, kind=kind, server=server_full, proxy=proxy_full,
         type_name=canonical_type_name(type_name, kind=kind_name), interface=interface,
         record_from=record_from, success=success,
+        agreement=reader.number(f'{prefix}.agreement', DEFAULT_AGREEMENT, minimum=0.0,
+                                exclusive=False),
     )
 
 
@@ -637,6 +654,7 @@ def load_config(node: RosNode) -> NodeConfig:
         infer_bindings=options.infer,
         binding_max_shift=options.max_shift,
         robot_id=robot_id,
+        replay_requires=Gate.parse(reader.string('replay_requires', 'none')),
     )
 
 

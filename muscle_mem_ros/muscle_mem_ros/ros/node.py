@@ -79,6 +79,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import (
+    Approve,
     Calibrate,
     Forget,
     GetTrajectory,
@@ -92,6 +93,7 @@ from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.calibrate import Calibrator
 from muscle_mem_ros.ros.config import (
     CacheMode,
+    DEFAULT_AGREEMENT,
     load_config,
     NODE_OPTIONS,
     NodeConfig,
@@ -323,10 +325,13 @@ class BehaviorCacheNode(LifecycleNode):
         if config.agent_action:
             active.agent = ActionClient(
                 self, ExecuteTask, config.agent_action, callback_group=self._group)
+        tolerances = {tool.server: tool.agreement for tool in config.tools}
         active.runner = TaskRunner(
             store=store, replayer=active.replayer, recorder=recorder, agent=active.agent,
             agent_name=config.agent_action, agent_timeout=config.agent_timeout,
             sink=self.publish_event, logger=self.get_logger(), health=parts.health,
+            gate=config.replay_requires,
+            agreement=lambda server: tolerances.get(server, DEFAULT_AGREEMENT),
         )
         handlers = active.handlers = CacheServices(
             store=store, replayer=active.replayer, recorder=recorder,
@@ -341,6 +346,7 @@ class BehaviorCacheNode(LifecycleNode):
             (ListTasks, '~/list_tasks', handlers.list_tasks),
             (GetTrajectory, '~/get_trajectory', handlers.get_trajectory),
             (Forget, '~/forget', handlers.forget),
+            (Approve, '~/approve', handlers.approve),
             (StartRecording, '~/start_recording', handlers.start_recording),
             (StopRecording, '~/stop_recording', handlers.stop_recording),
         ):

@@ -45,6 +45,7 @@ from muscle_mem_ros.ros.proxy import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.sensing import describe_failure, missed, NodeSenses, SensorJudge
 from muscle_mem_ros.ros.sensors import SensorHub
+from muscle_mem_ros.shadow import shadow, ShadowStep
 from muscle_mem_ros.store import Store
 from muscle_mem_ros.trees import recorded_params, Trees, TreeView
 from muscle_mem_ros.walk import (
@@ -88,6 +89,12 @@ class NodeWalk:
         self._senses = NodeSenses(sensing, tolerance)
         self._judge = BindingJudge(plans=tree.plans, params=params, senses=self._senses)
         self._on_substituted = on_substituted
+        self._trusted: frozenset[int] | None = None
+        self._held = ''
+
+    def gate(self, trusted: frozenset[int] | None, held: str) -> None:
+        """Let only ``trusted`` learned steps replay (None: all); ``held`` says why not others."""
+        self._trusted, self._held = trusted, held
 
     def prepare(self, reporter: Reporter) -> None:
         """Wait for fresh sensor data."""
@@ -95,6 +102,11 @@ class NodeWalk:
 
     def pick(self, candidates: Sequence[Node], step: int) -> Verdict:
         """Judge literally while nothing is bound or moved, else each candidate under its plan."""
+        if self._trusted is not None:
+            allowed = [c for c in candidates if c.id in self._trusted]
+            if not allowed and candidates:
+                return missed(FailureKind.NO_CANDIDATE, f'gate: {self._held}')
+            candidates = allowed
         usable = self._sensing.usable(candidates)
         if self._judge.literal(usable):
             return self._sensing.pick(candidates, step, usable)
@@ -238,6 +250,8 @@ class Replayer:
         cancel: CancelToken,
         path: Sequence[int] | None = None,
         params: Mapping[str, Any] | None = None,
+        trusted: frozenset[int] | None = None,
+        held: str = '',
     ) -> WalkResult:
         """
         Replay from the root as far as the checks allow (:func:`muscle_mem_ros.walk.walk`).
@@ -247,10 +261,14 @@ class Replayer:
         :param cancel: Cancels the walk and the in-flight goal.
         :param path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
         :param params: The run's parameters (bound fields take their values from them).
+        :param trusted: The learned steps a gate lets replay (None: all).
+        :param held: Why the gate holds the others back (a miss that only they would have
+            passed says so).
         :return: How it ended; ``unsaved`` says why the replay counters of a complete
             walk could not be stored.
         """
         session = self._session(tree, params, reporter)
+        session.gate(trusted, held)
         result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=session,
                       executor=session, reporter=reporter, cancel=cancel, path=path, tree=tree)
         if result.complete and result.trajectory_id:
@@ -267,6 +285,15 @@ class Replayer:
             sensing=self.sensing, send=self.send, tree=tree, params=params or {},
             tolerance=self.trees.tolerance,
             on_substituted=getattr(reporter, 'substituted', lambda step, subs: None))
+
+    def shadow(self, *, tree: TreeView, steps: Sequence[Step], params: Mapping[str, Any],
+               agreement: Callable[[str], float]) -> list[ShadowStep]:
+        """Predict the agent's steps as a walk of ``tree`` would have (:func:`.shadow.shadow`)."""
+        return shadow(steps, params=params, plans=tree.plans,
+                      children=lambda at: self._store.children(
+                          task=tree.task, variant=tree.variant, parent=at),
+                      check=self.sensing.check, tolerance=self.trees.tolerance,
+                      agreement=agreement, describe=describe_failure)
 
     def send(self, node: Node, cancel: CancelToken,
              fields: Mapping[str, Any] | None = None) -> CallOutcome:

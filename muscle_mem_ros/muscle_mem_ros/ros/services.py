@@ -246,6 +246,45 @@ class CacheServices:
         response.message = f'removed {response.removed} trajectories'
         return response
 
+    def approve(self, request: Any, response: Any) -> Any:
+        """Approve (or revoke) a task or one of its trajectories for replay."""
+        task = request.task.strip()
+        who = request.who.strip()
+        if not task:
+            response.message = 'bad request: task name is empty'
+            return response
+        if not request.revoke and not who:
+            response.message = 'bad request: who approves is required'
+            return response
+        try:
+            if request.trajectory_id:
+                info = self._store.trajectory(request.trajectory_id)
+                if info.task != task:
+                    response.message = f'trajectory {info.id} belongs to task {info.task!r}'
+                    return response
+            elif not self._known(task):
+                response.message = f"unknown task '{task}'"
+                return response
+            what = (f'trajectory {request.trajectory_id} of task {task!r}'
+                    if request.trajectory_id else f'task {task!r}')
+            if request.revoke:
+                if not self._store.revoke(task=task, trajectory_id=request.trajectory_id):
+                    response.message = f'{what} was not approved'
+                    return response
+                response.message = f'revoked the approval of {what}'
+            else:
+                self._store.approve(task=task, trajectory_id=request.trajectory_id, who=who)
+                response.message = f'{what} approved by {who}'
+        except UnknownTrajectoryError:
+            response.message = f'unknown trajectory {request.trajectory_id}'
+            return response
+        except MuscleMemError as err:
+            response.message = f'store error: {err}'
+            return response
+        response.success = True
+        self._log.info(response.message)
+        return response
+
     def _purge_abandoned(self, request: Any, response: Any, task: str) -> Any:
         """Delete every recording a stopped process left unfinished (live ones stay)."""
         if task or request.trajectory_id:

@@ -53,16 +53,19 @@ from typing import Any
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
-from muscle_mem_ros.records import TrajectoryInfo
+from muscle_mem_ros.records import Step, TrajectoryInfo
 from muscle_mem_ros.resume import FailureKind, Resume
-from muscle_mem_ros.ros.config import CacheMode
+from muscle_mem_ros.ros.config import CacheMode, DEFAULT_AGREEMENT
 from muscle_mem_ros.ros.events import describe_bindings, EventReporter
 from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.messages.convert import canonical_params, resume_goal
 from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken, wait_future
 from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
 from muscle_mem_ros.ros.replay import Replayer
+from muscle_mem_ros.shadow import path_of, summary
 from muscle_mem_ros.store import Store
+from muscle_mem_ros.trees import TreeView
+from muscle_mem_ros.trust import Gate, Trusted, trusted
 from rclpy.action import ActionClient
 
 __all__ = ['EventSink', 'TaskRunner']
@@ -123,6 +126,8 @@ class TaskRunner:
         sink: EventSink,
         logger: Any,
         health: StoreHealth | None = None,
+        gate: Gate = Gate(),
+        agreement: Callable[[str], float] = lambda tool: DEFAULT_AGREEMENT,
     ) -> None:
         self._store = store
         self._replayer = replayer
@@ -134,6 +139,8 @@ class TaskRunner:
         self._log = logger
         self._health = health if health is not None else StoreHealth(logger=logger)
         self.steps_replayed_total = 0
+        self._gate = gate
+        self._agreement = agreement
 
     def run(self, goal_handle: Any, *, mode: CacheMode, cancel: CancelToken) -> Any:
         """Execute the goal; set its terminal state and return the result."""
@@ -154,12 +161,30 @@ class TaskRunner:
                 goal_handle, result, cancel=cancel, task=task, variant=variant, literal=literal,
                 resume=_FROM_START, record=False,
             )
+        if mode is CacheMode.SHADOW:
+            return self._handoff(
+                goal_handle, result, cancel=cancel, task=task, variant=variant, literal=literal,
+                resume=Resume(0, 'shadow mode: the agent does the task, the cache predicts'),
+                record=True, shadow=trees.view(task, variant), params=params)
         walk = None
         if mode is not CacheMode.RECORD_ONLY:
+            view = trees.view(task, variant)
+            trust = self._trusted(view)
+            if trust.nodes is not None and not trust.nodes and view.trajectories:
+                reason = f'gate: {trust.reason()}'
+                if mode is CacheMode.REPLAY_ONLY:
+                    self._count(task, hit=False)
+                    return self._fail(goal_handle, result, task, f'replay_only: {reason}')
+                return self._handoff(
+                    goal_handle, result, cancel=cancel, task=task, variant=variant,
+                    literal=literal, resume=Resume(0, f'{reason}; the task runs in shadow',
+                                                   kind=FailureKind.NO_CANDIDATE),
+                    record=True, shadow=view, params=params)
             reporter = EventReporter(task=task, sink=self._sink,
                                      feedback=partial(_replay_feedback, goal_handle))
-            walk = self._replayer.walk(tree=trees.view(task, variant), reporter=reporter,
-                                       cancel=cancel, params=params)
+            walk = self._replayer.walk(tree=view, reporter=reporter, cancel=cancel,
+                                       params=params, trusted=trust.nodes,
+                                       held=trust.reason())
             self.steps_replayed_total += walk.steps_replayed
             result.steps_replayed = walk.steps_replayed
             result.substituted = list(reporter.messages)
@@ -195,6 +220,43 @@ class TaskRunner:
             resume=walk.resume if walk is not None else _FROM_START, record=True,
         )
 
+    def _trusted(self, view: TreeView) -> Trusted:
+        """Return what the gate lets replay in ``view`` (everything with ``none``)."""
+        if not self._gate.required or not view.trajectories:
+            return trusted(self._gate, (), plans=view.plans, agreement=({}, {}), approvals=())
+        return trusted(self._gate, view.trajectories, plans=view.plans,
+                       agreement=self._store.agreement(task=view.task),
+                       approvals=self._store.approvals(task=view.task))
+
+    def _shadow(self, goal_handle: Any, view: TreeView, steps: Sequence[Step],
+                params: dict[str, Any]) -> str:
+        """Compare the agent's steps with the cache's predictions, report and count them."""
+        found = self._replayer.shadow(tree=view, steps=steps, params=params,
+                                      agreement=self._agreement)
+        path = path_of(found)
+        trajectory_id, agreed = 0, False
+        if path:
+            whole = next((t for t in view.trajectories if tuple(t.node_ids) == path), None)
+            agreed = whole is not None and len(path) == len(found)
+            on = whole or next((t for t in view.trajectories
+                                if tuple(t.node_ids[:len(path)]) == path), None)
+            trajectory_id = on.id if on is not None else 0
+        for entry in found:
+            detail = (f'step {entry.step}: {entry.tool} agreed with learned step {entry.node_id}'
+                      if entry.agreed else f'step {entry.step}: {entry.tool}: {entry.reason}')
+            self._sink(kind=CacheEvent.SHADOW_STEP, task=view.task, step=entry.step,
+                       trajectory_id=trajectory_id, detail=detail)
+            goal_handle.publish_feedback(ExecuteTask.Feedback(
+                mode=ExecuteTask.Feedback.MODE_SHADOW, step=entry.step, total=len(found),
+                detail=detail))
+        bindings = [(s.node_id, field, ok) for s in found if s.node_id is not None
+                    for field, ok in s.bindings]
+        if trajectory_id or bindings:
+            self._health.bookkeep('shadow counts', partial(
+                self._store.note_shadow, task=view.task, trajectory_id=trajectory_id,
+                agreed=agreed, bindings=bindings))
+        return summary(found)
+
     def _bindings_of(self, info: TrajectoryInfo) -> str:
         """Return what a learned trajectory binds, for its event ('' when unknown)."""
         try:
@@ -226,7 +288,8 @@ class TaskRunner:
 
     def _handoff(
         self, goal_handle: Any, result: Any, *, cancel: CancelToken, task: str, variant: str,
-        literal: str, resume: Resume, record: bool,
+        literal: str, resume: Resume, record: bool, shadow: TreeView | None = None,
+        params: dict[str, Any] | None = None,
     ) -> Any:
         goal = goal_handle.request
         reason = resume.reason
@@ -288,6 +351,9 @@ class TaskRunner:
             result.message += self._not_stored(task, unsaved)
             goal_handle.succeed()
             return result
+        if shadow is not None:
+            result.message += '; ' + self._shadow(goal_handle, shadow,
+                                                  list(session.recording.steps), params or {})
         try:
             ended, info = self._recorder.finish(save=True, filer=self._replayer.file)
         except MuscleMemError as err:

@@ -49,7 +49,7 @@ from typing import Any, overload
 import numpy as np
 
 from .values import Blobs, pack, UnsafeValueError
-from ..records import Node, Step, TaskStats, ToolKind, TrajectoryInfo
+from ..records import Agreement, Approval, Node, Step, TaskStats, ToolKind, TrajectoryInfo
 
 __all__ = [
     'Batching', 'NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature',
@@ -351,6 +351,39 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def note_outcome(self, *, task: str, hit: bool) -> None:
         """Count a cache hit or miss for a task."""
+
+    @abc.abstractmethod
+    def note_shadow(self, *, task: str, trajectory_id: int, agreed: bool,
+                    bindings: Sequence[tuple[int, str, bool]] = ()) -> None:
+        """
+        Count one shadow run (:mod:`muscle_mem_ros.shadow`).
+
+        :param task: The task.
+        :param trajectory_id: The trajectory the cache's prediction followed (0: none).
+        :param agreed: Every step agreed and the prediction completed that trajectory.
+        :param bindings: (node id, field, agreed) of each inferred binding predicted.
+        """
+
+    @abc.abstractmethod
+    def agreement(self, *, task: str) -> tuple[dict[int, Agreement],
+                                               dict[tuple[int, str], Agreement]]:
+        """Return a task's shadow counts: per trajectory, and per (node id, field) binding."""
+
+    @abc.abstractmethod
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str) -> Approval:
+        """
+        Approve a task (``trajectory_id`` 0) or one of its trajectories for replay.
+
+        :raises UnknownTrajectoryError: ``trajectory_id`` is not a trajectory of ``task``.
+        """
+
+    @abc.abstractmethod
+    def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
+        """Withdraw an approval; return False when there was none."""
+
+    @abc.abstractmethod
+    def approvals(self, *, task: str | None = None) -> list[Approval]:
+        """Return the approvals of a task (None: of every task), oldest first."""
 
     @abc.abstractmethod
     def incomplete_recordings(self) -> list[RecordingInfo]:

@@ -25,7 +25,7 @@ import time
 from .base import check_step, NodeList, Recording, RecordingInfo, Store
 from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
-from ..records import Node, Step, TaskStats, TrajectoryInfo
+from ..records import Agreement, Approval, Node, Step, TaskStats, TrajectoryInfo
 
 __all__ = ['MemoryStore']
 
@@ -73,6 +73,11 @@ class _MemoryRecording(Recording):
             self._store._recordings.pop(self.id, None)
 
 
+def _plus(found: Agreement | None, agreed: bool) -> Agreement:
+    found = found or Agreement()
+    return Agreement(found.runs + 1, found.agreed + int(agreed))
+
+
 class MemoryStore(Store):
     """Trajectory trees in dictionaries; thread-safe; nothing persists."""
 
@@ -90,6 +95,11 @@ class MemoryStore(Store):
         self._trajs: dict[int, TrajectoryInfo] = {}
         self._by_leaf: dict[int, int] = {}
         self._counts: dict[str, list[float]] = {}
+        self._shadow: dict[int, Agreement] = {}
+        self._shadow_task: dict[int, str] = {}
+        self._bound: dict[tuple[int, str], Agreement] = {}
+        self._bound_task: dict[tuple[int, str], str] = {}
+        self._approvals: dict[tuple[str, int], Approval] = {}
         self._recordings: dict[int, _MemoryRecording] = {}
 
     def children(self, *, task: str, variant: str, parent: int | None) -> NodeList:
@@ -204,6 +214,44 @@ class MemoryStore(Store):
             counts = self._counts.setdefault(task, [0, 0, 0.0])
             counts[0 if hit else 1] += 1
             counts[2] = time.time()
+
+    def note_shadow(self, *, task: str, trajectory_id: int, agreed: bool,
+                    bindings: Sequence[tuple[int, str, bool]] = ()) -> None:
+        """Count one shadow run."""
+        with self._lock:
+            if trajectory_id:
+                self._shadow[trajectory_id] = _plus(self._shadow.get(trajectory_id), agreed)
+                self._shadow_task[trajectory_id] = task
+            for node, path, ok in bindings:
+                self._bound[(node, path)] = _plus(self._bound.get((node, path)), ok)
+                self._bound_task[(node, path)] = task
+
+    def agreement(self, *, task: str) -> tuple[dict[int, Agreement],
+                                               dict[tuple[int, str], Agreement]]:
+        """Return a task's shadow counts."""
+        with self._lock:
+            return ({t: a for t, a in self._shadow.items() if self._shadow_task[t] == task},
+                    {k: a for k, a in self._bound.items() if self._bound_task[k] == task})
+
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str) -> Approval:
+        """Approve a task or one of its trajectories."""
+        if trajectory_id:
+            self.trajectory(trajectory_id)  # raises when unknown
+        with self._lock:
+            found = self._approvals[(task, trajectory_id)] = Approval(
+                task, trajectory_id, who, time.time())
+            return found
+
+    def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
+        """Withdraw an approval."""
+        with self._lock:
+            return self._approvals.pop((task, trajectory_id), None) is not None
+
+    def approvals(self, *, task: str | None = None) -> list[Approval]:
+        """Return approvals, oldest first."""
+        with self._lock:
+            return sorted((a for a in self._approvals.values()
+                           if task is None or a.task == task), key=lambda a: a.at)
 
     def incomplete_recordings(self) -> list[RecordingInfo]:
         """Return recordings in progress."""

@@ -31,7 +31,8 @@ index on (task, variant, parent, signature) backs the dedupe rule across
 processes: two robots can never add the same child twice.
 
 Version history: 1 trees, trajectories, recordings (with robot and owner),
-task counters.
+task counters; 2 a tree's tally kept by a trigger; 3 shadow agreement counts and
+approvals (:mod:`.trustsql`), so approvals travel with the fleet's trees.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from .schema import MAGIC
+from .trustsql import TABLES
 from ..errors import StoreCorruptError, StoreVersionError
 
 __all__ = ['CHANNEL', 'LOCK_CLASS', 'migrate', 'MIGRATIONS', 'NAMESPACE', 'SCHEMA_VERSION']
@@ -104,6 +106,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'CREATE TRIGGER trajectories_tally AFTER INSERT OR DELETE ON trajectories'
         ' FOR EACH ROW EXECUTE FUNCTION tally_trajectory()',
     ),
+    TABLES,  # 3: trust: shadow agreement counts and approvals (:mod:`.trustsql`)
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -58,7 +58,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import uuid
 
-from . import pgschema, sqltree
+from . import pgschema, sqltree, trustsql
 from .base import (
     Batching, check_step, NodeList, Recording, RecordingInfo, Store, tree_tallies,
 )
@@ -68,7 +68,7 @@ from .owners import HOST
 from .pgrecording import Offline, Pending, PgRecording
 from ..bulk import gc_paused
 from ..errors import StoreCorruptError, StoreError, StoreUnavailableError, UnknownTrajectoryError
-from ..records import Node, Step, TaskStats, TrajectoryInfo
+from ..records import Agreement, Approval, Node, Step, TaskStats, TrajectoryInfo
 
 __all__ = ['is_postgres_url', 'PostgresStore', 'redact']
 
@@ -700,6 +700,35 @@ class PostgresStore(Batching, Store):
                 f'INSERT INTO task_stats (task, {column}, last_used) VALUES (?, 1, ?)'
                 f' ON CONFLICT (task) DO UPDATE SET {column} = task_stats.{column} + 1,'
                 ' last_used = excluded.last_used', (task, time.time()))
+
+    def note_shadow(self, *, task: str, trajectory_id: int, agreed: bool,
+                    bindings: Sequence[tuple[int, str, bool]] = ()) -> None:
+        """Count one shadow run (:func:`.trustsql.note_shadow`)."""
+        with self._write() as conn:
+            trustsql.note_shadow(conn, task, trajectory_id, agreed, bindings)
+
+    def agreement(self, *, task: str) -> tuple[dict[int, Agreement],
+                                               dict[tuple[int, str], Agreement]]:
+        """Return a task's shadow counts (every robot's)."""
+        with self._db() as conn:
+            return trustsql.agreement(conn, task)
+
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str) -> Approval:
+        """Approve a task or one of its trajectories, for every robot of the fleet."""
+        if trajectory_id:
+            self.trajectory(trajectory_id)  # raises when unknown
+        with self._write() as conn:
+            return trustsql.approve(conn, task, trajectory_id, who, time.time())
+
+    def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
+        """Withdraw an approval."""
+        with self._write() as conn:
+            return trustsql.revoke(conn, task, trajectory_id)
+
+    def approvals(self, *, task: str | None = None) -> list[Approval]:
+        """Return approvals, oldest first."""
+        with self._db() as conn:
+            return trustsql.approvals(conn, task)
 
     def incomplete_recordings(self) -> list[RecordingInfo]:
         """Return recordings never committed; ``live`` while their store is still connected."""

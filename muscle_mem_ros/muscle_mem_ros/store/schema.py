@@ -41,7 +41,8 @@ Version history: 1 trees, trajectories, recordings; 2 task counters and the
 dedupe index; 3 no pickles (snapshots and Python calls in the safe format of
 :mod:`.values`), recordings carry their owner (lock token, pid, host); 4 an index
 of a tree's trajectories and their tally kept by triggers (learning reads only those
-committed since it last read, and knows without a scan that nothing else changed).
+committed since it last read, and knows without a scan that nothing else changed); 5
+shadow agreement counts and approvals (:mod:`.trustsql`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ import struct
 from typing import Any
 
 from .legacy import convert_rows, Dropped
+from .trustsql import TABLES
 from ..errors import StoreCorruptError, StoreVersionError
 
 __all__ = ['APP_ID', 'backup', 'MAGIC', 'MIGRATIONS', 'SCHEMA_VERSION', 'inspect_file',
@@ -117,6 +119,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ' UPDATE tree_tally SET count = count - 1, id_sum = id_sum - OLD.id'
         ' WHERE task = OLD.task AND variant = OLD.variant; END',
     ),
+    TABLES,  # 5: trust: shadow agreement counts and approvals (:mod:`.trustsql`)
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

@@ -71,7 +71,7 @@ import threading
 import time
 from typing import Any
 
-from . import schema, sqltree
+from . import schema, sqltree, trustsql
 from .base import Batching, check_step, NodeList, Recording, RecordingInfo, Store
 from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
 from .kidcache import ChildCache, Key
@@ -85,7 +85,7 @@ from ..errors import (
     StoreVersionError,
     UnknownTrajectoryError,
 )
-from ..records import Node, Step, TaskStats, TrajectoryInfo
+from ..records import Agreement, Approval, Node, Step, TaskStats, TrajectoryInfo
 
 __all__ = ['DEFAULT_ABANDONED_RETENTION', 'SqliteStore']
 
@@ -553,6 +553,35 @@ class SqliteStore(Batching, Store):
                 f'INSERT INTO task_stats (task, {column}, last_used) VALUES (?, 1, ?)'
                 f' ON CONFLICT(task) DO UPDATE SET {column} = {column} + 1,'
                 ' last_used = excluded.last_used', (task, time.time()))
+
+    def note_shadow(self, *, task: str, trajectory_id: int, agreed: bool,
+                    bindings: Sequence[tuple[int, str, bool]] = ()) -> None:
+        """Count one shadow run (:func:`.trustsql.note_shadow`)."""
+        with self._reading() as conn, self._write():
+            trustsql.note_shadow(conn, task, trajectory_id, agreed, bindings)
+
+    def agreement(self, *, task: str) -> tuple[dict[int, Agreement],
+                                               dict[tuple[int, str], Agreement]]:
+        """Return a task's shadow counts."""
+        with self._reading() as conn:
+            return trustsql.agreement(conn, task)
+
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str) -> Approval:
+        """Approve a task or one of its trajectories."""
+        if trajectory_id:
+            self.trajectory(trajectory_id)  # raises when unknown
+        with self._reading() as conn, self._write():
+            return trustsql.approve(conn, task, trajectory_id, who, time.time())
+
+    def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
+        """Withdraw an approval."""
+        with self._reading() as conn, self._write():
+            return trustsql.revoke(conn, task, trajectory_id)
+
+    def approvals(self, *, task: str | None = None) -> list[Approval]:
+        """Return approvals, oldest first."""
+        with self._reading() as conn:
+            return trustsql.approvals(conn, task)
 
     def incomplete_recordings(self) -> list[RecordingInfo]:
         """

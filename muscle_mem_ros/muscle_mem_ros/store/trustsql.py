@@ -1,0 +1,100 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Trust in SQL: shadow agreement counts and approvals, the same statements for SQLite and PostgreSQL.
+
+Both connections take ``?`` placeholders (the PostgreSQL store's connection
+translates them). Three tables (SQLite schema 5, PostgreSQL schema 3):
+``shadow_trajectories`` (per trajectory: shadow runs and agreements),
+``shadow_bindings`` (per learned step and inferred field) and ``approvals``
+(per task and trajectory, 0 for the whole task: who and when). They live in the
+store, so a fleet's approvals and counts travel with its trees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..records import Agreement, Approval
+
+__all__ = ['agreement', 'approvals', 'approve', 'note_shadow', 'revoke', 'TABLES']
+
+TABLES = (
+    'CREATE TABLE shadow_trajectories (trajectory BIGINT PRIMARY KEY, task TEXT NOT NULL,'
+    ' runs BIGINT NOT NULL, agreed BIGINT NOT NULL)',
+    'CREATE INDEX shadow_trajectories_task ON shadow_trajectories (task)',
+    'CREATE TABLE shadow_bindings (node BIGINT NOT NULL, field TEXT NOT NULL,'
+    ' task TEXT NOT NULL, runs BIGINT NOT NULL, agreed BIGINT NOT NULL,'
+    ' PRIMARY KEY (node, field))',
+    'CREATE INDEX shadow_bindings_task ON shadow_bindings (task)',
+    'CREATE TABLE approvals (task TEXT NOT NULL, trajectory BIGINT NOT NULL, who TEXT NOT NULL,'
+    ' at DOUBLE PRECISION NOT NULL, PRIMARY KEY (task, trajectory))',
+)
+"""The statements of the migration that adds them."""
+
+
+def note_shadow(conn: Any, task: str, trajectory_id: int, agreed: bool,
+                bindings: Sequence[tuple[int, str, bool]]) -> None:
+    """Count one shadow run for a trajectory (0: none) and each inferred binding it used."""
+    one = 1 if agreed else 0
+    if trajectory_id:
+        conn.execute(
+            'INSERT INTO shadow_trajectories (trajectory, task, runs, agreed) VALUES (?, ?, 1, ?)'
+            ' ON CONFLICT (trajectory) DO UPDATE SET runs = shadow_trajectories.runs + 1,'
+            ' agreed = shadow_trajectories.agreed + excluded.agreed',
+            (trajectory_id, task, one))
+    for node, field, ok in bindings:
+        conn.execute(
+            'INSERT INTO shadow_bindings (node, field, task, runs, agreed) VALUES (?, ?, ?, 1, ?)'
+            ' ON CONFLICT (node, field) DO UPDATE SET runs = shadow_bindings.runs + 1,'
+            ' agreed = shadow_bindings.agreed + excluded.agreed',
+            (node, field, task, 1 if ok else 0))
+
+
+def agreement(conn: Any, task: str) -> tuple[dict[int, Agreement],
+                                             dict[tuple[int, str], Agreement]]:
+    """Return a task's counts: per trajectory, and per (node, field) binding."""
+    by_trajectory = {int(t): Agreement(int(r), int(a)) for t, r, a in conn.execute(
+        'SELECT trajectory, runs, agreed FROM shadow_trajectories WHERE task = ?',
+        (task,)).fetchall()}
+    by_binding = {(int(n), str(f)): Agreement(int(r), int(a)) for n, f, r, a in conn.execute(
+        'SELECT node, field, runs, agreed FROM shadow_bindings WHERE task = ?',
+        (task,)).fetchall()}
+    return by_trajectory, by_binding
+
+
+def approve(conn: Any, task: str, trajectory_id: int, who: str, at: float) -> Approval:
+    """Record (or renew) an approval."""
+    conn.execute(
+        'INSERT INTO approvals (task, trajectory, who, at) VALUES (?, ?, ?, ?)'
+        ' ON CONFLICT (task, trajectory) DO UPDATE SET who = excluded.who, at = excluded.at',
+        (task, trajectory_id, who, at))
+    return Approval(task, trajectory_id, who, at)
+
+
+def revoke(conn: Any, task: str, trajectory_id: int) -> bool:
+    """Remove an approval; False when there was none."""
+    cursor = conn.execute('DELETE FROM approvals WHERE task = ? AND trajectory = ?',
+                          (task, trajectory_id))
+    return bool(cursor.rowcount)
+
+
+def approvals(conn: Any, task: str | None) -> list[Approval]:
+    """Return the approvals of a task (None: every task), oldest first."""
+    sql = 'SELECT task, trajectory, who, at FROM approvals'
+    rows = (conn.execute(sql + ' WHERE task = ? ORDER BY at', (task,)) if task is not None
+            else conn.execute(sql + ' ORDER BY at')).fetchall()
+    return [Approval(str(t), int(i), str(w), float(a)) for t, i, w, a in rows]
