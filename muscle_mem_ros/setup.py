@@ -36,7 +36,7 @@ setup(
     # pure Python here so a ROS install's python3-psycopg (with the system libpq) satisfies it;
     # the venv's requirements add the binary wheel, which bundles libpq.
     install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml', 'rich', 'mcap',
-                      'mcap-ros2-support', 'psycopg>=3.1'],
+                      'mcap-ros2-support', 'psycopg>=3.1', 'py-trees>=2.2', 'pydot'],
     python_requires='>=3.10',
     zip_safe=True,
     maintainer='muscle_mem_ros maintainers',
@@ -48,7 +48,7 @@ setup(
     extras_require={'test': [
         'pytest', 'pytest-timeout', 'flake8', 'flake8-blind-except', 'flake8-builtins',
         'flake8-class-newline', 'flake8-comprehensions', 'flake8-deprecated', 'flake8-docstrings',
-        'flake8-import-order', 'flake8-quotes', 'pydocstyle',
+        'flake8-import-order', 'flake8-quotes', 'pydocstyle', 'behaviortreepy',
     ]},
     entry_points={
         'console_scripts': [

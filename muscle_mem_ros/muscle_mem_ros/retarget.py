@@ -47,12 +47,12 @@ from .bindings import (
     goal_leaves, is_number, moved_sensors, param_leaves, Plan, sensor_elements, Source,
     SourceKind, split_element, Substitution,
 )
-from .learning import Plans
 from .records import CheckFailure, Node, Snapshot
 from .resume import FailureKind
 
 __all__ = [
-    'advance', 'BindingJudge', 'Bound', 'changes', 'Compared', 'Observation', 'refused', 'resolve',
+    'advance', 'BindingJudge', 'Bound', 'changes', 'Compared', 'Observation', 'PlanSource',
+    'refused', 'resolve',
     'SENSORS', 'SensorSenses', 'Senses', 'Shift',
 ]
 
@@ -86,6 +86,19 @@ class Compared:
     passed: bool
     distance: float = 0.0
     failure: CheckFailure | None = None
+
+
+class PlanSource(Protocol):
+    """A tree's plans as the judge reads them (:class:`~.learning.Plans`, or a document's)."""
+
+    def get(self, node_id: int, /) -> Plan | None:
+        """Return the plan of ``node_id`` (None: it has none)."""
+
+    def leaves(self, node_id: int) -> tuple[Mapping[str, Any], Mapping[str, float]] | None:
+        """Return a learned step's goal leaves and pre sources."""
+
+    def __contains__(self, node_id: object) -> bool:
+        """Return True when ``node_id`` has a plan."""
 
 
 class Senses(Protocol):
@@ -402,7 +415,8 @@ class BindingJudge:
     :param senses: How the front end sees the world.
     """
 
-    def __init__(self, *, plans: Plans, params: Mapping[str, Any], senses: Senses) -> None:
+    def __init__(self, *, plans: PlanSource, params: Mapping[str, Any],
+                 senses: Senses) -> None:
         self._plans = plans
         self._params = dict(params)
         self._senses = senses

@@ -37,9 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .bindings import goal_leaves, INFERRED, is_number, param_leaves, Plan
-from .learning import Plans
 from .records import Node, Snapshot, Step
-from .retarget import BindingJudge, Bound, Compared, Observation, SensorSenses
+from .retarget import BindingJudge, Bound, Compared, Observation, PlanSource, SensorSenses
 from .walk import blamed, choose, Verdict
 
 __all__ = ['Difference', 'path_of', 'shadow', 'ShadowStep', 'SnapshotSenses', 'summary']
@@ -127,7 +126,7 @@ class SnapshotSenses(SensorSenses):
 
 
 def shadow(
-    steps: Sequence[Step], *, params: Mapping[str, Any], plans: Plans,
+    steps: Sequence[Step], *, params: Mapping[str, Any], plans: PlanSource,
     children: Callable[[int | None], Sequence[Node]], check: Any,
     tolerance: Callable[[str], float | None], agreement: Callable[[str], float],
     describe: Callable[[Any], str] = str,

@@ -32,7 +32,7 @@ import sys
 from rich.tree import Tree
 import yaml
 
-from . import calibrate, export
+from . import bt, calibrate, export
 from .inventory import (
     open_cli_store,
     show_task,
@@ -256,9 +256,15 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.set_defaults(run=_cmd_approve)
     add('revoke', 'withdraw the approval of a task (or one trajectory)',
         trajectory=True).set_defaults(run=_cmd_approve)
-    export.add_parser(add('export', 'write a task or a trajectory to an MCAP file: goals as '
-                          'their ROS types, snapshots as muscle_mem_interfaces/msg/Snapshot',
-                          trajectory=True))
+    export.add_parser(add('export', 'write a task or a trajectory to an MCAP file (goals as '
+                          'their ROS types, snapshots as muscle_mem_interfaces/msg/Snapshot), '
+                          'or a learned tree as a behavior tree (--bt)', trajectory=True))
+    bt.add_import_parser(add('import', 'bring a reviewed behavior tree (export --bt py_trees) '
+                             'back into the store as trajectories approved by --who',
+                             task=False))
+    sub.add_parser('run-bt', help='tick an exported behavior tree against the robot, no '
+                   'cache: muscle-mem run-bt FILE --ros-args --params-file PARAMS',
+                   add_help=False)
     calibrate.add_parser(add('calibrate', 'propose sensor tolerances: from the recorded runs '
                              'of a task, or live from a running node (--live NODE)',
                              task=False, store=False))
@@ -272,6 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     :param argv: Arguments (default: the process's).
     :return: 0 on success, 1 on an error (one line on stderr), 2 on a usage error.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ['run-bt']:  # its own arguments end in --ros-args ...
+        from ..ros.bt_runner import main as run_bt
+        return run_bt(argv[1:])
     args = build_parser().parse_args(argv)
     out = Output(json_mode=args.json)
     try:

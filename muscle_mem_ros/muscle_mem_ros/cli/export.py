@@ -50,6 +50,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from . import bt
 from .inventory import open_cli_store, task_trajectories
 from .msgdefs import message_schema, payload_type
 from .output import Output
@@ -248,16 +249,23 @@ def export_mcap(
 
 def add_parser(cmd: argparse.ArgumentParser) -> None:
     """Add the export options to its subparser."""
-    cmd.add_argument('--mcap', required=True, metavar='OUT.mcap', help='file to write')
+    cmd.add_argument('--mcap', metavar='OUT.mcap', help='file to write')
     cmd.add_argument('--params', metavar='FILE',
                      help="the node's params file: tolerances and modes for the snapshots")
     cmd.add_argument('--node-name', default='muscle_mem',
                      help='top key of the params file (default muscle_mem)')
+    bt.add_export_options(cmd)
     cmd.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
     """Export as the arguments say; print what was written."""
+    if (args.mcap is None) == (args.bt is None):
+        raise ValueError('give one of --mcap OUT.mcap or --bt KIND')
+    if args.bt is not None:
+        if args.trajectory is not None:
+            raise ValueError('--bt exports a whole tree; --trajectory is for --mcap')
+        return bt.run_export(args, out)
     settings: dict[str, Any] = {}
     if args.params:
         settings = read_sensor_settings(args.params, args.node_name)

@@ -1,0 +1,368 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A learned task as a behavior tree document: what a person reads, edits and runs.
+
+Why a data file and not generated Python: a reviewer reads goals, checks and
+bindings, and a diff of YAML shows exactly which goal changed; loading it runs
+no code, so a tree from a colleague or another robot is safe to open. The
+tree's shape is fixed by the loader (:mod:`.tree`): each learned step a
+sequence of its pre-check, its call and its post-check, the branches after a
+step a selector in the order the walk ranks them, and the agent as the last
+fallback everywhere.
+
+Layout (``format: muscle_mem_bt/1``)::
+
+    task, params        the task and the parameters it runs with (edit to retarget)
+    variant             the learned tree it came from
+    sensors             per sensor: tolerance and mode (the checks), from the params file
+    steps               the first steps, each with
+      id                the learned step (its node in the store)
+      tool, kind, type  the action or service, ``action`` or ``service``, its type
+      goal              the goal or request, field by field (edit to change it)
+      bindings          field <- source (+ offset), max_shift: computed at tick time
+      ahead             sources later steps bind, range-checked here
+      follows           post elements that move with a bound field
+      pre, post         the recorded sensor snapshots the checks compare with
+      then              the steps that follow it (branches, best first)
+      end               true when a learned trajectory ends here
+
+Each step carries a comment naming its trajectories, its success count and bindings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+import json
+import math
+from typing import Any
+
+import yaml
+
+from ..bindings import Binding, goal_leaves, param_leaves, Plan
+from ..errors import ConfigError
+from ..records import Node, Snapshot, Step, StepStatus, ToolKind, TrajectoryInfo
+from ..retarget import PlanSource
+from ..store.base import Store
+from ..walk import rank_key
+
+__all__ = ['BtDocument', 'BtStep', 'build', 'dump', 'FORMAT', 'load']
+
+FORMAT = 'muscle_mem_bt/1'
+"""The document format written and read here."""
+
+
+@dataclass
+class BtStep:
+    """One learned step of the document (see the module docstring for the fields)."""
+
+    id: int  # noqa: A003 (the store's name)
+    tool: str
+    kind: ToolKind
+    type_name: str
+    goal: Any
+    pre: dict[str, list[float]] | None
+    post: dict[str, list[float]] | None
+    bindings: tuple[Binding, ...] = ()
+    ahead: tuple[tuple[str, float | None], ...] = ()
+    follows: tuple[tuple[str, str], ...] = ()
+    trajectories: tuple[int, ...] = ()
+    successes: int = 0
+    end: bool = False
+    then: list[BtStep] = field(default_factory=list)
+
+    def node(self, depth: int, parent: int | None) -> Node:
+        """Return the step as the judge sees it (a store node; the payload is not needed)."""
+        goal = json.dumps(self.goal)
+        step = Step(tool=self.tool, kind=self.kind, type_name=self.type_name,
+                    payload=goal.encode(), payload_json=goal,
+                    pre=_snapshot(self.pre), post=_snapshot(self.post),
+                    status=StepStatus.SUCCEEDED)
+        return Node(self.id, parent, depth, step, success_count=self.successes,
+                    terminal=self.end)
+
+    @property
+    def plan(self) -> Plan | None:
+        """Return the bindings and ahead checks of the step (None when it has neither)."""
+        if not self.bindings and not self.ahead:
+            return None
+        return Plan(self.bindings, self.follows, self.ahead)
+
+
+@dataclass
+class BtDocument:
+    """A learned task as a behavior tree (see the module docstring)."""
+
+    task: str
+    params: dict[str, Any]
+    variant: str
+    sensors: dict[str, dict[str, Any]]
+    steps: list[BtStep]
+
+    def walk(self) -> Iterator[tuple[int, BtStep, BtStep | None]]:
+        """Yield (depth, step, parent) of every step, depth first in rank order."""
+        todo: list[tuple[int, BtStep, BtStep | None]] = [(0, s, None) for s in
+                                                         reversed(self.steps)]
+        while todo:
+            depth, step, parent = todo.pop()
+            yield depth, step, parent
+            todo.extend((depth + 1, child, step) for child in reversed(step.then))
+
+    def paths(self) -> list[list[BtStep]]:
+        """Return every root-to-end path (each a trajectory the document holds)."""
+        out: list[list[BtStep]] = []
+
+        def visit(step: BtStep, path: list[BtStep]) -> None:
+            here = [*path, step]
+            if step.end or not step.then:
+                out.append(here)
+            for child in step.then:
+                visit(child, here)
+        for root in self.steps:
+            visit(root, [])
+        return out
+
+    def nodes(self) -> dict[int, Node]:
+        """Return every step as a store node, by id."""
+        return {s.id: s.node(depth, parent.id if parent else None)
+                for depth, s, parent in self.walk()}
+
+    def plans(self) -> PlanSource:
+        """Return the steps' plans in the form the binding judge reads."""
+        return _FilePlans({s.id: s for _, s, _ in self.walk()})
+
+
+class _FilePlans(Mapping[int, Plan]):
+    """A document's plans as :class:`~.learning.Plans` (node id -> plan, and leaves)."""
+
+    def __init__(self, steps: Mapping[int, BtStep]) -> None:
+        self._plans = {i: p for i, s in steps.items() if (p := s.plan) is not None}
+        self._steps = steps
+
+    def __getitem__(self, node_id: int) -> Plan:
+        return self._plans[node_id]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._plans)
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def leaves(self, node_id: int) -> tuple[Mapping[str, Any], Mapping[str, float]] | None:
+        step = self._steps.get(node_id)
+        if step is None:
+            return None
+        pre = {f'sensor:{name}[{i}]': float(v) for name, vector in (step.pre or {}).items()
+               for i, v in enumerate(vector)}
+        return goal_leaves(step.node(0, None).step), pre
+
+
+def build(store: Store, *, task: str, variant: str, plans: Mapping[int, Plan],
+          sensors: Mapping[str, dict[str, Any]] | None = None,
+          params: Mapping[str, Any] | None = None) -> BtDocument:
+    """
+    Return one learned tree of ``task`` as a document.
+
+    :param store: The cache.
+    :param task: The task.
+    :param variant: The tree (see :meth:`~.store.base.Store.trees`).
+    :param plans: Its plans (:meth:`~.trees.Trees.plans`).
+    :param sensors: Sensor name -> tolerance and mode, for the checks (from the params file).
+    :param params: The parameters the tree runs with (default: its first recording's).
+    """
+    listing = store.trajectories(task=task, variant=variant)
+    if not listing:
+        raise ConfigError(f'task {task!r} has no trajectories in tree {variant!r}')
+    through: dict[int, list[int]] = {}
+    ends = {t.node_ids[-1] for t in listing if t.node_ids}
+    for info in listing:
+        for node_id in info.node_ids:
+            through.setdefault(node_id, []).append(info.id)
+
+    def steps_under(parent: int | None) -> list[BtStep]:
+        nodes = sorted(store.children(task=task, variant=variant, parent=parent),
+                       key=lambda n: rank_key(n, 0.0))
+        return [_bt_step(n, plans.get(n.id), through.get(n.id, []), n.id in ends,
+                         steps_under(n.id)) for n in nodes if n.id in through]
+    first = _recorded_params(listing[0])
+    return BtDocument(task=task, params=dict(params if params is not None else first),
+                      variant=variant, sensors=dict(sensors or {}), steps=steps_under(None))
+
+
+def _recorded_params(info: TrajectoryInfo) -> dict[str, Any]:
+    try:
+        value = json.loads(info.params_json or '{}')
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _bt_step(node: Node, plan: Plan | None, trajectories: Sequence[int], end: bool,
+             then: list[BtStep]) -> BtStep:
+    try:
+        goal = json.loads(node.step.payload_json) if node.step.payload_json else {}
+    except ValueError:
+        goal = node.step.payload_json
+    return BtStep(
+        id=node.id, tool=node.step.tool, kind=node.step.kind, type_name=node.step.type_name,
+        goal=goal, pre=_vectors(node.step.pre), post=_vectors(node.step.post),
+        bindings=plan.bindings if plan else (), ahead=plan.ahead if plan else (),
+        follows=plan.follows if plan else (), trajectories=tuple(trajectories),
+        successes=node.success_count, end=end, then=then)
+
+
+def _vectors(snapshot: Snapshot | None) -> dict[str, list[float]] | None:
+    if snapshot is None:
+        return None
+    return {name: [float(v) for v in vector] for name, vector in snapshot.features.items()}
+
+
+def _snapshot(vectors: Mapping[str, Sequence[float]] | None) -> Snapshot | None:
+    if vectors is None:
+        return None
+    return Snapshot(features={k: tuple(float(v) for v in vec) for k, vec in vectors.items()})
+
+
+# -- YAML ------------------------------------------------------------------------------------
+
+
+def dump(doc: BtDocument) -> str:
+    """Return the document as YAML, a comment above each step."""
+    head = {'format': FORMAT, 'task': doc.task, 'params': doc.params, 'variant': doc.variant,
+            'sensors': doc.sensors}
+    lines = [f'# muscle_mem behavior tree of task {doc.task!r}: edit goals, params or',
+             '# branches, then run it (muscle-mem run-bt) or bring it back (muscle-mem import).',
+             _yaml(head).rstrip(), 'steps:']
+    for depth, step, _ in doc.walk():
+        lines.extend(_step_lines(step, depth))
+    if not doc.steps:
+        lines[-1] = 'steps: []'
+    return '\n'.join(lines) + '\n'
+
+
+def _step_lines(step: BtStep, depth: int) -> list[str]:
+    pad = '  ' * (2 * depth)
+    bound = ', '.join(f'{b.field} <- {b.source}' for b in step.bindings) or 'none'
+    trajectories = ', '.join(str(t) for t in step.trajectories) or '-'
+    body: dict[str, Any] = {
+        'id': step.id, 'tool': step.tool, 'kind': step.kind.value, 'type': step.type_name,
+        'goal': step.goal,
+        'bindings': [_binding_data(b) for b in step.bindings],
+    }
+    if step.ahead:
+        body['ahead'] = [{'source': s, 'max_shift': m} for s, m in step.ahead]
+    if step.follows:
+        body['follows'] = [{'element': e, 'field': f} for e, f in step.follows]
+    body.update({'pre': step.pre, 'post': step.post, 'successes': step.successes,
+                 'trajectories': list(step.trajectories), 'end': step.end})
+    text = _yaml(body).rstrip().split('\n')
+    out = [f'{pad}# step {depth}: {step.tool}, trajectory {trajectories}, succeeded '
+           f'{step.successes} times; bound: {bound}',
+           f'{pad}- ' + text[0]]
+    out.extend(f'{pad}  {line}' for line in text[1:])
+    out.append(f'{pad}  then:' + ('' if step.then else ' []'))
+    return out
+
+
+def _binding_data(b: Binding) -> dict[str, Any]:
+    return {'field': b.field, 'source': b.source, 'offset': b.offset,
+            'max_shift': b.max_shift, 'origin': b.origin}
+
+
+def _yaml(value: Any) -> str:
+    return yaml.safe_dump(value, sort_keys=False, default_flow_style=None, width=100,
+                          allow_unicode=True)
+
+
+def load(text: str, *, source: str = 'the tree') -> BtDocument:
+    """
+    Read a document, checking its shape; errors name the step (its path and id).
+
+    :raises ConfigError: not YAML, another format, or a step that lacks or mistypes a field.
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f'{source}: not YAML: {err}') from err
+    if not isinstance(data, dict) or data.get('format') != FORMAT:
+        raise ConfigError(f'{source}: not a muscle_mem behavior tree (format: {FORMAT})')
+    for key, kind in (('task', str), ('params', dict), ('steps', list)):
+        if not isinstance(data.get(key), kind):
+            raise ConfigError(f'{source}: {key}: missing or not a {kind.__name__}')
+    param_leaves(data['params'])
+    sensors = data.get('sensors') or {}
+    if not isinstance(sensors, dict):
+        raise ConfigError(f'{source}: sensors: not a map')
+    seen: set[int] = set()
+    steps = [_load_step(s, f'steps[{i}]', source, seen) for i, s in enumerate(data['steps'])]
+    return BtDocument(task=data['task'], params=data['params'],
+                      variant=str(data.get('variant') or ''), sensors=sensors, steps=steps)
+
+
+def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
+    def bad(text: str) -> ConfigError:
+        name = f' (id {data.get("id")})' if isinstance(data, dict) else ''
+        return ConfigError(f'{source}: {where}{name}: {text}')
+    if not isinstance(data, dict):
+        raise bad('not a map')
+    for key, kind in (('id', int), ('tool', str), ('kind', str), ('type', str)):
+        if not isinstance(data.get(key), kind):
+            raise bad(f'{key}: missing or not a {kind.__name__}')
+    if data['id'] in seen:
+        raise bad('id: used twice')
+    seen.add(data['id'])
+    try:
+        tool_kind = ToolKind(data['kind'])
+    except ValueError:
+        raise bad(f"kind: {data['kind']!r} is not action or service") from None
+    if tool_kind is ToolKind.FUNCTION:
+        raise bad('kind: a Python function step cannot run as a behavior tree')
+    if 'goal' not in data:
+        raise bad('goal: missing')
+    try:
+        bindings = tuple(Binding(str(b['field']), str(b['source']), float(b['offset']),
+                                 None if b.get('max_shift') is None else float(b['max_shift']),
+                                 str(b.get('origin', 'declared')))
+                         for b in data.get('bindings') or [])
+        ahead = tuple((str(a['source']), None if a.get('max_shift') is None
+                       else float(a['max_shift'])) for a in data.get('ahead') or [])
+        follows = tuple((str(f['element']), str(f['field'])) for f in data.get('follows') or [])
+        pre, post = _load_vectors(data.get('pre')), _load_vectors(data.get('post'))
+    except (KeyError, TypeError, ValueError) as err:
+        raise bad(f'bindings, ahead, follows, pre or post: {err!r}') from err
+    then = data.get('then') or []
+    if not isinstance(then, list):
+        raise bad('then: not a list')
+    children = [_load_step(c, f'{where}.then[{i}]', source, seen) for i, c in enumerate(then)]
+    return BtStep(id=data['id'], tool=data['tool'], kind=tool_kind, type_name=data['type'],
+                  goal=data['goal'], pre=pre, post=post, bindings=bindings, ahead=ahead,
+                  follows=follows, trajectories=tuple(data.get('trajectories') or ()),
+                  successes=int(data.get('successes') or 0), end=bool(data.get('end')),
+                  then=children)
+
+
+def _load_vectors(value: Any) -> dict[str, list[float]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError('a snapshot is a map of sensor name to numbers')
+    out = {}
+    for name, vector in value.items():
+        numbers = [float(v) for v in vector]
+        if not all(math.isfinite(v) for v in numbers):
+            raise ValueError(f'{name}: not finite')
+        out[str(name)] = numbers
+    return out

@@ -1,0 +1,197 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A behavior tree document as a py_trees tree: the cache's walk, written out.
+
+Shape, for the steps that may come at one point of the task (a *choice*)::
+
+    Selector "step k"                      (memory: a running branch keeps the tick)
+      Sequence "<tool> (learned step 12)"  one per learned step, best ranked first
+        PreCheck                           the step's pre-check under its bindings
+        Selector "then"
+          Sequence "run"
+            Call                           send the goal, bound fields set now
+            PostCheck                      the step's post-check, moved by the shift
+            PreCheck, Call, PostCheck      the steps that follow while there is one way on
+            <the choice after them>        or Success at the end of a trajectory
+          AskAgent                         a failed check or call: hand off
+      AskAgent                             no learned step passes: hand off
+
+The leaves call a :class:`Runtime` (the robot side: :mod:`muscle_mem_ros.ros.bt_runner`
+over rclpy, or a test double), and the pre-checks and bound values come from the same
+:class:`~muscle_mem_ros.retarget.BindingJudge` a replay uses, so the tree decides as the
+cache would. The agent is asked with the resume point the cache would give it: the
+number of steps done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import py_trees
+from py_trees.common import Status
+
+from .document import BtDocument, BtStep
+from ..records import Node
+from ..retarget import BindingJudge, Bound
+
+__all__ = ['build_tree', 'Progress', 'Runtime']
+
+
+class Runtime(Protocol):
+    """What the tree's leaves ask of the robot (each call returns at once)."""
+
+    def judge(self) -> BindingJudge:
+        """Return the binding judge of the run (one per run: it keeps the shift)."""
+
+    def look(self) -> None:
+        """Take the snapshot the next pre-check judges."""
+
+    def start_call(self, node: Node, bound: Bound | None) -> None:
+        """Send ``node``'s goal with the bound fields set (:meth:`call_status` follows it)."""
+
+    def call_status(self) -> Status:
+        """Return RUNNING until the call ended, then SUCCESS or FAILURE."""
+
+    def post_status(self, node: Node, expected: Any) -> Status:
+        """Return RUNNING until fresh data came, then whether it matches ``expected``."""
+
+    def start_agent(self, resume_from_step: int, reason: str) -> None:
+        """Send the task to the agent from ``resume_from_step``."""
+
+    def agent_status(self) -> Status:
+        """Return RUNNING until the agent answered, then SUCCESS or FAILURE."""
+
+
+@dataclass
+class Progress:
+    """What a run did: steps done by the tree, whether and why the agent was asked."""
+
+    done: int = 0
+    reason: str = ''
+    agent_asked: bool = False
+
+
+class _Leaf(py_trees.behaviour.Behaviour):
+
+    def __init__(self, name: str, runtime: Runtime, progress: Progress) -> None:
+        super().__init__(name)
+        self.runtime = runtime
+        self.progress = progress
+
+
+class PreCheck(_Leaf):
+    """Pass when the learned step passes its pre-check now, under its bindings."""
+
+    def __init__(self, node: Node, runtime: Runtime, progress: Progress) -> None:
+        super().__init__(f'pre-check {node.id}', runtime, progress)
+        self.node = node
+
+    def update(self) -> Status:
+        self.runtime.look()
+        passing, failures = self.runtime.judge().pick([self.node], self.progress.done)
+        if passing:
+            return Status.SUCCESS
+        if failures:
+            self.progress.reason = f'step {self.progress.done}: {failures[0][1].reason}'
+        return Status.FAILURE
+
+
+class Call(_Leaf):
+    """Send the learned step's goal (bound fields computed now) and wait for its end."""
+
+    def __init__(self, node: Node, runtime: Runtime, progress: Progress) -> None:
+        super().__init__(f'{node.step.tool} (learned step {node.id})', runtime, progress)
+        self.node = node
+
+    def initialise(self) -> None:
+        self.runtime.start_call(self.node, self.runtime.judge().sending(self.node))
+
+    def update(self) -> Status:
+        status = self.runtime.call_status()
+        if status is Status.SUCCESS:
+            self.runtime.judge().ran(self.node)
+            self.progress.done += 1
+        elif status is Status.FAILURE:
+            self.progress.reason = f'step {self.progress.done}: {self.node.step.tool} failed'
+        return status
+
+
+class PostCheck(_Leaf):
+    """Pass when the sensors after the step match its recording (moved by the shift)."""
+
+    def __init__(self, node: Node, runtime: Runtime, progress: Progress) -> None:
+        super().__init__(f'post-check {node.id}', runtime, progress)
+        self.node = node
+
+    def update(self) -> Status:
+        status = self.runtime.post_status(self.node,
+                                          self.runtime.judge().expected_post(self.node))
+        if status is Status.FAILURE:
+            self.progress.reason = f'post-check of step {self.progress.done - 1} failed'
+        return status
+
+
+class AskAgent(_Leaf):
+    """Hand the task to the agent from the steps done so far, as the cache would."""
+
+    def __init__(self, runtime: Runtime, progress: Progress) -> None:
+        super().__init__('ask the agent', runtime, progress)
+
+    def initialise(self) -> None:
+        # once per run: an agent that failed deeper in the tree is not asked again here
+        self.skip = self.progress.agent_asked
+        if not self.skip:
+            self.progress.agent_asked = True
+            self.runtime.start_agent(self.progress.done, self.progress.reason or
+                                     f'no learned step passes at step {self.progress.done}')
+
+    def update(self) -> Status:
+        return Status.FAILURE if self.skip else self.runtime.agent_status()
+
+
+def build_tree(doc: BtDocument, runtime: Runtime, progress: Progress) -> Any:
+    """Return the root of the py_trees tree of ``doc`` (see the module docstring)."""
+    nodes = doc.nodes()
+    return _choice(doc.steps, 0, nodes, runtime, progress, end=False)
+
+
+def _choice(steps: list[BtStep], depth: int, nodes: dict[int, Node], runtime: Runtime,
+            progress: Progress, *, end: bool) -> Any:
+    branches: list[Any] = [_branch(s, depth, nodes, runtime, progress) for s in steps]
+    if end and not steps:
+        return py_trees.behaviours.Success(name='done')
+    last = py_trees.behaviours.Success(name='done') if end else AskAgent(runtime, progress)
+    return py_trees.composites.Selector(f'step {depth}', memory=True,
+                                        children=[*branches, last])
+
+
+def _branch(step: BtStep, depth: int, nodes: dict[int, Node], runtime: Runtime,
+            progress: Progress) -> Any:
+    node = nodes[step.id]
+    run: list[Any] = [Call(node, runtime, progress), PostCheck(node, runtime, progress)]
+    while len(step.then) == 1 and not step.end:  # one way on: no choice to make, same run
+        step, depth = step.then[0], depth + 1
+        run += [PreCheck(nodes[step.id], runtime, progress),
+                Call(nodes[step.id], runtime, progress),
+                PostCheck(nodes[step.id], runtime, progress)]
+    run.append(_choice(step.then, depth + 1, nodes, runtime, progress, end=step.end))
+    then = py_trees.composites.Selector('then', memory=True, children=[
+        py_trees.composites.Sequence('run', memory=True, children=run),
+        AskAgent(runtime, progress)])
+    return py_trees.composites.Sequence(
+        f'{node.step.tool} (learned step {node.id})', memory=True,
+        children=[PreCheck(node, runtime, progress), then])

@@ -1,0 +1,211 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``muscle-mem export --bt`` and ``muscle-mem import``: a learned task as a behavior tree and back.
+
+Export writes one learned tree of a task (its variant chosen by ``--params-json``, as a
+run with those parameters would choose it) as the YAML document of
+:mod:`muscle_mem_ros.bt.document` (``--bt py_trees``, run by ``muscle-mem run-bt``), as
+BehaviorTree.CPP v4 XML (``--bt btcpp``), or as the py_trees tree's Graphviz source
+(``--bt dot``). Import reads a reviewed document back into a store: each of its paths a
+trajectory, approved by ``--who`` (``replay_requires: approval``); every goal must build
+a message of its type first, else nothing is written and the error names the step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+from pathlib import Path
+import socket
+from typing import Any
+
+from .inventory import open_cli_store, task_trajectories
+from .output import Output
+from .paramsfile import BindingSettings, read_binding_settings
+from ..bindings import element_tolerances, sensor_sources
+from ..bt.btcpp import to_xml
+from ..bt.document import BtDocument, build, dump, load
+from ..errors import ConfigError, MuscleMemError
+from ..records import Step, StepStatus, ToolKind
+from ..store import Store
+from ..trees import Trees
+from ..variants import canonical
+
+__all__ = ['add_import_parser', 'export_bt', 'goal_steps', 'import_bt', 'run_export',
+           'run_import']
+
+SUFFIX = {'py_trees': '.bt.yaml', 'btcpp': '.xml', 'dot': '.dot'}
+
+
+def export_bt(store: Store, task: str, *, kind: str, params: dict[str, Any] | None,
+              params_file: str | None = None, node_name: str = 'muscle_mem') -> str:
+    """
+    Return one learned tree of ``task`` as a behavior tree of ``kind``.
+
+    :param params: The run's parameters (choose the tree as a run would); None: the
+        task's only tree.
+    :param params_file: The node's params file: sensor tolerances and declared bindings.
+    :raises ConfigError: no such task, or several trees and no ``params``.
+    """
+    settings = read_binding_settings(params_file, node_name) if params_file else \
+        BindingSettings()
+    trees = Trees(store, declared=settings.declared, infer=settings.infer,
+                  max_shift=settings.max_shift, tolerance=element_tolerances(settings.sensors),
+                  sources=sensor_sources(settings.sensors))
+    task_trajectories(store, task)  # raises, listing the tasks, when there is none
+    found = store.trees(task=task)
+    if params is not None:
+        variant = trees.variant_for(task, params, canonical(params))
+        if variant not in found:
+            raise ConfigError(f'task {task!r} has no tree for params {canonical(params)}')
+    elif len(found) == 1:
+        variant = next(iter(found))
+    else:
+        raise ConfigError(f'task {task!r} has {len(found)} trees ({", ".join(sorted(found))}):'
+                          ' choose one with --params-json')
+    sensors = {s.name: {'tolerance': list(s.tolerance), 'mode': s.mode.value}
+               for s in settings.sensors}
+    doc = build(store, task=task, variant=variant, plans=trees.plans(task, variant),
+                sensors=sensors, params=params)
+    if kind == 'py_trees':
+        return dump(doc)
+    if kind == 'btcpp':
+        return to_xml(doc)
+    return dot(doc)
+
+
+def dot(doc: BtDocument) -> str:
+    """Return the py_trees tree of ``doc`` as Graphviz source (render with ``dot -Tpng``)."""
+    import py_trees
+
+    from ..bt.tree import build_tree, Progress
+    root = build_tree(doc, None, Progress())  # type: ignore[arg-type]  # shape only
+    return str(py_trees.display.dot_tree(root, with_blackboard_variables=False).to_string())
+
+
+def add_export_options(cmd: argparse.ArgumentParser) -> None:
+    """Add ``--bt``, ``--out`` and ``--params-json`` to the export subcommand."""
+    cmd.add_argument('--bt', choices=sorted(SUFFIX), metavar='KIND',
+                     help='write a behavior tree instead: py_trees (the YAML document '
+                          'muscle-mem run-bt ticks), btcpp (BehaviorTree.CPP v4 XML) or dot '
+                          '(the py_trees tree as Graphviz source)')
+    cmd.add_argument('--out', metavar='FILE', help='with --bt: file to write '
+                     '(default TASK.bt.yaml, TASK.xml, TASK.dot)')
+    cmd.add_argument('--params-json', metavar='JSON',
+                     help='with --bt: the parameters the tree runs with (chooses the tree '
+                          "as a run would; default the tree's own)")
+
+
+def run_export(args: argparse.Namespace, out: Output) -> int:
+    """Write the behavior tree the arguments ask for."""
+    params = _params(args.params_json)
+    with open_cli_store(args.store) as store:
+        text = export_bt(store, args.task, kind=args.bt, params=params,
+                         params_file=args.params, node_name=args.node_name)
+    path = Path(args.out or f'{args.task}{SUFFIX[args.bt]}')
+    path.write_text(text, encoding='utf-8')
+    if out.json_mode:
+        out.json({'path': str(path), 'bt': args.bt})
+    else:
+        out.print(f'wrote {path} ({args.bt}) of task {args.task!r}')
+    return 0
+
+
+def _params(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ConfigError(f'--params-json: not JSON: {err}') from err
+    if not isinstance(value, dict):
+        raise ConfigError('--params-json: not a JSON object')
+    return value
+
+
+def goal_steps(doc: BtDocument) -> dict[int, Step]:
+    """
+    Return every step of ``doc`` as a store step, its goal built as a message of its type.
+
+    :raises ConfigError: a goal that does not deserialize to its type (naming the step).
+    """
+    from rclpy.serialization import serialize_message
+
+    from ..ros.messages.fromdata import message_from_data
+    from ..ros.messages.introspection import message_to_json, resolve_type
+    built: dict[int, Step] = {}
+    for _, step, _ in doc.walk():
+        kind = 'action' if step.kind is ToolKind.ACTION else 'srv'
+        try:
+            interface = resolve_type(step.type_name, kind=kind)
+            cls = interface.Goal if step.kind is ToolKind.ACTION else interface.Request
+            message = message_from_data(cls, step.goal)
+            payload = bytes(serialize_message(message))
+        except (MuscleMemError, ValueError, TypeError) as err:
+            raise ConfigError(f'step {step.id} ({step.tool}): its goal is not a '
+                              f'{step.type_name}: {err}') from err
+        node = step.node(0, None)
+        built[step.id] = Step(tool=step.tool, kind=step.kind, type_name=step.type_name,
+                              payload=payload, payload_json=message_to_json(message),
+                              pre=node.step.pre, post=node.step.post,
+                              status=StepStatus.SUCCEEDED)
+    return built
+
+
+def import_bt(store: Store, doc: BtDocument, steps: dict[int, Step], *, who: str) -> list[int]:
+    """
+    Add every path of ``doc`` to ``store`` as a trajectory approved by ``who``.
+
+    :param steps: The document's steps, built by :func:`goal_steps` (so a goal that does
+        not fit its type stopped the import before anything was opened for writing).
+    :return: The trajectory ids.
+    """
+    ids = []
+    params_json = canonical(doc.params)
+    with store.batch():
+        for path in doc.paths():
+            info = store.add_trajectory(task=doc.task, variant=doc.variant or params_json,
+                                        params_json=params_json,
+                                        steps=[steps[s.id] for s in path])
+            ids.append(info.id)
+    for trajectory_id in ids:
+        store.approve(task=doc.task, trajectory_id=trajectory_id, who=who)
+    return ids
+
+
+def add_import_parser(cmd: argparse.ArgumentParser) -> None:
+    """Add the import arguments."""
+    cmd.add_argument('file', metavar='FILE', help='a behavior tree document (--bt py_trees)')
+    cmd.add_argument('--who', help='who reviewed it (default: user@host); stored as the '
+                                   'approval of every trajectory imported')
+    cmd.set_defaults(run=run_import)
+
+
+def run_import(args: argparse.Namespace, out: Output) -> int:
+    """Import a reviewed document, approved."""
+    path = Path(args.file)
+    doc = load(path.read_text(encoding='utf-8'), source=str(path))
+    who = args.who or f'{getpass.getuser()}@{socket.gethostname()}'
+    steps = goal_steps(doc)
+    with open_cli_store(args.store, write=True) as store:
+        ids = import_bt(store, doc, steps, who=who)
+    if out.json_mode:
+        out.json({'task': doc.task, 'trajectories': ids, 'approved_by': who})
+    else:
+        out.print(f'imported {len(ids)} trajectories of task {doc.task!r} '
+                  f'({", ".join(map(str, ids))}), approved by {who}')
+    return 0

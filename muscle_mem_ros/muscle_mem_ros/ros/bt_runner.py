@@ -1,0 +1,283 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``muscle-mem run-bt``: tick an exported behavior tree against the real robot, no cache.
+
+The node reads the same params file as the behavior cache (its sensors, the real
+servers of its actions and services, ``agent_action``), so it is started the same
+way: ``muscle-mem run-bt tree.yaml --ros-args --params-file robot.yaml``. It takes
+no store and serves nothing: it subscribes to the sensors, calls the servers (not
+the cache's proxies) and, when no learned step passes, sends the task to the agent
+with the resume point, as the cache would. The tree decides with the cache's own
+binding judge (:mod:`muscle_mem_ros.bt.tree`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import json
+import sys
+import time
+from typing import Any
+
+from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_ros.bindings import element_tolerances
+from muscle_mem_ros.bt.document import BtDocument, load
+from muscle_mem_ros.bt.tree import build_tree, Progress
+from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.errors import ConfigError
+from muscle_mem_ros.records import Node as Learned, ToolKind
+from muscle_mem_ros.resume import Resume
+from muscle_mem_ros.retarget import BindingJudge, Bound
+from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS, NodeConfig, ToolConfig
+from muscle_mem_ros.ros.messages.convert import resume_goal
+from muscle_mem_ros.ros.messages.fromdata import message_from_data
+from muscle_mem_ros.ros.messages.goalfields import set_fields
+from muscle_mem_ros.ros.messages.success import answered, refused
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.shutdown import init_without_signal_handlers, Spinner
+from muscle_mem_ros.ros.sensors import SensorHub
+from muscle_mem_ros.shadow import SnapshotSenses
+from py_trees.common import Status
+import py_trees.trees
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+
+__all__ = ['BtRuntime', 'main', 'run']
+
+_TICK = 0.02
+"""Seconds between ticks."""
+_READY_WAIT = 30.0
+"""Seconds to wait for the sensors' first messages and the servers."""
+
+
+class BtRuntime:
+    """The robot side of a tree (:class:`muscle_mem_ros.bt.tree.Runtime`) over rclpy."""
+
+    def __init__(self, node: Node, config: NodeConfig, doc: BtDocument) -> None:
+        self._node = node
+        self._doc = doc
+        self._config = config
+        self.hub = SensorHub(node=node, sensors=config.sensors,
+                             on_error=self._warn)
+        specs = [s.spec for s in config.sensors]
+        self._check = ToleranceCheck(sensors=specs) if specs else None
+        self._senses = SnapshotSenses(self._check, element_tolerances(specs), doc.params)
+        self._judge = BindingJudge(plans=doc.plans(), params=doc.params, senses=self._senses)
+        self._tools: dict[str, ToolConfig] = {t.server: t for t in config.tools}
+        self._clients: dict[str, Any] = {}
+        for tool in config.tools:
+            if tool.kind is ToolKind.ACTION:
+                self._clients[tool.server] = ActionClient(node, tool.interface, tool.server)
+            else:
+                self._clients[tool.server] = node.create_client(tool.interface, tool.server)
+        self._agent = ActionClient(node, ExecuteTask, config.agent_action) \
+            if config.agent_action else None
+        self._call: _Pending | None = None
+        self._agent_call: _Pending | None = None
+        self._ended = 0.0
+        self.log: list[str] = []
+
+    def _warn(self, text: str) -> None:
+        self._node.get_logger().warning(text)
+
+    def judge(self) -> BindingJudge:
+        """Return the binding judge of the run."""
+        return self._judge
+
+    def look(self) -> None:
+        """Judge the next pre-check against the sensors now."""
+        self._senses.look(self.hub.capture())
+
+    def start_call(self, node: Learned, bound: Bound | None) -> None:
+        """Send the learned step's goal, bound fields set (the document's goal as edited)."""
+        tool = self._tools.get(node.step.tool)
+        pending = self._call = _Pending()
+        if tool is None:
+            pending.fail(f'{node.step.tool} is not an action or service of the params file')
+            return
+        kind = tool.interface.Goal if tool.kind is ToolKind.ACTION else tool.interface.Request
+        try:
+            message = message_from_data(kind, json.loads(node.step.payload_json))
+            if bound is not None and bound.values:
+                set_fields(message, bound.values)
+        except ValueError as err:
+            pending.fail(f'step {node.id}: {err}')
+            return
+        subs = ', '.join(f'{s.field}={s.value:.4g}' for s in (bound.substitutions if bound else ())
+                         if isinstance(s.value, float))
+        self.log.append(f'step {node.id}: {tool.server}' + (f' ({subs})' if subs else ''))
+        client = self._clients[tool.server]
+        if tool.kind is ToolKind.ACTION:
+            if not client.wait_for_server(timeout_sec=5.0):
+                pending.fail(f'{tool.server} is not available')
+                return
+            client.send_goal_async(message).add_done_callback(
+                lambda f: self._accepted(f, tool, pending))
+        else:
+            if not client.wait_for_service(timeout_sec=5.0):
+                pending.fail(f'{tool.server} is not available')
+                return
+            client.call_async(message).add_done_callback(
+                lambda f: pending.end(f.result() is not None and not answered(
+                    f.result(), tool.success), f'{tool.server} refused'))
+
+    def _accepted(self, future: Any, tool: ToolConfig, pending: _Pending) -> None:
+        handle = future.result()
+        if handle is None or not handle.accepted:
+            pending.fail(f'{tool.server} rejected the goal')
+            return
+        handle.get_result_async().add_done_callback(
+            lambda f: pending.end(f.result() is not None and f.result().status == 4 and
+                                  not refused(f.result().result, tool.success),
+                                  f'{tool.server} did not succeed'))
+
+    def call_status(self) -> Status:
+        """Return the last call's status (its end time is the post-check's 'since')."""
+        status = self._call.status if self._call is not None else Status.FAILURE
+        if status is not Status.RUNNING:
+            self._ended = self.hub.now()
+        return status
+
+    def post_status(self, node: Learned, expected: Any) -> Status:
+        """Wait (ticking) for data newer than the step's end, then compare with ``expected``."""
+        if self._check is None or expected is None or not expected.features:
+            return Status.SUCCESS
+        if not self.hub.wait_newer(self._ended, 0.0):
+            if self.hub.now() - self._ended < self._config.post_check_timeout:
+                return Status.RUNNING
+        result = self._check.evaluate(expected, self.hub.capture(), now_time=self.hub.now())
+        if not result.passed:
+            self.log.append(f'post-check of step {node.id} failed: '
+                            f'{result.failures[0].reason if result.failures else ""}')
+        return Status.SUCCESS if result.passed else Status.FAILURE
+
+    def start_agent(self, resume_from_step: int, reason: str) -> None:
+        """Send the task to the agent from ``resume_from_step``."""
+        pending = self._agent_call = _Pending()
+        self.log.append(f'agent asked from step {resume_from_step}: {reason}')
+        if self._agent is None:
+            pending.fail('no agent configured (agent_action is empty)')
+            return
+        if not self._agent.wait_for_server(timeout_sec=5.0):
+            pending.fail(f'agent {self._config.agent_action} is not available')
+            return
+        goal = resume_goal(task=self._doc.task, params_json=json.dumps(self._doc.params),
+                           resume=Resume(resume_from_step, reason))
+        self._agent.send_goal_async(goal).add_done_callback(
+            lambda f: self._agent_accepted(f, pending))
+
+    def _agent_accepted(self, future: Any, pending: _Pending) -> None:
+        handle = future.result()
+        if handle is None or not handle.accepted:
+            pending.fail('the agent rejected the task')
+            return
+        handle.get_result_async().add_done_callback(
+            lambda f: pending.end(f.result() is not None and f.result().result.success,
+                                  'the agent failed'))
+
+    def agent_status(self) -> Status:
+        """Return the agent's status."""
+        return self._agent_call.status if self._agent_call is not None else Status.FAILURE
+
+
+class _Pending:
+    """A call in flight: RUNNING until a callback ends it."""
+
+    def __init__(self) -> None:
+        self.status = Status.RUNNING
+        self.reason = ''
+
+    def end(self, ok: bool, why: str) -> None:
+        self.status = Status.SUCCESS if ok else Status.FAILURE
+        self.reason = '' if ok else why
+
+    def fail(self, why: str) -> None:
+        self.end(False, why)
+
+
+def run(node: Node, doc: BtDocument, *, timeout: float = 600.0) -> tuple[bool, Progress, str]:
+    """
+    Tick ``doc`` on ``node`` (spun elsewhere) until it ends; return (success, progress, log).
+
+    :raises ConfigError: the node's parameters are not a valid cache configuration.
+    """
+    config = load_config(node)
+    runtime = BtRuntime(node, config, doc)
+    try:
+        silent = runtime.hub.wait_first(_READY_WAIT)
+        if silent:
+            return False, Progress(), f'sensors never sent data: {", ".join(silent)}'
+        progress = Progress()
+        tree = py_trees.trees.BehaviourTree(build_tree(doc, runtime, progress))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            tree.tick()
+            if tree.root.status is not Status.RUNNING:
+                break
+            time.sleep(_TICK)
+        else:
+            tree.interrupt()
+            runtime.log.append(f'timed out after {timeout:g} s')
+        return tree.root.status is Status.SUCCESS, progress, '\n'.join(runtime.log)
+    finally:
+        runtime.hub.close()
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """
+    Run ``muscle-mem run-bt FILE [--ros-args ...]``; return the exit code.
+
+    0: the task is done (by the tree, or by the agent it asked); 1: it failed, or a bad
+    file or configuration (one line on stderr).
+    """
+    argv = list(sys.argv[1:] if args is None else args)
+    ros = argv[argv.index('--ros-args'):] if '--ros-args' in argv else []
+    own = argv[:len(argv) - len(ros)]
+    if len(own) != 1:
+        print('usage: muscle-mem run-bt FILE [--ros-args --params-file PARAMS ...]',
+              file=sys.stderr)
+        return 2
+    try:
+        with open(own[0], encoding='utf-8') as file:
+            doc = load(file.read(), source=own[0])
+    except (OSError, ConfigError) as err:
+        print(f'muscle-mem run-bt: error: {err}', file=sys.stderr)
+        return 1
+    init_without_signal_handlers(['muscle-mem', *ros])
+    node = Node('muscle_mem', **NODE_OPTIONS)
+    executor = MultiThreadedExecutor(num_threads=4)
+    executor.add_node(node)
+    spinner = Spinner(executor)
+    try:
+        ok, progress, log = run(node, doc)
+    except ConfigError as err:
+        print(f'muscle-mem run-bt: bad configuration: {err}', file=sys.stderr)
+        return 1
+    finally:
+        spinner.stop()
+        for waitable in list(node.waitables):  # before the node: see Spinner
+            waitable.destroy()  # type: ignore[attr-defined]
+        node.destroy_node()
+        rclpy.try_shutdown()
+    print(log)
+    if ok:
+        by = f', then the agent from step {progress.done}' if progress.agent_asked else ''
+        print(f'done: {progress.done} steps by the tree{by}')
+    else:
+        print(f'failed after {progress.done} steps by the tree'
+              f'{" and the agent" if progress.agent_asked else ""}: {progress.reason}')
+    return 0 if ok else 1

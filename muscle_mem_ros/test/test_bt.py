@@ -1,0 +1,233 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Behavior tree export: the document, its py_trees tree, the BehaviorTree.CPP XML, import.
+
+The py_trees tree is ticked against a world in a dict (a test double of the robot side,
+:class:`~muscle_mem_ros.bt.tree.Runtime`); its decisions come from the real binding
+judge. The XML is checked against the format and parsed and ticked by BehaviorTree.CPP
+itself (``behaviortreepy``). The ROS runner on the MuJoCo arm is tested in
+muscle_mem_demo (test_sim_behavior_tree.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree
+
+from cli_helpers import build_store, SENSOR_PARAMS
+from muscle_mem_ros.bindings import Binding, DECLARED, element_tolerances
+from muscle_mem_ros.bt.btcpp import LEAVES
+from muscle_mem_ros.bt.document import BtDocument, BtStep, dump, load
+from muscle_mem_ros.bt.tree import build_tree, Progress
+from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.cli import main
+from muscle_mem_ros.errors import ConfigError
+from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot, ToolKind
+from muscle_mem_ros.retarget import BindingJudge
+from muscle_mem_ros.shadow import SnapshotSenses
+from muscle_mem_ros.store import SqliteStore
+from py_trees.common import Status
+import py_trees.trees
+import pytest
+
+SENSORS = [SensorSpec('object', (0.02,), CompareMode.ABS)]
+
+
+def pick_document() -> BtDocument:
+    """Move above the cube (x bound to its x + 2 cm), then close the gripper."""
+    grip = BtStep(id=2, tool='/gripper', kind=ToolKind.SERVICE, type_name='std_srvs/srv/SetBool',
+                  goal={'data': True}, pre={'object': [0.40, 0.20]},
+                  post={'object': [0.40, 0.20]}, trajectories=(1,), successes=3, end=True)
+    move = BtStep(id=1, tool='/arm/move', kind=ToolKind.ACTION, type_name='demo/action/Move',
+                  goal={'target': {'x': 0.42, 'y': 0.2}}, pre={'object': [0.40, 0.20]},
+                  post={'object': [0.40, 0.20]},
+                  bindings=(Binding('target.x', 'sensor:object[0]', 0.02, 0.1, DECLARED),),
+                  trajectories=(1,), successes=3, then=[grip])
+    return BtDocument(task='pick', params={}, variant='{}',
+                      sensors={'object': {'tolerance': [0.02], 'mode': 'abs'}}, steps=[move])
+
+
+class World:
+    """The robot side of a tree as a dict: the cube, what was sent, whom was asked."""
+
+    def __init__(self, doc: BtDocument, cube: tuple[float, float]) -> None:
+        self.cube = cube
+        self.sent: list[tuple[int, dict]] = []
+        self.agent: tuple[int, str] | None = None
+        check = ToleranceCheck(sensors=SENSORS)
+        self._senses = SnapshotSenses(check, element_tolerances(SENSORS), doc.params)
+        self._judge = BindingJudge(plans=doc.plans(), params=doc.params, senses=self._senses)
+
+    def judge(self):
+        return self._judge
+
+    def look(self):
+        self._senses.look(Snapshot(features={'object': self.cube}))
+
+    def start_call(self, node, bound):
+        self.sent.append((node.id, dict(bound.values) if bound else {}))
+
+    def call_status(self):
+        return Status.SUCCESS
+
+    def post_status(self, node, expected):
+        return Status.SUCCESS
+
+    def start_agent(self, step, reason):
+        self.agent = (step, reason)
+
+    def agent_status(self):
+        return Status.SUCCESS
+
+
+def tick(doc: BtDocument, cube: tuple[float, float]) -> tuple[World, Progress, Status]:
+    world, progress = World(doc, cube), Progress()
+    tree = py_trees.trees.BehaviourTree(build_tree(doc, world, progress))
+    for _ in range(20):
+        tree.tick()
+        if tree.root.status is not Status.RUNNING:
+            break
+    return world, progress, tree.root.status
+
+
+def test_the_tree_replays_as_recorded_then_follows_the_cube_then_asks_the_agent():
+    doc = pick_document()
+    world, progress, status = tick(doc, (0.40, 0.20))
+    assert status is Status.SUCCESS and world.agent is None
+    assert world.sent == [(1, {}), (2, {})] and progress.done == 2
+    world, _, status = tick(doc, (0.45, 0.20))  # 5 cm: the binding moves x, the shift
+    assert status is Status.SUCCESS and world.agent is None  # carries to the next check
+    assert world.sent[0][0] == 1 and world.sent[0][1]['target.x'] == pytest.approx(0.47)
+    world, progress, status = tick(doc, (0.55, 0.20))  # 15 cm: beyond max_shift
+    assert world.sent == [] and world.agent is not None
+    assert world.agent[0] == 0 and 'max_shift' in world.agent[1], world.agent
+    assert progress.agent_asked and status is Status.SUCCESS  # the agent did it
+
+
+def test_a_deleted_branch_is_not_run_and_an_edited_goal_is_sent():
+    text = dump(pick_document())
+    doc = load(text[:text.index('  then:\n    # step 1')] + '  then: []\n')  # branch deleted
+    assert doc.steps[0].then == [] and not doc.steps[0].end
+    world, _, _ = tick(doc, (0.40, 0.20))
+    assert [i for i, _ in world.sent] == [1] and world.agent == (
+        1, 'no learned step passes at step 1')  # the rest is the agent's
+
+
+def test_the_document_round_trips_with_a_comment_per_step(tmp_path):
+    text = dump(pick_document())
+    assert '# step 0: /arm/move, trajectory 1, succeeded 3 times; bound: target.x <- ' \
+           'sensor:object[0]' in text
+    assert '    # step 1: /gripper' in text
+    back = load(text)
+    assert dump(back) == text
+    assert back.steps[0].bindings == pick_document().steps[0].bindings
+    assert [[s.id for s in p] for p in back.paths()] == [[1, 2]]
+
+
+@pytest.mark.parametrize('edit, words', [
+    (lambda t: t.replace('format: muscle_mem_bt/1', 'format: other'), 'not a muscle_mem'),
+    (lambda t: t.replace('kind: service', 'kind: teleport'), 'steps[0].then[0] (id 2): kind'),
+    (lambda t: t.replace('- id: 2', '- id: 1'), '(id 1): id: used twice'),
+    (lambda t: t.replace('tool: /gripper', 'tool: [1]'), 'tool: missing or not a str'),
+])
+def test_a_malformed_document_is_refused_naming_the_step(edit, words):
+    with pytest.raises(ConfigError, match=words.replace('(', r'\(').replace(')', r'\)')
+                       .replace('[', r'\[').replace(']', r'\]')):
+        load(edit(dump(pick_document())))
+
+
+def exported(tmp_path: Path, kind: str) -> str:
+    store = build_store(tmp_path / 'cache.db')
+    params = tmp_path / 'params.yaml'
+    params.write_text(json.dumps({'muscle_mem': {'ros__parameters': {'sensors': {
+        name: {'topic': f'/{name}', 'type': 'sensor_msgs/msg/JointState',
+               'fields': ['position'], **spec} for name, spec in SENSOR_PARAMS.items()}}}}))
+    out = tmp_path / f'pick.{kind}'
+    assert main(['export', str(store), 'pick', '--bt', kind, '--out', str(out),
+                 '--params', str(params)]) == 0
+    return out.read_text()
+
+
+def test_btcpp_xml_follows_the_format(tmp_path):
+    root = ElementTree.fromstring(exported(tmp_path, 'btcpp'))
+    assert root.tag == 'root' and root.get('BTCPP_format') == '4'
+    trees = root.findall('BehaviorTree')
+    assert [t.get('ID') for t in trees] == [root.get('main_tree_to_execute')] == ['pick']
+    assert len(trees[0]) == 1  # one root node per BehaviorTree
+    model = {e.get('ID'): (e.tag, [p.get('name') for p in e.findall('input_port')])
+             for e in root.find('TreeNodesModel')}
+    assert model == {k: (c, list(ports)) for k, (c, ports) in LEAVES.items()}
+    controls = {'Fallback', 'Sequence', 'AlwaysSuccess'}
+    calls = []
+    for element in trees[0][0].iter():
+        assert element.tag in controls | set(LEAVES), element.tag
+        if element.tag in LEAVES:  # every port given, nothing else but the name
+            assert set(element.attrib) == {'name', *LEAVES[element.tag][1]}, element.attrib
+        if element.tag == 'MuscleMemCall':
+            calls.append(element)
+            json.loads(element.get('goal'))
+    with SqliteStore(path=tmp_path / 'cache.db') as store:
+        learned = {n for t in store.trajectories(task='pick') for n in t.node_ids}
+    assert {int(c.get('step')) for c in calls} == learned and len(calls) == len(learned)
+    assert trees[0][0].tag == 'Fallback' and trees[0][0][-1].tag == 'MuscleMemAskAgent'
+
+
+def test_behaviortree_cpp_parses_and_ticks_the_export(tmp_path):
+    bt = pytest.importorskip('behaviortreepy', reason='behaviortreepy (BehaviorTree.CPP v4 '
+                             'Python bindings) is not installed')
+    root = ElementTree.fromstring(exported(tmp_path, 'btcpp'))
+    for element in root.iter():  # the leaves register without ports: drop them
+        if element.tag in LEAVES:
+            element.attrib = {'name': element.get('name')}
+    root.remove(root.find('TreeNodesModel'))
+    ticked: list[str] = []
+    factory = bt.BehaviorTreeFactory()
+
+    def leaf(kind: str, result: object):
+        def tick(node=None):
+            ticked.append(kind)
+            return result
+        return tick
+    factory.register_simple_condition('MuscleMemPreCheck', leaf('pre', bt.NodeStatus.SUCCESS))
+    factory.register_simple_condition('MuscleMemPostCheck', leaf('post', bt.NodeStatus.SUCCESS))
+    factory.register_simple_action('MuscleMemCall', leaf('call', bt.NodeStatus.SUCCESS))
+    factory.register_simple_action('MuscleMemAskAgent', leaf('agent', bt.NodeStatus.SUCCESS))
+    tree = factory.create_tree_from_text(ElementTree.tostring(root, encoding='unicode'))
+    assert tree.tick_while_running() == bt.NodeStatus.SUCCESS
+    assert ticked == ['pre', 'call', 'post', 'pre', 'call', 'post']  # the best branch
+
+
+def test_import_brings_a_reviewed_tree_back_approved_and_refuses_a_bad_goal(tmp_path):
+    text = exported(tmp_path, 'py_trees')
+    (tmp_path / 'ok.yaml').write_text(text.replace('order: 7', 'order: 8'))
+    assert main(['import', str(tmp_path / 'new.db'), str(tmp_path / 'ok.yaml'),
+                 '--who', 'alice']) == 0
+    with SqliteStore(path=tmp_path / 'cache.db') as store:
+        exported_count = len(store.trajectories(task='pick'))
+    with SqliteStore(path=tmp_path / 'new.db') as store:
+        found = store.trajectories(task='pick')
+        assert len(found) == exported_count
+        assert {a.who for a in store.approvals(task='pick')} == {'alice'}
+        assert {a.trajectory_id for a in store.approvals(task='pick')} == {t.id for t in found}
+        orders = {json.loads(store.path(t.id)[-1].step.payload_json).get('order')
+                  for t in found}
+        assert orders == {5, 8}  # the edit came back
+    bad = text.replace('order: 7', 'order: seven')
+    (tmp_path / 'bad.yaml').write_text(bad)
+    assert main(['import', str(tmp_path / 'bad2.db'), str(tmp_path / 'bad.yaml'),
+                 '--who', 'alice']) == 1
+    assert not (tmp_path / 'bad2.db').exists()  # refused before anything was written
