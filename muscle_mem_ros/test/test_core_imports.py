@@ -110,12 +110,12 @@ def test_one_binding_judge_serves_the_node_and_the_engine():
     for path in package.rglob('*.py'):
         name = path.relative_to(package).as_posix()
         for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, 'id', '') == 'BindingJudge':
+                judges.add(name)
             if isinstance(node, ast.ImportFrom) and (node.module or '').endswith('retarget'):
-                names = {alias.name for alias in node.names}
-                if 'BindingJudge' in names:
-                    judges.add(name)
-                if names & rules:
+                if {alias.name for alias in node.names} & rules:
                     ruled.add(name)
-    # shadow runs predict with the same judge, on recorded snapshots
-    assert judges == {'engine_walk.py', 'ros/replay.py', 'shadow.py'}
+    # the front ends build one: the Engine, the node's replay, shadow runs (predictions on
+    # recorded snapshots) and run-bt (an exported behavior tree's checks)
+    assert judges == {'engine_walk.py', 'ros/replay.py', 'shadow.py', 'ros/bt_runner.py'}
     assert ruled <= {'filing.py'}, ruled  # filing checks a recording, it judges no replay

@@ -283,8 +283,8 @@ def _binding_data(b: Binding) -> dict[str, Any]:
 
 
 def _yaml(value: Any) -> str:
-    return yaml.safe_dump(value, sort_keys=False, default_flow_style=None, width=100,
-                          allow_unicode=True)
+    return str(yaml.safe_dump(value, sort_keys=False, default_flow_style=None, width=100,
+                              allow_unicode=True))
 
 
 def load(text: str, *, source: str = 'the tree') -> BtDocument:

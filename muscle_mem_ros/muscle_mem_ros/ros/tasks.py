@@ -234,12 +234,14 @@ class TaskRunner:
         found = self._replayer.shadow(tree=view, steps=steps, params=params,
                                       agreement=self._agreement)
         path = path_of(found)
+        wrong = next((s.node_id for s in found[len(path):len(path) + 1] if s.predicted), None)
+        tried = path + ((wrong,) if wrong is not None else ())  # where the cache would go
         trajectory_id, agreed = 0, False
-        if path:
+        if tried:
             whole = next((t for t in view.trajectories if tuple(t.node_ids) == path), None)
             agreed = whole is not None and len(path) == len(found)
-            on = whole or next((t for t in view.trajectories
-                                if tuple(t.node_ids[:len(path)]) == path), None)
+            on = whole if agreed else next((t for t in view.trajectories
+                                            if tuple(t.node_ids[:len(tried)]) == tried), None)
             trajectory_id = on.id if on is not None else 0
         for entry in found:
             detail = (f'step {entry.step}: {entry.tool} agreed with learned step {entry.node_id}'
