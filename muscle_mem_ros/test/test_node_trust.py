@@ -21,6 +21,8 @@ changes its goal; the cache's object tolerance is 2 cm.
 
 from __future__ import annotations
 
+import json
+
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Approve
@@ -131,6 +133,9 @@ def test_approval_through_the_command_and_what_tree_and_trust_show(tmp_path, cap
         h.stop_cache()
         assert main(['tree', store, 'by_cli']) == 0
         assert 'shadow 1/1 agreed, approved by alice' in capsys.readouterr().out
+        assert main(['stats', store, '--json']) == 0
+        stats = json.loads(capsys.readouterr().out)
+        assert (stats['shadow_runs'], stats['shadow_agreed'], stats['approvals']) == (1, 1, 1)
         assert main(['revoke', store, 'by_cli']) == 0
         assert main(['revoke', store, 'by_cli']) == 1  # nothing left to revoke
     finally:

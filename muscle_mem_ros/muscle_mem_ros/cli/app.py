@@ -131,6 +131,8 @@ def _cmd_stats(args: argparse.Namespace, out: Output) -> int:
         ('hit rate', '-' if rate is None else f'{rate:.1%}'), ('replays', data['replays']),
         ('incomplete recordings', f"{data['incomplete_recordings']} "
          f"({data['abandoned_recordings']} abandoned)"),
+        ('shadow runs (agreed)', f"{data['shadow_runs']} ({data['shadow_agreed']})"),
+        ('approvals', data['approvals']),
     ], right=('value',))
     return 0
 

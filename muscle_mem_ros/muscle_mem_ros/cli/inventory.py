@@ -312,6 +312,10 @@ def store_stats(store: Store, spec: str) -> dict[str, Any]:
         'incomplete_recordings': len(incomplete),
         'abandoned_recordings': sum(1 for r in incomplete if not r.live),
     }
+    shadow = [a for t in tasks for a in store.agreement(task=t.name)[0].values()]
+    data['shadow_runs'] = sum(a.runs for a in shadow)
+    data['shadow_agreed'] = sum(a.agreed for a in shadow)
+    data['approvals'] = len(store.approvals())
     if '://' not in spec and os.path.isfile(Path(spec).expanduser()):
         data['file_bytes'] = os.path.getsize(Path(spec).expanduser())
     data['per_task'] = [
