@@ -113,7 +113,8 @@ def test_shadow_agrees_on_an_unchanged_world_and_names_the_field_when_the_cube_m
     found = re.search(r'step 0: target\.pose\.position\.x off by ([0-9.e-]+)', moved.message)
     assert found, moved.message
     assert float(found[1]) == pytest.approx(0.015, abs=0.002)
+    # each shadow run counts once, for the trajectory the cache would have followed (the
+    # agent's runs are learned too: which one that is depends on how the sim settled)
     with SqliteStore(path=world.store) as store:
-        first = store.trajectories(task='pick_and_place')[0]
-        counts = store.agreement(task='pick_and_place')[0][first.id]
-    assert (counts.runs, counts.agreed) == (2, 1)
+        counts = store.agreement(task='pick_and_place')[0].values()
+    assert (sum(c.runs for c in counts), sum(c.agreed for c in counts)) == (2, 1)
