@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .bindings import Declared, goal_leaves, is_number, param_leaves, Plan
+from .bindings import bindable_leaves, Declared, goal_leaves, is_number, param_leaves, Plan
 from .learning import bound_params, follows_param, param_fields
 from .records import Node, Snapshot, Step
 from .retarget import advance, Bound, resolve, SensorSenses, Shift
@@ -107,12 +107,14 @@ def witnessed(steps: Sequence[Step], params: Mapping[str, Any], others: Others) 
     found: set[str] = set()
     for their_params, their_steps in others():
         theirs = param_leaves(their_params)
+        read = [(step.tool, bindable_leaves(step)) for step in their_steps]
         for source in fields.keys() - found:
             value = theirs.get(source)
             if value is None or value == mine[source] or \
                     not Variant.bound(params, {source}).fits(their_params):
                 continue
-            if any(follows_param(step, f, value) for f in fields[source] for step in their_steps):
+            if any(follows_param(tool, leaves, f, value) for f in fields[source]
+                   for tool, leaves in read):
                 found.add(source)
         if found == fields.keys():
             break

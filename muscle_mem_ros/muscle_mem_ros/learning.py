@@ -542,11 +542,13 @@ def param_fields(steps: Sequence[Step], params: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-def follows_param(step: Step, field: Field, value: Any) -> bool:
-    """Return True when ``step`` is of the field's tool and that field equals ``value``."""
-    if step.tool != field[0]:
-        return False
-    leaf = bindable_leaves(step).get(field[1])
+def follows_param(tool: str, leaves: Mapping[str, Any], field: Field, value: Any) -> bool:
+    """
+    Return True when a step of ``tool`` has the field, equal to the parameter's ``value``.
+
+    :param leaves: The step's :func:`~.bindings.bindable_leaves` (read once per step).
+    """
+    leaf = leaves.get(field[1]) if tool == field[0] else None
     return leaf is not None and _same_kind(value, leaf) and leaf == value
 
 

@@ -51,7 +51,8 @@ from .records import CheckFailure, Node, Snapshot
 from .resume import FailureKind
 
 __all__ = [
-    'advance', 'BindingJudge', 'Bound', 'changes', 'Compared', 'Observation', 'PlanSource',
+    'advance', 'BindingJudge', 'Bound', 'changes', 'checked', 'Compared', 'Observation',
+    'PlanSource',
     'refused', 'resolve',
     'SENSORS', 'SensorSenses', 'Senses', 'Shift',
 ]
@@ -86,6 +87,25 @@ class Compared:
     passed: bool
     distance: float = 0.0
     failure: CheckFailure | None = None
+
+
+def checked(check: Any, expected: Snapshot | None, now: Snapshot, *, now_time: float,
+            bound: Bound | None, unchecked: bool) -> Compared:
+    """
+    Judge a recorded snapshot (moved by the shift) against ``now`` with a ToleranceCheck.
+
+    The sensor front ends' :meth:`Senses.compare` (the node's live one, a shadow run's and
+    run-bt's): a passing candidate's distance counts its bindings' shift too.
+
+    :param unchecked: The verdict when there is nothing to check (no check, or a recording
+        without sensor data).
+    """
+    if expected is None or not expected.features or check is None:
+        return Compared(unchecked, 0.0)
+    result = check.evaluate(expected, now, now_time=now_time)
+    if result.passed:
+        return Compared(True, max(result.score, bound.worst if bound else 0.0))
+    return Compared(False, failure=result.failures[0] if result.failures else None)
 
 
 class PlanSource(Protocol):

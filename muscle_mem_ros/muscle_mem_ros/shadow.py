@@ -38,7 +38,9 @@ from typing import Any
 
 from .bindings import goal_leaves, INFERRED, is_number, param_leaves, Plan
 from .records import Node, Snapshot, Step
-from .retarget import BindingJudge, Bound, Compared, Observation, PlanSource, SensorSenses
+from .retarget import (
+    BindingJudge, Bound, checked, Compared, Observation, PlanSource, SensorSenses,
+)
 from .walk import blamed, choose, Verdict
 
 __all__ = ['Difference', 'path_of', 'shadow', 'ShadowStep', 'SnapshotSenses', 'summary']
@@ -117,12 +119,8 @@ class SnapshotSenses(SensorSenses):
     def compare(self, node: Node, expected: Snapshot | None, seen: Observation,
                 bound: Bound | None) -> Compared:
         """Check ``expected`` against the snapshot, as the node's senses do."""
-        if expected is None or not expected.features or self._check is None:
-            return Compared(expected is None or not expected.features, 0.0)
-        result = self._check.evaluate(expected, seen.now, now_time=seen.now.taken_at)
-        if result.passed:
-            return Compared(True, max(result.score, bound.worst if bound else 0.0))
-        return Compared(False, failure=result.failures[0] if result.failures else None)
+        return checked(self._check, expected, seen.now, now_time=seen.now.taken_at,
+                       bound=bound, unchecked=expected is None or not expected.features)
 
 
 def shadow(

@@ -37,7 +37,7 @@ from geometry_msgs.msg import PoseStamped
 from muscle_mem_interfaces.action import ExecuteTask
 from nav_msgs.msg import Odometry
 from nav_msgs.srv import GetPlan
-from node_helpers import AgentCall, Harness, Names, wait_until
+from node_helpers import AgentCall, Harness, Names, override, wait_until
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -242,13 +242,7 @@ class MobileHarness(Harness):
                           'source': 'sensor:tag[1]', 'max_offset': 0.05, 'max_shift': 0.1},
             },
         }
-        for dotted, value in overrides.items():
-            keys = dotted.split('.')
-            target = values
-            for key in keys[:-1]:
-                target = target.setdefault(key, {})
-            target[keys[-1]] = value
-        return values
+        return override(values, overrides)
 
     def _warm_proxies(self, cache: Any) -> None:
         """Pass one call through each proxy (the base goes where it is, the gripper opens)."""

@@ -167,6 +167,11 @@ def params(names: Names, *, store: Path, **overrides: Any) -> dict[str, Any]:
             'gripper': {'server': names.gripper, 'type': 'std_srvs/srv/SetBool'},
         },
     }
+    return override(values, overrides)
+
+
+def override(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Set ``overrides`` (dotted name -> value; None removes it) in nested ``values``."""
     for dotted, value in overrides.items():
         keys = dotted.split('.')
         target = values

@@ -52,7 +52,7 @@ from typing import Any
 
 import yaml
 
-from ..bindings import Binding, goal_leaves, param_leaves, Plan
+from ..bindings import Binding, goal_leaves, param_leaves, Plan, sensor_elements
 from ..errors import ConfigError
 from ..records import Node, Snapshot, Step, StepStatus, ToolKind, TrajectoryInfo
 from ..retarget import PlanSource
@@ -151,6 +151,7 @@ class _FilePlans(Mapping[int, Plan]):
     def __init__(self, steps: Mapping[int, BtStep]) -> None:
         self._plans = {i: p for i, s in steps.items() if (p := s.plan) is not None}
         self._steps = steps
+        self._leaves: dict[int, tuple[Mapping[str, Any], Mapping[str, float]]] = {}
 
     def __getitem__(self, node_id: int) -> Plan:
         return self._plans[node_id]
@@ -162,12 +163,14 @@ class _FilePlans(Mapping[int, Plan]):
         return len(self._plans)
 
     def leaves(self, node_id: int) -> tuple[Mapping[str, Any], Mapping[str, float]] | None:
-        step = self._steps.get(node_id)
-        if step is None:
-            return None
-        pre = {f'sensor:{name}[{i}]': float(v) for name, vector in (step.pre or {}).items()
-               for i, v in enumerate(vector)}
-        return goal_leaves(step.node(0, None).step), pre
+        """Return a step's goal leaves and pre sources (read once: every tick's checks ask)."""
+        if node_id not in self._leaves:
+            step = self._steps.get(node_id)
+            if step is None:
+                return None
+            recorded = step.node(0, None).step
+            self._leaves[node_id] = (goal_leaves(recorded), sensor_elements(recorded.pre))
+        return self._leaves[node_id]
 
 
 def build(store: Store, *, task: str, variant: str, plans: Mapping[int, Plan],

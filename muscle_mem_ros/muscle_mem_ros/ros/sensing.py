@@ -46,7 +46,7 @@ from muscle_mem_ros.checks import ToleranceCheck
 from muscle_mem_ros.matcher import Matcher
 from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot
 from muscle_mem_ros.resume import FailureKind
-from muscle_mem_ros.retarget import Bound, Compared, Observation, SensorSenses
+from muscle_mem_ros.retarget import Bound, checked, Compared, Observation, SensorSenses
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.walk import blamed, Miss, Reporter, Verdict
 
@@ -249,10 +249,5 @@ class NodeSenses(SensorSenses):
     def compare(self, node: Node, expected: Snapshot | None, seen: Observation,
                 bound: Bound | None) -> Compared:
         """Check ``expected`` against the snapshot; the distance counts the bindings' shift."""
-        check = self._judge.check
-        if expected is None or not expected.features or check is None:
-            return Compared(self._judge.allow_unchecked, 0.0)
-        result = check.evaluate(expected, seen.now, now_time=self._now_time)
-        if result.passed:
-            return Compared(True, max(result.score, bound.worst if bound else 0.0))
-        return Compared(False, failure=result.failures[0] if result.failures else None)
+        return checked(self._judge.check, expected, seen.now, now_time=self._now_time,
+                       bound=bound, unchecked=self._judge.allow_unchecked)
