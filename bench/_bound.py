@@ -122,10 +122,14 @@ def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
     moves the cube within ``binding_max_shift`` and times the next call: a hit
     whose arguments are rebound, after learning the trajectory just committed.
 
-    The user's checks are opaque, and each candidate's capture is taken with its
-    own recorded arguments, so every call captures and compares once per
-    candidate, as muscle-mem 0.1.0 does: the floor of a call is the user's own
-    ``capture`` and ``compare`` run N times, measured beside it in the same run.
+    The user's checks are opaque: the Engine cannot index them, only run them. It
+    tries candidates in the walk's rank order (most successes, most recent) and
+    stops at the first whose compare says True, so a hit runs the checks of the
+    candidates ranked before it and its own; a miss runs every candidate's. Beside
+    the call: how many compares it ran, the miss before it (the agent's run aside:
+    its time is the Engine's judging every candidate and learning), and the user's
+    own capture and compare run on every candidate, the least a call that judged
+    them all could cost.
     """
     from dataclasses import replace
     from muscle_mem_ros import Check, Engine, SqliteStore
@@ -137,7 +141,10 @@ def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
     def capture(x: float, y: float) -> dict[str, list[float]]:
         return {'joints': world['joints'].tolist(), 'cube': world['cube'].tolist()}
 
+    compares = [0]
+
     def compare(current: dict[str, list[float]], recorded: dict[str, list[float]]) -> bool:
+        compares[0] += 1
         return max(abs(a - b) for a, b in zip(current['joints'], recorded['joints'])) <= 0.05
 
     engine = Engine(store=str(path))
@@ -168,15 +175,19 @@ def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
             bulk.add_trajectory(task=template.task, variant='', params_json=template.params_json,
                                 steps=[step])
     built = time.perf_counter() - t0
-    after, again = [], []
+    after, again, missed, ran = [], [], [], []
     for _ in range(calls):
         world['joints'] = rng.uniform(-1, 1, 6)
         world['cube'] = np.array([rng.uniform(0.3, 0.5), rng.uniform(-0.2, 0.2)])
+        t0 = time.perf_counter()
         assert engine() is False  # a miss: the agent's run is learned
+        missed.append(time.perf_counter() - t0)
         world['cube'] = world['cube'] + 0.03
+        compares[0] = 0
         t0 = time.perf_counter()
         hit = engine()
         after.append(time.perf_counter() - t0)
+        ran.append(compares[0])
         assert hit is True and abs(moved[-1][0] - (world['cube'][0] + 0.02)) < 1e-9
         t0 = time.perf_counter()
         assert engine() is True  # the same call with nothing new to learn
@@ -188,4 +199,5 @@ def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
             compare(capture(0.0, 0.0), recorded)
         floor.append(time.perf_counter() - t0)
     return {'build': built, 'p50': pct(after, 50), 'p99': pct(after, 99),
-            'samples': len(after), 'again_p50': pct(again, 50), 'floor_p50': pct(floor, 50)}
+            'samples': len(after), 'again_p50': pct(again, 50), 'floor_p50': pct(floor, 50),
+            'miss_p50': pct(missed, 50), 'compares_p50': pct(ran, 50)}

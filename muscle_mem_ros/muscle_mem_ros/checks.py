@@ -60,8 +60,9 @@ class Check(Generic[T]):
     returns any value; a persistent engine stores it as JSON data or NumPy
     arrays (anything else only with ``allow_pickle=True``).
     ``compare(current, candidate)`` returns a bool, or a float
-    similarity: a truthy value passes (a float > 0), and among passing
-    candidates a higher float ranks better (``True`` counts as 1.0).
+    similarity up to 1.0: a truthy value passes (a float > 0), and among passing
+    candidates a higher float ranks better (``True`` counts as 1.0, and so does
+    a larger number).
 
     :param capture: Reads the relevant features from the environment.
     :param compare: Pure function of (current capture, recorded capture).
@@ -329,12 +330,14 @@ def user_similarity(value: Any) -> float:
     """
     Turn a user compare's return value into a similarity (higher is better).
 
-    ``True`` is 1.0 and ``False`` 0.0; a number is itself; anything else is
-    judged by truthiness like the original muscle-mem.
+    ``True`` is 1.0 and ``False`` 0.0; a number is itself up to 1.0, the most a
+    compare can say (a larger number counts as 1.0: nothing beats a match, so the
+    Engine stops looking at the first one); anything else is judged by truthiness
+    like the original muscle-mem.
     """
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, (int, float, np.integer, np.floating)):
         f = float(value)
-        return 0.0 if math.isnan(f) else f
+        return 0.0 if math.isnan(f) else min(f, 1.0)
     return 1.0 if value else 0.0

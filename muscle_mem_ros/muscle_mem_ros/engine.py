@@ -27,8 +27,12 @@ muscle-mem 0.1.0 SDK unchanged, with the same builder errors, decorators,
   original appended a trajectory on every call, so its lookups slowed down
   forever).
 * Among the recorded steps whose checks pass, the best wins: highest
-  similarity (``compare`` may return a float; ``True`` counts as 1.0), then
-  most successes, then most recent. The original took insertion order.
+  similarity (``compare`` may return a float up to 1.0; ``True`` counts as
+  1.0), then most successes, then most recent. The original took insertion
+  order. Candidates are tried in that order of successes and recency
+  (:class:`~muscle_mem_ros.ranking.RankOrder`), and the first whose compare
+  says True (or 1.0) is taken without running the checks of the rest: a call
+  costs the checks it needs, not one per learned run.
 * Resume: an agent that declares it (see :meth:`Engine.set_agent`) is told
   where the replay stopped and why, so it can continue instead of restarting.
 * A check whose ``capture`` or ``compare`` raises fails safe: that candidate
@@ -112,6 +116,7 @@ from .errors import StoreError
 from .learning import follow, Learner, no_plans, Plans
 from .metrics import EngineStats, Metrics
 from .params import CallSpec, infer
+from .ranking import RankOrder
 from .records import Node, Snapshot, Step, ToolKind
 from .resume import accepts_resume, Resume
 from .store import MemoryStore, open_store, Recording, Store
@@ -181,6 +186,7 @@ class Engine:
         self._max_shift = None if binding_max_shift is None else float(binding_max_shift)
         self._tolerance = float(binding_tolerance)
         self._learners: dict[str, Learner] = {}
+        self._order = RankOrder()
         self._substitutions: tuple[Substitution, ...] = ()
         if isinstance(store, Store):
             if allow_pickle and not store.allow_pickle:
@@ -424,7 +430,7 @@ class Engine:
             self._call_lock.release()
 
     def _walk(self, run: _Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        side = EngineWalk(self, run, self._plans_of(run.task))
+        side = EngineWalk(self, run, self._plans_of(run.task), self._order)
         result = walk(store=self._store, task=run.task, variant='', judge=side, executor=side,
                       reporter=side, measure=self.metrics.measure)
         if result.complete:

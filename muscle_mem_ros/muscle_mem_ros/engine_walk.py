@@ -37,6 +37,7 @@ from .bindings import parse_path
 from .captures import capture_leaf, capture_leaves, capture_path, with_leaves
 from .learning import Plans
 from .params import MissingParamError
+from .ranking import RankOrder
 from .records import CheckFailure, Node, Snapshot, StepStatus, ToolKind
 from .resume import FailureKind
 from .retarget import BindingJudge, Bound, Compared, Observation
@@ -222,11 +223,13 @@ class EngineWalk:
     :param engine: The engine.
     :param run: The call's state.
     :param plans: The task's plans.
+    :param order: The engine's candidates in rank order.
     """
 
-    def __init__(self, engine: Engine, run: Run, plans: Plans) -> None:
+    def __init__(self, engine: Engine, run: Run, plans: Plans, order: RankOrder) -> None:
         self._engine = engine
         self._run = run
+        self._order = order
         self._senses = CaptureSenses(engine, run)
         self._judge = BindingJudge(plans=plans, params={}, senses=self._senses)
 
@@ -234,9 +237,14 @@ class EngineWalk:
         """Nothing to wait for: user checks capture on demand."""
 
     def pick(self, candidates: Sequence[Node], step: int) -> Verdict:
-        """Return the candidates whose pre-check passes, with distance = -similarity."""
+        """
+        Return the candidates whose pre-check passes, with distance = -similarity.
+
+        They are tried in rank order, and the first at similarity 1.0 (the most a
+        compare can say) ends the search: no later candidate would be chosen.
+        """
         self._senses.begin()
-        passing, failures = self._judge.pick(candidates, step)
+        passing, failures = self._judge.pick(self._order(candidates), step, enough=-1.0)
         if passing:
             return Verdict(passing)
         if candidates:

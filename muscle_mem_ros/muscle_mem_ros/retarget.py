@@ -452,11 +452,15 @@ class BindingJudge:
         """Return the run's parameter leaves and ``now``'s sources (``Observation.current``)."""
         return {**param_leaves(self._params), **self._senses.elements(now)}
 
-    def pick(self, candidates: Sequence[Node],
-             step: int) -> tuple[list[tuple[Node, float]], list[tuple[Node, CheckFailure]]]:
+    def pick(self, candidates: Iterable[Node], step: int, *, enough: float | None = None,
+             ) -> tuple[list[tuple[Node, float]], list[tuple[Node, CheckFailure]]]:
         """
-        Judge every candidate under its bindings.
+        Judge the candidates under their bindings, in the order they come.
 
+        :param enough: Stop at the first candidate that passes at this distance or
+            less. A front end that gives candidates in rank order
+            (:class:`~.ranking.RankOrder`) and passes the best distance its checks
+            can give knows no later candidate would be chosen. None: judge all.
         :return: The passing candidates with their distance, and why others failed
             (a refused binding, or what the front end's compare said), in the order
             the candidates came.
@@ -492,6 +496,8 @@ class BindingJudge:
                 passing.append((node, compared.distance))
                 if bound is not None:
                     self._bound[node.id] = bound
+                if enough is not None and compared.distance <= enough:
+                    break
             elif compared.failure is not None:
                 failures.append((node, compared.failure))
         return passing, failures

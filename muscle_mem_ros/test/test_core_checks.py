@@ -173,6 +173,7 @@ def test_check_keeps_callbacks_positionally_and_by_keyword():
 @pytest.mark.parametrize('value, similarity', [
     (True, 1.0), (False, 0.0), (0.7, 0.7), (0, 0.0), (-0.5, -0.5), (float('nan'), 0.0),
     (np.bool_(True), 1.0), (np.float32(0.25), 0.25), ('yes', 1.0), (None, 0.0), ([], 0.0),
+    (2.5, 1.0), (np.float64(7.0), 1.0),
 ])
 def test_user_compare_results_become_similarities(value, similarity):
     assert user_similarity(value) == pytest.approx(similarity)

@@ -52,7 +52,7 @@ from .values import Blobs, pack, UnsafeValueError
 from ..records import Agreement, Approval, Node, Step, TaskStats, ToolKind, TrajectoryInfo
 
 __all__ = [
-    'Batching', 'NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature',
+    'Batching', 'logged', 'NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature',
     'tree_tallies',
 ]
 
@@ -70,9 +70,15 @@ class NodeList(Sequence[Node]):
     cost a copy on every commit): the store only appends to that list past this
     view's length, or puts a node with new counters in the place of the old one,
     which the view then shows.
+
+    ``changes`` is the store's log of the children whose counters changed (their
+    ids, oldest first; a new list object starts a new log) and ``changed`` its
+    length when the view was made: whoever keeps its own order of the children
+    (:class:`~muscle_mem_ros.ranking.RankOrder`) reads what changed since it last
+    looked instead of every child.
     """
 
-    __slots__ = ('_nodes', '_n', 'key', 'family')
+    __slots__ = ('_nodes', '_n', 'key', 'family', 'changes', 'changed')
 
     def __init__(
         self,
@@ -80,6 +86,7 @@ class NodeList(Sequence[Node]):
         *,
         key: tuple[Any, ...],
         family: tuple[Any, ...] | None = None,
+        changes: Sequence[int] | None = None,
     ) -> None:
         """
         Build the view.
@@ -90,11 +97,15 @@ class NodeList(Sequence[Node]):
             memberships that only grew: within a family children are only
             appended (a removal, or reading the list again, starts a new one),
             so a matcher extends what it built for a shorter list of the family.
+        :param changes: The family's log of children given new counters (ids), or None
+            when the store keeps none.
         """
         self._nodes = nodes
         self._n = len(nodes)
         self.key = key
         self.family = family
+        self.changes = changes
+        self.changed = 0 if changes is None else len(changes)
 
     def __len__(self) -> int:
         return self._n
@@ -127,6 +138,19 @@ class NodeList(Sequence[Node]):
 
     def __repr__(self) -> str:
         return f'NodeList({list(self)!r}, key={self.key!r})'
+
+
+def logged(log: list[int], node_id: int, size: int) -> list[int]:
+    """
+    Return ``log`` with ``node_id`` appended, or a new log once it outgrows the list.
+
+    A reader of the old log starts over from the whole list, once per many changes,
+    so a long-lived store's log stays within a few times its children.
+    """
+    if len(log) > 2 * size + 256:
+        return [node_id]
+    log.append(node_id)
+    return log
 
 
 @dataclass(frozen=True)

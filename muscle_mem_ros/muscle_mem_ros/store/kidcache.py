@@ -19,7 +19,7 @@ A store reads a node's children on first use (:meth:`ChildCache.put`), hands out
 the same :class:`~.base.NodeList` until the membership changes
 (:meth:`ChildCache.view`), and applies rows it or another writer has just written
 (:meth:`ChildCache.place`): a new child is appended (a new list key), a known
-one replaced (counters; same key).
+one replaced (counters; same key) and its id logged (:attr:`.base.NodeList.changes`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import itertools
 from typing import Any
 
-from .base import NodeList
+from .base import logged, NodeList
 from ..records import Node
 
 __all__ = ['ChildCache', 'Key']
@@ -48,6 +48,8 @@ class _Kids:
     lineage: int = 0
     """Set when the list is read whole; appends keep it (the NodeList's family)."""
     view: NodeList | None = None
+    log: list[int] = field(default_factory=list)
+    """Ids of children given new counters (:attr:`.base.NodeList.changes`)."""
 
 
 class ChildCache:
@@ -89,7 +91,7 @@ class ChildCache:
         kids = self._kids[key]
         if kids.view is None:
             kids.view = NodeList(kids.nodes, key=(self._uid, *key, kids.gen),
-                                 family=(self._uid, *key, kids.lineage))
+                                 family=(self._uid, *key, kids.lineage), changes=kids.log)
         return kids.view
 
     def node(self, node_id: int) -> Node | None:
@@ -130,6 +132,7 @@ class ChildCache:
                                           _Kids([], gen=gen, lineage=gen))
             else:
                 kids.nodes[pos] = node
+                kids.log = logged(kids.log, node.id, len(kids.nodes))
             kids.view = None
 
     def clear(self) -> None:

@@ -22,7 +22,7 @@ import itertools
 import threading
 import time
 
-from .base import check_step, NodeList, Recording, RecordingInfo, Store
+from .base import check_step, logged, NodeList, Recording, RecordingInfo, Store
 from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
 from ..records import Agreement, Approval, Node, Step, TaskStats, TrajectoryInfo
@@ -43,6 +43,8 @@ class _Children:
     gen: int = 0
     lineage: int = 0
     view: NodeList | None = None
+    log: list[int] = field(default_factory=list)
+    """Ids of children given new counters (:attr:`.base.NodeList.changes`)."""
 
 
 class _MemoryRecording(Recording):
@@ -111,7 +113,8 @@ class MemoryStore(Store):
             if kids.view is None:
                 kids.view = NodeList([self._nodes[i] for i in kids.ids],
                                      key=(self._uid, task, variant, parent, kids.gen),
-                                     family=(self._uid, task, variant, parent, kids.lineage))
+                                     family=(self._uid, task, variant, parent, kids.lineage),
+                                     changes=kids.log)
             return kids.view
 
     def node(self, node_id: int) -> Node:
@@ -267,11 +270,14 @@ class MemoryStore(Store):
 
     def _put(self, node: Node) -> None:
         """Store a (new or updated) node and drop the cached view of its siblings."""
+        known = node.id in self._nodes
         self._nodes[node.id] = node
         task, variant = self._task_of[node.id]
         kids = self._children.get((task, variant, node.parent))
         if kids is not None:
             kids.view = None
+            if known:
+                kids.log = logged(kids.log, node.id, len(kids.ids))
 
     def _check_parent(self, task: str, variant: str, parent: int | None) -> None:
         if parent is None:
