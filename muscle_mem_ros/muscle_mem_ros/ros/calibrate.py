@@ -37,7 +37,7 @@ from typing import Any
 
 from muscle_mem_interfaces.msg import SensorNoise
 from muscle_mem_ros import calibration
-from muscle_mem_ros.ros.config import SensorConfig
+from muscle_mem_ros.ros.nodeconfig import SensorConfig
 from muscle_mem_ros.ros.rclfix.sync import TaskGuard
 from muscle_mem_ros.ros.sensors import SensorHub
 

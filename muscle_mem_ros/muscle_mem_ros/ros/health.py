@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from muscle_mem_ros.errors import MuscleMemError
 
-__all__ = ['StoreHealth']
+__all__ = ['report_incomplete', 'StoreHealth']
 
 T = TypeVar('T')
 
@@ -90,3 +90,32 @@ class StoreHealth:
             return None, f'{what}: {self.failed(what, err)}'
         self.succeeded()
         return value, ''
+
+
+def report_incomplete(store: Any, logger: Any, *, retention: float) -> None:
+    """
+    Log the recordings an earlier run abandoned (never replayed), and note live ones.
+
+    :param store: The store just opened.
+    :param logger: The node's logger.
+    :param retention: ``abandoned_recording_retention``, for the purge message.
+    """
+    purged = getattr(store, 'purged', 0)
+    if purged:
+        logger.info(f'store: purged {purged} abandoned recording(s) older than '
+                    f'{retention:g} s')
+    try:
+        unfinished = store.incomplete_recordings()
+    except (MuscleMemError, AttributeError):
+        return
+    for info in unfinished:
+        if info.live:
+            logger.info(f"recording {info.id} of task '{info.task}' is in progress in another "
+                        f'process ({info.owner})')
+            continue
+        logger.warning(
+            f"recording {info.id} of task '{info.task}' ({info.step_count} steps) was "
+            f'never finished (the process stopped during it: {info.owner}); it is never '
+            'replayed, and purged after abandoned_recording_retention or by the forget '
+            'service (abandoned_recordings: true)'
+        )

@@ -69,13 +69,13 @@ needs a thread it holds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 import threading
 import time
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import (
@@ -88,7 +88,7 @@ from muscle_mem_interfaces.srv import (
     StartRecording,
     StopRecording,
 )
-from muscle_mem_ros.errors import ConfigError, MuscleMemError, StoreUnavailableError
+from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.calibrate import Calibrator
 from muscle_mem_ros.ros.config import (
@@ -101,9 +101,11 @@ from muscle_mem_ros.ros.config import (
     read_autostart,
     RecordFrom,
 )
-from muscle_mem_ros.ros.health import StoreHealth
+from muscle_mem_ros.ros.diagnostics import cache_status
+from muscle_mem_ros.ros.health import report_incomplete, StoreHealth
 from muscle_mem_ros.ros.proxies import make_proxy
 from muscle_mem_ros.ros.proxy import ToolProxy
+from muscle_mem_ros.ros.proxyhost import ProxyHost
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.action_server import ActionServer
 from muscle_mem_ros.ros.rclfix.logbridge import LoggingBridge
@@ -116,12 +118,9 @@ from muscle_mem_ros.ros.tap import Ledger, make_tap, Tap
 from muscle_mem_ros.ros.tasks import TaskRunner
 from muscle_mem_ros.store import is_postgres_url, open_store, redact
 from rcl_interfaces.msg import SetParametersResult
-import rclpy
 from rclpy.action import CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.node import Node as RosNode
 from std_msgs.msg import Header
 
 __all__ = ['BehaviorCacheNode']
@@ -184,9 +183,7 @@ class BehaviorCacheNode(LifecycleNode):
         self._task_tokens: dict[bytes, CancelToken] = {}
         self._configured: _Configured | None = None
         self._active: _Active | None = None
-        self._proxy_node: RosNode | None = None
-        self._proxy_executor: SingleThreadedExecutor | None = None
-        self._proxy_thread: threading.Thread | None = None
+        self._proxy_host: ProxyHost | None = None
         self._execute_server: ActionServer | None = None
         self._frozen = False
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -266,7 +263,8 @@ class BehaviorCacheNode(LifecycleNode):
             goal_callback=self._accept_goal,
             cancel_callback=self._cancel_task, callback_group=self._group,
         )
-        self._report_incomplete()
+        report_incomplete(parts.store, self.get_logger(),
+                          retention=config.abandoned_recording_retention)
         self._frozen = True
         self.get_logger().info(
             f'configured: mode {self._mode.value}, store {_shown(config.store_path)}, '
@@ -291,10 +289,11 @@ class BehaviorCacheNode(LifecycleNode):
         self._active = active
         active.hub = SensorHub(node=self, sensors=config.sensors, on_error=self._sensor_error)
         if config.tools:
-            self._start_proxy_node()
+            self._proxy_host = ProxyHost(self)
+        proxy_node = self._proxy_host.node if self._proxy_host is not None else None
         active.proxies = {
             tool.server: make_proxy(
-                node=self._proxy_node, tool=tool, hub=active.hub, recorder=recorder,
+                node=proxy_node, tool=tool, hub=active.hub, recorder=recorder,
                 callback_group=ReentrantCallbackGroup(),
                 post_timeout=config.post_check_timeout,
                 logger=self.get_logger(), timeout=config.step_timeout,
@@ -303,7 +302,7 @@ class BehaviorCacheNode(LifecycleNode):
         }
         ledger = Ledger()
         active.taps = [
-            make_tap(node=self._proxy_node, proxy=active.proxies[tool.server], hub=active.hub,
+            make_tap(node=proxy_node, proxy=active.proxies[tool.server], hub=active.hub,
                      recorder=recorder, post_timeout=config.post_check_timeout,
                      logger=self.get_logger(), ledger=ledger)
             for tool in config.tools if tool.record_from is RecordFrom.INTROSPECTION
@@ -393,7 +392,9 @@ class BehaviorCacheNode(LifecycleNode):
                 parts.recorder.remove_settle(tap.settle)
         for proxy in active.proxies.values():  # the proxy thread still spins: they can end
             proxy.end_calls(_PROXY_END_WAIT)
-        self._stop_proxy_node(active.proxies.values())
+        if self._proxy_host is not None:
+            self._proxy_host.stop(active.proxies.values())
+            self._proxy_host = None
         if active.hub is not None:
             active.hub.close()
         self._active = None
@@ -454,40 +455,6 @@ class BehaviorCacheNode(LifecycleNode):
         """Return the proxies by server name ({} unless active)."""
         return self._active.proxies if self._active is not None else {}
 
-    def _start_proxy_node(self) -> None:
-        """Create the hidden proxy node and its single-threaded executor thread."""
-        name = f'_{self.get_name()}_proxies'
-        self._proxy_node = rclpy.create_node(
-            name, context=self.context, namespace=self.get_namespace(),
-            cli_args=['--ros-args', '-r', f'__node:={name}'], start_parameter_services=False,
-        )
-        self._proxy_executor = SingleThreadedExecutor(context=self.context)
-        self._proxy_executor.add_node(self._proxy_node)
-        self._proxy_thread = threading.Thread(
-            target=self._spin_proxies, name=name, daemon=True)
-        self._proxy_thread.start()
-
-    def _stop_proxy_node(self, proxies: Iterable[ToolProxy]) -> None:
-        """Stop the proxy executor thread, destroy the proxies and the proxy node."""
-        if self._proxy_executor is not None:
-            self._proxy_executor.shutdown(timeout_sec=2.0)
-            if self._proxy_thread is not None:
-                self._proxy_thread.join(2.0)
-        for proxy in proxies:
-            proxy.destroy()
-        if self._proxy_node is not None:
-            self._proxy_node.destroy_node()
-        self._proxy_executor = self._proxy_node = self._proxy_thread = None
-
-    def _spin_proxies(self) -> None:
-        executor = self._proxy_executor
-        if executor is None:
-            return
-        try:
-            executor.spin()
-        except Exception:  # the context was shut down under us: nothing left to serve
-            pass
-
     def _guarded(self, name: str, handler: Any) -> Any:
         """Wrap a service handler: an unexpected error answers success=false, never kills."""
         def call(request: Any, response: Any) -> Any:
@@ -511,30 +478,6 @@ class BehaviorCacheNode(LifecycleNode):
             return
         took = time.monotonic() - started
         self.get_logger().info(f'store: {count} first step(s) loaded and indexed in {took:.2f} s')
-
-    def _report_incomplete(self) -> None:
-        """Warn about recordings an earlier run abandoned (never replayed); note live ones."""
-        purged = getattr(self.store, 'purged', 0)
-        if purged:
-            self.get_logger().info(
-                f'store: purged {purged} abandoned recording(s) older than '
-                f'{self.config.abandoned_recording_retention:g} s')
-        try:
-            unfinished = self.store.incomplete_recordings()
-        except (MuscleMemError, AttributeError):
-            return
-        for info in unfinished:
-            if info.live:
-                self.get_logger().info(
-                    f"recording {info.id} of task '{info.task}' is in progress in another "
-                    f'process ({info.owner})')
-                continue
-            self.get_logger().warning(
-                f"recording {info.id} of task '{info.task}' ({info.step_count} steps) was "
-                f'never finished (the process stopped during it: {info.owner}); it is never '
-                'replayed, and purged after abandoned_recording_retention or by the forget '
-                'service (abandoned_recordings: true)'
-            )
 
     @property
     def mode(self) -> CacheMode:
@@ -632,54 +575,19 @@ class BehaviorCacheNode(LifecycleNode):
             self._guard.release()
 
     def _publish_diagnostics(self) -> None:
-        status = DiagnosticStatus(name=f'{self.get_name()}: behavior cache',
-                                  hardware_id=self.get_fully_qualified_name())
-        values = {'cache_mode': self._mode.value, 'store_path': _shown(self.config.store_path),
-                  'busy': self._guard.holder or ''}
-        shared = getattr(self.store, 'diagnostics', None)
-        if shared is not None:
-            values.update(shared())
-        try:
-            tasks = self.store.tasks()
-            hits = sum(t.hits for t in tasks)
-            misses = sum(t.misses for t in tasks)
-            values.update({
-                'tasks': str(len(tasks)),
-                'trajectories': str(sum(t.trajectory_count for t in tasks)),
-                'hits': str(hits), 'misses': str(misses),
-                'hit_rate': f'{hits / (hits + misses):.3f}' if hits + misses else 'n/a',
-                'store': 'ok',
-            })
-            status.level = DiagnosticStatus.OK
-            status.message = 'ok'
-            degraded = self.health.error
-            if degraded:
-                values['store'] = f'degraded: {degraded}'
-                status.level = DiagnosticStatus.WARN
-                status.message = (f'store degraded: writes fail ({degraded}); replays go on, '
-                                  'nothing new is learned or counted')
-        except StoreUnavailableError as err:
-            values['store'] = f'unreachable: {err}'
-            status.level = DiagnosticStatus.WARN
-            status.message = ('store unreachable, reconnecting: replays go on from what is '
-                              'loaded, recordings are kept until it is back')
-        except Exception as err:  # diagnostics report store trouble, never raise
-            values['store'] = f'error: {err}'
-            status.level = DiagnosticStatus.ERROR
-            status.message = f'store error: {err}'
-        with self._counts_lock:
-            values['runs_since_start'] = str(self._counts['runs'])
-            values['hits_since_start'] = str(self._counts['hits'])
-        active = self._active
-        runner = active.runner if active is not None else None
-        values['steps_saved'] = str(runner.steps_replayed_total if runner is not None else 0)
-        agent = active.agent if active is not None else None
-        values['agent'] = 'none' if agent is None else (
-            'available' if agent.server_is_ready() else 'not discovered')
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        parts = self._configured
+        parts, active = self._configured, self._active
         if parts is None or parts.diagnostics is None:
             return
+        with self._counts_lock:
+            runs, hits = self._counts['runs'], self._counts['hits']
+        runner = active.runner if active is not None else None
+        status = cache_status(
+            name=f'{self.get_name()}: behavior cache', hardware_id=self.get_fully_qualified_name(),
+            values={'cache_mode': self._mode.value, 'store_path': _shown(self.config.store_path),
+                    'busy': self._guard.holder or ''},
+            store=self.store, health=self.health, runs=runs, hits=hits,
+            steps_saved=runner.steps_replayed_total if runner is not None else 0,
+            agent=active.agent if active is not None else None)
         parts.diagnostics.publish(DiagnosticArray(
             header=Header(stamp=self.get_clock().now().to_msg()), status=[status]))
 

@@ -24,8 +24,8 @@ from typing import Any
 from action_msgs.msg import GoalStatus
 from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind
-from muscle_mem_ros.ros.config import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.messages.success import answered, refused
+from muscle_mem_ros.ros.nodeconfig import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.proxy import (
     CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, with_reason,
 )

@@ -67,10 +67,10 @@ from typing import Any
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind
-from muscle_mem_ros.ros.config import ToolConfig
 from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from muscle_mem_ros.ros.messages.goalfields import set_fields
 from muscle_mem_ros.ros.messages.introspection import message_to_json
+from muscle_mem_ros.ros.nodeconfig import ToolConfig
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.rclfix.watch import CallWatch
 from muscle_mem_ros.ros.recorder import Recorder, Session

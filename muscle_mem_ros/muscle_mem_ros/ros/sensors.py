@@ -79,7 +79,7 @@ import time
 from typing import Any
 
 from muscle_mem_ros.records import Snapshot
-from muscle_mem_ros.ros.config import SensorConfig
+from muscle_mem_ros.ros.nodeconfig import SensorConfig
 from muscle_mem_ros.ros.rclfix import waitset
 import rclpy
 from rclpy.executors import SingleThreadedExecutor

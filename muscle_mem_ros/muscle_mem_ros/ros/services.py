@@ -41,9 +41,9 @@ from typing import Any
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError, UnknownTrajectoryError
 from muscle_mem_ros.records import CheckFailure
-from muscle_mem_ros.ros.config import CacheMode
 from muscle_mem_ros.ros.events import EventReporter
 from muscle_mem_ros.ros.messages.convert import canonical_params, task_info, trajectory_info
+from muscle_mem_ros.ros.nodeconfig import CacheMode
 from muscle_mem_ros.ros.rclfix.sync import CancelToken, TaskGuard
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.replay import Replayer

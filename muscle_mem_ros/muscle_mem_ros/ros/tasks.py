@@ -55,10 +55,10 @@ from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import Step, TrajectoryInfo
 from muscle_mem_ros.resume import FailureKind, Resume
-from muscle_mem_ros.ros.config import CacheMode, DEFAULT_AGREEMENT
 from muscle_mem_ros.ros.events import describe_bindings, EventReporter
 from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.messages.convert import canonical_params, resume_goal
+from muscle_mem_ros.ros.nodeconfig import CacheMode, DEFAULT_AGREEMENT
 from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken, wait_future
 from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
 from muscle_mem_ros.ros.replay import Replayer

@@ -39,9 +39,10 @@ loaded), steps of a recording in progress are kept in memory, and a recording
 committed meanwhile is kept in memory and committed when the server is back
 (:attr:`PostgresStore.pending`); one still pending when the store is closed is
 logged as lost, loudly. The background thread reconnects with exponential
-backoff; :meth:`PostgresStore.diagnostics` reports the state. The password (URL,
+backoff (the connections and their state are :mod:`.pglink`);
+:meth:`PostgresStore.diagnostics` reports the state. The password (URL,
 ``PGPASSWORD`` or ``~/.pgpass``, as libpq reads them) never appears in a message:
-URLs are shown through :func:`redact`.
+URLs are shown through :func:`~.pglink.redact`.
 """
 
 from __future__ import annotations
@@ -54,8 +55,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, ContextManager, TypeVar
 import uuid
 
 from . import pgschema, sqltree, trustsql
@@ -65,69 +65,21 @@ from .base import (
 from .codec import NODE_COLS, node_from_row, TRAJ_COLS, trajectory_from_row
 from .kidcache import ChildCache, Key
 from .owners import HOST
+from .pglink import is_postgres_url, PgConn, PgLink, redact
 from .pgrecording import Offline, Pending, PgRecording
 from ..bulk import gc_paused
-from ..errors import StoreCorruptError, StoreError, StoreUnavailableError, UnknownTrajectoryError
+from ..errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
 from ..records import Agreement, Approval, Node, Step, TaskStats, TrajectoryInfo
 
 __all__ = ['is_postgres_url', 'PostgresStore', 'redact']
 
 _log = logging.getLogger(__name__)
 _store_ids = itertools.count(1)
+_T = TypeVar('_T')
 TREE_LIMIT = 5000
 """A tree of at most this many nodes is loaded whole on its first lookup."""
 _NOTIFY_LIMIT = 7000
 """Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
-
-
-def is_postgres_url(spec: object) -> bool:
-    """Return True if ``spec`` is a libpq URL (``postgresql://`` or ``postgres://``)."""
-    return isinstance(spec, str) and spec.startswith(('postgresql://', 'postgres://'))
-
-
-def redact(url: str) -> str:
-    """Return ``url`` with any password (in the user part or a ``password=`` query) hidden."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return '<unparsable database URL>'
-    netloc = parts.netloc
-    if '@' in netloc:
-        user, _, host = netloc.rpartition('@')
-        if ':' in user:
-            user = user.split(':', 1)[0] + ':***'
-        netloc = f'{user}@{host}'
-    query = urlencode([(k, '***' if k.lower() == 'password' else v)
-                       for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe='*')
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-_T = TypeVar('_T')
-
-
-class _Conn:
-    """Wrap a psycopg connection to take the ``?`` parameters of :mod:`.sqltree`."""
-
-    def __init__(self, raw: Any) -> None:
-        self.raw = raw
-        self._sql: dict[str, str] = {}
-
-    def _q(self, sql: str) -> str:
-        out = self._sql.get(sql)
-        if out is None:
-            out = self._sql[sql] = sql.replace('?', '%s')
-        return out
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.raw.execute(self._q(sql), params)
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self.raw.cursor() as cur:
-            cur.executemany(self._q(sql), rows)
-
-    @property
-    def usable(self) -> bool:
-        return not (self.raw.closed or self.raw.broken)
 
 
 class PostgresStore(Batching, Store):
@@ -169,12 +121,8 @@ class PostgresStore(Batching, Store):
         except ImportError as err:
             raise StoreError('a postgresql:// store needs psycopg 3 (pip install '
                              "'psycopg[binary]', or apt install python3-psycopg)") from err
-        self._pg = psycopg
         self.url = redact(url)
         self.robot_id = robot_id
-        self._url = url
-        self._timeout = max(1, int(round(connect_timeout)))
-        self._retry = (retry_min, retry_max)
         self._token = uuid.uuid4().hex
         self._uid = next(_store_ids)
         self._lock = threading.RLock()
@@ -186,110 +134,38 @@ class PostgresStore(Batching, Store):
         self._batch_tasks: set[str] = set()
         self._rec_ids = itertools.count(-1, -1)
         self.offline = Offline(url=self.url, merge=self._merge, lock=self._lock)
-        self._state_lock = threading.Lock()
-        self._up = True
-        self._error = ''
-        self._down_since = 0.0
-        self._next_try = 0.0
-        self._stop = threading.Event()
-        self._listening = threading.Event()
         self.purged = 0
-        self._fatal: StoreError | None = None
-        self._conn: _Conn | None = None
-        self._migrated = False
         self.read_only = read_only
-        if read_only:
+        self._link = PgLink(
+            pg=psycopg, url=url, token=self._token, timeout=max(1, int(round(connect_timeout))),
+            retry=(retry_min, retry_max), read_only=read_only, lock=self._lock,
+            on_note=self._on_notify, on_reconnect=self._invalidate, on_idle=self._flush)
+        if not self._link.connect(start_unreachable=start_unreachable) or read_only:
             abandoned_retention = None
-        try:
-            raw = self._connect()
-        except StoreUnavailableError as err:
-            if not start_unreachable:
-                raise
-            self._mark_down(err)
-            abandoned_retention = None
-        else:
-            try:
-                if read_only:
-                    _check_read_only(raw, self.url)
-                else:
-                    pgschema.migrate(raw, self.url)
-            except BaseException:
-                raw.close()
-                raise
-            self._migrated = True
-            self._conn = self._setup(raw)
-        self._watcher = threading.Thread(target=self._watch, name='muscle_mem_pg_listen',
-                                         daemon=True)
-        self._watcher.start()
         if abandoned_retention is not None:
             try:
                 self.purged = self.purge_abandoned(older_than=abandoned_retention)
             except StoreError as err:
                 _log.warning('%s: could not purge abandoned recordings: %s', self.url, err)
 
-    # -- connections and state -------------------------------------------------------
-
-    def _connect(self) -> Any:
-        try:
-            return self._pg.connect(self._url, autocommit=True, connect_timeout=self._timeout,
-                                    application_name=f'muscle_mem_ros:{self._token}')
-        except self._pg.Error as err:
-            raise StoreUnavailableError(
-                f'{self.url}: cannot connect to the database: {_first_line(err)}') from err
-
-    def _setup(self, raw: Any) -> _Conn:
-        raw.execute(f'SET search_path TO {pgschema.NAMESPACE}')
-        if self.read_only:  # the server itself refuses every write of this session
-            raw.execute('SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY')
-        return _Conn(raw)
-
-    def _mark_down(self, err: BaseException) -> None:
-        text = _first_line(err.__cause__ if isinstance(err, StoreUnavailableError) and
-                           err.__cause__ else err)
-        with self._state_lock:
-            was_up, self._up = self._up, False
-            self._error = text
-            if was_up:
-                self._down_since = time.time()
-        if was_up:
-            _log.error('%s: database unreachable (%s); replays go on from what is loaded, '
-                       'recordings are kept in memory; reconnecting with backoff', self.url, text)
+    # -- connection --------------------------------------------------------------------
 
     @property
     def available(self) -> bool:
         """Return True while the server is reachable (as far as the last call knew)."""
-        return self._up
+        return self._link.up
+
+    def _db(self) -> ContextManager[PgConn]:
+        """Hold the lock and yield a live connection (:meth:`.pglink.PgLink.db`)."""
+        return self._link.db()
+
+    def _flush(self) -> None:
+        """Commit the recordings kept while the server was away (the listener calls it)."""
+        if self.offline.pending:
+            self.offline.flush()
 
     @contextmanager
-    def _db(self) -> Iterator[_Conn]:
-        """Hold the lock and yield a live connection; map lost connections to unavailability."""
-        pg = self._pg
-        if self._fatal is not None:
-            raise self._fatal
-        with self._lock:
-            conn = self._conn
-            if conn is None or not conn.usable or not self._up:
-                if not self._up:
-                    raise StoreUnavailableError(f'{self.url}: database unreachable '
-                                                f'({self._error})')
-                try:
-                    conn = self._conn = self._setup(self._connect())
-                except StoreUnavailableError as err:
-                    self._mark_down(err)
-                    raise
-            try:
-                yield conn
-            except pg.Error as err:
-                if not conn.usable:
-                    self._mark_down(err)
-                    self._conn = None
-                    raise StoreUnavailableError(
-                        f'{self.url}: database unreachable ({_first_line(err)})') from err
-                raise StoreError(f'{self.url}: store operation failed: {_first_line(err)}'
-                                 ) from err
-
-    @contextmanager
-    def _write(self, task: str | None = None) -> Iterator[_Conn]:
+    def _write(self, task: str | None = None) -> Iterator[PgConn]:
         """Run the body in one transaction (or the current batch's), locking ``task``."""
         with self._db() as conn:
             if self._batch_depth:
@@ -304,10 +180,10 @@ class PostgresStore(Batching, Store):
                 yield conn
 
     @staticmethod
-    def _task_lock(conn: _Conn, task: str) -> None:
+    def _task_lock(conn: PgConn, task: str) -> None:
         conn.execute('SELECT pg_advisory_xact_lock(?, hashtext(?))', (pgschema.LOCK_CLASS, task))
 
-    def _notify(self, conn: _Conn, kind: str, task: str, nodes: Sequence[int] = ()) -> None:
+    def _notify(self, conn: PgConn, kind: str, task: str, nodes: Sequence[int] = ()) -> None:
         """Announce a change (sent when the transaction commits)."""
         if self._batch_depth:
             return
@@ -316,73 +192,7 @@ class PostgresStore(Batching, Store):
             payload = json.dumps({'o': self._token, 'k': 'task', 't': task, 'n': []})
         conn.execute('SELECT pg_notify(?, ?)', (pgschema.CHANNEL, payload))
 
-    # -- the listener ------------------------------------------------------------------
-
-    def _watch(self) -> None:
-        """LISTEN for other stores' changes; reconnect with backoff while the server is away."""
-        pg = self._pg
-        delay = self._retry[0]
-        first = True
-        while not self._stop.is_set():
-            try:
-                raw = self._connect()
-            except StoreUnavailableError as err:
-                self._mark_down(err)
-                self._next_try = time.time() + delay
-                self._stop.wait(delay)
-                delay = min(delay * 2, self._retry[1])
-                continue
-            try:
-                if not self._migrated and not self._schema_ok(raw):
-                    raw.close()
-                    return
-                raw.execute(f'SET search_path TO {pgschema.NAMESPACE}')
-                raw.execute(f'LISTEN {pgschema.CHANNEL}')
-                self._back_up(first)
-                first = False
-                delay = self._retry[0]
-                self._listening.set()
-                while not self._stop.is_set():
-                    # Collected first: the generator holds the connection's lock.
-                    for note in list(raw.notifies(timeout=0.2, stop_after=1)):
-                        self._on_notify(raw, note.payload)
-                    if self.offline.pending and self._up:
-                        self.offline.flush()
-                    if not self._up:
-                        break  # a foreground call lost its connection: check the server again
-            except pg.Error as err:
-                if not self._stop.is_set():
-                    self._mark_down(err)
-            finally:
-                self._listening.clear()
-                raw.close()
-
-    def _schema_ok(self, raw: Any) -> bool:
-        """Check and migrate the schema on the first connection of a store opened without one."""
-        try:
-            pgschema.migrate(raw, self.url)
-        except StoreError as err:
-            self._fatal = err
-            _log.error('%s: %s; the store stays unusable until the node is restarted with a '
-                       'muscle_mem_ros that understands it', self.url, err)
-            return False
-        self._migrated = True
-        return True
-
-    def _back_up(self, first: bool) -> None:
-        """Mark the store up once the listener connects; caches may have missed changes."""
-        with self._state_lock:
-            was_down, self._up = not self._up, True
-            self._error = ''
-        if was_down or not first:
-            with self._lock:
-                self._invalidate()
-                conn, self._conn = self._conn, None  # the server restarted: reconnect on use
-                if conn is not None:
-                    conn.raw.close()
-            _log.info('%s: database reachable again', self.url)
-        if self.offline.pending:
-            self.offline.flush()
+    # -- other stores' changes ----------------------------------------------------------
 
     def _on_notify(self, raw: Any, payload: str) -> None:
         try:
@@ -417,7 +227,7 @@ class PostgresStore(Batching, Store):
         """Put freshly read node rows into the cached child lists (a whole tree stays whole)."""
         self._cache.place(rows, self._node, leaves=lambda key: key[:2] not in self._big)
 
-    def _refresh(self, conn: _Conn, node_ids: Sequence[int]) -> None:
+    def _refresh(self, conn: PgConn, node_ids: Sequence[int]) -> None:
         if node_ids and self._cache:
             self._apply(conn.raw.execute(
                 f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
@@ -447,7 +257,7 @@ class PostgresStore(Batching, Store):
                     return NodeList((), key=self._cache.fresh_key(key))
             return self._cache.view(key)
 
-    def _load(self, conn: _Conn, key: Key) -> Key:
+    def _load(self, conn: PgConn, key: Key) -> Key:
         task, variant, parent = key
         if not self._cache.has(key) and parent is None and (task, variant) not in self._big:
             self._load_tree(conn, task, variant)
@@ -457,7 +267,7 @@ class PostgresStore(Batching, Store):
                 self._cache.put(key, [self._node(r) for r in rows])
         return key
 
-    def _load_tree(self, conn: _Conn, task: str, variant: str) -> None:
+    def _load_tree(self, conn: PgConn, task: str, variant: str) -> None:
         """
         Load a whole tree of up to :data:`TREE_LIMIT` nodes at once; None if it is larger.
 
@@ -556,10 +366,10 @@ class PostgresStore(Batching, Store):
                     conn.execute('ANALYZE nodes')
                     conn.execute('ANALYZE trajectories')
         with self._lock:
-            if self._conn is not None:
+            if self._link.conn is not None:
                 try:
-                    self._refresh(self._conn, touched)
-                except self._pg.Error:
+                    self._refresh(self._link.conn, touched)
+                except self._link.pg.Error:
                     self._drop_task(task)
         return info
 
@@ -575,7 +385,7 @@ class PostgresStore(Batching, Store):
         """Merge a complete list of steps in one transaction."""
         return self._merge(task, variant, params_json, parent, [check_step(s) for s in steps])
 
-    def _delete_rows(self, conn: _Conn, recording_id: int) -> None:
+    def _delete_rows(self, conn: PgConn, recording_id: int) -> None:
         conn.execute('DELETE FROM recording_steps WHERE recording = ?', (recording_id,))
         conn.execute('DELETE FROM recordings WHERE id = ?', (recording_id,))
 
@@ -583,7 +393,7 @@ class PostgresStore(Batching, Store):
         with self._write() as conn:
             self._delete_rows(conn, recording_id)
 
-    def _batch_done(self, conn: _Conn) -> None:
+    def _batch_done(self, conn: PgConn) -> None:
         """Tell the other stores which tasks the batch touched (they reload them)."""
         tasks, self._batch_tasks = self._batch_tasks, set()
         for task in sorted(tasks):
@@ -768,14 +578,7 @@ class PostgresStore(Batching, Store):
         :return: ``store_backend``, ``store_url``, ``robot_id``, ``store_connection``
             (``ok`` or ``unreachable ...``) and ``store_pending_recordings``.
         """
-        with self._state_lock:
-            up, error, since, next_try = self._up, self._error, self._down_since, self._next_try
-        if self._fatal is not None:
-            state = f'unusable: {self._fatal}'
-        else:
-            state = 'ok' if up else (
-                f'unreachable for {time.time() - since:.0f} s ({error}); next try in '
-                f'{max(0.0, next_try - time.time()):.1f} s')
+        state = self._link.state()
         return {'store_backend': 'postgresql', 'store_url': self.url, 'robot_id': self.robot_id,
                 'store_connection': state,
                 'store_pending_recordings': str(len(self.offline.pending))}
@@ -792,41 +595,13 @@ class PostgresStore(Batching, Store):
 
     def wait_listening(self, timeout: float) -> bool:
         """Wait until the listener is connected (tests, benchmarks); True if it is."""
-        return self._listening.wait(timeout)
+        return self._link.listening.wait(timeout)
 
     def close(self) -> None:
         """Stop listening and close; recordings still kept in memory are reported lost."""
-        self._stop.set()
-        if self._watcher.is_alive() and self._watcher is not threading.current_thread():
-            self._watcher.join(timeout=5.0)
+        self._link.stop()
         with self._lock:
             if self.offline.pending:
-                self.offline.close(self._up)
+                self.offline.close(self._link.up)
             self._invalidate()
-            if self._conn is not None:
-                try:
-                    self._conn.raw.close()
-                except self._pg.Error as err:
-                    _log.warning('%s: error closing store: %s', self.url, err)
-                self._conn = None
-
-
-def _check_read_only(raw: Any, where: str) -> None:
-    """
-    Check, without writing, that the database holds a store this code can read.
-
-    :raises StoreVersionError: a newer schema.
-    :raises StoreCorruptError: no store, or a foreign or older one (a read-only open never
-        creates or migrates).
-    """
-    with raw.transaction():
-        found = pgschema.current_version(raw, where)
-    if found != pgschema.SCHEMA_VERSION:
-        raise StoreCorruptError(
-            f'{where}: no muscle_mem_ros store (schema version {found}, this code reads '
-            f'{pgschema.SCHEMA_VERSION}); a read-only open creates and migrates nothing')
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
+            self._link.close()

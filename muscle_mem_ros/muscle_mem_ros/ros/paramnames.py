@@ -1,0 +1,208 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The parameter names the node knows: their layout, descriptions and spelling help.
+
+Every given parameter name is checked against the layout (:func:`layout`) before
+anything is read, so a misspelt one is an error naming the nearest known name
+instead of a setting silently ignored; every parameter is declared with its
+description (:func:`describe`, what ``ros2 param describe`` shows).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from muscle_mem_ros.errors import ConfigError
+from rclpy.node import Node as RosNode
+
+__all__ = ['describe', 'layout', 'legacy_names', 'name_list']
+
+_TOP_KEYS = (
+    'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
+    'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
+    'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift', 'robot_id',
+    'replay_requires',
+)
+_SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind')
+_TOOL_KEYS = ('server', 'type', 'proxy', 'record_from', 'success_field', 'success_when',
+              'agreement')
+_BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset')
+_GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS,
+               'bindings': _BINDING_KEYS}
+_ROS_PARAMETERS = ('use_sim_time', 'start_type_description_service')
+"""Parameters rclpy declares on every node; a params file may set them."""
+_ROS_PREFIXES = ('qos_overrides.',)
+"""Prefixes of parameters rclpy reads when a publisher or subscription allows QoS overrides."""
+
+
+def describe(name: str) -> str:
+    """Return the description of parameter ``name`` (by its last part for sensors and tools)."""
+    parts = name.split('.')
+    if len(parts) == 3:
+        return _DESCRIPTIONS[f'{parts[0]}.*.{parts[2]}']
+    return _DESCRIPTIONS[name]
+
+
+_DESCRIPTIONS = {
+    'autostart': 'Configure and activate at startup (false: wait for ros2 lifecycle set).',
+    'store_path': ("SQLite file of the cache ('~' expanded; ':memory:' for none), or a "
+                   'postgresql://user@host:port/db URL shared by a fleet (password from '
+                   'PGPASSWORD or ~/.pgpass, not here: parameters are readable).'),
+    'robot_id': ('Who this node records for, stored with its recordings in a shared store '
+                 "(empty, the default: this node's fully-qualified name @ host name)."),
+    'agent_action': 'ExecuteTask action of the planning agent a miss is handed to (empty: none).',
+    'cache_mode': 'learn | replay_only | record_only | off | shadow; may change at run time.',
+    'step_timeout': 'Seconds a replayed step may take before it fails (> 0).',
+    'post_check_timeout': 'Seconds to wait for sensor data newer than a step (> 0).',
+    'agent_timeout': 'Seconds the agent may take for one handed-off task (> 0).',
+    'sensor_startup_timeout': 'Seconds the first task waits for every sensor (> 0).',
+    'allow_unchecked_replay': 'Replay steps recorded without sensor checks.',
+    'abandoned_recording_retention': 'Seconds before abandoned recordings are purged (>= 0).',
+    'sensors.*.topic': 'Topic of this sensor.',
+    'sensors.*.type': 'Message type, e.g. sensor_msgs/msg/JointState.',
+    'sensors.*.fields': 'Field paths concatenated into the feature vector.',
+    'sensors.*.bind': ('auto | never: may inferred bindings read this sensor (default: '
+                       'auto up to 16 elements, never for more, e.g. a scan).'),
+    'sensors.*.joints': 'Element names read from the message name array, in order.',
+    'sensors.*.tolerance': 'One tolerance, or one per feature element (>= 0).',
+    'sensors.*.mode': 'How deviations compare: abs | norm | rms | exact | angle.',
+    'sensors.*.max_age': 'Seconds (node clock) after which a reading is stale (> 0).',
+    'actions.*.server': 'The real action server (replay sends goals here).',
+    'actions.*.type': 'Action type, e.g. control_msgs/action/FollowJointTrajectory.',
+    'actions.*.proxy': 'Name the cache serves for the agent (default ~/<server>).',
+    'actions.*.record_from': "proxy | introspection (learn from the server's event topics).",
+    'services.*.server': 'The real service (replay calls it).',
+    'services.*.type': 'Service type, e.g. std_srvs/srv/SetBool.',
+    'services.*.proxy': 'Name the cache serves for the agent (default ~/<server>).',
+    'services.*.record_from': 'proxy | introspection (learn from the service event topic).',
+    'actions.*.success_field': 'Result field that says success, e.g. error_code (optional).',
+    'actions.*.success_when': 'nonempty | empty | true | false | a number it must equal.',
+    'services.*.success_field': 'Response field that says success, e.g. plan.poses (optional).',
+    'services.*.success_when': 'nonempty | empty | true | false | a number it must equal.',
+    'actions.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
+    'services.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
+    'replay_requires': 'none | shadow:N | approval: what a trajectory needs before it replays.',
+    'infer_bindings': 'Bind goal fields to parameters and sensors found in the recordings.',
+    'binding_max_shift': 'How far an inferred binding may move a field from its recording.',
+    'bindings.*.tool': 'The action or service (its key under actions/services) it binds.',
+    'bindings.*.field': 'Goal field path, e.g. target.pose.position.x (a message: each leaf).',
+    'bindings.*.source': 'param:<key>[i] or sensor:<sensor>[i] (no index: the whole vector).',
+    'bindings.*.max_shift': 'Largest distance from the recorded value a replay may send (> 0).',
+    'bindings.*.max_offset': ('Which goals a sensor binding binds: recorded |goal - source| '
+                              'within it (> 0; default max_shift).'),
+}
+
+
+def name_list(name: str, value: Any, what: str) -> list[str]:
+    """
+    Validate a list of unique names (a string is a list of one).
+
+    :param name: the parameter, for the error message.
+    :param value: its value.
+    :param what: what the names name, for the error message (``a name``, ``a joint``).
+    :return: the names.
+    :raises ConfigError: not a list of unique, non-empty strings.
+    """
+    if isinstance(value, str):
+        value = [value] if value else []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f'{name}: must be a list of names, got {value!r}')
+    for item in value:
+        if not item.strip():
+            raise ConfigError(f'{name}: {item!r} is not {what}')
+    if len(set(value)) != len(value):
+        raise ConfigError(f'{name}: names must be unique, got {list(value)!r}')
+    return list(value)
+
+
+def _unknown(name: str, word: str, known: tuple[str, ...]) -> ConfigError:
+    """Return the error for an unknown parameter, suggesting the nearest known word."""
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    hint = f'did you mean {close[0]}?' if close else f'known: {", ".join(known)}'
+    return ConfigError(f'{name}: unknown parameter, {hint}')
+
+
+def layout(given: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """
+    Check every given parameter name against the known layout.
+
+    :param given: the names of the node's declared parameters, in declaration order.
+    :return: the item names of each group (``sensors`` -> ``['joints', 'object']``, in
+        order of first appearance), and the groups given in the deprecated list form.
+    :raises ConfigError: a name nothing reads, naming it and the nearest known name.
+    """
+    items: dict[str, list[str]] = {group: [] for group in _GROUP_KEYS}
+    legacy: list[str] = []
+    for name in given:
+        if name in _ROS_PARAMETERS or name.startswith(_ROS_PREFIXES):
+            continue
+        parts = name.split('.')
+        head = parts[0]
+        if head in _GROUP_KEYS:
+            keys = _GROUP_KEYS[head]
+            if len(parts) == 1:
+                legacy.append(head)
+                continue
+            if len(parts) == 2:
+                raise ConfigError(
+                    f'{name}: must be a map of keys ({", ".join(keys)}), not a value'
+                )
+            if parts[2] not in keys:
+                raise _unknown(name, parts[2], keys)
+            if len(parts) > 3:
+                raise ConfigError(
+                    f"{name}: unknown parameter ('{'.'.join(parts[:3])}' is a value, not a map)"
+                )
+            if parts[1] not in items[head]:
+                items[head].append(parts[1])
+        elif head in _TOP_KEYS:
+            if len(parts) > 1:
+                raise ConfigError(f"{name}: unknown parameter ('{head}' is a value, not a map)")
+        else:
+            raise _unknown(name, head, _TOP_KEYS + tuple(_GROUP_KEYS))
+    return items, legacy
+
+
+def legacy_names(node: RosNode, group: str, found: list[str], given: list[str]) -> list[str]:
+    """
+    Read a deprecated ``sensors: [a, b]`` list, check it against the keys, undeclare it.
+
+    The list is undeclared once read: a parameter that is both a value and a
+    prefix of others cannot be written by ``ros2 param dump``.
+
+    :param node: the node.
+    :param group: ``sensors``, ``actions`` or ``services``.
+    :param found: the item names found in the keys.
+    :param given: every given parameter name (for the error message).
+    :return: the listed names.
+    :raises ConfigError: not a list of names, or keys of a name not in the list.
+    """
+    value = node.get_parameter(group).value
+    listed = name_list(group, [] if value is None else value, 'a name')
+    for item in listed:
+        if '.' in item or '/' in item:
+            raise ConfigError(f"{group}: '{item}' is not a valid name (no dots or slashes)")
+    for item in found:
+        if item not in listed:
+            key = next(n for n in given if n.startswith(f'{group}.{item}.'))
+            raise ConfigError(f"{key}: '{item}' is not listed in the '{group}' parameter")
+    node.undeclare_parameter(group)
+    node.get_logger().warning(
+        f'{group}: a list of names is deprecated (ros2 param dump cannot write it); '
+        f'the names are the keys of {group}.<name>.*: remove the list'
+    )
+    return listed
