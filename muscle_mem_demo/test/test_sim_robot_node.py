@@ -172,9 +172,13 @@ def test_cancel_stops_the_arm_where_it_is(sim):
                  what='the arm to start moving')
     sim.result_of(handle.cancel_goal_async())
     response = sim.result_of(handle.get_result_async())
+    # CANCELED, not SUCCEEDED: the cancel ended the motion. How far the arm got first is
+    # not asked: it is the time the cancel took to arrive (the test seeing the feedback,
+    # the request, the robot's executor) times rtf 4, and a busy machine once made that
+    # 1.6 s, ending the arm at 1.42 rad. Where it stopped, it stays.
     assert response.status == GoalStatus.STATUS_CANCELED
     stopped = sim.wait_fresh()[0].position[0]
-    assert 0.05 < stopped < 1.4
+    assert 0.05 < stopped <= 1.5 + 0.011
     sim.wait_fresh(sim.now_ns() + 200_000_000)
     assert sim.wait_fresh()[0].position[0] == pytest.approx(stopped, abs=0.02)
 

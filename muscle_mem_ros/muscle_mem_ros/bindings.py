@@ -49,7 +49,7 @@ Where bindings come from (:mod:`.learning`):
   that varies, whose difference to a sensor element that also varies is the
   same in every recording within the sensor's tolerance, is bound with the
   mean difference as offset. A leaf that varied inconsistently is never bound,
-  nor one whose fit chance explains (:func:`.learning.chance`).
+  nor one whose fit chance explains (:func:`.inference.chance`).
 
 The rest of the slice, one concept per module: :mod:`.learning` (plans from the
 recordings), :mod:`.variants` (trees whose parameters are bound),

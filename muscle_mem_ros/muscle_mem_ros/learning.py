@@ -18,7 +18,8 @@ Learning a tree's bindings one trajectory at a time.
 The rules are those of :mod:`.bindings` (its module docstring): parameter and
 declared bindings are a step's own; a sensor binding belongs to a *group*, the
 steps at one depth of the trajectories of one shape (same tools, types and goal
-leaves), and needs two or more of them.
+leaves), and needs two or more of them; what a group says is
+:mod:`.inference` (:class:`~.inference.Group`).
 
 Why incremental: a task an agent has done a thousand times must not make the
 next task start late. A :class:`Learner` keeps each group as running statistics
@@ -36,20 +37,18 @@ trajectory that contains a step gives it the parameters it is learned with.
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field as dc_field
 import math
 import threading
 from typing import Any
 
-import numpy as np
-
 from .bindings import (
     bindable_leaves, Binding, DECLARED, Declared, DEFAULT_MAX_SHIFT, INFERRED, is_number,
     moved_sensors, param_leaves, parse_path, Plan, sensor_elements, Source, SourceKind,
     split_element,
 )
+from .inference import CHANCE, chance, Group, Observed, Sources, Tolerance
 from .records import Node, Snapshot, Step, TrajectoryInfo
 from .store.base import Store
 
@@ -57,177 +56,19 @@ __all__ = ['bound_params', 'CHANCE', 'chance', 'follow', 'follows_param', 'learn
            'no_plans', 'param_fields', 'Plans']
 
 Elements = Callable[[Snapshot | None], dict[str, float]]
-Tolerance = Callable[[str], float | None]
-
-CHANCE = 1e-3
-"""An inferred sensor binding must fit better than chance would, with this probability."""
-RESOLUTION = 1e-9
-"""Relative: a fit closer than this (float rounding) counts as this close."""
 Field = tuple[str, str]
 """(tool, goal field path)."""
-Sources = Callable[[str, int], bool]
-"""``may(sensor, size)``: may a sensor's elements be inferred sources (``sensor_sources``)."""
-
-
-@dataclass
-class _Obs:
-    """One learned step as learning sees it (read once per step)."""
-
-    node: Node
-    goal: dict[str, Any]
-    pre: dict[str, float]
-    post: dict[str, float]
-    params: dict[str, Any] = dc_field(default_factory=dict)
-
-
-class _Group:
-    """
-    The steps at one depth of the trajectories of one shape, as running statistics.
-
-    Sensor bindings of a field need the range of the field, of each source, and of
-    their difference over the members, and the mean difference: kept as arrays of
-    (numeric fields) x (sources every member has).
-    """
-
-    def __init__(self, first: _Obs, order: int, tolerance: Tolerance,
-                 max_shift: float | None, sources: Sources | None = None) -> None:
-        self.order = order
-        self.version = 0
-        """Bumped by every new member (the offsets change)."""
-        self._sources_version = 0
-        self._sources_at = 0
-        self._max_shift = max_shift
-        self._members: list[_Obs] = []
-        self._ids: set[int] = set()
-        self._fields = [f for f in sorted(first.goal) if isinstance(first.goal[f], float)]
-        """Floating-point leaves: an integer (a code, an index) never follows a sensor."""
-        self._sources = sorted(_allowed(first.pre, sources))
-        self._alive = np.ones(len(self._sources), dtype=bool)
-        tol = [tolerance(s) for s in self._sources]
-        self._tol = np.array([math.nan if t is None else float(t) for t in tol])
-        self._tolerance = tolerance
-        shape = (len(self._fields), len(self._sources))
-        self._smin = np.full(len(self._sources), math.inf)
-        self._smax = np.full(len(self._sources), -math.inf)
-        self._fmin = np.full(len(self._fields), math.inf)
-        self._fmax = np.full(len(self._fields), -math.inf)
-        self._dmin = np.full(shape, math.inf)
-        self._dmax = np.full(shape, -math.inf)
-        self._dsum = np.zeros(shape)
-        self._pairs: dict[tuple[str, str], list[float]] = {}
-        self._bindings: tuple[int, tuple[Binding, ...]] = (-1, ())
-        self._bound_sources: frozenset[tuple[str, float | None]] = frozenset()
-
-    def add(self, o: _Obs) -> bool:
-        """Take one more step in; False when it is a member already."""
-        if o.node.id in self._ids:
-            return False
-        self._ids.add(o.node.id)
-        self._members.append(o)
-        pre = np.array([o.pre.get(s, math.nan) for s in self._sources])
-        self._alive &= np.array([s in o.pre for s in self._sources], dtype=bool)
-        goal = np.array([float(o.goal[f]) for f in self._fields])
-        np.minimum(self._smin, pre, out=self._smin)
-        np.maximum(self._smax, pre, out=self._smax)
-        np.minimum(self._fmin, goal, out=self._fmin)
-        np.maximum(self._fmax, goal, out=self._fmax)
-        diff = goal[:, None] - pre[None, :]
-        np.minimum(self._dmin, diff, out=self._dmin)
-        np.maximum(self._dmax, diff, out=self._dmax)
-        self._dsum += diff
-        for (a, b), span in self._pairs.items():
-            d = o.pre[a] - o.pre[b]
-            span[0], span[1] = min(span[0], d), max(span[1], d)
-        self.version += 1
-        return True
-
-    @property
-    def sources_version(self) -> int:
-        """
-        Return a number that changes when the bound sources change (later steps' plans read it).
-
-        Worked out when read, not on every new member: learning a whole tree at start
-        then infers each group once, not once per trajectory.
-        """
-        self._refresh_sources()
-        return self._sources_version
-
-    def _refresh_sources(self) -> None:
-        if self._sources_at != self.version:
-            self._sources_at = self.version
-            sources = frozenset((b.source, b.max_shift) for b in self.bindings())
-            if sources != self._bound_sources:
-                self._bound_sources = sources
-                self._sources_version += 1
-
-    def bindings(self) -> tuple[Binding, ...]:
-        """Return the sensor bindings the members agree on (none with fewer than two)."""
-        if self._bindings[0] == self.version:
-            return self._bindings[1]
-        found = self._infer() if len(self._members) >= 2 else ()
-        self._bindings = (self.version, found)
-        return found
-
-    def bound_sources(self) -> frozenset[tuple[str, float | None]]:
-        """Return (source, max_shift) of :meth:`bindings`."""
-        self._refresh_sources()
-        return self._bound_sources
-
-    def _infer(self) -> tuple[Binding, ...]:
-        n = len(self._members)
-        tol = self._tol
-        with np.errstate(invalid='ignore'):
-            varies = self._alive & (tol > 0) & ~((self._smax - self._smin) <= tol)
-        tried = int(np.count_nonzero(varies))
-        out = []
-        for fi, path in enumerate(self._fields):
-            moved = float(self._fmax[fi] - self._fmin[fi])
-            if moved <= 1e-9:
-                continue
-            spread = self._dmax[fi] - self._dmin[fi]
-            with np.errstate(invalid='ignore'):
-                ok = np.flatnonzero(varies & (spread <= tol))
-            fits = sorted((float(spread[k] / tol[k]), self._sources[k],
-                           float(self._dsum[fi, k] / n), float(spread[k])) for k in ok)
-            if not fits:
-                continue
-            # A fit counts when no unrelated source among those tried would fit as well
-            # but by chance (:func:`chance`). Two sources that both fit that well (the
-            # cube moved as much in x as in y between the recordings) leave the field
-            # ambiguous: it is not bound until a further recording tells them apart. A
-            # runner-up equal to the best source in every recording (the tool the
-            # previous step put above the cube, and the cube) is the same value seen
-            # twice, not a rival.
-            scale = max(1.0, abs(float(self._fmin[fi])), abs(float(self._fmax[fi])))
-            likely = [f for f in fits if chance(f[3], moved, n, tried, scale) < CHANCE]
-            if not likely:
-                continue
-            best = likely[0][1]
-            if not any(not self._same_values(best, f[1]) for f in likely[1:]):
-                out.append(Binding(path, best, likely[0][2], self._max_shift, INFERRED))
-        return tuple(out)
-
-    def _same_values(self, a: str, b: str) -> bool:
-        """Return True when sources ``a`` and ``b`` agree within tolerance in every member."""
-        tol = min(self._tolerance(a) or 0.0, self._tolerance(b) or 0.0)
-        if tol <= 0:
-            return False
-        span = self._pairs.get((a, b))
-        if span is None:  # first asked: read the members once, then keep it up to date
-            diffs = [o.pre[a] - o.pre[b] for o in self._members]
-            span = self._pairs[(a, b)] = [min(diffs), max(diffs)]
-        return abs(span[0]) <= tol and abs(span[1]) <= tol
 
 
 @dataclass
 class _Step:
     """A learned step with what its plan reads."""
 
-    obs: _Obs
+    obs: Observed
     own: dict[str, Binding]
-    groups: list[_Group] = dc_field(default_factory=list)
+    groups: list[Group] = dc_field(default_factory=list)
     below_own: dict[str, float | None] = dc_field(default_factory=dict)
-    below_groups: list[_Group] = dc_field(default_factory=list)
+    below_groups: list[Group] = dc_field(default_factory=list)
     below_version: int = 0
     plan: tuple[Hashable, Plan | None] | None = None
     checked: int = -1
@@ -267,7 +108,7 @@ class Learner:
         self._elements = sensor_elements if elements is None else elements
         self._steps: dict[int, _Step] = {}
         self._own_bound = 0
-        self._shapes: dict[tuple[Any, ...], list[_Group]] = {}
+        self._shapes: dict[tuple[Any, ...], list[Group]] = {}
         self._generation = 0
         self.tally = (0, 0)
         """How many trajectories were added with an id, and the sum of their ids."""
@@ -300,8 +141,8 @@ class Learner:
         for node in nodes:
             step = self._steps.get(node.id)
             if step is None:
-                o = _Obs(node, bindable_leaves(node.step), self._elements(node.step.pre),
-                         self._elements(node.step.post), sources)
+                o = Observed(node, bindable_leaves(node.step), self._elements(node.step.pre),
+                             self._elements(node.step.post), sources)
                 step = self._steps[node.id] = _Step(o, self._own(o))
                 self._own_bound += bool(step.own)
             steps.append(step)
@@ -310,7 +151,7 @@ class Learner:
         if groups is None:
             order = sum(len(g) for g in self._shapes.values())
             groups = self._shapes[shape] = [
-                _Group(s.obs, order + depth, self._tolerance, self._max_shift, self._sources)
+                Group(s.obs, order + depth, self._tolerance, self._max_shift, self._sources)
                 for depth, s in enumerate(steps)]
         for step, group in zip(steps, groups):
             if group.add(step.obs):
@@ -389,7 +230,7 @@ class Learner:
         with self._lock:
             return list(self._steps)
 
-    def _own(self, o: _Obs) -> dict[str, Binding]:
+    def _own(self, o: Observed) -> dict[str, Binding]:
         found = _param_bindings(o) if self._infer else {}
         for decl in self._declared:
             if decl.tool == o.node.step.tool:
@@ -524,7 +365,7 @@ def bound_params(steps: Sequence[Step], params: Mapping[str, Any], *,
     out: set[str] = set(param_fields(steps, params)) if infer else set()
     sources = param_leaves(params)
     for step in steps:
-        o = _Obs(Node(0, None, 0, step), bindable_leaves(step), {}, {}, sources)
+        o = Observed(Node(0, None, 0, step), bindable_leaves(step), {}, {}, sources)
         for decl in declared:
             if decl.tool == step.tool and Source.parse(decl.source).kind is SourceKind.PARAM:
                 out.update(b.source for b in _fit_declared(decl, o) if b.source in sources)
@@ -536,7 +377,7 @@ def param_fields(steps: Sequence[Step], params: Mapping[str, Any]) -> dict[str, 
     sources = param_leaves(params)
     out: dict[str, set[Field]] = {}
     for step in steps:
-        o = _Obs(Node(0, None, 0, step), bindable_leaves(step), {}, {}, sources)
+        o = Observed(Node(0, None, 0, step), bindable_leaves(step), {}, {}, sources)
         for b in _param_bindings(o).values():
             out.setdefault(b.source, set()).add((step.tool, b.field))
     return out
@@ -552,34 +393,6 @@ def follows_param(tool: str, leaves: Mapping[str, Any], field: Field, value: Any
     return leaf is not None and _same_kind(value, leaf) and leaf == value
 
 
-def chance(fit: float, moved: float, members: int, tried: int, scale: float = 1.0) -> float:
-    """
-    Return how likely some unrelated source would fit a goal field this well by chance.
-
-    Tolerance alone is not evidence: with many candidate sources (a scan's 360 ranges,
-    seven joints) that move between recordings by amounts like the field's, one of
-    them fits within tolerance by chance in many pairs of recordings. So the best
-    source must fit better than chance. Model: between consecutive recordings an
-    unrelated source moves by an amount spread evenly over the field's own steps
-    (its range over ``members`` recordings, split in ``members - 1`` steps); each
-    step then lands within ``fit`` of the field's by chance with probability
-    ``2 fit / step``; ``members - 1`` independent steps, and any of ``tried``
-    sources (Bonferroni).
-
-    :param fit: The best source's spread of ``field - source`` over the recordings.
-    :param moved: The field's range over the recordings.
-    :param members: How many recordings.
-    :param tried: How many candidate sources varied (were tried).
-    :param scale: The field's magnitude (the float rounding floor of ``fit`` is relative).
-    :return: An upper estimate of the probability (may exceed 1).
-    """
-    if members < 2 or moved <= 0:
-        return math.inf
-    step = moved / (members - 1)
-    near = max(fit, RESOLUTION * scale)
-    return tried * min(1.0, 2 * near / step) ** (members - 1)
-
-
 def _stricter(limit: float | None, than: float | None) -> bool:
     """Return True when ``limit`` is a tighter max_shift than ``than`` (NaN: none yet)."""
     if than is not None and math.isnan(than):
@@ -587,7 +400,7 @@ def _stricter(limit: float | None, than: float | None) -> bool:
     return limit is not None and (than is None or limit < than)
 
 
-def _param_bindings(o: _Obs) -> dict[str, Binding]:
+def _param_bindings(o: Observed) -> dict[str, Binding]:
     out = {}
     for path, value in o.goal.items():
         if (is_number(value) and value == 0) or value == '':
@@ -610,7 +423,7 @@ def _same_kind(param: Any, value: Any) -> bool:
     return type(param) is type(value)
 
 
-def _fit_declared(decl: Declared, o: _Obs) -> list[Binding]:
+def _fit_declared(decl: Declared, o: Observed) -> list[Binding]:
     fields = [p for p in o.goal if p == decl.field or p.startswith(decl.field + '.')
               or p.startswith(decl.field + '[')]
     kind = Source.parse(decl.source).kind
@@ -635,21 +448,12 @@ def _fit_declared(decl: Declared, o: _Obs) -> list[Binding]:
     return out
 
 
-def _allowed(pre: Mapping[str, float], sources: Sources | None) -> list[str]:
-    """Return the pre sources inference may bind to (every one when ``sources`` is None)."""
-    if sources is None:
-        return list(pre)
-    sensor = {key: split_element(key)[0] for key in pre}
-    sizes = collections.Counter(sensor.values())
-    return [key for key in pre if sources(sensor[key], sizes[sensor[key]])]
-
-
-def _shape(o: _Obs) -> tuple[Any, ...]:
+def _shape(o: Observed) -> tuple[Any, ...]:
     return (o.node.step.tool, o.node.step.type_name,
             tuple(sorted((p, type(v).__name__) for p, v in o.goal.items())))
 
 
-def _follows(o: _Obs, bindings: Sequence[Binding],
+def _follows(o: Observed, bindings: Sequence[Binding],
              tolerance: Tolerance) -> tuple[tuple[str, str], ...]:
     """
     Pair each post element the step moved with the bound field it equalled at recording.

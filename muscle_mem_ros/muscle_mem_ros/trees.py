@@ -35,7 +35,8 @@ import threading
 from typing import Any
 
 from .bindings import Declared, DEFAULT_MAX_SHIFT
-from .learning import follow, Learner, no_plans, Plans, Sources
+from .inference import Sources
+from .learning import follow, Learner, no_plans, Plans
 from .records import Step, TrajectoryInfo
 from .store.base import Store
 from .variants import Variant
