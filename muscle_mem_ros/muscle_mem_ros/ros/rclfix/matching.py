@@ -105,8 +105,11 @@ def _probe(node: Node, server_node: str, deadline: float) -> bool:
                 return False
             future = probe.call_async(GetParameters.Request())
             answered = threading.Event()
-            future.add_done_callback(lambda _future: answered.set())
-            if answered.wait(min(_ATTEMPT, max(0.0, deadline - time.monotonic()))):
+            # Bound now: a done callback runs later, as an executor task, and a late answer to
+            # the attempt before must not wake this one (it did, as a closure over the name).
+            future.add_done_callback(lambda _future, answered=answered: answered.set())
+            answered.wait(min(_ATTEMPT, max(0.0, deadline - time.monotonic())))
+            if future.done():
                 return future.result() is not None
             probe.remove_pending_request(future)
     finally:
