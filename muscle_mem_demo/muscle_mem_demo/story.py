@@ -187,6 +187,8 @@ class RunOutcome:
     """The cube's position in the simulation when the task was sent."""
     final_object: tuple[float, float, float] | None = None
     """The cube's position in the simulation after the run."""
+    unobserved: str = ''
+    """Why the cube's final position is not known (the robot's streams were not fresh)."""
     substituted: tuple[dict[str, object], ...] = ()
     """What the cache substituted (ExecuteTask result ``substituted``): one dict per field,
     keys step, tool, field, source, recorded, value."""
@@ -262,7 +264,7 @@ def judge(outcome: RunOutcome) -> RunOutcome:
             failures.append(f'nothing substituted from {prefix} (substituted from: '
                             f'{", ".join(sources) or "nothing"})')
     if not outcome.placed:
-        where = 'unknown' if outcome.final_object is None else (
+        where = f'unknown: {outcome.unobserved}' if outcome.final_object is None else (
             f'{outcome.placement_error * 1000:.1f} mm from the target '
             f'{tuple(outcome.spec.place)}, allowed '
             f'{outcome.spec.expect.place_tolerance * 1000:.0f} mm'

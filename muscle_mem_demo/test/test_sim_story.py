@@ -216,6 +216,13 @@ def test_judge_fails_a_replay_that_leaves_the_object_elsewhere():
     assert 'FAIL' in format_row(outcome, baseline=6.0)
 
 
+def test_an_unknown_final_position_says_why():
+    why = 'no fresh /joint_states and /object_pose from the robot in 5 s (...)'
+    outcome = outcome_like_expected(STORY[1], final_object=None, unobserved=why)
+    assert not outcome.held
+    assert f'object not placed (unknown: {why})' in outcome.failures
+
+
 def test_judge_fails_wrong_mode_counts_and_calls():
     outcome = outcome_like_expected(STORY[4], cache_hit=False, replayed=1, by_agent=8,
                                     agent_calls=(1,))
