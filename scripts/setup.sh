@@ -14,10 +14,23 @@ _mm_setup() {
 
   if [ -n "${ROS_DISTRO:-}" ] && python3 -c "import rclpy" 2>/dev/null; then
     echo "setup: using the sourced ROS 2 ${ROS_DISTRO}"
-    for mod in numpy scipy yaml mujoco matplotlib pytest; do
+    # module:how to install it. rosdep installs those with a key (package.xml); mcap and
+    # mcap_ros2 come with the mcap-ros2-support key (a pip rule). psycopg (only for a
+    # postgresql:// store) and behaviortreepy (one test) have no key: see the README, Setup.
+    local entry mod how
+    for entry in numpy:python3-numpy scipy:python3-scipy yaml:python3-yaml \
+        mujoco:mujoco matplotlib:python3-matplotlib pytest:python3-pytest \
+        pytest_timeout:python3-pytest-timeout rich:python3-rich mcap:mcap-ros2-support \
+        mcap_ros2:mcap-ros2-support py_trees:ros-${ROS_DISTRO}-py-trees pydot:python3-pydot; do
+      mod="${entry%%:*}"
+      how="${entry#*:}"
       python3 -c "import $mod" 2>/dev/null || {
+        case "$how" in
+          python3-*|ros-*) how="rosdep install --from-paths . -y --ignore-src, or apt install $how" ;;
+          *) how="rosdep install --from-paths . -y --ignore-src, or pip install $how" ;;
+        esac
         echo "setup: ROS ${ROS_DISTRO} is sourced but python module '$mod' is missing;" \
-             "install it (rosdep install --from-paths . -y, or pip install $mod)" >&2
+             "install it ($how)" >&2
         return 1
       }
     done

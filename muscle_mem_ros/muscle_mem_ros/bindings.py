@@ -217,11 +217,16 @@ class Plan:
         even at a step where a declared or parameter binding of the same field wins: the
         recordings say the field went with that source, so a shift beyond its range is a
         world they do not account for.
+    :ivar edits: (field, delta) of unbound numeric fields a person moved in a behavior tree
+        document (:mod:`.bt.document`): the goal is sent as edited, and the post elements
+        that followed the field at recording (``follows``) are expected moved by ``delta``,
+        as a bound field's shift moves them. Learned plans have none.
     """
 
     bindings: tuple[Binding, ...] = ()
     follows: tuple[tuple[str, str], ...] = ()
     ahead: tuple[tuple[str, float | None], ...] = ()
+    edits: tuple[tuple[str, float], ...] = ()
 
 
 def parse_path(path: str) -> list[str | int]:

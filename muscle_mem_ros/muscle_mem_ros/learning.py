@@ -52,8 +52,8 @@ from .inference import CHANCE, chance, Group, Observed, Sources, Tolerance
 from .records import Node, Snapshot, Step, TrajectoryInfo
 from .store.base import Store
 
-__all__ = ['bound_params', 'CHANCE', 'chance', 'follow', 'follows_param', 'learn', 'Learner',
-           'no_plans', 'param_fields', 'Plans']
+__all__ = ['bound_params', 'CHANCE', 'chance', 'follow', 'followers', 'follows_param', 'learn',
+           'Learner', 'no_plans', 'param_fields', 'Plans']
 
 Elements = Callable[[Snapshot | None], dict[str, float]]
 Field = tuple[str, str]
@@ -479,6 +479,19 @@ def _follows(o: Observed, bindings: Sequence[Binding],
         if near is not None and near[0] <= tol:
             out.append((key, near[1]))
     return tuple(out)
+
+
+def followers(node: Node, fields: Sequence[str], tolerance: Tolerance,
+              ) -> tuple[tuple[str, str], ...]:
+    """
+    Return (post element, field) for each post element of ``node`` that followed one of ``fields``.
+
+    The rule a plan's ``follows`` is made by (a bound field's), for any numeric goal
+    fields: what a behavior tree document shows its editor (:mod:`.bt.document`).
+    """
+    o = Observed(node, bindable_leaves(node.step), sensor_elements(node.step.pre),
+                 sensor_elements(node.step.post))
+    return _follows(o, [Binding(f, '') for f in fields], tolerance)
 
 
 def _axis(path: str) -> int | None:

@@ -235,18 +235,38 @@ class Agreement:
 @dataclass(frozen=True)
 class Approval:
     """
-    An operator's approval: the cache may replay a task, or one trajectory of it.
+    An operator's approval of what they could see: a task's trajectories then, or one of them.
+
+    An approval covers the trajectories and the inferred bindings the approver was
+    shown, not what is learned later (:func:`muscle_mem_ros.trust.approve` records
+    them). One recorded before approvals listed what they cover (``covers`` None)
+    covers the trajectory it names, or for a whole task every trajectory created at
+    or before ``at``, and no inferred binding.
 
     :ivar task: The task.
     :ivar trajectory_id: The trajectory approved; 0 approves the whole task.
     :ivar who: Who approved.
     :ivar at: When (Unix time).
+    :ivar covers: The trajectory ids it covers; None: not recorded (an old approval).
+    :ivar bindings: The inferred bindings it covers: (learned step id, field, source).
     """
 
     task: str
     trajectory_id: int
     who: str
     at: float
+    covers: tuple[int, ...] | None = None
+    bindings: tuple[tuple[int, str, str], ...] = ()
+
+    def covers_trajectory(self, info: TrajectoryInfo) -> bool:
+        """Return True when this approval covers the trajectory ``info`` (of its task)."""
+        if info.task != self.task:
+            return False
+        if self.covers is not None:
+            return info.id in self.covers
+        if self.trajectory_id:
+            return info.id == self.trajectory_id
+        return info.created <= self.at
 
 
 @dataclass(frozen=True)

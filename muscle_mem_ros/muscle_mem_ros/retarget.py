@@ -348,6 +348,7 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
         sources[source] = float(current[source])
         if limit:
             worst = max(worst, abs(shift) / limit)
+    shifts.update(plan.edits)  # a document's edit moves what followed the field
     return Bound(values, tuple(subs), sources, shifts, worst)
 
 

@@ -152,7 +152,11 @@ class SettingsReader:
             raise ConfigError(f'{name}: must be a finite number {bound}, got {value!r}')
         if maximum is not None and number > maximum:
             raise ConfigError(f'{name}: must be <= {maximum:g}, got {value!r}')
-        self._describe(name, number, Kind.DOUBLE, description, read_only, minimum, maximum)
+        # the descriptor's range is inclusive (ROS FloatingPointRange): an exclusive minimum
+        # is described by the smallest number above it, so the range refuses what this does
+        lowest = math.nextafter(minimum, math.inf) if exclusive and minimum is not None \
+            else minimum
+        self._describe(name, number, Kind.DOUBLE, description, read_only, lowest, maximum)
         return number
 
     def integer(self, name: str, default: int, *, description: str = '',

@@ -24,6 +24,8 @@ That prediction is compared with the agent's goal field by field, numbers
 within the tool's agreement tolerance. While the predictions agree the walk
 follows them (the shift of bindings included); after the first disagreement
 the cache would have handed off, so later steps are not predicted.
+:class:`ShadowRun` asks the same one step at a time, so that a node can say each
+step's verdict as soon as the step is recorded, while the agent still works.
 
 The judge is :class:`~.retarget.BindingJudge`, the same one a replay uses;
 only its senses differ (:class:`SnapshotSenses`: a recorded snapshot instead of
@@ -37,13 +39,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .bindings import goal_leaves, INFERRED, is_number, param_leaves, Plan
-from .records import Node, Snapshot, Step
+from .records import Node, Snapshot, Step, TrajectoryInfo
 from .retarget import (
     BindingJudge, Bound, checked, Compared, Observation, PlanSource, SensorSenses,
 )
 from .walk import blamed, choose, Verdict
 
-__all__ = ['Difference', 'path_of', 'shadow', 'ShadowStep', 'SnapshotSenses', 'summary']
+__all__ = ['Difference', 'followed', 'path_of', 'shadow', 'ShadowRun', 'ShadowStep',
+           'SnapshotSenses', 'summary', 'verdict_text']
 
 
 @dataclass(frozen=True)
@@ -56,10 +59,15 @@ class Difference:
     difference: float | None = None
 
     def __str__(self) -> str:
+        cache, agent = _shown(self.predicted), _shown(self.sent)
         if self.difference is not None:
-            return (f'{self.field} off by {self.difference:.4g} '
-                    f'(cache {self.predicted!r}, agent {self.sent!r})')
-        return f'{self.field}: cache {self.predicted!r}, agent {self.sent!r}'
+            return f'{self.field} off by {self.difference:.4g} (cache {cache}, agent {agent})'
+        return f'{self.field}: cache {cache}, agent {agent}'
+
+
+def _shown(value: Any) -> str:
+    """Return a goal value as a person reads it: a float to 4 significant digits."""
+    return f'{value:.4g}' if isinstance(value, float) else repr(value)
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,69 @@ class SnapshotSenses(SensorSenses):
                        bound=bound, unchecked=expected is None or not expected.features)
 
 
+class ShadowRun:
+    """
+    A shadow comparison in progress: the agent's steps are added one at a time.
+
+    :meth:`add` predicts and compares the next step the agent did, as the walk would
+    have on that step's snapshot, so a step's verdict is known as soon as the step is
+    recorded; :func:`shadow` adds a whole run at once. The attributes and parameters
+    are those of :func:`shadow`.
+
+    :ivar steps: The verdicts so far, one per step added.
+    """
+
+    def __init__(
+        self, *, params: Mapping[str, Any], plans: PlanSource,
+        children: Callable[[int | None], Sequence[Node]], check: Any,
+        tolerance: Callable[[str], float | None], agreement: Callable[[str], float],
+        describe: Callable[[Any], str] = str,
+    ) -> None:
+        self._plans = plans
+        self._children = children
+        self._agreement = agreement
+        self._describe = describe
+        self._senses = SnapshotSenses(check, tolerance, params)
+        self._judge = BindingJudge(plans=plans, params=params, senses=self._senses)
+        self._at: int | None = None
+        self._stopped = ''
+        self.steps: list[ShadowStep] = []
+
+    def add(self, step: Step) -> ShadowStep:
+        """
+        Predict and compare the agent's next step; return (and keep) its verdict.
+
+        An error (the store could not be read) leaves the run as it was: the same step
+        can be added again.
+        """
+        entry = self._predict(len(self.steps), step)
+        self.steps.append(entry)
+        return entry
+
+    def _predict(self, i: int, step: Step) -> ShadowStep:
+        if self._stopped:
+            return ShadowStep(i, step.tool, None, False, self._stopped)
+        self._senses.look(step.pre)
+        candidates = self._children(self._at)
+        passing, failures = self._judge.pick(candidates, i)
+        node = choose(Verdict(tuple(passing)))
+        if node is None:
+            worst = blamed(failures)
+            why = (self._describe(worst[1]) if worst is not None else
+                   'nothing learned' if not candidates else 'no learned step passes')
+            self._stopped = f'the cache had handed off at step {i}'
+            return ShadowStep(i, step.tool, None, False,
+                              f'the cache would have handed off here: {why}')
+        entry = _compare(i, node, step, self._judge.sending(node), self._plans.get(node.id),
+                         self._agreement(step.tool))
+        if entry.agreed:
+            self._judge.ran(node)
+            self._at = node.id
+        else:
+            self._stopped = f'the cache went its own way at step {i}'
+        return entry
+
+
 def shadow(
     steps: Sequence[Step], *, params: Mapping[str, Any], plans: PlanSource,
     children: Callable[[int | None], Sequence[Node]], check: Any,
@@ -142,36 +213,11 @@ def shadow(
     :param describe: Words for a refused candidate's CheckFailure.
     :return: One entry per step.
     """
-    senses = SnapshotSenses(check, tolerance, params)
-    judge = BindingJudge(plans=plans, params=params, senses=senses)
-    out: list[ShadowStep] = []
-    at: int | None = None
-    stopped = ''
-    for i, step in enumerate(steps):
-        if stopped:
-            out.append(ShadowStep(i, step.tool, None, False, stopped))
-            continue
-        senses.look(step.pre)
-        candidates = children(at)
-        passing, failures = judge.pick(candidates, i)
-        node = choose(Verdict(tuple(passing)))
-        if node is None:
-            worst = blamed(failures)
-            why = (describe(worst[1]) if worst is not None else
-                   'nothing learned' if not candidates else 'no learned step passes')
-            out.append(ShadowStep(i, step.tool, None, False,
-                                  f'the cache would have handed off here: {why}'))
-            stopped = f'the cache had handed off at step {i}'
-            continue
-        entry = _compare(i, node, step, judge.sending(node), plans.get(node.id),
-                         agreement(step.tool))
-        out.append(entry)
-        if entry.agreed:
-            judge.ran(node)
-            at = node.id
-        else:
-            stopped = f'the cache went its own way at step {i}'
-    return out
+    run = ShadowRun(params=params, plans=plans, children=children, check=check,
+                    tolerance=tolerance, agreement=agreement, describe=describe)
+    for step in steps:
+        run.add(step)
+    return run.steps
 
 
 def _compare(i: int, node: Node, step: Step, bound: Bound | None, plan: Plan | None,
@@ -212,11 +258,54 @@ def path_of(steps: Sequence[ShadowStep]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def followed(steps: Sequence[ShadowStep],
+             trajectories: Sequence[TrajectoryInfo]) -> tuple[int, bool]:
+    """
+    Return the learned trajectory the cache would have followed, and whether it agreed all along.
+
+    The trajectory is the one through the learned steps the predictions went (those that
+    agreed, then the first that did not); it agreed when the run's every step agreed and
+    it is exactly the steps followed. For the steps of a run so far: the trajectory the
+    cache is on. (0, False) when the cache would have handed off at the first step.
+    """
+    path = path_of(steps)
+    wrong = next((s.node_id for s in steps[len(path):len(path) + 1] if s.predicted), None)
+    tried = path + ((wrong,) if wrong is not None else ())
+    if not tried:
+        return 0, False
+    whole = next((t for t in trajectories if tuple(t.node_ids) == path), None)
+    agreed = whole is not None and len(path) == len(steps)
+    on = whole if agreed else next((t for t in trajectories
+                                    if tuple(t.node_ids[:len(tried)]) == tried), None)
+    return (on.id if on is not None else 0), agreed
+
+
+def verdict_text(entry: ShadowStep) -> str:
+    """Return one step's verdict in words, for its event and feedback."""
+    if entry.agreed:
+        return f'step {entry.step}: {entry.tool} agreed with learned step {entry.node_id}'
+    return f'step {entry.step}: {entry.tool}: {entry.reason}'
+
+
 def summary(steps: Sequence[ShadowStep]) -> str:
-    """Return a result line: how many steps agreed, and the first that did not."""
-    agreed = sum(s.agreed for s in steps)
-    text = f'shadow: {agreed} of {len(steps)} steps agreed with the cache'
-    first = next((s for s in steps if not s.agreed), None)
-    if first is not None:
+    """
+    Return a result line that says every step's verdict.
+
+    ``shadow: 2 of 4 steps agreed with the cache (as learned steps 7, 8); step 2: <why
+    not>; step 3: not predicted``: the steps that agreed are the first ones (with the
+    learned step each agreed with), the first that did not says why, and no step after
+    it is predicted (the cache would have handed off, or gone its own way).
+    """
+    path = path_of(steps)
+    text = f'shadow: {len(path)} of {len(steps)} steps agreed with the cache'
+    if path:
+        text += ' (as learned steps ' + ', '.join(str(n) for n in path) + ')'
+    if len(path) < len(steps):
+        first = steps[len(path)]
         text += f'; step {first.step}: {first.reason}'
+        rest = steps[len(path) + 1:]
+        if len(rest) == 1:
+            text += f'; step {rest[0].step}: not predicted'
+        elif rest:
+            text += f'; steps {rest[0].step}-{rest[-1].step}: not predicted'
     return text

@@ -24,7 +24,16 @@ Gates: what a learned trajectory must have earned before the cache replays it.
   trajectory agreed has not been seen at work yet). Until then the task runs in
   shadow: the agent moves the robot and the cache's guesses are counted.
 * ``approval``: a trajectory replays once an operator approved it, or approved
-  the whole task (``muscle-mem approve``, the ``~/approve`` service).
+  the whole task (``muscle-mem approve``, the ``~/approve`` service, ``muscle-mem
+  import``), and each inferred binding on it was among what that approval covers.
+  An approval covers what its approver could see (:func:`approve`): the task's
+  trajectories then, or the one named, and their inferred bindings then, as
+  (learned step, field, source). A trajectory learned later, or a binding inferred
+  later (one that appears on an approved trajectory only once more recordings
+  arrived), needs an approval of its own, and the gate's reason names it.
+
+:func:`gate_tree` is the one place that decides for a tree: ExecuteTask, the
+Replay service and its dry run all ask it.
 
 What a gate guarantees: nothing the gate has not let through is sent to a
 robot by the cache. What it does not: N agreeing runs are evidence in the
@@ -36,16 +45,23 @@ every trusted replay.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+import datetime
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from .bindings import INFERRED
-from .errors import ConfigError
+from .bindings import INFERRED, Plan
+from .errors import ConfigError, UnknownTrajectoryError
 from .learning import Plans
 from .records import Agreement, Approval, TrajectoryInfo
 
-__all__ = ['Gate', 'GateKind', 'Trusted', 'trusted']
+if TYPE_CHECKING:  # pragma: no cover (types only)
+    from .store.base import Store
+    from .trees import TreeView
+
+__all__ = ['approve', 'covered', 'Gate', 'gate_tree', 'GateKind', 'inferred_bindings',
+           'Trusted', 'trusted', 'unreviewed']
 
 
 class GateKind(Enum):
@@ -129,13 +145,10 @@ def trusted(gate: Gate, trajectories: Sequence[TrajectoryInfo], *, plans: Plans,
         return Trusted(None, {})
     nodes: set[int] = set()
     reasons: dict[int, str] = {}
-    whole = any(a.trajectory_id == 0 for a in approvals)
-    approved = {a.trajectory_id for a in approvals}
     by_trajectory, by_binding = agreement
     for info in trajectories:
         if gate.kind is GateKind.APPROVAL:
-            why = '' if whole or info.id in approved else \
-                f'trajectory {info.id} is not approved (replay_requires: approval)'
+            why = _approval_reason(info, plans, approvals)
         else:
             why = _shadow_reason(gate.runs, info, plans, by_trajectory, by_binding)
         if why:
@@ -162,3 +175,135 @@ def _shadow_reason(runs: int, info: TrajectoryInfo, plans: Plans,
                 return (f'the inferred binding {b.field} <- {b.source} of trajectory {info.id} '
                         f'needs {more} more agreeing shadow run{"s" if more > 1 else ""}')
     return ''
+
+
+def _stamp(at: float) -> str:
+    """Return a wall time as local 'YYYY-MM-DD HH:MM' (the gate's reasons)."""
+    return datetime.datetime.fromtimestamp(at).strftime('%Y-%m-%d %H:%M')
+
+
+def _whose(approval: Approval) -> str:
+    """Return "carol's approval of task fetch (2026-11-26 21:03)"."""
+    what = (f'trajectory {approval.trajectory_id} of task {approval.task}'
+            if approval.trajectory_id else f'task {approval.task}')
+    return f"{approval.who}'s approval of {what} ({_stamp(approval.at)})"
+
+
+def _approval_reason(info: TrajectoryInfo, plans: Plans, approvals: Sequence[Approval]) -> str:
+    """Return why the approval gate holds a trajectory back ('': its approvals cover it all)."""
+    covering = [a for a in approvals if a.covers_trajectory(info)]
+    if not covering:
+        whole = [a for a in approvals if a.trajectory_id == 0 and a.task == info.task]
+        if whole:
+            return (f'trajectory {info.id} was learned after {_whose(whole[-1])}; '
+                    'approve it')
+        return f'trajectory {info.id} is not approved (replay_requires: approval)'
+    seen = {b for a in covering for b in a.bindings}
+    for node_id, plan in _plans_along(info, plans):
+        for b in plan.bindings:
+            if b.origin == INFERRED and (node_id, b.field, b.source) not in seen:
+                latest = covering[-1]
+                if latest.covers is None:
+                    return (f'the inferred binding {b.field} <- {b.source} of trajectory '
+                            f'{info.id} is not covered by {_whose(latest)}, which predates '
+                            'approvals listing their bindings; approve it again')
+                return (f'the inferred binding {b.field} <- {b.source} of trajectory {info.id} '
+                        f'was learned after {_whose(latest)}; approve it')
+    return ''
+
+
+def _plans_along(info: TrajectoryInfo, plans: Mapping[int, Plan]) -> list[tuple[int, Plan]]:
+    """Return (learned step id, plan) of the steps of a trajectory that have a plan."""
+    return [(node_id, plan) for node_id in info.node_ids
+            if (plan := plans.get(node_id)) is not None]
+
+
+def inferred_bindings(trajectories: Sequence[TrajectoryInfo],
+                      plans: Callable[[str], Mapping[int, Plan]]) -> list[tuple[int, str, str]]:
+    """
+    Return the inferred bindings on ``trajectories`` now: (learned step id, field, source).
+
+    :param trajectories: The trajectories (of one task).
+    :param plans: A tree's plans by its variant (:meth:`~.trees.Trees.plans`).
+    """
+    found: set[tuple[int, str, str]] = set()
+    by_variant: dict[str, Mapping[int, Plan]] = {}
+    for info in trajectories:
+        if info.variant not in by_variant:
+            by_variant[info.variant] = plans(info.variant)
+        for node_id, plan in _plans_along(info, by_variant[info.variant]):
+            found.update((node_id, b.field, b.source) for b in plan.bindings
+                         if b.origin == INFERRED)
+    return sorted(found)
+
+
+def approve(store: Store, *, task: str, trajectory_id: int = 0, who: str,
+            plans: Callable[[str], Mapping[int, Plan]]) -> Approval:
+    """
+    Approve what the approver can see now: the one way approvals are made.
+
+    A whole-task approval (``trajectory_id`` 0) covers the task's trajectories now; one
+    of a trajectory covers that trajectory; either covers the inferred bindings on them
+    now, as ``plans`` shows them (the node's learned plans, the CLI's read with the
+    node's params file, or the plans of an imported document). What is learned later is
+    not covered (:func:`trusted` holds it back and says so).
+
+    :param store: The store (the approval is stored with what it covers).
+    :param task: The task.
+    :param trajectory_id: The trajectory; 0: the whole task.
+    :param who: Who approves.
+    :param plans: A tree's plans by its variant.
+    :raises UnknownTrajectoryError: ``trajectory_id`` is not a trajectory of ``task``.
+    """
+    found = store.trajectories(task=task)
+    if trajectory_id:
+        found = [t for t in found if t.id == trajectory_id]
+        if not found:
+            raise UnknownTrajectoryError(f'task {task!r} has no trajectory {trajectory_id}')
+    return store.approve(task=task, trajectory_id=trajectory_id, who=who,
+                         covers=[t.id for t in found],
+                         bindings=inferred_bindings(found, plans))
+
+
+def gate_tree(gate: Gate, store: Store, view: TreeView) -> Trusted:
+    """
+    Return what ``gate`` lets replay in ``view``: the one place every replay path asks.
+
+    ExecuteTask's walk, the Replay service and its dry run call this (through
+    :meth:`muscle_mem_ros.ros.replay.Replayer.trusted`); with ``none`` it reads nothing.
+    """
+    if not gate.required or not view.trajectories:
+        return trusted(gate, (), plans=view.plans, agreement=({}, {}), approvals=())
+    return trusted(gate, view.trajectories, plans=view.plans,
+                   agreement=store.agreement(task=view.task),
+                   approvals=store.approvals(task=view.task))
+
+
+def covered(approval: Approval) -> str:
+    """Return what an approval covers, in one line ("covers trajectories 1, 2 and ...")."""
+    ids = approval.covers if approval.covers is not None else ()
+    shown = ', '.join(map(str, ids[:10])) + (f' (+{len(ids) - 10} more)' if len(ids) > 10 else '')
+    what = (f'trajectory {shown}' if len(ids) == 1 else
+            f'trajectories {shown}' if ids else 'no trajectory')
+    bound = approval.bindings
+    if not bound:
+        return f'covers {what} and no inferred binding'
+    listed = '; '.join(f'{f} <- {s} (learned step {n})' for n, f, s in bound[:3])
+    more = f' (+{len(bound) - 3} more)' if len(bound) > 3 else ''
+    return (f'covers {what} and {len(bound)} inferred binding{"s" if len(bound) > 1 else ""}: '
+            f'{listed}{more}')
+
+
+def unreviewed(gate: Gate, reviewed_by: str) -> str:
+    """
+    Return why ``run-bt`` may not run a document under ``gate`` ('' when it may).
+
+    run-bt has no store: no approval or shadow count to ask. Under a required gate it
+    runs a file only when the operator states who reviewed it (``--reviewed-by``): the
+    file as it is, every goal in it, is then what that person let through.
+    """
+    if not gate.required or reviewed_by.strip():
+        return ''
+    return (f'replay_requires is {gate} in the params file, and run-bt sends the goals of '
+            'the file with no store to hold back what was not let through: review the file, '
+            'then run it with --reviewed-by WHO')

@@ -22,7 +22,8 @@ A robot unlike the demo arm: a mobile picker, for the trust scenarios.
   between runs (people, doors).
 * :class:`MobileAgent`: ``ExecuteTask``: go 0.4 m in front of the tag (a Pose in
   the goal, orientation w = 1), grip, go to the shelf of the task parameter ``bin``
-  (an integer: y = 0.6 per bin, x = 1.0 for every bin), release. Its goal ``tolerance``
+  (an integer: y = 0.6 per bin, x = 1.0 for every bin; or the ``shelf`` [x, y] the task
+  names), release. Its goal ``tolerance``
   varies between runs by 3 to 8 cm for reasons no sensor sees.
 * :class:`MobileHarness`: both, a client, and the cache process configured for them.
 """
@@ -66,6 +67,8 @@ class MobileRobot(Node):
         self._walls = self._rng.uniform(0.5, 8.0, 360)
         self.ranges = self._walls.copy()
         self.refuse = False
+        self.refuse_at: set[int] = set()
+        """Indices in :attr:`gotos` of the gotos to refuse (each once), besides ``refuse``."""
         self.gotos: list[tuple[float, float, float, float]] = []
         """Each goto's goal: x, y, orientation w, tolerance."""
         self.published = 0
@@ -82,6 +85,7 @@ class MobileRobot(Node):
             self.base = list(BASE_HOME)
             self.tag = list(tag)
             self.refuse = False
+            self.refuse_at = set()
             self.ranges = self._walls + self._rng.choice((-1, 1), 360) * self._rng.uniform(
                 0.05, 0.12, 360)
         start = self.published
@@ -113,7 +117,7 @@ class MobileRobot(Node):
         with self._lock:
             self.gotos.append((goal.position.x, goal.position.y, goal.orientation.w,
                                request.tolerance))
-            if self.refuse:
+            if self.refuse or len(self.gotos) - 1 in self.refuse_at:
                 return response  # an empty plan: no way there
             self.base = [goal.position.x, goal.position.y]
         response.plan.header.frame_id = 'map'
@@ -175,7 +179,8 @@ class MobileAgent(Node):
         """Return the fetch: to the tag's standoff, grip, to the bin's shelf, release."""
         with self._robot._lock:
             tag = tuple(self._robot.tag)
-        shelf = (SHELF_X, BIN_PITCH * int(params.get('bin', 1)))
+        shelf = (tuple(params['shelf']) if 'shelf' in params  # or a shelf named by x, y
+                 else (SHELF_X, BIN_PITCH * int(params.get('bin', 1))))
         return [('goto', (tag[0] - STANDOFF, tag[1])), ('grip', True),
                 ('goto', shelf), ('grip', False)]
 

@@ -37,6 +37,7 @@ from muscle_mem_ros.checks import ToleranceCheck
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot, ToolKind
+from muscle_mem_ros.resume import Resume
 from muscle_mem_ros.retarget import BindingJudge
 from muscle_mem_ros.shadow import SnapshotSenses
 from muscle_mem_ros.store import SqliteStore
@@ -68,6 +69,8 @@ class World:
         self.cube = cube
         self.sent: list[tuple[int, dict]] = []
         self.agent: tuple[int, str] | None = None
+        self.resume: Resume | None = None
+        self.failing_post: set[int] = set()
         check = ToleranceCheck(sensors=SENSORS)
         self._senses = SnapshotSenses(check, element_tolerances(SENSORS), doc.params)
         self._judge = BindingJudge(plans=doc.plans(), params=doc.params, senses=self._senses)
@@ -85,17 +88,20 @@ class World:
         return Status.SUCCESS
 
     def post_status(self, node, expected):
-        return Status.SUCCESS
+        return Status.FAILURE if node.id in self.failing_post else Status.SUCCESS
 
-    def start_agent(self, step, reason):
-        self.agent = (step, reason)
+    def start_agent(self, resume):
+        self.agent = (resume.step, resume.reason)
+        self.resume = resume
 
     def agent_status(self):
         return Status.SUCCESS
 
 
-def tick(doc: BtDocument, cube: tuple[float, float]) -> tuple[World, Progress, Status]:
+def tick(doc: BtDocument, cube: tuple[float, float],
+         failing_post: tuple[int, ...] = ()) -> tuple[World, Progress, Status]:
     world, progress = World(doc, cube), Progress()
+    world.failing_post = set(failing_post)
     tree = py_trees.trees.BehaviourTree(build_tree(doc, world, progress))
     for _ in range(20):
         tree.tick()
@@ -231,3 +237,102 @@ def test_import_brings_a_reviewed_tree_back_approved_and_refuses_a_bad_goal(tmp_
     assert main(['import', str(tmp_path / 'bad2.db'), str(tmp_path / 'bad.yaml'),
                  '--who', 'alice']) == 1
     assert not (tmp_path / 'bad2.db').exists()  # refused before anything was written
+
+
+def test_the_agent_is_asked_from_the_steps_done_with_steps_done_set():
+    """The hand-off after 1 step: resume_from_step 1 and steps_done 1, as the cache sends."""
+    from muscle_mem_ros.ros.messages.convert import resume_goal
+    world, progress, _ = tick(pick_document(), (0.40, 0.20), failing_post=(1,))
+    assert [i for i, _ in world.sent] == [1] and progress.done == 1
+    assert world.agent == (1, 'post-check of step 0 failed'), world.agent
+    goal = resume_goal(task='pick', params_json='{}', resume=world.resume)
+    assert (goal.resume_from_step, goal.steps_done) == (1, 1)
+    assert world.resume.replayed == ('/arm/move',) and world.resume.last_node == 1
+    world, progress, _ = tick(pick_document(), (0.40, 0.20), failing_post=(2,))
+    assert progress.done == 2 and world.resume.steps_done == world.resume.step == 2
+
+
+@pytest.mark.parametrize('text, where', [
+    ('format: muscle_mem_bt/1\nsteps: [1, 2\ntask: x\n', 'line 3, column 5'),
+    ('format: muscle_mem_bt/1\n\tsteps: []\n', 'line 2, column 1'),
+    ('task: a: b\n', 'line 1, column 8'),
+])
+def test_a_file_that_is_not_yaml_is_one_line_with_its_place(text, where):
+    with pytest.raises(ConfigError) as info:
+        load(text, source='t.yaml')
+    message = str(info.value)
+    assert '\n' not in message and message.startswith(f't.yaml: not YAML: {where}: '), message
+
+
+def test_a_shadow_disagreement_prints_4_significant_digits():
+    from muscle_mem_ros.shadow import Difference
+    text = str(Difference('target.x', 1.100077819352233, 1.2000000000000002, 0.0999222))
+    assert text == 'target.x off by 0.09992 (cache 1.1, agent 1.2)', text
+    assert str(Difference('mode', 'fast', 'slow')) == "mode: cache 'fast', agent 'slow'"
+
+
+def test_run_bt_under_a_gate_runs_only_a_file_someone_states_they_reviewed(tmp_path):
+    """The mobile picker: learned through the cache, exported, then run with no cache."""
+    import subprocess
+    import sys
+
+    from mobile_helpers import MobileHarness
+    from node_helpers import write_params
+    h = MobileHarness(tmp=tmp_path)
+    try:
+        h.start_cache()
+        h.robot.reset()
+        assert h.run_task('fetch', json.dumps({'bin': 1})).result.success
+        h.stop_cache()
+        tree = tmp_path / 'fetch.bt.yaml'
+
+        def run_bt(replay_requires: str, *extra: str) -> tuple[subprocess.CompletedProcess, int]:
+            params = write_params(tmp_path / f'{replay_requires}.yaml', '/**',
+                                  h.values(replay_requires=replay_requires))
+            if not tree.exists():
+                assert main(['export', str(tmp_path / 'cache.db'), 'fetch', '--bt',
+                             'py_trees', '--out', str(tree), '--params', str(params)]) == 0
+            h.robot.reset()
+            before = len(h.robot.gotos)
+            done = subprocess.run(
+                [sys.executable, '-m', 'muscle_mem_ros.cli', 'run-bt', str(tree), *extra,
+                 '--ros-args', '--params-file', str(params)],
+                capture_output=True, text=True, timeout=120)
+            return done, len(h.robot.gotos) - before
+
+        refused, moved = run_bt('approval')
+        assert refused.returncode == 1 and moved == 0, refused.stdout + refused.stderr
+        assert refused.stderr.count('\n') == 1 and 'replay_requires is approval' in \
+            refused.stderr and '--reviewed-by' in refused.stderr, refused.stderr
+        refused, moved = run_bt('shadow:2')
+        assert refused.returncode == 1 and moved == 0
+        assert 'replay_requires is shadow:2' in refused.stderr, refused.stderr
+        reviewed, moved = run_bt('approval', '--reviewed-by', 'carol')
+        assert reviewed.returncode == 0 and moved == 2, reviewed.stdout + reviewed.stderr
+        assert 'reviewed by carol: the file runs as it is (replay_requires: approval)' in \
+            reviewed.stdout
+        ungated, moved = run_bt('none')
+        assert ungated.returncode == 0 and moved == 2, ungated.stdout + ungated.stderr
+        assert 'reviewed by' not in ungated.stdout
+    finally:
+        h.close()
+
+
+def test_run_bt_has_a_usage_and_a_help(capsys):
+    assert main(['run-bt', '--help']) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('usage: muscle-mem run-bt [-h] ') and \
+        out.split('\n')[0].endswith(' FILE [--ros-args ...]'), out
+    assert 'resume_from_step' in out and 'learned step N' in out
+    assert main(['run-bt']) == 2
+    assert 'usage: muscle-mem run-bt' in capsys.readouterr().err
+    assert main(['run-bt', 'a.yaml', 'b.yaml', '--ros-args', '-r', '__ns:=/x']) == 2
+
+
+def test_run_bt_refuses_a_file_that_is_not_yaml_in_one_line(capsys, tmp_path):
+    bad = tmp_path / 'bad.bt.yaml'
+    bad.write_text(dump(pick_document()).replace('steps:\n', 'steps: [\n', 1))
+    assert main(['run-bt', str(bad), '--ros-args', '-r', '__ns:=/nowhere']) == 1
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and err.startswith(
+        f'muscle-mem run-bt: error: {bad}: not YAML: line '), err

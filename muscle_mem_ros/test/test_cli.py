@@ -290,3 +290,25 @@ def test_tree_shows_the_bindings_the_node_would_use(capsys, tmp_path):
     (tree,) = run_json(capsys, 'tree', str(path), 'count', '--params', str(params))
     assert tree['steps'][0]['bindings'] == []
     assert fingerprint(path) == before
+
+
+def test_trust_lists_the_shadow_counts_of_each_inferred_binding(capsys, store):
+    with SqliteStore(path=store) as db:
+        first, second = db.trajectories(task='pick')[:2]
+        node = first.node_ids[-1]  # the Fibonacci step, on the first trajectory only
+        assert node not in second.node_ids
+        field = 'order'
+        for agreed in (True, True, False):
+            db.note_shadow(task='pick', trajectory_id=first.id, agreed=agreed,
+                           bindings=[(node, field, agreed)])
+        depth = db.node(node).depth
+    rows = {r['trajectory']: r for r in run_json(capsys, 'trust', str(store), 'pick')}
+    assert (rows[first.id]['shadow_runs'], rows[first.id]['shadow_agreed']) == (3, 2)
+    assert rows[first.id]['bindings'] == [{'step': depth, 'node': node, 'field': field,
+                                           'shadow_runs': 3, 'shadow_agreed': 2}]
+    assert rows[second.id]['bindings'] == []
+    code, out, _ = run(capsys, 'trust', str(store), 'pick')
+    assert code == 0 and 'inferred bindings' in out
+    line = next(x for x in out.splitlines() if f' {field} ' in x)
+    cells = [c.strip() for c in line.strip().strip('│').split('│')]
+    assert cells == [str(depth), str(node), field, str(first.id), '3', '2', '67%'], line

@@ -116,6 +116,8 @@ def test_one_binding_judge_serves_the_node_and_the_engine():
                 if {alias.name for alias in node.names} & rules:
                     ruled.add(name)
     # the front ends build one: the Engine, the node's replay, shadow runs (predictions on
-    # recorded snapshots) and run-bt (an exported behavior tree's checks)
-    assert judges == {'engine_walk.py', 'ros/replay.py', 'shadow.py', 'ros/bt_runner.py'}
+    # recorded snapshots), run-bt (an exported behavior tree's checks) and a behavior tree
+    # document run in its recorded world (what an import stores: bt/document.py's as_run)
+    assert judges == {'engine_walk.py', 'ros/replay.py', 'shadow.py', 'ros/bt_runner.py',
+                      'bt/document.py'}
     assert ruled <= {'filing.py'}, ruled  # filing checks a recording, it judges no replay

@@ -161,6 +161,47 @@ def test_migration_from_version_1_keeps_data(tmp_path):
     conn.close()
 
 
+def test_migration_from_version_5_keeps_approvals_covering_what_existed_then(tmp_path):
+    """An approval from before coverage: its trajectory, or those created by then; no binding."""
+    from muscle_mem_ros.bindings import Binding, Plan
+    from muscle_mem_ros.trust import Gate, trusted
+    path = tmp_path / 'old.db'
+    conn = sqlite3.connect(path, isolation_level=None)
+    schema.migrate(conn, current=0, target=5)
+    for node, (task, created) in enumerate((('t', 100.0), ('t', 300.0), ('t', 500.0)), 1):
+        conn.execute(
+            'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name, payload,'
+            ' payload_json, pre, post, status, duration, sig, success_count, last_used,'
+            " terminal) VALUES (?, '', NULL, 0, ?, 'action', 'x', X'00', '{}', NULL, NULL,"
+            " 'succeeded', 0.0, NULL, 1, 0.0, 1)", (task, f'tool{node}'))
+        conn.execute('INSERT INTO trajectories (task, variant, params_json, leaf, node_ids,'
+                     " created, last_used, replay_count) VALUES (?, '', '{}', ?, ?, ?, 0.0, 0)",
+                     (task, node, f'[{node}]', created))
+    conn.execute("INSERT INTO approvals VALUES ('t', 0, 'carol', 200.0)")  # the whole task
+    conn.execute("INSERT INTO approvals VALUES ('t', 3, 'dave', 600.0)")  # trajectory 3
+    conn.close()
+    with SqliteStore(path=path) as s:
+        assert s.backup == tmp_path / 'old.db.v5.bak' and s.backup.exists()
+        whole, third = s.approvals(task='t')
+        assert (whole.who, whole.covers, whole.bindings) == ('carol', None, ())
+        first, second, last = s.trajectories(task='t')
+        assert whole.covers_trajectory(first) and not whole.covers_trajectory(second)
+        assert third.covers_trajectory(last) and not third.covers_trajectory(first)
+        bound = {1: Plan((Binding('x', 'param:x'),))}  # inferred: who saw it, nobody knows
+        trust = trusted(Gate.parse('approval'), s.trajectories(task='t'), plans=bound,
+                        agreement=({}, {}), approvals=s.approvals(task='t'))
+        assert trust.nodes == frozenset({3})
+        assert trust.reasons[2].startswith("trajectory 2 was learned after carol's approval")
+        assert trust.reasons[1].startswith(
+            "the inferred binding x <- param:x of trajectory 1 is not covered by carol's")
+        assert 'predates approvals listing their bindings; approve it again' in trust.reasons[1]
+        renewed = s.approve(task='t', who='carol', covers=[1, 2], bindings=[(1, 'x', 'param:x')])
+        assert s.approvals(task='t')[-1] == renewed
+    conn = sqlite3.connect(path)
+    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 6
+    conn.close()
+
+
 def test_unpicklable_capture_is_a_clear_error(tmp_path):
     with SqliteStore(path=tmp_path / 's.db') as s:
         rec = s.begin(task='t', variant='', params_json='{}')

@@ -27,7 +27,9 @@ from muscle_mem_ros import (
     ToolKind,
     UnknownTrajectoryError,
 )
+from muscle_mem_ros.bindings import Binding, DECLARED, INFERRED, Plan
 from muscle_mem_ros.store import PostgresStore
+from muscle_mem_ros.trust import approve, Gate, trusted
 from pg_server import pg_server  # noqa: F401 (a fixture)
 import pytest
 
@@ -282,3 +284,42 @@ def test_children_of_one_family_only_grow(store):
         assert ids[:len(before)] == before, (what, arg)
         seen[kids.family] = ids
     assert len(seen) >= 3  # each removal started a new family
+
+
+def test_an_approval_covers_what_its_approver_saw_not_what_is_learned_later(store):
+    first = record(store, [step('a'), step('b')])
+    head = first.node_ids[0]
+    saw = {head: Plan((Binding('x', 'param:x', origin=INFERRED),
+                       Binding('y', 'sensor:q[0]', origin=DECLARED)))}
+    approval = approve(store, task='t', who='carol', plans=lambda variant: saw)
+    assert approval.covers == (first.id,)
+    assert approval.bindings == ((head, 'x', 'param:x'),)  # a declared binding needs none
+    later = record(store, [step('c')])
+    (stored,) = store.approvals(task='t')
+    assert stored == approval  # what it covers travels with the store
+    assert stored.covers_trajectory(first) and not stored.covers_trajectory(later)
+    # more recordings, and the approved trajectory's first step has a binding nobody saw
+    now = {head: Plan(saw[head].bindings + (Binding('z', 'sensor:q[1]', origin=INFERRED),))}
+    gate = Gate.parse('approval')
+
+    def trust(plans):
+        return trusted(gate, store.trajectories(task='t'), plans=plans, agreement=({}, {}),
+                       approvals=store.approvals(task='t'))
+    held = trust(now)
+    assert held.nodes == frozenset()
+    assert held.reasons[later.id].startswith(
+        f"trajectory {later.id} was learned after carol's approval of task t (")
+    assert held.reasons[later.id].endswith('); approve it')
+    assert held.reasons[first.id].startswith(
+        f'the inferred binding z <- sensor:q[1] of trajectory {first.id} was learned after '
+        "carol's approval of task t (")
+    assert trust(saw).nodes == frozenset(first.node_ids)  # what carol saw still replays
+    own = approve(store, task='t', trajectory_id=later.id, who='dave', plans=lambda v: now)
+    assert (own.covers, own.bindings) == ((later.id,), ())
+    assert set(trust(now).reasons) == {first.id}  # z is still nobody's
+    renewed = approve(store, task='t', who='carol', plans=lambda variant: now)
+    assert renewed.covers == (first.id, later.id) and len(renewed.bindings) == 2
+    assert trust(now).reasons == {} and trust(now).nodes == frozenset(
+        first.node_ids + later.node_ids)
+    with pytest.raises(UnknownTrajectoryError):
+        approve(store, task='t', trajectory_id=later.id + 99, who='dave', plans=lambda v: now)

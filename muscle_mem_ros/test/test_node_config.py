@@ -393,3 +393,35 @@ def test_a_sensor_says_whether_inference_may_bind_to_it(tmp_path):
     config = load_values(tmp_path, params(names, store=tmp_path / 'c.db',
                                           **{'sensors.joints.bind': 'never'}))
     assert {s.name: s.spec.bind for s in config.sensors} == {'joints': 'never', 'object': None}
+
+
+def test_a_number_described_above_0_has_a_range_that_refuses_0():
+    """``(> 0)`` in a description: the descriptor's range refuses 0 too, as the reader does."""
+    from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.parameter import Parameter
+    context = rclpy.Context()
+    rclpy.init(context=context, args=[
+        '--ros-args', '--params-file', str(PACKAGE / 'config' / 'behavior_cache.yaml')])
+    try:
+        node = Node('muscle_mem', context=context, **NODE_OPTIONS)
+        probe = Node('range_probe', context=context)
+        try:
+            load_config(node)
+            names = node.list_parameters([], 0).names
+            described = {n: node.describe_parameter(n) for n in names}
+            above_0 = sorted(n for n, d in described.items() if '(> 0)' in d.description)
+            assert 'step_timeout' in above_0 and 'post_check_timeout' in above_0, above_0
+            for name in above_0:
+                (span,) = described[name].floating_point_range
+                assert span.from_value > 0.0, (name, span)
+                # the same range on a writable parameter: rclpy itself refuses 0
+                probe.declare_parameter(name, node.get_parameter(name).value,
+                                        ParameterDescriptor(floating_point_range=[span]))
+                refused = probe.set_parameters([Parameter(name, value=0.0)])[0]
+                assert not refused.successful, name
+                assert probe.set_parameters([Parameter(name, value=0.5)])[0].successful, name
+        finally:
+            probe.destroy_node()
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)

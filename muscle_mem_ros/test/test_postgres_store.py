@@ -119,6 +119,34 @@ def test_a_version_1_database_is_upgraded_in_place_and_keeps_its_trees(url):
     assert index is not None and '(task, variant, id)' in index[0]
 
 
+def test_a_version_3_database_keeps_its_approvals_covering_what_existed_then(url):
+    with PostgresStore(url=url) as store:
+        first = record(store, [step('a')])
+        second = record(store, [step('b')])
+    import psycopg
+    ns = pgschema.NAMESPACE
+    with psycopg.connect(url, autocommit=True) as conn:  # as schema 3 left it
+        conn.execute(f'ALTER TABLE {ns}.approvals DROP COLUMN covers, DROP COLUMN bindings')
+        conn.execute(f'DELETE FROM {ns}.schema_version WHERE version > 3')
+        conn.execute(f'UPDATE {ns}.trajectories SET created = %s WHERE id = %s',
+                     (first.created + 10.0, second.id))
+        conn.execute(f"INSERT INTO {ns}.approvals VALUES ('t', 0, 'carol', %s)",
+                     (first.created + 5.0,))  # between the two
+    with PostgresStore(url=url) as store:
+        first, second = store.trajectories(task='t')
+        (old,) = store.approvals(task='t')
+        assert (old.who, old.covers, old.bindings) == ('carol', None, ())
+        assert old.covers_trajectory(first) and not old.covers_trajectory(second)
+        renewed = store.approve(task='t', who='carol', covers=[first.id, second.id],
+                                bindings=[(first.node_ids[0], 'x', 'param:x')])
+        assert store.approvals(task='t') == [renewed]
+        assert renewed.covers == (first.id, second.id)
+    with psycopg.connect(url, autocommit=True) as conn:
+        versions = conn.execute(f'SELECT version FROM {ns}.schema_version ORDER BY version')
+        assert [v[0] for v in versions.fetchall()] == [*range(1, pgschema.SCHEMA_VERSION + 1)]
+    assert pgschema.SCHEMA_VERSION == 4
+
+
 def test_foreign_tables_in_the_namespace_are_refused(url):
     import psycopg
     with psycopg.connect(url, autocommit=True) as conn:

@@ -28,6 +28,8 @@ selector, ``Sequence``) and four leaf types, declared with their ports in the
 
 A leaf's goal and bindings are data for the host's implementation of these four
 types: the tree says what to send and check, the host how (over its own ROS node).
+The expected snapshots are those of the document as edited
+(:func:`~.document.as_run`): an edited goal's consequences are in them.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ import json
 from typing import Any
 from xml.etree import ElementTree
 
-from .document import BtDocument, BtStep
+from .document import as_run, AsRun, BtDocument, BtStep
+from ..records import Snapshot
 
 __all__ = ['LEAVES', 'to_xml']
 
@@ -54,7 +57,7 @@ def to_xml(doc: BtDocument) -> str:
     tree_id = _identifier(doc.task)
     root = ElementTree.Element('root', BTCPP_format='4', main_tree_to_execute=tree_id)
     behavior = ElementTree.SubElement(root, 'BehaviorTree', ID=tree_id)
-    behavior.append(_choice(doc, doc.steps, 0, end=False))
+    behavior.append(_choice(doc, doc.steps, 0, end=False, runs=as_run(doc)))
     model = ElementTree.SubElement(root, 'TreeNodesModel')
     for leaf, (category, ports) in LEAVES.items():
         element = ElementTree.SubElement(model, category, ID=leaf)
@@ -64,28 +67,31 @@ def to_xml(doc: BtDocument) -> str:
     return ElementTree.tostring(root, encoding='unicode', xml_declaration=True) + '\n'
 
 
-def _choice(doc: BtDocument, steps: list[BtStep], depth: int, *, end: bool) -> Any:
+def _choice(doc: BtDocument, steps: list[BtStep], depth: int, *, end: bool,
+            runs: dict[int, AsRun]) -> Any:
     if end and not steps:
         return ElementTree.Element('AlwaysSuccess', name='done')
     choice = ElementTree.Element('Fallback', name=f'step {depth}')
     for step in steps:
-        choice.append(_branch(doc, step, depth))
+        choice.append(_branch(doc, step, depth, runs))
     choice.append(_ask(doc) if not end else ElementTree.Element('AlwaysSuccess', name='done'))
     return choice
 
 
-def _branch(doc: BtDocument, step: BtStep, depth: int) -> Any:
+def _branch(doc: BtDocument, step: BtStep, depth: int, runs: dict[int, AsRun]) -> Any:
     branch = ElementTree.Element('Sequence', name=_title(step))
     tolerance = _tolerances(doc)
-    branch.append(_check('MuscleMemPreCheck', 'pre-check', step, step.pre, tolerance))
+    branch.append(_check('MuscleMemPreCheck', 'pre-check', step, _vectors(runs[step.id].pre),
+                         tolerance))
     then = ElementTree.SubElement(branch, 'Fallback', name='then')
     run = ElementTree.SubElement(then, 'Sequence', name='run')
-    run.extend(_call_and_post(step, tolerance))
+    run.extend(_call_and_post(step, tolerance, runs))
     while len(step.then) == 1 and not step.end:  # one way on: the same run (see .tree)
         step, depth = step.then[0], depth + 1
-        run.append(_check('MuscleMemPreCheck', 'pre-check', step, step.pre, tolerance))
-        run.extend(_call_and_post(step, tolerance))
-    run.append(_choice(doc, step.then, depth + 1, end=step.end))
+        run.append(_check('MuscleMemPreCheck', 'pre-check', step, _vectors(runs[step.id].pre),
+                          tolerance))
+        run.extend(_call_and_post(step, tolerance, runs))
+    run.append(_choice(doc, step.then, depth + 1, end=step.end, runs=runs))
     then.append(_ask(doc))
     return branch
 
@@ -103,13 +109,20 @@ def _check(kind: str, what: str, step: BtStep, vectors: dict[str, list[float]] |
                                expected=_vector_text(vectors), tolerance=tolerance)
 
 
-def _call_and_post(step: BtStep, tolerance: str) -> list[Any]:
+def _vectors(snapshot: Snapshot | None) -> dict[str, list[float]] | None:
+    if snapshot is None:
+        return None
+    return {name: list(vector) for name, vector in snapshot.features.items()}
+
+
+def _call_and_post(step: BtStep, tolerance: str, runs: dict[int, AsRun]) -> list[Any]:
     call = ElementTree.Element(
         'MuscleMemCall', name=_title(step), step=str(step.id), tool=step.tool,
         kind=step.kind.value, type=step.type_name,
         goal=json.dumps(step.goal, separators=(',', ':')),
         bindings=';'.join(f'{b.field}<-{b.source}{b.offset:+g}' for b in step.bindings))
-    return [call, _check('MuscleMemPostCheck', 'post-check', step, step.post, tolerance)]
+    return [call, _check('MuscleMemPostCheck', 'post-check', step,
+                         _vectors(runs[step.id].post), tolerance)]
 
 
 def _ask(doc: BtDocument) -> Any:

@@ -26,25 +26,38 @@ fallback everywhere.
 Layout (``format: muscle_mem_bt/1``)::
 
     task, params        the task and the parameters it runs with (edit to retarget)
-    variant             the learned tree it came from
+    variant             the learned tree it came from: which parameter leaves it binds
+                        (any value runs it) and which it holds literal (a run with
+                        another value of one is not this tree's: the agent is asked)
     sensors             per sensor: tolerance and mode (the checks), from the params file
     steps               the first steps, each with
       id                the learned step (its node in the store)
       tool, kind, type  the action or service, ``action`` or ``service``, its type
       goal              the goal or request, field by field (edit to change it)
+      learned           its bindable fields as recorded: edits are measured against it
       bindings          field <- source (+ offset), max_shift: computed at tick time
       ahead             sources later steps bind, range-checked here
-      follows           post elements that move with a bound field
+      follows           post elements that moved with a goal field at recording: they
+                        are expected moved as the field is (by a binding or an edit)
+      unpredictable     post elements the step moved that follow no field: where an
+                        edited goal leaves them is not known (checked as recorded)
       pre, post         the recorded sensor snapshots the checks compare with
       then              the steps that follow it (branches, best first)
       end               true when a learned trajectory ends here
 
 Each step carries a comment naming its trajectories, its success count and bindings.
+
+An edit of an unbound numeric goal field by ``d`` is carried as a binding's shift is
+(:attr:`~muscle_mem_ros.bindings.Plan.edits`): the post elements that followed the field
+are expected moved by ``d`` at that step's post-check and at the later checks the shift
+reaches, in ``muscle-mem run-bt`` and in an import (:func:`as_run` writes the imported
+snapshots so moved). A bound field is computed at run time: an edit of it is refused
+when the document is read, naming the field and its binding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import json
 import math
@@ -52,14 +65,25 @@ from typing import Any
 
 import yaml
 
-from ..bindings import Binding, goal_leaves, param_leaves, Plan, sensor_elements
+from ..bindings import (
+    bindable_leaves, Binding, element_tolerances, goal_leaves, is_number, leaves, moved_sensors,
+    param_leaves, Plan, sensor_elements, split_element,
+)
+from ..checks import ToleranceCheck
 from ..errors import ConfigError
-from ..records import Node, Snapshot, Step, StepStatus, ToolKind, TrajectoryInfo
-from ..retarget import PlanSource
+from ..learning import followers
+from ..records import (
+    CompareMode, Node, SensorSpec, Snapshot, Step, StepStatus, ToolKind, TrajectoryInfo,
+)
+from ..retarget import BindingJudge, changes, PlanSource
+from ..shadow import SnapshotSenses
 from ..store.base import Store
+from ..variants import BOUND, canonical, Variant
 from ..walk import rank_key
 
-__all__ = ['BtDocument', 'BtStep', 'build', 'dump', 'FORMAT', 'load']
+__all__ = ['as_run', 'AsRun', 'BtDocument', 'BtStep', 'build', 'dump', 'FORMAT', 'load']
+
+Tolerance = Callable[[str], float | None]
 
 FORMAT = 'muscle_mem_bt/1'
 """The document format written and read here."""
@@ -83,6 +107,9 @@ class BtStep:
     successes: int = 0
     end: bool = False
     then: list[BtStep] = field(default_factory=list)
+    learned: dict[str, Any] | None = None
+    """The goal's bindable leaves as recorded (None: the goal is as recorded)."""
+    unpredictable: tuple[str, ...] = ()
 
     def node(self, depth: int, parent: int | None) -> Node:
         """Return the step as the judge sees it (a store node; the payload is not needed)."""
@@ -94,12 +121,39 @@ class BtStep:
         return Node(self.id, parent, depth, step, success_count=self.successes,
                     terminal=self.end)
 
+    def edits(self) -> dict[str, float]:
+        """Return field -> how far it was moved, for the numeric fields edited since learning."""
+        if self.learned is None:
+            return {}
+        now = bindable_leaves(self.node(0, None).step)
+        return {f: float(now[f] - was) for f, was in self.learned.items()
+                if is_number(was) and is_number(now.get(f)) and changes(was, now[f])}
+
+    def refused_edit(self) -> str:
+        """Return why an edit of this step cannot run as edited ('' when none)."""
+        now = bindable_leaves(self.node(0, None).step) if self.learned is not None else {}
+        for b in self.bindings:
+            if b.is_param and b.offset:
+                return (f'the binding of {b.field} to {b.source} has offset {b.offset:g}, but a '
+                        "parameter binding sends the parameter's value; edit params")
+            if self.learned is None or b.field not in self.learned:
+                continue
+            if b.field not in now or changes(self.learned[b.field], now[b.field]):
+                advice = 'edit params' if b.is_param else "edit the binding's offset"
+                return (f'{b.field} is bound to {b.source}; {advice}, not the goal '
+                        f'(learned {self.learned[b.field]!r}, edited '
+                        f'{now.get(b.field, "deleted")!r})')
+        return ''
+
     @property
     def plan(self) -> Plan | None:
-        """Return the bindings and ahead checks of the step (None when it has neither)."""
-        if not self.bindings and not self.ahead:
+        """Return the bindings, ahead checks and edits of the step (None: it has none)."""
+        edits = self.edits()
+        if not self.bindings and not self.ahead and not edits:
             return None
-        return Plan(self.bindings, self.follows, self.ahead)
+        carried = {b.field for b in self.bindings} | edits.keys()
+        return Plan(self.bindings, tuple((e, f) for e, f in self.follows if f in carried),
+                    self.ahead, tuple(sorted(edits.items())))
 
 
 @dataclass
@@ -144,6 +198,41 @@ class BtDocument:
         """Return the steps' plans in the form the binding judge reads."""
         return _FilePlans({s.id: s for _, s, _ in self.walk()})
 
+    def tolerance(self) -> Tolerance:
+        """Return the sensor element tolerances of the document's ``sensors``."""
+        return element_tolerances([
+            SensorSpec(name, tuple(float(t) for t in _listed(spec.get('tolerance'))),
+                       CompareMode(spec.get('mode', 'abs')))
+            for name, spec in self.sensors.items()])
+
+    def misfit(self) -> str:
+        """
+        Return why the cache would not run this tree with ``params`` ('' when it would).
+
+        A tree serves the parameters of its variant: its bound leaves take any value, the
+        others only the recorded one (one recording is not evidence that a goal follows a
+        parameter: :mod:`muscle_mem_ros.variants`).
+        """
+        if not self.variant or self.variant == canonical(self.params):
+            return ''
+        variant = Variant.parse(self.variant)
+        if variant.fits(self.params):
+            return ''
+        if variant.pattern is None:
+            return f"params do not fit the tree's variant {self.variant!r}"
+        theirs = leaves(variant.pattern)
+        mine = leaves(dict(self.params))
+        bound = set(bound_leaves(variant.pattern))
+        for key in sorted(theirs.keys() | mine.keys() | bound):
+            if key in bound and key in mine:
+                continue
+            if key not in mine or key not in theirs or theirs[key] != mine[key]:
+                return (f'params do not fit the tree: {key} is '
+                        f'{theirs.get(key, "absent")!r} in its variant (held literal: no '
+                        f'second recording showed goals following it), '
+                        f'{mine.get(key, "absent")!r} in params')
+        return f"params do not fit the tree's variant {self.variant}"
+
 
 class _FilePlans(Mapping[int, Plan]):
     """A document's plans as :class:`~.learning.Plans` (node id -> plan, and leaves)."""
@@ -175,7 +264,8 @@ class _FilePlans(Mapping[int, Plan]):
 
 def build(store: Store, *, task: str, variant: str, plans: Mapping[int, Plan],
           sensors: Mapping[str, dict[str, Any]] | None = None,
-          params: Mapping[str, Any] | None = None) -> BtDocument:
+          params: Mapping[str, Any] | None = None,
+          tolerance: Tolerance = lambda key: None) -> BtDocument:
     """
     Return one learned tree of ``task`` as a document.
 
@@ -185,6 +275,7 @@ def build(store: Store, *, task: str, variant: str, plans: Mapping[int, Plan],
     :param plans: Its plans (:meth:`~.trees.Trees.plans`).
     :param sensors: Sensor name -> tolerance and mode, for the checks (from the params file).
     :param params: The parameters the tree runs with (default: its first recording's).
+    :param tolerance: Sensor element tolerances (which post elements follow a goal field).
     """
     listing = store.trajectories(task=task, variant=variant)
     if not listing:
@@ -199,10 +290,79 @@ def build(store: Store, *, task: str, variant: str, plans: Mapping[int, Plan],
         nodes = sorted(store.children(task=task, variant=variant, parent=parent),
                        key=lambda n: rank_key(n, 0.0))
         return [_bt_step(n, plans.get(n.id), through.get(n.id, []), n.id in ends,
-                         steps_under(n.id)) for n in nodes if n.id in through]
+                         steps_under(n.id), tolerance) for n in nodes if n.id in through]
     first = _recorded_params(listing[0])
     return BtDocument(task=task, params=dict(params if params is not None else first),
                       variant=variant, sensors=dict(sensors or {}), steps=steps_under(None))
+
+
+def bound_leaves(pattern: Any, prefix: str = '') -> list[str]:
+    """Return the paths of a variant pattern's bound parameter leaves (``place[0]``)."""
+    if pattern == BOUND:
+        return [prefix]
+    if isinstance(pattern, dict):
+        return [p for k, v in pattern.items()
+                for p in bound_leaves(v, f'{prefix}.{k}' if prefix else str(k))]
+    if isinstance(pattern, list):
+        return [p for i, v in enumerate(pattern) for p in bound_leaves(v, f'{prefix}[{i}]')]
+    return []
+
+
+@dataclass(frozen=True)
+class AsRun:
+    """
+    One step as ``muscle-mem run-bt`` would run it in the recorded world.
+
+    :ivar values: Bound field -> the value sent (the fields whose value changes).
+    :ivar pre: The pre snapshot its pre-check expects (moved by the edits before it).
+    :ivar post: The post snapshot its post-check expects (moved by its edits and bindings).
+    """
+
+    values: dict[str, Any]
+    pre: Snapshot | None
+    post: Snapshot | None
+
+
+def as_run(doc: BtDocument) -> dict[int, AsRun]:
+    """
+    Return every step as the document runs in the world it was recorded in, by id.
+
+    Only the document moves it: its params (bound fields take their values), its
+    bindings' offsets and its edited goals (the elements that followed an edited field
+    are moved by the edit, at that step and the later steps the shift reaches). What
+    :func:`muscle_mem_ros.cli.bt.import_bt` stores, so the imported tree is what was
+    reviewed and the cache's replays of it expect what the edits do.
+
+    :raises ConfigError: a step whose bindings refuse that world (naming the step).
+    """
+    named = {n for _, s, _ in doc.walk() for n in (s.pre or {})}
+    specs = [SensorSpec(n, (1e-9,)) for n in sorted(named)]  # the world is the expected one
+    senses = SnapshotSenses(ToleranceCheck(sensors=specs) if specs else None,
+                            doc.tolerance(), doc.params)
+    plans = doc.plans()
+    nodes = doc.nodes()
+    out: dict[int, AsRun] = {}
+    for path in doc.paths():
+        judge = BindingJudge(plans=plans, params=doc.params, senses=senses)
+        for depth, step in enumerate(path):
+            node = nodes[step.id]
+            pre = judge.shift.expected(node.step.pre)
+            senses.look(pre)
+            passing, failures = judge.pick([node], depth)
+            if not passing:
+                why = failures[0][1].reason if failures else 'its pre-check fails'
+                raise ConfigError(f'step {depth} (learned step {step.id}): {why}')
+            bound = judge.sending(node)
+            judge.ran(node)
+            out.setdefault(step.id, AsRun(dict(bound.values) if bound else {}, pre,
+                                          judge.expected_post(node)))
+    return out
+
+
+def _listed(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _recorded_params(info: TrajectoryInfo) -> dict[str, Any]:
@@ -214,17 +374,29 @@ def _recorded_params(info: TrajectoryInfo) -> dict[str, Any]:
 
 
 def _bt_step(node: Node, plan: Plan | None, trajectories: Sequence[int], end: bool,
-             then: list[BtStep]) -> BtStep:
+             then: list[BtStep], tolerance: Tolerance) -> BtStep:
     try:
         goal = json.loads(node.step.payload_json) if node.step.payload_json else {}
     except ValueError:
         goal = node.step.payload_json
+    learned = bindable_leaves(node.step)
+    bound = {b.field for b in plan.bindings} if plan else set()
+    follows = list(plan.follows if plan else ())  # the cache's: bound fields first
+    taken = {e for e, _ in follows}
+    unbound = [f for f, v in learned.items() if f not in bound and is_number(v)]
+    follows += [(e, f) for e, f in followers(node, unbound, tolerance) if e not in taken]
+    pre, post = sensor_elements(node.step.pre), sensor_elements(node.step.post)
+    moved = moved_sensors(pre, post, tolerance)
+    followed = {e for e, _ in follows}
+    unpredictable = tuple(sorted(k for k in post
+                                 if split_element(k)[0] in moved and k not in followed))
     return BtStep(
         id=node.id, tool=node.step.tool, kind=node.step.kind, type_name=node.step.type_name,
         goal=goal, pre=_vectors(node.step.pre), post=_vectors(node.step.post),
         bindings=plan.bindings if plan else (), ahead=plan.ahead if plan else (),
-        follows=plan.follows if plan else (), trajectories=tuple(trajectories),
-        successes=node.success_count, end=end, then=then)
+        follows=tuple(follows), trajectories=tuple(trajectories),
+        successes=node.success_count, end=end, then=then, learned=learned,
+        unpredictable=unpredictable)
 
 
 def _vectors(snapshot: Snapshot | None) -> dict[str, list[float]] | None:
@@ -248,12 +420,31 @@ def dump(doc: BtDocument) -> str:
             'sensors': doc.sensors}
     lines = [f'# muscle_mem behavior tree of task {doc.task!r}: edit goals, params or',
              '# branches, then run it (muscle-mem run-bt) or bring it back (muscle-mem import).',
+             '# An edited goal field is sent as edited, and the post elements its step lists',
+             '# under follows for that field are expected moved by the same amount, there and',
+             '# in later checks; those under unpredictable follow no field: an edit cannot say',
+             '# where they end. Leave learned as it is (edits are measured against it). A',
+             '# field with a binding is computed at run time: edit params or the offset of',
+             '# a sensor binding, not the goal (such an edit is refused).',
+             *_params_comment(doc),
              _yaml(head).rstrip(), 'steps:']
     for depth, step, _ in doc.walk():
         lines.extend(_step_lines(step, depth))
     if not doc.steps:
         lines[-1] = 'steps: []'
     return '\n'.join(lines) + '\n'
+
+
+def _params_comment(doc: BtDocument) -> list[str]:
+    pattern = Variant.parse(doc.variant).pattern
+    if not isinstance(pattern, dict):
+        return []
+    bound = bound_leaves(pattern)
+    if not bound:
+        return ['# params: none bound (one recording is not evidence that a goal follows one):',
+                '# with other values no learned step runs and the agent is asked.']
+    return [f'# params: {", ".join(bound)} bound (any value runs this tree); the other leaves',
+            '# as learned, else no learned step runs and the agent is asked.']
 
 
 def _step_lines(step: BtStep, depth: int) -> list[str]:
@@ -263,12 +454,16 @@ def _step_lines(step: BtStep, depth: int) -> list[str]:
     body: dict[str, Any] = {
         'id': step.id, 'tool': step.tool, 'kind': step.kind.value, 'type': step.type_name,
         'goal': step.goal,
-        'bindings': [_binding_data(b) for b in step.bindings],
     }
+    if step.learned is not None:
+        body['learned'] = step.learned
+    body['bindings'] = [_binding_data(b) for b in step.bindings]
     if step.ahead:
         body['ahead'] = [{'source': s, 'max_shift': m} for s, m in step.ahead]
     if step.follows:
         body['follows'] = [{'element': e, 'field': f} for e, f in step.follows]
+    if step.unpredictable:
+        body['unpredictable'] = list(step.unpredictable)
     body.update({'pre': step.pre, 'post': step.post, 'successes': step.successes,
                  'trajectories': list(step.trajectories), 'end': step.end})
     text = _yaml(body).rstrip().split('\n')
@@ -298,8 +493,13 @@ def load(text: str, *, source: str = 'the tree') -> BtDocument:
     """
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f'{source}: not YAML: {err}') from err
+    except yaml.YAMLError as err:  # one line: where, and the problem (its context after)
+        mark = getattr(err, 'problem_mark', None)
+        where = f'line {mark.line + 1}, column {mark.column + 1}: ' if mark else ''
+        problem = getattr(err, 'problem', None) or ' '.join(str(err).split())
+        context = getattr(err, 'context', None)
+        raise ConfigError(f'{source}: not YAML: {where}{problem}'
+                          + (f' ({context})' if context else '')) from err
     if not isinstance(data, dict) or data.get('format') != FORMAT:
         raise ConfigError(f'{source}: not a muscle_mem behavior tree (format: {FORMAT})')
     for key, kind in (('task', str), ('params', dict), ('steps', list)):
@@ -311,8 +511,17 @@ def load(text: str, *, source: str = 'the tree') -> BtDocument:
         raise ConfigError(f'{source}: sensors: not a map')
     seen: set[int] = set()
     steps = [_load_step(s, f'steps[{i}]', source, seen) for i, s in enumerate(data['steps'])]
-    return BtDocument(task=data['task'], params=data['params'],
-                      variant=str(data.get('variant') or ''), sensors=sensors, steps=steps)
+    doc = BtDocument(task=data['task'], params=data['params'],
+                     variant=str(data.get('variant') or ''), sensors=sensors, steps=steps)
+    try:
+        doc.tolerance()
+    except (TypeError, ValueError, AttributeError) as err:
+        raise ConfigError(f'{source}: sensors: {err}') from err
+    for depth, step, _ in doc.walk():
+        why = step.refused_edit()
+        if why:
+            raise ConfigError(f'{source}: step {depth} (learned step {step.id}): {why}')
+    return doc
 
 
 def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
@@ -343,9 +552,14 @@ def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
         ahead = tuple((str(a['source']), None if a.get('max_shift') is None
                        else float(a['max_shift'])) for a in data.get('ahead') or [])
         follows = tuple((str(f['element']), str(f['field'])) for f in data.get('follows') or [])
+        unpredictable = tuple(str(e) for e in data.get('unpredictable') or [])
         pre, post = _load_vectors(data.get('pre')), _load_vectors(data.get('post'))
     except (KeyError, TypeError, ValueError) as err:
         raise bad(f'bindings, ahead, follows, pre or post: {err!r}') from err
+    learned = data.get('learned')
+    if learned is not None and not (isinstance(learned, dict) and all(
+            isinstance(v, str) or is_number(v) for v in learned.values())):
+        raise bad('learned: not a map of goal fields to numbers or strings')
     then = data.get('then') or []
     if not isinstance(then, list):
         raise bad('then: not a list')
@@ -354,7 +568,7 @@ def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
                   goal=data['goal'], pre=pre, post=post, bindings=bindings, ahead=ahead,
                   follows=follows, trajectories=tuple(data.get('trajectories') or ()),
                   successes=int(data.get('successes') or 0), end=bool(data.get('end')),
-                  then=children)
+                  then=children, learned=learned, unpredictable=unpredictable)
 
 
 def _load_vectors(value: Any) -> dict[str, list[float]] | None:

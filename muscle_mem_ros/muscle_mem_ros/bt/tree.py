@@ -33,12 +33,15 @@ The leaves call a :class:`Runtime` (the robot side: :mod:`muscle_mem_ros.ros.bt_
 over rclpy, or a test double), and the pre-checks and bound values come from the same
 :class:`~muscle_mem_ros.retarget.BindingJudge` a replay uses, so the tree decides as the
 cache would. The agent is asked with the resume point the cache would give it: the
-number of steps done.
+number of steps done (``resume_from_step`` and ``steps_done``, the 0-based index of the
+first step left to it, as ExecuteTask counts steps). Every step the run reports is
+numbered that way; a learned step's id in the document is always labelled
+``learned step N``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import py_trees
@@ -46,6 +49,7 @@ from py_trees.common import Status
 
 from .document import BtDocument, BtStep
 from ..records import Node
+from ..resume import Resume
 from ..retarget import BindingJudge, Bound
 
 __all__ = ['build_tree', 'Progress', 'Runtime']
@@ -69,8 +73,8 @@ class Runtime(Protocol):
     def post_status(self, node: Node, expected: Any) -> Status:
         """Return RUNNING until fresh data came, then whether it matches ``expected``."""
 
-    def start_agent(self, resume_from_step: int, reason: str) -> None:
-        """Send the task to the agent from ``resume_from_step``."""
+    def start_agent(self, resume: Resume) -> None:
+        """Send the task to the agent from ``resume.step`` (= the steps done)."""
 
     def agent_status(self) -> Status:
         """Return RUNNING until the agent answered, then SUCCESS or FAILURE."""
@@ -78,11 +82,23 @@ class Runtime(Protocol):
 
 @dataclass
 class Progress:
-    """What a run did: steps done by the tree, whether and why the agent was asked."""
+    """
+    What a run did: steps done by the tree, whether and why the agent was asked.
+
+    :ivar done: Steps the tree completed (the ExecuteTask index of the next step).
+    :ivar tools: The tool of each step done, in order.
+    :ivar last_node: Learned step id of the last step done (None: none yet).
+    """
 
     done: int = 0
     reason: str = ''
     agent_asked: bool = False
+    tools: list[str] = field(default_factory=list)
+    last_node: int | None = None
+
+    def resume(self, reason: str) -> Resume:
+        """Return the resume point of a hand-off now: the steps done, and why."""
+        return Resume(self.done, reason, tuple(self.tools), last_node=self.last_node)
 
 
 class _Leaf(py_trees.behaviour.Behaviour):
@@ -125,6 +141,8 @@ class Call(_Leaf):
         if status is Status.SUCCESS:
             self.runtime.judge().ran(self.node)
             self.progress.done += 1
+            self.progress.tools.append(self.node.step.tool)
+            self.progress.last_node = self.node.id
         elif status is Status.FAILURE:
             self.progress.reason = f'step {self.progress.done}: {self.node.step.tool} failed'
         return status
@@ -156,15 +174,24 @@ class AskAgent(_Leaf):
         self.skip = self.progress.agent_asked
         if not self.skip:
             self.progress.agent_asked = True
-            self.runtime.start_agent(self.progress.done, self.progress.reason or
-                                     f'no learned step passes at step {self.progress.done}')
+            self.runtime.start_agent(self.progress.resume(
+                self.progress.reason or f'no learned step passes at step {self.progress.done}'))
 
     def update(self) -> Status:
         return Status.FAILURE if self.skip else self.runtime.agent_status()
 
 
 def build_tree(doc: BtDocument, runtime: Runtime, progress: Progress) -> Any:
-    """Return the root of the py_trees tree of ``doc`` (see the module docstring)."""
+    """
+    Return the root of the py_trees tree of ``doc`` (see the module docstring).
+
+    When the document's params do not fit its variant (:meth:`BtDocument.misfit`), the
+    cache would not run this tree with them: the root asks the agent from step 0.
+    """
+    misfit = doc.misfit()
+    if misfit:
+        progress.reason = f'step 0: {misfit}'
+        return AskAgent(runtime, progress)
     nodes = doc.nodes()
     return _choice(doc.steps, 0, nodes, runtime, progress, end=False)
 

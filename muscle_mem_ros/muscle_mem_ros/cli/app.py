@@ -25,15 +25,19 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from functools import partial
 import getpass
 import socket
 import sys
+from typing import Any
 
 from rich.tree import Tree
 import yaml
 
 from . import bt, calibrate, export
 from .inventory import (
+    binding_trust_rows,
+    cli_trees,
     open_cli_store,
     show_task,
     store_stats,
@@ -43,8 +47,9 @@ from .inventory import (
     trust_rows,
 )
 from .output import Output, when
-from .paramsfile import read_binding_settings
+from .paramsfile import BindingSettings, read_binding_settings
 from ..errors import MuscleMemError
+from ..trust import approve, covered
 
 __all__ = ['build_parser', 'main']
 
@@ -150,25 +155,45 @@ def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
     with open_cli_store(args.store) as store:
         task_trajectories(store, args.task)  # raises for an unknown task
         rows = trust_rows(store, args.task)
-    if out.json_mode:
-        out.json(rows)
+        bound = binding_trust_rows(store, args.task)
+    if out.json_mode:  # each trajectory with the counts of the inferred bindings on it
+        keys = ('step', 'node', 'field', 'shadow_runs', 'shadow_agreed')
+        out.json([{**r, 'bindings': [{k: b[k] for k in keys} for b in bound
+                                     if r['trajectory'] in b['trajectories']]} for r in rows])
         return 0
     out.table(('trajectory', 'shadow runs', 'agreed', 'rate', 'approved by', 'approved'),
               ([r['trajectory'], r['shadow_runs'], r['shadow_agreed'],
-                '-' if not r['shadow_runs'] else f"{r['shadow_agreed'] / r['shadow_runs']:.0%}",
+                _rate(r['shadow_agreed'], r['shadow_runs']),
                 r['approved_by'] or '-', when(r['approved_at']) if r['approved_at'] else '-']
                for r in rows), right=('trajectory', 'shadow runs', 'agreed', 'rate'))
+    if bound:
+        out.table(('step', 'learned step', 'binding', 'trajectories', 'shadow runs', 'agreed',
+                   'rate'),
+                  ([b['step'], b['node'], b['field'], ', '.join(map(str, b['trajectories'])),
+                    b['shadow_runs'], b['shadow_agreed'],
+                    _rate(b['shadow_agreed'], b['shadow_runs'])] for b in bound),
+                  title='inferred bindings (shadow runs that predicted them)',
+                  right=('step', 'learned step', 'shadow runs', 'agreed', 'rate'))
     return 0
+
+
+def _rate(agreed: int, runs: int) -> str:
+    return '-' if not runs else f'{agreed / runs:.0%}'
 
 
 def _cmd_approve(args: argparse.Namespace, out: Output) -> int:
     trajectory = args.trajectory or 0
+    settings = BindingSettings()
+    if args.command == 'approve' and args.params:  # a bad file: refused before any write
+        settings = read_binding_settings(args.params, args.node_name)
     with open_cli_store(args.store) as store:
         found = task_trajectories(store, args.task)
         if trajectory and trajectory not in {t.id for t in found}:
             raise MuscleMemError(f'task {args.task!r} has no trajectory {trajectory}')
     what = f'trajectory {trajectory} of task {args.task!r}' if trajectory else \
         f'task {args.task!r}'
+    data: dict[str, Any] = {'task': args.task, 'trajectory': trajectory,
+                            'command': args.command}
     with open_cli_store(args.store, write=True) as store:
         if args.command == 'revoke':
             if not store.revoke(task=args.task, trajectory_id=trajectory):
@@ -176,10 +201,13 @@ def _cmd_approve(args: argparse.Namespace, out: Output) -> int:
             text = f'revoked the approval of {what}'
         else:
             who = args.who or f'{getpass.getuser()}@{socket.gethostname()}'
-            store.approve(task=args.task, trajectory_id=trajectory, who=who)
-            text = f'{what} approved by {who}'
+            approval = approve(store, task=args.task, trajectory_id=trajectory, who=who,
+                               plans=partial(cli_trees(store, settings).plans, args.task))
+            text = f'{what} approved by {who}: {covered(approval)}'
+            data.update(who=who, covers=list(approval.covers or ()),
+                        bindings=[list(b) for b in approval.bindings])
     if out.json_mode:
-        out.json({'task': args.task, 'trajectory': trajectory, 'command': args.command})
+        out.json(data)
     else:
         out.print(text)
     return 0
@@ -253,8 +281,16 @@ def build_parser() -> argparse.ArgumentParser:
     add('trust', "a task's trajectories: shadow runs, agreement, approvals"
         ).set_defaults(run=_cmd_trust)
     cmd = add('approve', 'approve a task (or one trajectory) for replay (replay_requires: '
-              'approval); who and when are stored', trajectory=True)
+              'approval): who, when and what it covers (the trajectories and inferred '
+              'bindings now; what is learned later needs its own approval) are stored',
+              trajectory=True)
     cmd.add_argument('--who', help='who approves (default: user@host)')
+    cmd.add_argument('--params', metavar='FILE',
+                     help="the node's params file: the approval covers the inferred bindings "
+                          'the node learns with it (without it: those found with no sensor '
+                          'tolerances, i.e. parameter bindings only)')
+    cmd.add_argument('--node-name', default='muscle_mem',
+                     help='top key of the params file (default muscle_mem)')
     cmd.set_defaults(run=_cmd_approve)
     add('revoke', 'withdraw the approval of a task (or one trajectory)',
         trajectory=True).set_defaults(run=_cmd_approve)

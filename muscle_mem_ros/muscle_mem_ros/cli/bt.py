@@ -22,6 +22,14 @@ BehaviorTree.CPP v4 XML (``--bt btcpp``), or as the py_trees tree's Graphviz sou
 (``--bt dot``). Import reads a reviewed document back into a store: each of its paths a
 trajectory, approved by ``--who`` (``replay_requires: approval``); every goal must build
 a message of its type first, else nothing is written and the error names the step.
+
+What is imported is what the document runs as in the world it was recorded in
+(:func:`~muscle_mem_ros.bt.document.as_run`): goals as edited with their bound fields
+set from its params, and the snapshots moved by its edits (the post elements that
+followed an edited field, at that step and after), so the cache's replays of the
+imported tree expect what the edits do. It is filed as a run with its params looks
+trees up: under the document's variant when that binds parameters and the params fit
+it, else under the params' own (literal) tree.
 """
 
 from __future__ import annotations
@@ -38,15 +46,16 @@ from .output import Output
 from .paramsfile import BindingSettings, read_binding_settings
 from ..bindings import element_tolerances, sensor_sources
 from ..bt.btcpp import to_xml
-from ..bt.document import BtDocument, build, dump, load
+from ..bt.document import as_run, BtDocument, build, dump, load
 from ..errors import ConfigError, MuscleMemError
 from ..records import Step, StepStatus, ToolKind
 from ..store import Store
 from ..trees import Trees
-from ..variants import canonical
+from ..trust import approve
+from ..variants import canonical, Variant
 
-__all__ = ['add_import_parser', 'export_bt', 'goal_steps', 'import_bt', 'run_export',
-           'run_import']
+__all__ = ['add_import_parser', 'export_bt', 'goal_steps', 'import_bt', 'import_variant',
+           'run_export', 'run_import']
 
 SUFFIX = {'py_trees': '.bt.yaml', 'btcpp': '.xml', 'dot': '.dot'}
 
@@ -80,7 +89,7 @@ def export_bt(store: Store, task: str, *, kind: str, params: dict[str, Any] | No
     sensors = {s.name: {'tolerance': list(s.tolerance), 'mode': s.mode.value}
                for s in settings.sensors}
     doc = build(store, task=task, variant=variant, plans=trees.plans(task, variant),
-                sensors=sensors, params=params)
+                sensors=sensors, params=params, tolerance=trees.tolerance)
     if kind == 'py_trees':
         return dump(doc)
     if kind == 'btcpp':
@@ -139,31 +148,52 @@ def _params(text: str | None) -> dict[str, Any] | None:
 
 def goal_steps(doc: BtDocument) -> dict[int, Step]:
     """
-    Return every step of ``doc`` as a store step, its goal built as a message of its type.
+    Return every step of ``doc`` as a store step, as the document runs it (:func:`as_run`).
 
-    :raises ConfigError: a goal that does not deserialize to its type (naming the step).
+    Its goal is built as a message of its type with the bound fields set from the
+    document's params; its snapshots are moved by the document's edits.
+
+    :raises ConfigError: a goal that does not deserialize to its type, or a step whose
+        bindings refuse the recorded world under the document's params (naming the step).
     """
     from rclpy.serialization import serialize_message
 
     from ..ros.messages.fromdata import message_from_data
+    from ..ros.messages.goalfields import set_fields
     from ..ros.messages.introspection import message_to_json, resolve_type
+    runs = as_run(doc)
     built: dict[int, Step] = {}
     for _, step, _ in doc.walk():
         kind = 'action' if step.kind is ToolKind.ACTION else 'srv'
+        run = runs[step.id]
         try:
             interface = resolve_type(step.type_name, kind=kind)
             cls = interface.Goal if step.kind is ToolKind.ACTION else interface.Request
             message = message_from_data(cls, step.goal)
+            set_fields(message, run.values)
             payload = bytes(serialize_message(message))
         except (MuscleMemError, ValueError, TypeError) as err:
             raise ConfigError(f'step {step.id} ({step.tool}): its goal is not a '
                               f'{step.type_name}: {err}') from err
-        node = step.node(0, None)
         built[step.id] = Step(tool=step.tool, kind=step.kind, type_name=step.type_name,
                               payload=payload, payload_json=message_to_json(message),
-                              pre=node.step.pre, post=node.step.post,
-                              status=StepStatus.SUCCEEDED)
+                              pre=run.pre, post=run.post, status=StepStatus.SUCCEEDED)
     return built
+
+
+def import_variant(doc: BtDocument) -> str:
+    """
+    Return the tree an imported document is filed under: where a run with its params looks.
+
+    The document's variant when it binds parameters and the params fit it (the edited
+    values are among those it serves); else the params' literal tree, which serves
+    exactly them: an edit never makes a tree claim values the cache's rules do not let
+    it (a leaf the variant holds literal stays literal).
+    """
+    variant = Variant.parse(doc.variant)
+    if variant.has_bound and variant.fits(doc.params):
+        return doc.variant
+    return canonical(doc.params)
 
 
 def import_bt(store: Store, doc: BtDocument, steps: dict[int, Step], *, who: str) -> list[int]:
@@ -176,14 +206,21 @@ def import_bt(store: Store, doc: BtDocument, steps: dict[int, Step], *, who: str
     """
     ids = []
     params_json = canonical(doc.params)
+    reviewed: dict[int, int] = {}  # learned step id -> the document's step id
     with store.batch():
         for path in doc.paths():
-            info = store.add_trajectory(task=doc.task, variant=doc.variant or params_json,
+            info = store.add_trajectory(task=doc.task, variant=import_variant(doc),
                                         params_json=params_json,
                                         steps=[steps[s.id] for s in path])
             ids.append(info.id)
+            reviewed.update(zip(info.node_ids, (s.id for s in path)))
+    # the approval covers the bindings the reviewer read in the document, nothing inferred later
+    shown = doc.plans()
+    plans = {node: plan for node, step in reviewed.items()
+             if (plan := shown.get(step)) is not None}
     for trajectory_id in ids:
-        store.approve(task=doc.task, trajectory_id=trajectory_id, who=who)
+        approve(store, task=doc.task, trajectory_id=trajectory_id, who=who,
+                plans=lambda _variant: plans)
     return ids
 
 

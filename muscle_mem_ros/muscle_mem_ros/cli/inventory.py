@@ -33,8 +33,11 @@ from ..errors import UnknownTrajectoryError
 from ..learning import learn
 from ..records import Node, Snapshot, TrajectoryInfo
 from ..store import open_store, SqliteStore, Store
+from ..trees import Trees
 
 __all__ = [
+    'binding_trust_rows',
+    'cli_trees',
     'goal_data',
     'goal_summary',
     'open_cli_store',
@@ -216,6 +219,13 @@ def _plans(store: Store, infos: list[TrajectoryInfo],
                  sources=sensor_sources(settings.sensors))
 
 
+def cli_trees(store: Store, settings: BindingSettings) -> Trees:
+    """Return the store's trees as a node with these binding settings learns them."""
+    return Trees(store, declared=settings.declared, infer=settings.infer,
+                 max_shift=settings.max_shift, tolerance=element_tolerances(settings.sensors),
+                 sources=sensor_sources(settings.sensors))
+
+
 def task_tree(
     store: Store, task: str, bindings: BindingSettings | None = None,
 ) -> list[dict[str, Any]]:
@@ -329,18 +339,50 @@ def trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
     """
     Return per trajectory of ``task``: shadow runs, agreements, and its approval (or the task's).
 
+    A task's approval counts only for the trajectories it covers: one learned after it is
+    not listed approved (:meth:`~muscle_mem_ros.records.Approval.covers_trajectory`).
+
     :param store: The store.
     :param task: Task name.
     """
     by_trajectory, _ = store.agreement(task=task)
-    approvals = {a.trajectory_id: a for a in store.approvals(task=task)}
+    approvals = store.approvals(task=task)
     rows = []
     for info in store.trajectories(task=task):
         counts = by_trajectory.get(info.id)
-        approval = approvals.get(info.id) or approvals.get(0)
+        # its own approval, else the latest that covers it (not one made before it was learned)
+        approval = next((a for a in approvals if a.trajectory_id == info.id), None) or next(
+            (a for a in reversed(approvals) if a.covers_trajectory(info)), None)
         rows.append({'trajectory': info.id, 'shadow_runs': counts.runs if counts else 0,
                      'shadow_agreed': counts.agreed if counts else 0,
                      'approved_by': approval.who if approval else '',
                      'approved_at': approval.at if approval else None,
                      'whole_task': bool(approval and approval.trajectory_id == 0)})
+    return rows
+
+
+def binding_trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
+    """
+    Return per inferred binding of ``task`` that shadow runs compared: its counts.
+
+    One row per (learned step, field), as the store counts them: ``step`` (its index in a
+    run, as ExecuteTask counts steps), ``node`` (the learned step), ``field``, the
+    ``trajectories`` it is on, ``shadow_runs`` and ``shadow_agreed``. A step no longer in
+    the store (forgotten) is left out.
+
+    :param store: The store.
+    :param task: Task name.
+    """
+    _, by_binding = store.agreement(task=task)
+    on: dict[int, list[int]] = {}
+    for info in store.trajectories(task=task):
+        for node_id in info.node_ids:
+            on.setdefault(node_id, []).append(info.id)
+    rows = []
+    for (node_id, field), counts in sorted(by_binding.items()):
+        if node_id not in on:
+            continue
+        rows.append({'step': store.node(node_id).depth, 'node': node_id, 'field': field,
+                     'trajectories': on[node_id], 'shadow_runs': counts.runs,
+                     'shadow_agreed': counts.agreed})
     return rows

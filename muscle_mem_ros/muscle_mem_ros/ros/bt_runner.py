@@ -22,10 +22,16 @@ no store and serves nothing: it subscribes to the sensors, calls the servers (no
 the cache's proxies) and, when no learned step passes, sends the task to the agent
 with the resume point, as the cache would. The tree decides with the cache's own
 binding judge (:mod:`muscle_mem_ros.bt.tree`).
+
+With no store there is no approval or shadow count to ask: when the params file's
+``replay_requires`` is not ``none``, run-bt refuses (one line naming it) unless the
+operator states the review with ``--reviewed-by WHO`` ("I reviewed this file; run it
+as it is"), which the output repeats. With ``none`` it runs as the file says.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 import json
 import sys
@@ -37,7 +43,7 @@ from muscle_mem_ros.bindings import element_tolerances
 from muscle_mem_ros.bt.document import BtDocument, load
 from muscle_mem_ros.bt.tree import build_tree, Progress
 from muscle_mem_ros.checks import ToleranceCheck
-from muscle_mem_ros.errors import ConfigError
+from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import Node as Learned, ToolKind
 from muscle_mem_ros.resume import Resume
 from muscle_mem_ros.retarget import BindingJudge, Bound
@@ -45,16 +51,19 @@ from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS, NodeConfig, Too
 from muscle_mem_ros.ros.messages.convert import resume_goal
 from muscle_mem_ros.ros.messages.fromdata import message_from_data
 from muscle_mem_ros.ros.messages.goalfields import set_fields
+from muscle_mem_ros.ros.messages.introspection import resolve_type
 from muscle_mem_ros.ros.messages.success import answered, refused
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.shutdown import init_without_signal_handlers, Spinner
 from muscle_mem_ros.ros.sensors import SensorHub
 from muscle_mem_ros.shadow import SnapshotSenses
+from muscle_mem_ros.trust import unreviewed
 from py_trees.common import Status
 import py_trees.trees
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
+from rclpy.serialization import serialize_message
 
 __all__ = ['BtRuntime', 'main', 'run']
 
@@ -115,11 +124,15 @@ class BtRuntime:
             if bound is not None and bound.values:
                 set_fields(message, bound.values)
         except ValueError as err:
-            pending.fail(f'step {node.id}: {err}')
+            pending.fail(f'{_step(node)}: {err}')
             return
-        subs = ', '.join(f'{s.field}={s.value:.4g}' for s in (bound.substitutions if bound else ())
-                         if isinstance(s.value, float))
-        self.log.append(f'step {node.id}: {tool.server}' + (f' ({subs})' if subs else ''))
+        said = [f'{s.field}={s.value:.4g}' for s in (bound.substitutions if bound else ())
+                if isinstance(s.value, float)]
+        if bound is not None:  # an edited field: sent as the document says, carried as a shift
+            said += [f'{f} edited {d:+.4g}' for f, d in bound.shifts.items()
+                     if f not in bound.values and d]
+        subs = ', '.join(said)
+        self.log.append(f'{_step(node)}: {tool.server}' + (f' ({subs})' if subs else ''))
         client = self._clients[tool.server]
         if tool.kind is ToolKind.ACTION:
             if not client.wait_for_server(timeout_sec=5.0):
@@ -161,14 +174,14 @@ class BtRuntime:
                 return Status.RUNNING
         result = self._check.evaluate(expected, self.hub.capture(), now_time=self.hub.now())
         if not result.passed:
-            self.log.append(f'post-check of step {node.id} failed: '
+            self.log.append(f'post-check of {_step(node)} failed: '
                             f'{result.failures[0].reason if result.failures else ""}')
         return Status.SUCCESS if result.passed else Status.FAILURE
 
-    def start_agent(self, resume_from_step: int, reason: str) -> None:
-        """Send the task to the agent from ``resume_from_step``."""
+    def start_agent(self, resume: Resume) -> None:
+        """Send the task to the agent from ``resume.step`` (``steps_done`` = the steps done)."""
         pending = self._agent_call = _Pending()
-        self.log.append(f'agent asked from step {resume_from_step}: {reason}')
+        self.log.append(f'agent asked from step {resume.step}: {resume.reason}')
         if self._agent is None:
             pending.fail('no agent configured (agent_action is empty)')
             return
@@ -176,7 +189,7 @@ class BtRuntime:
             pending.fail(f'agent {self._config.agent_action} is not available')
             return
         goal = resume_goal(task=self._doc.task, params_json=json.dumps(self._doc.params),
-                           resume=Resume(resume_from_step, reason))
+                           resume=resume)
         self._agent.send_goal_async(goal).add_done_callback(
             lambda f: self._agent_accepted(f, pending))
 
@@ -209,14 +222,69 @@ class _Pending:
         self.end(False, why)
 
 
-def run(node: Node, doc: BtDocument, *, timeout: float = 600.0) -> tuple[bool, Progress, str]:
+def _step(node: Learned, tool: str = '') -> str:
+    """Name a step as the run counts it (its ExecuteTask index), its learned id labelled."""
+    return f'step {node.depth} (learned step {node.id}{", " + tool if tool else ""})'
+
+
+def check_goals(doc: BtDocument, config: NodeConfig) -> None:
+    """
+    Build every goal of ``doc`` as a message of its tool's type, before anything is sent.
+
+    :raises ConfigError: a step whose tool is not in the params file, whose type differs
+        from the params file's, or whose goal does not build (the first, named by its step).
+    """
+    tools = {t.server: t for t in config.tools}
+    nodes = doc.nodes()
+    for _, step, _ in doc.walk():
+        where = _step(nodes[step.id], step.tool)
+        tool = tools.get(step.tool)
+        if tool is None:
+            raise ConfigError(f'{where}: not an action or service of the params file '
+                              f'({", ".join(sorted(tools)) or "none"})')
+        try:
+            same = tool.kind is step.kind and resolve_type(
+                step.type_name, kind='action' if step.kind is ToolKind.ACTION else 'srv'
+            ) is tool.interface
+        except MuscleMemError:
+            same = False
+        if not same:
+            raise ConfigError(f'{where}: the document says {step.kind.value} '
+                              f'{step.type_name}, the params file {tool.kind.value} '
+                              f'{tool.type_name}')
+        kind = tool.interface.Goal if tool.kind is ToolKind.ACTION else tool.interface.Request
+        try:
+            serialize_message(message_from_data(kind, step.goal))
+        except (MuscleMemError, ValueError, TypeError, AssertionError) as err:
+            raise ConfigError(f'{where}: its goal is not a {step.type_name}: {err}') from err
+
+
+def run(node: Node, doc: BtDocument, *, timeout: float = 600.0,
+        reviewed_by: str = '') -> tuple[bool, Progress, str]:
     """
     Tick ``doc`` on ``node`` (spun elsewhere) until it ends; return (success, progress, log).
 
-    :raises ConfigError: the node's parameters are not a valid cache configuration.
+    Every goal of the document is built first (:func:`check_goals`): a document that does
+    not build is refused before the robot moves. So is any document under a required gate
+    (``replay_requires`` not ``none`` in the params file) unless ``reviewed_by`` names who
+    reviewed it (:func:`~muscle_mem_ros.trust.unreviewed`): run-bt has no store to ask.
+
+    :raises ConfigError: the node's parameters are not a valid cache configuration
+        (``bad configuration: ...``), the gate refuses (``refused: ...``), or a goal of
+        ``doc`` does not build.
     """
-    config = load_config(node)
+    try:
+        config = load_config(node)
+    except ConfigError as err:
+        raise ConfigError(f'bad configuration: {err}') from err
+    refused = unreviewed(config.replay_requires, reviewed_by)
+    if refused:
+        raise ConfigError(f'refused: {refused}')
+    check_goals(doc, config)
     runtime = BtRuntime(node, config, doc)
+    if config.replay_requires.required:
+        runtime.log.append(f'reviewed by {reviewed_by.strip()}: the file runs as it is '
+                           f'(replay_requires: {config.replay_requires})')
     try:
         silent = runtime.hub.wait_first(_READY_WAIT)
         if silent:
@@ -237,24 +305,48 @@ def run(node: Node, doc: BtDocument, *, timeout: float = 600.0) -> tuple[bool, P
         runtime.hub.close()
 
 
+def parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``muscle-mem run-bt`` (its ROS arguments follow it)."""
+    cmd = argparse.ArgumentParser(
+        prog='muscle-mem run-bt', usage='%(prog)s [-h] [--reviewed-by WHO] FILE [--ros-args ...]',
+        description='Tick an exported behavior tree (muscle-mem export --bt py_trees) against '
+                    "the robot's own servers, with no cache and no store. The node reads the "
+                    "cache's params file (sensors, actions, services, agent_action); when no "
+                    'learned step passes it sends the task to the agent from the steps done. '
+                    'Every goal of the file is built first: a file that does not build is '
+                    'refused before the robot moves.',
+        epilog='example: muscle-mem run-bt pick_and_place.bt.yaml --ros-args --params-file '
+               'robot.yaml. Steps are numbered as ExecuteTask counts them (0-based, the '
+               "agent's resume_from_step); a document's ids are labelled 'learned step N'. "
+               'Exit status: 0 the task is done (by the tree, or by the agent it asked); 1 it '
+               'failed, or a bad file or configuration (one line on stderr); 2 a usage error.')
+    cmd.add_argument('file', metavar='FILE',
+                     help='the behavior tree document (muscle-mem export --bt py_trees)')
+    cmd.add_argument('--reviewed-by', metavar='WHO', default='',
+                     help='"I reviewed this file; run it as it is": required when the params '
+                          "file's replay_requires is not none (run-bt has no store to ask "
+                          'for approvals or shadow runs); printed in the output')
+    return cmd
+
+
 def main(args: Sequence[str] | None = None) -> int:
     """
     Run ``muscle-mem run-bt FILE [--ros-args ...]``; return the exit code.
 
     0: the task is done (by the tree, or by the agent it asked); 1: it failed, or a bad
-    file or configuration (one line on stderr).
+    file or configuration (one line on stderr); 2: a usage error.
     """
     argv = list(sys.argv[1:] if args is None else args)
     ros = argv[argv.index('--ros-args'):] if '--ros-args' in argv else []
-    own = argv[:len(argv) - len(ros)]
-    if len(own) != 1:
-        print('usage: muscle-mem run-bt FILE [--ros-args --params-file PARAMS ...]',
-              file=sys.stderr)
-        return 2
     try:
-        with open(own[0], encoding='utf-8') as file:
-            doc = load(file.read(), source=own[0])
-    except (OSError, ConfigError) as err:
+        options = parser().parse_args(argv[:len(argv) - len(ros)])
+        path = options.file
+    except SystemExit as stop:  # --help (0) or a usage error (2), already printed
+        return stop.code if isinstance(stop.code, int) else 2
+    try:
+        with open(path, encoding='utf-8') as file:
+            doc = load(file.read(), source=path)
+    except (OSError, UnicodeDecodeError, ConfigError) as err:
         print(f'muscle-mem run-bt: error: {err}', file=sys.stderr)
         return 1
     init_without_signal_handlers(['muscle-mem', *ros])
@@ -263,9 +355,9 @@ def main(args: Sequence[str] | None = None) -> int:
     executor.add_node(node)
     spinner = Spinner(executor)
     try:
-        ok, progress, log = run(node, doc)
+        ok, progress, log = run(node, doc, reviewed_by=options.reviewed_by)
     except ConfigError as err:
-        print(f'muscle-mem run-bt: bad configuration: {err}', file=sys.stderr)
+        print(f'muscle-mem run-bt: error: {err}', file=sys.stderr)
         return 1
     finally:
         spinner.stop()

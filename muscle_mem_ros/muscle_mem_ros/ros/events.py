@@ -12,20 +12,28 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""How a walk is told to people: CacheEvents, ExecuteTask feedback, a trajectory's bindings."""
+"""
+How a walk is told to people: CacheEvents, ExecuteTask feedback, a trajectory's bindings.
+
+A shadow run is told the same way (:class:`ShadowReporter`): each step's verdict as
+soon as the step is recorded.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+import threading
 from typing import Any
 
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.bindings import Plan, Substitution
-from muscle_mem_ros.records import CheckFailure, TrajectoryInfo
+from muscle_mem_ros.records import CheckFailure, Step, TrajectoryInfo
 from muscle_mem_ros.ros.messages.convert import substitution_msg
+from muscle_mem_ros.shadow import followed, ShadowRun, ShadowStep, verdict_text
+from muscle_mem_ros.trees import TreeView
 from muscle_mem_ros.walk import StepEvent
 
-__all__ = ['describe_bindings', 'EventReporter']
+__all__ = ['describe_bindings', 'EventReporter', 'ShadowReporter']
 
 _EVENTS = {
     StepEvent.STEP_OK: CacheEvent.STEP_OK,
@@ -82,6 +90,68 @@ class EventReporter:
         if self._feedback is not None:
             self._feedback(step, self._total, f'step {step}: ' + ', '.join(
                 s.describe() for s in subs), msgs)
+
+
+class ShadowReporter:
+    """
+    Say a shadow run's verdicts while the agent works: one per step, as it is recorded.
+
+    :meth:`observe` is the recording's observer (:class:`~.recorder.Session`): it runs
+    in the thread that appended the step, before the agent's call is answered, adds the
+    new steps to the comparison (:class:`~muscle_mem_ros.shadow.ShadowRun`) and publishes
+    each verdict: a ``SHADOW_STEP`` event (its trajectory: the one the cache is on at
+    that step) and a ``MODE_SHADOW`` feedback. :meth:`finish` says what is left (a step
+    whose comparison failed is tried again there) and returns every verdict; nothing is
+    said after it.
+
+    :param run: The comparison.
+    :param view: The tree it predicts from.
+    :param sink: ``sink(kind=, task=, step=, trajectory_id=, detail=)`` publishes an event.
+    :param feedback: ``feedback(step, detail)`` publishes a feedback message.
+    :param logger: The node's logger.
+    """
+
+    def __init__(self, *, run: ShadowRun, view: TreeView, sink: Callable[..., None],
+                 feedback: Callable[[int, str], None], logger: Any) -> None:
+        self._run = run
+        self._view = view
+        self._sink = sink
+        self._feedback = feedback
+        self._log = logger
+        self._lock = threading.Lock()
+        self._finished = False
+
+    def observe(self, steps: Sequence[Step]) -> None:
+        """Compare and say the steps not said yet; log a failure (the step stays recorded)."""
+        try:
+            self._catch_up(steps)
+        except Exception as err:  # noqa: BLE001 - a verdict never costs the agent its step
+            self._log.error(f"task '{self._view.task}': shadow comparison of step "
+                            f'{len(self._run.steps)} failed (tried again at the end): {err!r}')
+
+    def finish(self, steps: Sequence[Step]) -> list[ShadowStep]:
+        """
+        Compare and say what is left of ``steps``; return every verdict.
+
+        :raises MuscleMemError: A comparison could not read the store.
+        """
+        found = self._catch_up(steps)
+        with self._lock:
+            self._finished = True
+        return found
+
+    def _catch_up(self, steps: Sequence[Step]) -> list[ShadowStep]:
+        with self._lock:
+            if self._finished:
+                return list(self._run.steps)
+            while len(self._run.steps) < len(steps):
+                entry = self._run.add(steps[len(self._run.steps)])
+                trajectory_id, _ = followed(self._run.steps, self._view.trajectories)
+                detail = verdict_text(entry)
+                self._sink(kind=CacheEvent.SHADOW_STEP, task=self._view.task, step=entry.step,
+                           trajectory_id=trajectory_id, detail=detail)
+                self._feedback(entry.step, detail)
+            return list(self._run.steps)
 
 
 def describe_bindings(info: TrajectoryInfo, plans: Mapping[int, Plan]) -> str:

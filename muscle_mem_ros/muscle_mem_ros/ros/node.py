@@ -319,7 +319,7 @@ class BehaviorCacheNode(LifecycleNode):
             step_timeout=config.step_timeout, post_timeout=config.post_check_timeout,
             sensor_startup_timeout=config.sensor_startup_timeout, health=parts.health,
             declared=config.bindings, infer_bindings=config.infer_bindings,
-            binding_max_shift=config.binding_max_shift,
+            binding_max_shift=config.binding_max_shift, gate=config.replay_requires,
         )
         if config.agent_action:
             active.agent = ActionClient(
@@ -329,7 +329,6 @@ class BehaviorCacheNode(LifecycleNode):
             store=store, replayer=active.replayer, recorder=recorder, agent=active.agent,
             agent_name=config.agent_action, agent_timeout=config.agent_timeout,
             sink=self.publish_event, logger=self.get_logger(), health=parts.health,
-            gate=config.replay_requires,
             agreement=lambda server: tolerances.get(server, DEFAULT_AGREEMENT),
         )
         handlers = active.handlers = CacheServices(

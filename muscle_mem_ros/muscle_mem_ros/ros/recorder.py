@@ -26,11 +26,15 @@ at once) are recorded in the order they finish and replayed one after another.
 Calls seen through introspection events (:mod:`.tap`) reach the node after the
 agent's own answer: a recording that is saved first waits for them, through the
 settle hooks each tap registers (:meth:`Recorder.add_settle`).
+
+A recording may have an observer (``Recorder.start(observer=...)``), called with the
+steps so far each time one is appended, in the appending thread and before the call
+is answered: a shadow run says each step's verdict from there, while the agent works.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 import threading
 import time
@@ -39,10 +43,12 @@ from muscle_mem_ros.errors import MuscleMemError, RecordingBusyError, StoreError
 from muscle_mem_ros.records import Step, TrajectoryInfo
 from muscle_mem_ros.store import Recording, Store
 
-__all__ = ['Filer', 'Recorder', 'RecordingBusyError', 'Session']
+__all__ = ['Filer', 'Observer', 'Recorder', 'RecordingBusyError', 'Session']
 
 Filer = Callable[..., tuple[str, int | None, list[Step]]]
 """Files a finished recording (see :meth:`Recorder.finish`)."""
+Observer = Callable[[Sequence[Step]], None]
+"""Called with a recording's steps each time one is appended (see :class:`Session`)."""
 
 
 @dataclass(eq=False)
@@ -60,6 +66,9 @@ class Session:
         recording lacks a step and is never committed.
     :ivar opened: When it started (``time.monotonic``); a call sent earlier is not
         part of it, even if the node learns of it later (:mod:`.tap`).
+    :ivar observer: Called with the steps so far after each append, under the
+        session's lock (so in the steps' order); it must not raise. None: nobody.
+    :ivar settled: The settle hooks ran (:meth:`Recorder.settle`).
     """
 
     task: str
@@ -72,6 +81,8 @@ class Session:
     lost: str = ''
     lock: threading.Lock = field(default_factory=threading.Lock)
     opened: float = field(default_factory=time.monotonic)
+    observer: Observer | None = None
+    settled: bool = False
 
     def append(self, step: Step) -> bool:
         """Append ``step`` unless the session has ended; True if appended."""
@@ -84,6 +95,8 @@ class Session:
                 self.lost = self.lost or str(err)
                 raise
             self.steps += 1
+            if self.observer is not None:
+                self.observer(self.recording.steps)
             return True
 
 
@@ -117,12 +130,13 @@ class Recorder:
 
     def start(
         self, *, task: str, params_json: str, parent: int | None, manual: bool,
-        variant: str | None = None,
+        variant: str | None = None, observer: Observer | None = None,
     ) -> Session:
         """
         Begin recording ``task`` under node ``parent`` (None = from the root).
 
         :param variant: The tree (default ``params_json``: the tree of exactly these params).
+        :param observer: Called with the steps so far after each append (see :class:`Session`).
         :raises RecordingBusyError: Another recording is active.
         """
         with self._lock:
@@ -136,9 +150,25 @@ class Recorder:
             )
             self._session = Session(
                 task=task, params_json=params_json, manual=manual, parent=parent,
-                recording=recording,
+                recording=recording, observer=observer,
             )
             return self._session
+
+    def settle(self) -> Session | None:
+        """
+        Wait (bounded) until the calls the active recording still records are appended.
+
+        :meth:`finish` does it before it saves, unless it was done already; a caller
+        that wants the recording's last steps before that (a shadow run) calls it first.
+
+        :return: The active session, or None.
+        """
+        session = self._session
+        if session is not None:
+            for settle in list(self._settles):
+                settle(session)
+            session.settled = True
+        return session
 
     def finish(
         self, *, save: bool, filer: Filer | None = None,
@@ -160,10 +190,8 @@ class Recorder:
             trajectory (None when discarded).
         :raises StoreError: The store could not write, or a step was lost (``save``).
         """
-        session = self._session
-        if save and session is not None:
-            for settle in list(self._settles):
-                settle(session)
+        if save and self._session is not None and not self._session.settled:
+            self.settle()
         with self._lock:
             session, self._session = self._session, None
         if session is None:

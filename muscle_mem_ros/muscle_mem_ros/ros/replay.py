@@ -23,6 +23,12 @@ while neither the candidates have bindings nor the world has moved, and the
 core's :class:`~muscle_mem_ros.retarget.BindingJudge` judges otherwise. A chosen
 step's stored payload is sent to the real server (byte-identical CDR, bound
 fields set) and the result awaited with a per-step timeout.
+
+Every walk and every dry run is gated: the Replayer holds the node's
+``replay_requires`` and asks :func:`muscle_mem_ros.trust.gate_tree` what it lets
+replay, unless the caller passes the verdict it already asked for. A learned step
+the gate holds back is never a candidate, so no path through here (ExecuteTask, the
+Replay service, its dry run) sends it.
 """
 
 from __future__ import annotations
@@ -45,9 +51,10 @@ from muscle_mem_ros.ros.proxy import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.sensing import describe_failure, missed, NodeSenses, SensorJudge
 from muscle_mem_ros.ros.sensors import SensorHub
-from muscle_mem_ros.shadow import shadow, ShadowStep
+from muscle_mem_ros.shadow import ShadowRun
 from muscle_mem_ros.store import Store
 from muscle_mem_ros.trees import recorded_params, Trees, TreeView
+from muscle_mem_ros.trust import Gate, gate_tree, Trusted
 from muscle_mem_ros.walk import (
     blamed, candidates_at, choose, locate, Miss, Reporter, Verdict, walk, WalkResult,
 )
@@ -161,6 +168,8 @@ class Replayer:
     :param declared: Bindings from the params file.
     :param infer_bindings: Infer bindings from the recordings.
     :param binding_max_shift: ``max_shift`` of inferred numeric bindings.
+    :param gate: ``replay_requires``: what a learned trajectory must have earned before
+        any walk or dry run here replays it.
     """
 
     def __init__(
@@ -178,8 +187,10 @@ class Replayer:
         declared: Sequence[Declared] = (),
         infer_bindings: bool = True,
         binding_max_shift: float = DEFAULT_MAX_SHIFT,
+        gate: Gate = Gate(),
     ) -> None:
         self._store = store
+        self.gate = gate
         self._tools = dict(tools)
         self.sensing = SensorJudge(
             hub=hub, tools=self._tools, sensors=sensors,
@@ -220,21 +231,33 @@ class Replayer:
             check=self.sensing.check, tolerance=trees.tolerance, declared=trees.declared,
             infer=trees.infer, others=partial(trees.literal_trees, task, variant))
 
+    def trusted(self, tree: TreeView) -> Trusted:
+        """Return what the gate lets replay in ``tree`` (:func:`.trust.gate_tree`)."""
+        return gate_tree(self.gate, self._store, tree)
+
     def dry_run(self, *, tree: TreeView, path: Sequence[int] | None = None,
                 params: Mapping[str, Any] | None = None) -> DryRun:
-        """Answer whether the first step would replay now (under its bindings); moves nothing."""
+        """
+        Answer whether the first step would replay now (gate, bindings, checks); moves nothing.
+
+        A first step the gate holds back does not replay: the answer is the gate's reason.
+        """
         self.sensing.prepare()
         candidates = candidates_at(self._store, task=tree.task, variant=tree.variant,
                                    parent=None, depth=0, path=path)
         if not candidates:
             return DryRun(False, None,
                           f"nothing learned for task '{tree.task}' with these params")
-        verdict = self._session(tree, params).pick(candidates, 0)
+        trust = self.trusted(tree)
+        session = self._session(tree, params)
+        session.gate(trust.nodes, trust.reason())
+        verdict = session.pick(candidates, 0)
         node = choose(verdict)
         if node is None:
             miss = verdict.miss or Miss(FailureKind.NO_CANDIDATE, 'nothing passes')
             return DryRun(False, None, miss.reason, miss.failure)
-        trajectory_id, _ = locate(tree.paths(path), node)
+        trajectory_id, _ = locate([p for p in tree.paths(path) if p[2] not in trust.reasons],
+                                  node)
         tool = self._tools[node.step.tool]
         if not tool.ready():
             return DryRun(False, node, f'server {tool.tool.server} is not available',
@@ -250,8 +273,7 @@ class Replayer:
         cancel: CancelToken,
         path: Sequence[int] | None = None,
         params: Mapping[str, Any] | None = None,
-        trusted: frozenset[int] | None = None,
-        held: str = '',
+        trust: Trusted | None = None,
     ) -> WalkResult:
         """
         Replay from the root as far as the checks allow (:func:`muscle_mem_ros.walk.walk`).
@@ -261,14 +283,15 @@ class Replayer:
         :param cancel: Cancels the walk and the in-flight goal.
         :param path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
         :param params: The run's parameters (bound fields take their values from them).
-        :param trusted: The learned steps a gate lets replay (None: all).
-        :param held: Why the gate holds the others back (a miss that only they would have
-            passed says so).
+        :param trust: What the gate lets replay in ``tree``, when the caller asked already
+            (default: :meth:`trusted` is asked now). A miss that only held-back steps would
+            have passed says why they are held.
         :return: How it ended; ``unsaved`` says why the replay counters of a complete
             walk could not be stored.
         """
         session = self._session(tree, params, reporter)
-        session.gate(trusted, held)
+        trust = trust if trust is not None else self.trusted(tree)
+        session.gate(trust.nodes, trust.reason())
         result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=session,
                       executor=session, reporter=reporter, cancel=cancel, path=path, tree=tree)
         if result.complete and result.trajectory_id:
@@ -286,14 +309,19 @@ class Replayer:
             tolerance=self.trees.tolerance,
             on_substituted=getattr(reporter, 'substituted', lambda step, subs: None))
 
-    def shadow(self, *, tree: TreeView, steps: Sequence[Step], params: Mapping[str, Any],
-               agreement: Callable[[str], float]) -> list[ShadowStep]:
-        """Predict the agent's steps as a walk of ``tree`` would have (:func:`.shadow.shadow`)."""
-        return shadow(steps, params=params, plans=tree.plans,
-                      children=lambda at: self._store.children(
-                          task=tree.task, variant=tree.variant, parent=at),
-                      check=self.sensing.check, tolerance=self.trees.tolerance,
-                      agreement=agreement, describe=describe_failure)
+    def shadow(self, *, tree: TreeView, params: Mapping[str, Any],
+               agreement: Callable[[str], float]) -> ShadowRun:
+        """
+        Start predicting an agent's steps as a walk of ``tree`` would have.
+
+        :return: The comparison, to which each step is added as it is recorded
+            (:class:`.shadow.ShadowRun`).
+        """
+        return ShadowRun(params=params, plans=tree.plans,
+                         children=lambda at: self._store.children(
+                             task=tree.task, variant=tree.variant, parent=at),
+                         check=self.sensing.check, tolerance=self.trees.tolerance,
+                         agreement=agreement, describe=describe_failure)
 
     def send(self, node: Node, cancel: CancelToken,
              fields: Mapping[str, Any] | None = None) -> CallOutcome:

@@ -26,15 +26,21 @@ path is followed and its own params are used (the request's params must then
 be empty or equal). ``dry_run`` checks only whether the first step would
 replay now (its pre-check against the current sensors, and the server being
 available) and moves nothing; it answers the trajectory that first step is on
-(:mod:`muscle_mem_ros.walk` says which, when several share it). With ``cache_mode`` off,
-Replay and StartRecording refuse (the cache is disabled). Forget with ``abandoned_recordings``
-deletes the incomplete recordings of stopped processes (never one a live process is
-making) and touches nothing learned.
+(:mod:`muscle_mem_ros.walk` says which, when several share it). Replay and its dry
+run go through the same gate as ExecuteTask (``replay_requires``, asked of
+:meth:`.replay.Replayer.trusted`): a held-back trajectory is not replayed and the
+answer is the gate's reason (``gate: trajectory 7 is not approved ...``); with a
+trajectory id that the gate holds back, nothing moves at all. With ``cache_mode``
+off, Replay and StartRecording refuse (the cache is disabled); in ``shadow`` Replay
+refuses too (the agent does every task, the cache replays nothing). Forget with
+``abandoned_recordings`` deletes the incomplete recordings of stopped processes (never
+one a live process is making) and touches nothing learned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 import json
 from typing import Any
 
@@ -48,6 +54,7 @@ from muscle_mem_ros.ros.rclfix.sync import CancelToken, TaskGuard
 from muscle_mem_ros.ros.recorder import Recorder
 from muscle_mem_ros.ros.replay import Replayer
 from muscle_mem_ros.store import Store
+from muscle_mem_ros.trust import approve, covered
 
 __all__ = ['CacheServices']
 
@@ -127,12 +134,27 @@ class CacheServices:
             response.message = f'bad request: {err}'
             return response
         response.trajectory_id = request.trajectory_id
-        if self._mode() is CacheMode.OFF:
+        mode = self._mode()
+        if mode is CacheMode.OFF:
             response.message = 'cache_mode is off: nothing is replayed'
             return response
+        if mode is CacheMode.SHADOW:
+            response.failed_step = 0
+            response.message = ('cache_mode is shadow: nothing is replayed (the agent does '
+                                'every task and the cache only predicts)')
+            return response
+        try:
+            view = self._replayer.trees.view(task, variant)
+            trust = self._replayer.trusted(view)
+        except MuscleMemError as err:
+            response.message = f'replay error: {err}'
+            return response
+        if request.trajectory_id in trust.reasons:  # nothing of it moves, not even a prefix
+            response.failed_step = 0
+            response.message = f'gate: {trust.reasons[request.trajectory_id]}'
+            return response
         if request.dry_run:
-            dry = self._replayer.dry_run(tree=self._replayer.trees.view(task, variant),
-                                         path=path, params=params)
+            dry = self._replayer.dry_run(tree=view, path=path, params=params)
             response.success = dry.would_replay
             response.trajectory_id = dry.trajectory_id or request.trajectory_id
             response.failed_step = -1 if dry.would_replay else 0
@@ -146,8 +168,7 @@ class CacheServices:
         self.cancel = token = CancelToken()
         try:
             walk = self._replayer.walk(
-                tree=self._replayer.trees.view(task, variant), path=path, cancel=token,
-                params=params,
+                tree=view, path=path, cancel=token, params=params, trust=trust,
                 reporter=EventReporter(task=task, sink=self._sink),
             )
         except MuscleMemError as err:
@@ -247,7 +268,12 @@ class CacheServices:
         return response
 
     def approve(self, request: Any, response: Any) -> Any:
-        """Approve (or revoke) a task or one of its trajectories for replay."""
+        """
+        Approve (or revoke) a task or one of its trajectories for replay.
+
+        An approval covers the trajectories and inferred bindings the task has now, as this
+        node learns them (:func:`muscle_mem_ros.trust.approve`); the answer says which.
+        """
         task = request.task.strip()
         who = request.who.strip()
         if not task:
@@ -273,8 +299,9 @@ class CacheServices:
                     return response
                 response.message = f'revoked the approval of {what}'
             else:
-                self._store.approve(task=task, trajectory_id=request.trajectory_id, who=who)
-                response.message = f'{what} approved by {who}'
+                approval = approve(self._store, task=task, trajectory_id=request.trajectory_id,
+                                   who=who, plans=partial(self._replayer.trees.plans, task))
+                response.message = f'{what} approved by {who}: {covered(approval)}'
         except UnknownTrajectoryError:
             response.message = f'unknown trajectory {request.trajectory_id}'
             return response

@@ -34,8 +34,14 @@ One goal at a time. For a goal:
 4. Cancel of the task cancels the in-flight goal (the controller's during a
    replay, the agent's during a handoff).
 
-Feedback: ``mode`` (replay / agent), ``step``, ``total`` (-1 while the agent is
-in control), ``detail``.
+Feedback: ``mode`` (replay / agent / shadow), ``step``, ``total`` (-1 while the
+agent is in control), ``detail``. In ``shadow`` (and while a gate holds a task in
+shadow) each of the agent's steps gets its verdict as it is recorded, before the
+proxy answers the agent's call (:class:`.events.ShadowReporter`): a ``SHADOW_STEP``
+event and a ``MODE_SHADOW`` feedback, not a burst before the result. An rclpy client
+drops feedback it has not taken when the result arrives (the two travel apart), so
+the result's message says every step's verdict too (:func:`muscle_mem_ros.shadow.summary`).
+The shadow counts are noted once, after the agent succeeded, as before.
 
 Bookkeeping never fails a task (:mod:`.health`): when the store cannot write
 (a full disk), a replay still succeeds and a miss still goes to the agent; the
@@ -53,19 +59,19 @@ from typing import Any
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
-from muscle_mem_ros.records import Step, TrajectoryInfo
+from muscle_mem_ros.records import TrajectoryInfo
 from muscle_mem_ros.resume import FailureKind, Resume
-from muscle_mem_ros.ros.events import describe_bindings, EventReporter
+from muscle_mem_ros.ros.events import describe_bindings, EventReporter, ShadowReporter
 from muscle_mem_ros.ros.health import StoreHealth
 from muscle_mem_ros.ros.messages.convert import canonical_params, resume_goal
 from muscle_mem_ros.ros.nodeconfig import CacheMode, DEFAULT_AGREEMENT
 from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken, wait_future
-from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError
+from muscle_mem_ros.ros.recorder import Recorder, RecordingBusyError, Session
 from muscle_mem_ros.ros.replay import Replayer
-from muscle_mem_ros.shadow import path_of, summary
+from muscle_mem_ros.shadow import followed, summary
 from muscle_mem_ros.store import Store
 from muscle_mem_ros.trees import TreeView
-from muscle_mem_ros.trust import Gate, Trusted, trusted
+from muscle_mem_ros.trust import Trusted
 from rclpy.action import ActionClient
 
 __all__ = ['EventSink', 'TaskRunner']
@@ -89,6 +95,12 @@ def _replay_feedback(goal_handle: Any, step: int, total: int, detail: str,
         mode=ExecuteTask.Feedback.MODE_REPLAY, step=step, total=total, detail=detail,
         substituted=list(substituted),
     ))
+
+
+def _shadow_feedback(goal_handle: Any, step: int, detail: str) -> None:
+    """Publish one step's shadow verdict as feedback (the agent is in control: total -1)."""
+    goal_handle.publish_feedback(ExecuteTask.Feedback(
+        mode=ExecuteTask.Feedback.MODE_SHADOW, step=step, total=-1, detail=detail))
 
 
 def _end_canceled(goal_handle: Any) -> None:
@@ -126,7 +138,6 @@ class TaskRunner:
         sink: EventSink,
         logger: Any,
         health: StoreHealth | None = None,
-        gate: Gate = Gate(),
         agreement: Callable[[str], float] = lambda tool: DEFAULT_AGREEMENT,
     ) -> None:
         self._store = store
@@ -139,7 +150,6 @@ class TaskRunner:
         self._log = logger
         self._health = health if health is not None else StoreHealth(logger=logger)
         self.steps_replayed_total = 0
-        self._gate = gate
         self._agreement = agreement
 
     def run(self, goal_handle: Any, *, mode: CacheMode, cancel: CancelToken) -> Any:
@@ -183,8 +193,7 @@ class TaskRunner:
             reporter = EventReporter(task=task, sink=self._sink,
                                      feedback=partial(_replay_feedback, goal_handle))
             walk = self._replayer.walk(tree=view, reporter=reporter, cancel=cancel,
-                                       params=params, trusted=trust.nodes,
-                                       held=trust.reason())
+                                       params=params, trust=trust)
             self.steps_replayed_total += walk.steps_replayed
             result.steps_replayed = walk.steps_replayed
             result.substituted = list(reporter.messages)
@@ -221,36 +230,28 @@ class TaskRunner:
         )
 
     def _trusted(self, view: TreeView) -> Trusted:
-        """Return what the gate lets replay in ``view`` (everything with ``none``)."""
-        if not self._gate.required or not view.trajectories:
-            return trusted(self._gate, (), plans=view.plans, agreement=({}, {}), approvals=())
-        return trusted(self._gate, view.trajectories, plans=view.plans,
-                       agreement=self._store.agreement(task=view.task),
-                       approvals=self._store.approvals(task=view.task))
+        """Return what the gate lets replay in ``view`` (the Replayer's gate, as every path)."""
+        return self._replayer.trusted(view)
 
-    def _shadow(self, goal_handle: Any, view: TreeView, steps: Sequence[Step],
-                params: dict[str, Any]) -> str:
-        """Compare the agent's steps with the cache's predictions, report and count them."""
-        found = self._replayer.shadow(tree=view, steps=steps, params=params,
-                                      agreement=self._agreement)
-        path = path_of(found)
-        wrong = next((s.node_id for s in found[len(path):len(path) + 1] if s.predicted), None)
-        tried = path + ((wrong,) if wrong is not None else ())  # where the cache would go
-        trajectory_id, agreed = 0, False
-        if tried:
-            whole = next((t for t in view.trajectories if tuple(t.node_ids) == path), None)
-            agreed = whole is not None and len(path) == len(found)
-            on = whole if agreed else next((t for t in view.trajectories
-                                            if tuple(t.node_ids[:len(tried)]) == tried), None)
-            trajectory_id = on.id if on is not None else 0
-        for entry in found:
-            detail = (f'step {entry.step}: {entry.tool} agreed with learned step {entry.node_id}'
-                      if entry.agreed else f'step {entry.step}: {entry.tool}: {entry.reason}')
-            self._sink(kind=CacheEvent.SHADOW_STEP, task=view.task, step=entry.step,
-                       trajectory_id=trajectory_id, detail=detail)
-            goal_handle.publish_feedback(ExecuteTask.Feedback(
-                mode=ExecuteTask.Feedback.MODE_SHADOW, step=entry.step, total=len(found),
-                detail=detail))
+    def _shadowing(self, goal_handle: Any, view: TreeView,
+                   params: dict[str, Any]) -> ShadowReporter:
+        """Return the reporter that says each recorded step's verdict (the recording observer)."""
+        return ShadowReporter(
+            run=self._replayer.shadow(tree=view, params=params, agreement=self._agreement),
+            view=view, sink=self._sink, feedback=partial(_shadow_feedback, goal_handle),
+            logger=self._log)
+
+    def _shadow(self, reporter: ShadowReporter, view: TreeView, session: Session) -> str:
+        """Say the verdicts not said yet, count the run; return the result's summary."""
+        self._recorder.settle()  # calls seen after the agent's answer (a tap's) are steps too
+        with session.lock:
+            steps = list(session.recording.steps)
+        try:
+            found = reporter.finish(steps)
+        except MuscleMemError as err:
+            self._log.error(f"task '{view.task}': shadow comparison failed: {err}")
+            return f'shadow: not compared ({err})'
+        trajectory_id, agreed = followed(found, view.trajectories)
         bindings = [(s.node_id, field, ok) for s in found if s.node_id is not None
                     for field, ok in s.bindings]
         if trajectory_id or bindings:
@@ -310,11 +311,13 @@ class TaskRunner:
             return self._fail(goal_handle, result, task, (f'{reason}; ' if reason else '') +
                               f'agent {self._agent_name} is not available')
         session = None
+        shadowing = (self._shadowing(goal_handle, shadow, params or {})
+                     if shadow is not None else None)
         if record:
             try:
                 session = self._recorder.start(
                     task=task, params_json=literal, variant=variant, parent=resume.last_node,
-                    manual=False,
+                    manual=False, observer=shadowing.observe if shadowing else None,
                 )
             except RecordingBusyError as err:
                 return self._fail(goal_handle, result, task, f'cannot record: {err}')
@@ -353,9 +356,8 @@ class TaskRunner:
             result.message += self._not_stored(task, unsaved)
             goal_handle.succeed()
             return result
-        if shadow is not None:
-            result.message += '; ' + self._shadow(goal_handle, shadow,
-                                                  list(session.recording.steps), params or {})
+        if shadowing is not None and shadow is not None:
+            result.message += '; ' + self._shadow(shadowing, shadow, session)
         try:
             ended, info = self._recorder.finish(save=True, filer=self._replayer.file)
         except MuscleMemError as err:

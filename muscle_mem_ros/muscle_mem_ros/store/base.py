@@ -394,10 +394,19 @@ class Store(abc.ABC):
         """Return a task's shadow counts: per trajectory, and per (node id, field) binding."""
 
     @abc.abstractmethod
-    def approve(self, *, task: str, trajectory_id: int = 0, who: str) -> Approval:
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str,
+                covers: Sequence[int] = (),
+                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
         """
         Approve a task (``trajectory_id`` 0) or one of its trajectories for replay.
 
+        An approval covers what the approver could see and nothing learned later
+        (:func:`muscle_mem_ros.trust.approve` reads it and calls this; renewing an
+        approval replaces what it covers).
+
+        :param covers: The trajectory ids it covers (a trajectory's approval covers that
+            trajectory in any case).
+        :param bindings: The inferred bindings it covers: (learned step id, field, source).
         :raises UnknownTrajectoryError: ``trajectory_id`` is not a trajectory of ``task``.
         """
 

@@ -236,13 +236,17 @@ class MemoryStore(Store):
             return ({t: a for t, a in self._shadow.items() if self._shadow_task[t] == task},
                     {k: a for k, a in self._bound.items() if self._bound_task[k] == task})
 
-    def approve(self, *, task: str, trajectory_id: int = 0, who: str) -> Approval:
-        """Approve a task or one of its trajectories."""
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str,
+                covers: Sequence[int] = (),
+                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
+        """Approve a task or one of its trajectories (and what it covers, as SQL keeps it)."""
         if trajectory_id:
             self.trajectory(trajectory_id)  # raises when unknown
+        ids = tuple(sorted({int(i) for i in (*covers, trajectory_id) if i}))
+        bound = tuple(sorted({(int(n), str(f), str(s)) for n, f, s in bindings}))
         with self._lock:
             found = self._approvals[(task, trajectory_id)] = Approval(
-                task, trajectory_id, who, time.time())
+                task, trajectory_id, who, time.time(), ids, bound)
             return found
 
     def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:

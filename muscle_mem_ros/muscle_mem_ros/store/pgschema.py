@@ -32,7 +32,8 @@ processes: two robots can never add the same child twice.
 
 Version history: 1 trees, trajectories, recordings (with robot and owner),
 task counters; 2 a tree's tally kept by a trigger; 3 shadow agreement counts and
-approvals (:mod:`.trustsql`), so approvals travel with the fleet's trees.
+approvals (:mod:`.trustsql`), so approvals travel with the fleet's trees; 4 what an
+approval covers (the trajectories and inferred bindings its approver saw; NULL in older rows).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 from .schema import MAGIC
-from .trustsql import TABLES
+from .trustsql import COVERAGE, TABLES
 from ..errors import StoreCorruptError, StoreVersionError
 
 __all__ = ['CHANNEL', 'LOCK_CLASS', 'migrate', 'MIGRATIONS', 'NAMESPACE', 'SCHEMA_VERSION']
@@ -107,6 +108,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ' FOR EACH ROW EXECUTE FUNCTION tally_trajectory()',
     ),
     TABLES,  # 3: trust: shadow agreement counts and approvals (:mod:`.trustsql`)
+    COVERAGE,  # 4: what an approval covers (:mod:`.trustsql`)
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

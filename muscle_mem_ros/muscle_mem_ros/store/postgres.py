@@ -523,12 +523,15 @@ class PostgresStore(Batching, Store):
         with self._db() as conn:
             return trustsql.agreement(conn, task)
 
-    def approve(self, *, task: str, trajectory_id: int = 0, who: str) -> Approval:
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str,
+                covers: Sequence[int] = (),
+                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
         """Approve a task or one of its trajectories, for every robot of the fleet."""
         if trajectory_id:
             self.trajectory(trajectory_id)  # raises when unknown
         with self._write() as conn:
-            return trustsql.approve(conn, task, trajectory_id, who, time.time())
+            return trustsql.approve(conn, task, trajectory_id, who, time.time(), covers,
+                                    bindings)
 
     def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
         """Withdraw an approval."""

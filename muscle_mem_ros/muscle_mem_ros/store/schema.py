@@ -42,7 +42,8 @@ dedupe index; 3 no pickles (snapshots and Python calls in the safe format of
 :mod:`.values`), recordings carry their owner (lock token, pid, host); 4 an index
 of a tree's trajectories and their tally kept by triggers (learning reads only those
 committed since it last read, and knows without a scan that nothing else changed); 5
-shadow agreement counts and approvals (:mod:`.trustsql`).
+shadow agreement counts and approvals (:mod:`.trustsql`); 6 what an approval covers (the
+trajectories and inferred bindings its approver saw; NULL in older rows).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ import struct
 from typing import Any
 
 from .legacy import convert_rows, Dropped
-from .trustsql import TABLES
+from .trustsql import COVERAGE, TABLES
 from ..errors import StoreCorruptError, StoreVersionError
 
 __all__ = ['APP_ID', 'backup', 'MAGIC', 'MIGRATIONS', 'SCHEMA_VERSION', 'inspect_file',
@@ -120,6 +121,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ' WHERE task = OLD.task AND variant = OLD.variant; END',
     ),
     TABLES,  # 5: trust: shadow agreement counts and approvals (:mod:`.trustsql`)
+    COVERAGE,  # 6: what an approval covers (:mod:`.trustsql`)
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

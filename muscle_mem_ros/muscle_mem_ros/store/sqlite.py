@@ -566,12 +566,15 @@ class SqliteStore(Batching, Store):
         with self._reading() as conn:
             return trustsql.agreement(conn, task)
 
-    def approve(self, *, task: str, trajectory_id: int = 0, who: str) -> Approval:
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str,
+                covers: Sequence[int] = (),
+                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
         """Approve a task or one of its trajectories."""
         if trajectory_id:
             self.trajectory(trajectory_id)  # raises when unknown
         with self._reading() as conn, self._write():
-            return trustsql.approve(conn, task, trajectory_id, who, time.time())
+            return trustsql.approve(conn, task, trajectory_id, who, time.time(), covers,
+                                    bindings)
 
     def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
         """Withdraw an approval."""

@@ -21,16 +21,22 @@ translates them). Three tables (SQLite schema 5, PostgreSQL schema 3):
 ``shadow_bindings`` (per learned step and inferred field) and ``approvals``
 (per task and trajectory, 0 for the whole task: who and when). They live in the
 store, so a fleet's approvals and counts travel with its trees.
+
+SQLite schema 6 and PostgreSQL schema 4 (:data:`COVERAGE`) add what an approval
+covers: ``covers``, the trajectory ids as a JSON list, and ``bindings``, the
+inferred bindings as a JSON list of ``[learned step id, field, source]``. Rows from
+before have both NULL: :class:`~muscle_mem_ros.records.Approval` says what they cover.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+import json
 from typing import Any
 
 from ..records import Agreement, Approval
 
-__all__ = ['agreement', 'approvals', 'approve', 'note_shadow', 'revoke', 'TABLES']
+__all__ = ['agreement', 'approvals', 'approve', 'COVERAGE', 'note_shadow', 'revoke', 'TABLES']
 
 TABLES = (
     'CREATE TABLE shadow_trajectories (trajectory BIGINT PRIMARY KEY, task TEXT NOT NULL,'
@@ -44,6 +50,12 @@ TABLES = (
     ' at DOUBLE PRECISION NOT NULL, PRIMARY KEY (task, trajectory))',
 )
 """The statements of the migration that adds them."""
+
+COVERAGE = (
+    'ALTER TABLE approvals ADD COLUMN covers TEXT',
+    'ALTER TABLE approvals ADD COLUMN bindings TEXT',
+)
+"""The statements of the migration that records what an approval covers (NULL: not recorded)."""
 
 
 def note_shadow(conn: Any, task: str, trajectory_id: int, agreed: bool,
@@ -76,13 +88,18 @@ def agreement(conn: Any, task: str) -> tuple[dict[int, Agreement],
     return by_trajectory, by_binding
 
 
-def approve(conn: Any, task: str, trajectory_id: int, who: str, at: float) -> Approval:
-    """Record (or renew) an approval."""
+def approve(conn: Any, task: str, trajectory_id: int, who: str, at: float,
+            covers: Sequence[int], bindings: Sequence[tuple[int, str, str]]) -> Approval:
+    """Record (or renew) an approval of what it covers (:class:`~.records.Approval`)."""
+    ids = tuple(sorted({int(i) for i in (*covers, trajectory_id) if i}))
+    bound = tuple(sorted({(int(n), str(f), str(s)) for n, f, s in bindings}))
     conn.execute(
-        'INSERT INTO approvals (task, trajectory, who, at) VALUES (?, ?, ?, ?)'
-        ' ON CONFLICT (task, trajectory) DO UPDATE SET who = excluded.who, at = excluded.at',
-        (task, trajectory_id, who, at))
-    return Approval(task, trajectory_id, who, at)
+        'INSERT INTO approvals (task, trajectory, who, at, covers, bindings)'
+        ' VALUES (?, ?, ?, ?, ?, ?)'
+        ' ON CONFLICT (task, trajectory) DO UPDATE SET who = excluded.who, at = excluded.at,'
+        ' covers = excluded.covers, bindings = excluded.bindings',
+        (task, trajectory_id, who, at, json.dumps(ids), json.dumps(bound)))
+    return Approval(task, trajectory_id, who, at, ids, bound)
 
 
 def revoke(conn: Any, task: str, trajectory_id: int) -> bool:
@@ -94,7 +111,16 @@ def revoke(conn: Any, task: str, trajectory_id: int) -> bool:
 
 def approvals(conn: Any, task: str | None) -> list[Approval]:
     """Return the approvals of a task (None: every task), oldest first."""
-    sql = 'SELECT task, trajectory, who, at FROM approvals'
+    sql = 'SELECT task, trajectory, who, at, covers, bindings FROM approvals'
     rows = (conn.execute(sql + ' WHERE task = ? ORDER BY at', (task,)) if task is not None
             else conn.execute(sql + ' ORDER BY at')).fetchall()
-    return [Approval(str(t), int(i), str(w), float(a)) for t, i, w, a in rows]
+    return [_approval(*row) for row in rows]
+
+
+def _approval(task: Any, trajectory: Any, who: Any, at: Any, covers: Any,
+              bindings: Any) -> Approval:
+    """Return one row as an Approval (NULL coverage: one recorded before coverage was)."""
+    ids = None if covers is None else tuple(int(i) for i in json.loads(covers))
+    bound = () if bindings is None else tuple(
+        (int(n), str(f), str(s)) for n, f, s in json.loads(bindings))
+    return Approval(str(task), int(trajectory), str(who), float(at), ids, bound)

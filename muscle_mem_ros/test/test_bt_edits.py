@@ -1,0 +1,277 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+An edited behavior tree runs as edited: the py_trees tree against a mobile base in a dict.
+
+The document is exported from a real SQLite store holding one recording of a mobile
+fetch (GetPlan goals built as messages, odometry and tag snapshots), edited as text,
+read back, and ticked against a world whose base goes where a goal says; the post-checks
+compare what the judge expects with that world. The same recording run through the
+real cache and the real ``muscle-mem run-bt`` is in test_bt_edited_mobile.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+import re
+from typing import Any
+
+from muscle_mem_ros.bindings import Declared, element_tolerances, parse_path
+from muscle_mem_ros.bt.document import as_run, BtDocument, build, dump, load
+from muscle_mem_ros.bt.tree import build_tree, Progress
+from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.cli.bt import goal_steps, import_variant
+from muscle_mem_ros.errors import ConfigError
+from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot, Step, ToolKind
+from muscle_mem_ros.retarget import BindingJudge
+from muscle_mem_ros.ros.messages.introspection import message_to_json
+from muscle_mem_ros.shadow import SnapshotSenses
+from muscle_mem_ros.store import SqliteStore
+from muscle_mem_ros.trees import Trees
+from muscle_mem_ros.variants import canonical, Variant
+from nav_msgs.srv import GetPlan
+from py_trees.common import Status
+import py_trees.trees
+import pytest
+
+SENSORS = [SensorSpec('odom', (0.02,), CompareMode.NORM),
+           SensorSpec('tag', (0.02,), CompareMode.NORM)]
+TAG = (1.65, 0.3)
+STANDOFF = (1.25, 0.3)  # 0.4 m in front of the tag: the parameter ``approach`` is its x
+SHELF = (1.0, 1.2)
+PARAMS = {'approach': 1.25, 'bin': 2}
+
+
+def goto(start: tuple[float, float], goal: tuple[float, float]) -> str:
+    request = GetPlan.Request(tolerance=0.3)
+    request.start.pose.position.x, request.start.pose.position.y = start
+    request.goal.pose.position.x, request.goal.pose.position.y = goal
+    request.start.pose.orientation.w = request.goal.pose.orientation.w = 1.0
+    return message_to_json(request)
+
+
+def snap(base: tuple[float, float]) -> Snapshot:
+    return Snapshot(features={'odom': (base[0], base[1], 0.0), 'tag': (*TAG, 0.0)})
+
+
+def fetch_steps() -> list[Step]:
+    """Go to the standoff, grip, go to the shelf, release: as the recording holds them."""
+    grip = json.dumps({'data': True})
+    release = json.dumps({'data': False})
+    spots = [(0.0, 0.0), STANDOFF, STANDOFF, SHELF, SHELF]
+    calls = [('/goto', 'nav_msgs/srv/GetPlan', goto(spots[0], STANDOFF)),
+             ('/grip', 'std_srvs/srv/SetBool', grip),
+             ('/goto', 'nav_msgs/srv/GetPlan', goto(STANDOFF, SHELF)),
+             ('/grip', 'std_srvs/srv/SetBool', release)]
+    return [Step(tool=tool, kind=ToolKind.SERVICE, type_name=kind, payload=text.encode(),
+                 payload_json=text, pre=snap(spots[i]), post=snap(spots[i + 1]))
+            for i, (tool, kind, text) in enumerate(calls)]
+
+
+def exported(tmp_path: Path, *, bound: set[str] = frozenset(),
+             params: dict[str, Any] | None = None, declared: tuple[Declared, ...] = ()) -> str:
+    """Record the fetch once (its tree bound on ``bound``) and export it as the CLI does."""
+    variant = Variant.bound(PARAMS, bound).text if bound else canonical(PARAMS)
+    with SqliteStore(path=tmp_path / 'cache.db') as store:
+        store.add_trajectory(task='fetch', variant=variant, params_json=canonical(PARAMS),
+                             steps=fetch_steps())
+        tolerance = element_tolerances(SENSORS)
+        trees = Trees(store, tolerance=tolerance, declared=declared)
+        doc = build(store, task='fetch', variant=variant, plans=trees.plans('fetch', variant),
+                    sensors={s.name: {'tolerance': list(s.tolerance), 'mode': s.mode.value}
+                             for s in SENSORS}, params=params, tolerance=tolerance)
+    return dump(doc)
+
+
+class Base:
+    """The robot side of a tree: a base that goes where a goto's goal says, and its sensors."""
+
+    def __init__(self, doc: BtDocument) -> None:
+        self.base = (0.0, 0.0)
+        self.sent: list[tuple[int, dict]] = []
+        self.agent: tuple[int, str] | None = None
+        self.failed: list[str] = []
+        self._check = ToleranceCheck(sensors=SENSORS)
+        self._senses = SnapshotSenses(self._check, element_tolerances(SENSORS), doc.params)
+        self._judge = BindingJudge(plans=doc.plans(), params=doc.params, senses=self._senses)
+
+    def judge(self) -> BindingJudge:
+        return self._judge
+
+    def look(self) -> None:
+        self._senses.look(snap(self.base))
+
+    def start_call(self, node, bound) -> None:
+        goal = json.loads(node.step.payload_json)
+        for path, value in (bound.values if bound else {}).items():
+            parts = parse_path(path)
+            target = goal
+            for part in parts[:-1]:
+                target = target[part]
+            target[parts[-1]] = value
+        self.sent.append((node.id, goal))
+        if node.step.tool == '/goto':
+            self.base = (goal['goal']['pose']['position']['x'],
+                         goal['goal']['pose']['position']['y'])
+
+    def call_status(self) -> Status:
+        return Status.SUCCESS
+
+    def post_status(self, node, expected) -> Status:
+        result = self._check.evaluate(expected, snap(self.base), now_time=0.0)
+        if not result.passed:
+            self.failed.append(f'post-check of learned step {node.id}: '
+                               f'{result.failures[0].reason}')
+        return Status.SUCCESS if result.passed else Status.FAILURE
+
+    def start_agent(self, resume, reason: str | None = None) -> None:
+        """Take the hand-off (a Resume record, or the step and the reason)."""
+        self.agent = (resume, reason) if reason is not None else (resume.step, resume.reason)
+
+    def agent_status(self) -> Status:
+        return Status.SUCCESS
+
+
+def tick(doc: BtDocument) -> tuple[Base, Progress, Status]:
+    world, progress = Base(doc), Progress()
+    tree = py_trees.trees.BehaviourTree(build_tree(doc, world, progress))
+    for _ in range(40):
+        tree.tick()
+        if tree.root.status is not Status.RUNNING:
+            break
+    return world, progress, tree.root.status
+
+
+def edit_shelf_x(text: str, x: float) -> str:
+    """Move the shelf goto's goal x (the third step) in the document's text."""
+    start = text.index('# step 2: /goto')
+    head, tail = text[:start], text[start:]
+    old = 'position: {x: 1.0, y: 1.2'
+    assert tail.count(old) == 1, tail[:1500]  # the goal (learned is written flat)
+    return head + tail.replace(old, f'position: {{x: {x}, y: 1.2')
+
+
+def test_the_document_shows_what_depends_on_each_goal_field(tmp_path):
+    text = exported(tmp_path)
+    doc = load(text)
+    shelf = doc.steps[0].then[0].then[0]
+    assert shelf.learned['goal.pose.position.x'] == 1.0
+    assert dict(shelf.follows)['sensor:odom[0]'] == 'goal.pose.position.x'
+    assert dict(shelf.follows)['sensor:odom[1]'] == 'goal.pose.position.y'
+    assert shelf.unpredictable == ()  # every odometry element follows a field
+    first = doc.steps[0]  # bound to param:approach (one equality): the cache's follows first
+    assert dict(first.follows)['sensor:odom[0]'] == 'goal.pose.position.x'
+    assert [b.field for b in first.bindings] == ['goal.pose.position.x']
+    assert first.plan.follows == (('sensor:odom[0]', 'goal.pose.position.x'),)
+    assert '# params: none bound' in text and 'learned:' in text
+
+
+def test_an_edited_goal_runs_as_edited_and_its_followers_are_expected_moved(tmp_path):
+    doc = load(edit_shelf_x(exported(tmp_path), 1.15))
+    world, progress, status = tick(doc)
+    assert world.failed == [] and world.agent is None, (world.failed, world.agent)
+    assert status is Status.SUCCESS and progress.done == 4
+    assert world.base == (1.15, 1.2)  # the edited goal was sent
+    # and the edit moves the imported snapshots the same way: the shelf's post and after
+    runs = as_run(doc)
+    shelf, release = doc.steps[0].then[0].then[0], doc.steps[0].then[0].then[0].then[0]
+    assert runs[shelf.id].pre.features['odom'][0] == pytest.approx(1.25)
+    assert runs[shelf.id].post.features['odom'] == pytest.approx((1.15, 1.2, 0.0))
+    assert runs[release.id].pre.features['odom'] == pytest.approx((1.15, 1.2, 0.0))
+    assert runs[release.id].post.features['odom'] == pytest.approx((1.15, 1.2, 0.0))
+    steps = goal_steps(doc)
+    assert json.loads(steps[shelf.id].payload_json)['goal']['pose']['position']['x'] == 1.15
+    assert steps[release.id].post.features['odom'][0] == pytest.approx(1.15)
+
+
+def test_an_edit_beyond_what_follows_the_field_still_fails_its_check(tmp_path):
+    text = exported(tmp_path)
+    start = text.index('# step 2: /goto')
+    tail = re.sub(r" *- {element: 'sensor:odom\[0\]', field: goal.pose.position.x}\n", '',
+                  text[start:], count=1)
+    assert tail != text[start:]
+    doc = load(edit_shelf_x(text[:start] + tail, 1.15))  # the editor deleted the dependency
+    world, progress, _ = tick(doc)
+    assert world.failed and 'post-check of learned step' in world.failed[0]
+    assert world.agent is not None and world.agent[0] == 3
+
+
+@pytest.mark.parametrize('field, value, words', [
+    ('x', 1.3, 'step 0 (learned step 1): goal.pose.position.x is bound to param:approach; '
+               'edit params, not the goal'),
+])
+def test_an_edit_of_a_bound_field_is_refused_naming_the_field_and_binding(
+        tmp_path, field, value, words):
+    text = exported(tmp_path)
+    end = text.index('# step 1: /grip')
+    head = text[:end]
+    old = 'position: {x: 1.25, y: 0.3'
+    assert head.count(old) == 1
+    edited = head.replace(old, f'position: {{x: {value}, y: 0.3') + text[end:]
+    with pytest.raises(ConfigError, match=words.replace('(', r'\(').replace(')', r'\)')):
+        load(edited)
+    offset = text.replace("'param:approach', offset: 0.0", "'param:approach', offset: 0.05",
+                          1)
+    assert offset != text
+    with pytest.raises(ConfigError, match='parameter binding sends the parameter'):
+        load(offset)
+
+
+def test_params_the_variant_holds_literal_make_the_tree_ask_the_agent(tmp_path):
+    text = exported(tmp_path)
+    doc = load(text.replace('approach: 1.25', 'approach: 1.35', 1))
+    world, progress, _ = tick(doc)
+    assert world.sent == [] and world.agent is not None and world.agent[0] == 0
+    assert 'approach is 1.25 in its variant' in world.agent[1], world.agent
+    assert import_variant(doc) == canonical({'approach': 1.35, 'bin': 2})  # its own tree
+    # the same edit where a second recording bound the parameter: the tree runs it
+    text = exported(tmp_path / 'bound', bound={'param:approach'}) if (
+        tmp_path / 'bound').mkdir() is None else ''
+    assert '# params: approach bound' in text
+    doc = load(text.replace('approach: 1.25', 'approach: 1.35', 1))
+    world, progress, status = tick(doc)
+    assert world.failed == [] and world.agent is None and progress.done == 4
+    assert world.sent[0][1]['goal']['pose']['position']['x'] == 1.35
+    assert import_variant(doc) == doc.variant
+    runs = as_run(doc)  # imported: the bound value sent, what followed it moved
+    assert runs[doc.steps[0].id].values == {'goal.pose.position.x': 1.35}
+    assert runs[doc.steps[0].id].post.features['odom'][0] == pytest.approx(1.35)
+    doc = load(text.replace('bin: 2', 'bin: 3', 1))  # a leaf the bound tree holds literal
+    world, _, _ = tick(doc)
+    assert world.sent == [] and world.agent[0] == 0 and 'bin is 2' in world.agent[1]
+    assert import_variant(doc) == canonical({'approach': 1.25, 'bin': 3})
+
+
+def test_a_sensor_bound_field_is_edited_through_its_offset_not_its_goal(tmp_path):
+    # the standoff's y is declared relative to the tag's y (within 5 cm of it)
+    text = exported(tmp_path, declared=(Declared('/goto', 'goal.pose.position.y',
+                                                 'sensor:tag[1]', 0.1, 0.05),))
+    end = text.index('# step 1: /grip')
+    old = 'position: {x: 1.25, y: 0.3'
+    assert text[:end].count(old) == 1
+    with pytest.raises(ConfigError, match=r'step 0 \(learned step 1\): goal.pose.position.y '
+                       r"is bound to sensor:tag\[1\]; edit the binding's offset, not the goal"):
+        load(text[:end].replace(old, 'position: {x: 1.25, y: 0.35') + text[end:])
+    binding = "source: 'sensor:tag[1]', offset: 0.0"
+    assert text.count(binding) == 1
+    doc = load(text.replace(binding, "source: 'sensor:tag[1]', offset: 0.05"))
+    world, progress, status = tick(doc)  # 5 cm beside the tag: sent, and expected there
+    assert world.failed == [] and world.agent is None and progress.done == 4
+    assert world.sent[0][1]['goal']['pose']['position']['y'] == pytest.approx(0.35)
+    runs = as_run(doc)  # imported the same way
+    assert runs[1].values['goal.pose.position.y'] == pytest.approx(0.35)
+    assert runs[1].post.features['odom'][1] == pytest.approx(0.35)
+    assert runs[2].pre.features['odom'][1] == pytest.approx(0.35)
