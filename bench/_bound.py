@@ -20,7 +20,7 @@ Workload: one task, N trajectories of two steps; each step's pre snapshot is the
 ``{"target": {"x": object_x + 0.02, "y": object_y}, "speed": 1.0}``, so learning
 binds ``target.x`` and ``target.y`` to the object in both groups (every step has a
 plan). One lookup after a commit is what the node does for a first step:
-:func:`muscle_mem_ros.learning.follow` (the store's tally of the tree, the
+:func:`muscle_mem_ros.bindings.learning.follow` (the store's tally of the tree, the
 trajectories committed since, learning them), the root's children and
 ``Matcher.select``, and the chosen step's plan. Timed after each of ``commits``
 commits of one more trajectory, and once with nothing new.
@@ -34,8 +34,8 @@ from typing import Any
 
 from _common import pct
 from muscle_mem_ros import Matcher, SensorSpec, Snapshot, Step, ToleranceCheck, ToolKind
-from muscle_mem_ros.bindings import element_tolerances
-from muscle_mem_ros.learning import follow, Learner
+from muscle_mem_ros.bindings.learning import follow, Learner
+from muscle_mem_ros.bindings.rules import element_tolerances
 import numpy as np
 
 TASK = 'pick_bound'
@@ -133,7 +133,7 @@ def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
     """
     from dataclasses import replace
     from muscle_mem_ros import Check, Engine, SqliteStore
-    from muscle_mem_ros.params import infer
+    from muscle_mem_ros.engine.arguments import infer
 
     rng = np.random.default_rng(n)
     world = {'joints': rng.uniform(-1, 1, 6), 'cube': np.array([0.4, 0.0])}

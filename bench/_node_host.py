@@ -14,7 +14,7 @@
 # limitations under the License.
 
 """
-Run the behavior-cache executable (``muscle_mem_ros.ros.main.main``) with timing probes.
+Run the behavior-cache executable (``muscle_mem_ros.ros.node.main.main``) with timing probes.
 
 The node is the real one, started by its own ``main`` with the command line given
 here (``--ros-args ...``). Before it starts, methods are wrapped at class level,
@@ -53,13 +53,13 @@ from typing import Any
 _records: list[list[Any]] = []
 
 PROBES: tuple[tuple[str, str, str, str], ...] = (
-    ('wait', 'muscle_mem_ros.ros.sensors', 'SensorHub', 'wait_newer'),
-    ('call', 'muscle_mem_ros.ros.proxies', 'ActionProxy', 'call'),
-    ('capture', 'muscle_mem_ros.ros.sensors', 'SensorHub', 'capture'),
-    ('choose', 'muscle_mem_ros.ros.sensing', 'SensorJudge', 'pick'),
-    ('candidates', 'muscle_mem_ros.walk', '', 'candidates_at'),
-    ('post', 'muscle_mem_ros.ros.sensing', 'SensorJudge', 'post_check'),
-    ('event', 'muscle_mem_ros.ros.node', 'BehaviorCacheNode', 'publish_event'),
+    ('wait', 'muscle_mem_ros.ros.capture.sensors', 'SensorHub', 'wait_newer'),
+    ('call', 'muscle_mem_ros.ros.capture.proxies', 'ActionProxy', 'call'),
+    ('capture', 'muscle_mem_ros.ros.capture.sensors', 'SensorHub', 'capture'),
+    ('choose', 'muscle_mem_ros.ros.execution.judge', 'SensorJudge', 'pick'),
+    ('candidates', 'muscle_mem_ros.replay.walk', '', 'candidates_at'),
+    ('post', 'muscle_mem_ros.ros.execution.judge', 'SensorJudge', 'post_check'),
+    ('event', 'muscle_mem_ros.ros.node.cache_node', 'BehaviorCacheNode', 'publish_event'),
 )
 """Each probe: its kind, the module, the class ('' for a module function), the attribute.
 The first two always run; the others unless ``MM_BENCH_PARTS=0``."""
@@ -112,7 +112,7 @@ def _what_if(spec: str) -> list[str]:
 
     ``result_timeout=N``: the proxies' action servers keep finished goals N s (rclpy: 10).
     """
-    from muscle_mem_ros.ros import proxies
+    from muscle_mem_ros.ros.capture import proxies
     from muscle_mem_ros.ros.rclfix.action_server import ActionServer
 
     applied = []
@@ -127,7 +127,7 @@ def _what_if(spec: str) -> list[str]:
 
 
 def main() -> int:
-    from muscle_mem_ros.ros import main as node_main
+    from muscle_mem_ros.ros.node import main as node_main
 
     path = os.environ.get('MM_BENCH_TIMINGS', '')
     whatif = _what_if(os.environ.get('MM_BENCH_WHATIF', ''))

@@ -216,7 +216,7 @@ def commands(args: argparse.Namespace, scratch: Path) -> dict[str, list[str]]:
         params_file.write_text(yaml.safe_dump(cache_params(
             name, store=str(scratch / f'{name}.db'), infer=name != 'literal',
             max_shift=args.max_shift, mode='shadow' if name == 'shadow' else 'learn')))
-        out[name] = [python, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+        out[name] = [python, '-m', 'muscle_mem_ros.ros.node.main', '--ros-args',
                      '-r', f'__node:={name}', '--params-file', str(params_file)]
         out[f'agent_{name}'] = [
             python, '-m', 'muscle_mem_demo.agent_node', '--ros-args',

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         Peer('sensors', [py, peers, 'sensors', '--prefix', sensors, '--joint-hz',
                          str(args.joint_hz), '--scan-hz', '1'], work / 'sensors.log'),
     ]
-    cache = Peer('cache', [py, '-m', 'muscle_mem_ros.ros.main', '--ros-args', '-r',
+    cache = Peer('cache', [py, '-m', 'muscle_mem_ros.ros.node.main', '--ros-args', '-r',
                            f'__node:={node_name}', '--params-file', str(params_file)],
                  work / 'cache.log')
     procs.append(cache)

@@ -52,7 +52,7 @@ setup(
     ]},
     entry_points={
         'console_scripts': [
-            'behavior_cache = muscle_mem_ros.ros.main:main',
+            'behavior_cache = muscle_mem_ros.ros.node.main:main',
             'muscle-mem = muscle_mem_ros.cli:main',
         ],
     },

@@ -15,7 +15,7 @@
 """
 Declare and check the sim nodes' ROS parameters, naming the parameter in every error.
 
-The validation is the cache's own (:class:`muscle_mem_ros.ros.parameters.ParameterReader`):
+The validation is the cache's own (:class:`muscle_mem_ros.ros.node.parameters.ParameterReader`):
 one validator, and every sim parameter gets a descriptor (type, range, read-only) too.
 
 ``spin_node`` is the sim nodes' shared ``main``: a bad parameter (a ``ValueError`` from the
@@ -33,7 +33,7 @@ import sys
 from typing import TypeVar
 
 from muscle_mem_ros.errors import ConfigError
-from muscle_mem_ros.ros.parameters import ParameterReader
+from muscle_mem_ros.ros.node.parameters import ParameterReader
 from muscle_mem_ros.ros.rclfix.shutdown import (
     init_without_signal_handlers,
     ShutdownSignals,

@@ -80,7 +80,7 @@ def node_commands(
             '-p', f'rtf:={float(rtf)}',
         ],
         'behavior_cache': [
-            python, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+            python, '-m', 'muscle_mem_ros.ros.node.main', '--ros-args',
             '--params-file', str(params_file), '-p', f'store_path:={store_path}',
         ],
         'demo_agent': [

@@ -72,7 +72,7 @@ def world(tmp_path_factory):
     proxies = f'{namespace}/muscle_mem'
     robot = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
                         params={'rtf': 4.0}, log_dir=logs)
-    cache = NodeProcess('muscle_mem_ros.ros.main', namespace=namespace, params={},
+    cache = NodeProcess('muscle_mem_ros.ros.node.main', namespace=namespace, params={},
                         log_dir=logs, ros_args=['--params-file', str(params_file)])
     agent = NodeProcess('muscle_mem_demo.agent_node', namespace=namespace, params={
         'think_time': 0.02,

@@ -22,8 +22,9 @@ muscle-mem SDK; the ROS node lives in :mod:`muscle_mem_ros.ros`.
 
 from __future__ import annotations
 
-from .checks import Check, ToleranceCheck
-from .engine import Engine, EngineStats, Resume
+from .checks.matcher import Matcher, Selection
+from .checks.tolerance import Check, ToleranceCheck
+from .engine.engine import Engine, EngineStats, Resume
 from .errors import (
     ConfigError,
     MissingParamError,
@@ -38,7 +39,6 @@ from .errors import (
     UnknownTrajectoryError,
     UnsafeValueError,
 )
-from .matcher import Matcher, Selection
 from .records import (
     CheckFailure,
     CheckResult,

@@ -138,11 +138,11 @@ class Step:
     :ivar type_name: Interface type (``test_msgs/action/Fibonacci``), or for a
         Python function a hash of its source.
     :ivar payload: What replay sends: CDR bytes of the goal or request, or the
-        arguments of a Python call (:meth:`~muscle_mem_ros.params.CallSpec.encode`,
+        arguments of a Python call (:meth:`~muscle_mem_ros.engine.arguments.CallSpec.encode`,
         JSON plus typed blobs, never a pickle unless allowed). Replayed byte-identical.
     :ivar payload_json: The same goal as JSON data: what people read, and the goal's
         leaves bindings learn from (:func:`~.bindings.goal_leaves` states the contract:
-        numbers as numbers, a non-finite float as the string 'nan' or 'inf', never a
+        numbers, a non-finite float as the string 'nan' or 'inf', never a
         leaf). A replay sends ``payload``, never this.
     :ivar pre: Snapshot taken just before the call, or None if unchecked.
     :ivar post: Snapshot taken just after the call, or None if unchecked.
@@ -217,7 +217,7 @@ class TrajectoryInfo:
 @dataclass(frozen=True)
 class Agreement:
     """
-    How often shadow runs agreed with the cache (:mod:`muscle_mem_ros.shadow`).
+    How often shadow runs agreed with the cache (:mod:`muscle_mem_ros.replay.shadow`).
 
     :ivar runs: Shadow runs that compared it.
     :ivar agreed: Those in which the cache's prediction matched the agent.
@@ -238,7 +238,7 @@ class Approval:
     An operator's approval of what they could see: a task's trajectories then, or one of them.
 
     An approval covers the trajectories and the inferred bindings the approver was
-    shown, not what is learned later (:func:`muscle_mem_ros.trust.approve` records
+    shown, not what is learned later (:func:`muscle_mem_ros.replay.gates.approve` records
     them). One recorded before approvals listed what they cover (``covers`` None)
     covers the trajectory it names, or for a whole task every trajectory created at
     or before ``at``, and no inferred binding.

@@ -16,7 +16,7 @@
 The settings schema: how a params file's values are validated, written once, ROS-free.
 
 Two readers share it. The node reads its ROS parameters through
-:class:`~muscle_mem_ros.ros.parameters.ParameterReader`, which adds declaring each
+:class:`~muscle_mem_ros.ros.node.parameters.ParameterReader`, which adds declaring each
 parameter with its descriptor; the ``muscle-mem`` command reads the same params file as
 plain YAML through :class:`FlatSettings`. Both are a :class:`SettingsReader` (typed reads
 that raise :class:`~muscle_mem_ros.errors.ConfigError` naming the parameter), and the
@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from .bindings import Declared, DEFAULT_MAX_SHIFT, parse_path, Source, SourceKind
+from .bindings.rules import Declared, DEFAULT_MAX_SHIFT, parse_path, Source, SourceKind
 from .errors import ConfigError
 from .records import CompareMode
 

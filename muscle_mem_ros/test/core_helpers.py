@@ -20,6 +20,21 @@ import os
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+OUTSIDE_CORE = ('ros', 'cli')
+"""The package's folders that are not the ROS-free core (ros/ imports rclpy; cli/ may)."""
+
+
+def core_files() -> list[Path]:
+    """Return the ROS-free core's modules: everything outside :data:`OUTSIDE_CORE`."""
+    sources = PACKAGE_ROOT / 'muscle_mem_ros'
+    return sorted(p for p in sources.rglob('*.py')
+                  if p.relative_to(sources).parts[0] not in OUTSIDE_CORE)
+
+
+def core_modules() -> list[str]:
+    """Return the core's module names (``muscle_mem_ros.replay.walk``, ...)."""
+    return sorted('.'.join(p.relative_to(PACKAGE_ROOT).with_suffix('').parts)
+                  .removesuffix('.__init__') for p in core_files())
 
 
 def subprocess_env() -> dict[str, str]:

@@ -25,7 +25,7 @@ Real ROS test doubles for the behavior-cache node tests.
   the cache's proxies (arm, gripper, arm to the object, Fibonacci), skipping the
   steps before ``resume_from_step``; logs every goal it received.
 * :class:`CacheProcess`: the cache node in a subprocess
-  (``python -m muscle_mem_ros.ros.main --ros-args --params-file ...``).
+  (``python -m muscle_mem_ros.ros.node.main --ros-args --params-file ...``).
 * :class:`Harness`: all of the above plus a client node, on one executor thread.
 
 Everything is real: rclpy, DDS, SQLite. Topics and servers live under a
@@ -199,7 +199,7 @@ class CacheProcess:
         Start the node.
 
         :param host: A script that runs the node's main (an instrumented process, e.g.
-            ``store_reads_host.py``); None: ``python -m muscle_mem_ros.ros.main``.
+            ``store_reads_host.py``); None: ``python -m muscle_mem_ros.ros.node.main``.
         """
         self.names = names
         self.log = log
@@ -207,7 +207,7 @@ class CacheProcess:
         env = dict(os.environ)
         if domain_id is not None:
             env['ROS_DOMAIN_ID'] = str(domain_id)
-        entry = ['-m', 'muscle_mem_ros.ros.main'] if host is None else [str(host)]
+        entry = ['-m', 'muscle_mem_ros.ros.node.main'] if host is None else [str(host)]
         self.proc = subprocess.Popen(
             [sys.executable, *entry, '--ros-args',
              '-r', f'__node:={names.node}', '--params-file', str(params_file)],
@@ -240,7 +240,7 @@ def run_cache_to_exit(*, names: Names, values: dict[str, Any], tmp: Path,
     """Start the cache with ``values`` and wait for it to exit (bad-config tests)."""
     params_file = write_params(tmp / 'bad.yaml', names.node, values)
     return subprocess.run(
-        [sys.executable, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+        [sys.executable, '-m', 'muscle_mem_ros.ros.node.main', '--ros-args',
          '-r', f'__node:={names.node}', '--params-file', str(params_file)],
         capture_output=True, text=True, timeout=timeout, env=dict(os.environ),
     )

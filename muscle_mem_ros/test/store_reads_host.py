@@ -73,7 +73,7 @@ def _outcome(method: Any) -> Any:
 
 
 def main() -> int:
-    from muscle_mem_ros.ros import main as node_main
+    from muscle_mem_ros.ros.node import main as node_main
     from muscle_mem_ros.store.sqlite import SqliteStore
     for name in READS:
         setattr(SqliteStore, name, _counted(name, getattr(SqliteStore, name)))

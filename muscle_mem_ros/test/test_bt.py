@@ -29,17 +29,17 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from cli_helpers import build_store, SENSOR_PARAMS
-from muscle_mem_ros.bindings import Binding, DECLARED, element_tolerances
+from muscle_mem_ros.bindings.judge import BindingJudge
+from muscle_mem_ros.bindings.rules import Binding, DECLARED, element_tolerances
 from muscle_mem_ros.bt.btcpp import LEAVES
 from muscle_mem_ros.bt.document import BtDocument, BtStep, dump, load
 from muscle_mem_ros.bt.tree import build_tree, Progress
-from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot, ToolKind
+from muscle_mem_ros.replay.shadow import SnapshotSenses
 from muscle_mem_ros.resume import Resume
-from muscle_mem_ros.retarget import BindingJudge
-from muscle_mem_ros.shadow import SnapshotSenses
 from muscle_mem_ros.store import SqliteStore
 from py_trees.common import Status
 import py_trees.trees
@@ -265,7 +265,7 @@ def test_a_file_that_is_not_yaml_is_one_line_with_its_place(text, where):
 
 
 def test_a_shadow_disagreement_prints_4_significant_digits():
-    from muscle_mem_ros.shadow import Difference
+    from muscle_mem_ros.replay.shadow import Difference
     text = str(Difference('target.x', 1.100077819352233, 1.2000000000000002, 0.0999222))
     assert text == 'target.x off by 0.09992 (cache 1.1, agent 1.2)', text
     assert str(Difference('mode', 'fast', 'slow')) == "mode: cache 'fast', agent 'slow'"

@@ -29,19 +29,19 @@ from pathlib import Path
 import re
 from typing import Any
 
-from muscle_mem_ros.bindings import Declared, element_tolerances, parse_path
+from muscle_mem_ros.bindings.judge import BindingJudge
+from muscle_mem_ros.bindings.rules import Declared, element_tolerances, parse_path
+from muscle_mem_ros.bindings.variants import canonical, Variant
 from muscle_mem_ros.bt.document import as_run, BtDocument, build, dump, load
 from muscle_mem_ros.bt.tree import build_tree, Progress
-from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.cli.bt import goal_steps, import_variant
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot, Step, ToolKind
-from muscle_mem_ros.retarget import BindingJudge
+from muscle_mem_ros.replay.shadow import SnapshotSenses
+from muscle_mem_ros.replay.treeview import Trees
 from muscle_mem_ros.ros.messages.introspection import message_to_json
-from muscle_mem_ros.shadow import SnapshotSenses
 from muscle_mem_ros.store import SqliteStore
-from muscle_mem_ros.trees import Trees
-from muscle_mem_ros.variants import canonical, Variant
 from nav_msgs.srv import GetPlan
 from py_trees.common import Status
 import py_trees.trees

@@ -32,7 +32,7 @@ from cli_helpers import DIVERGENCE, fingerprint, JOINT_NOISE, OBJECT_NOISE, \
     REPEATS, ROOT_DIVERGENCES
 from core_helpers import subprocess_env
 from muscle_mem_interfaces.srv import StartRecording, StopRecording
-from muscle_mem_ros import calibration
+from muscle_mem_ros.checks import calibration
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.cli.paramsfile import read_sensor_settings
 from muscle_mem_ros.records import CompareMode

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 
-from muscle_mem_ros.bindings import DECLARED, Declared, element_tolerances, INFERRED, leaves
-from muscle_mem_ros.checks import ToleranceCheck
-from muscle_mem_ros.filing import explains
-from muscle_mem_ros.learning import bound_params, learn
+from muscle_mem_ros.bindings.filing import explains
+from muscle_mem_ros.bindings.judge import advance, resolve, Shift
+from muscle_mem_ros.bindings.learning import bound_params, learn
+from muscle_mem_ros.bindings.rules import DECLARED, Declared, element_tolerances, INFERRED, leaves
+from muscle_mem_ros.bindings.variants import Variant
+from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.records import CompareMode, Node, SensorSpec, Snapshot, Step, ToolKind
-from muscle_mem_ros.retarget import advance, resolve, Shift
-from muscle_mem_ros.variants import Variant
 import pytest
 
 SENSORS = [SensorSpec('object', (0.02,), CompareMode.NORM),
@@ -259,7 +259,7 @@ def test_a_step_that_moved_a_sensor_ends_the_shift_of_all_its_elements():
 
 
 def test_a_source_is_parsed_once_into_its_kind_name_and_index():
-    from muscle_mem_ros.bindings import Source, SourceKind
+    from muscle_mem_ros.bindings.rules import Source, SourceKind
     for text, kind, name, index in (
             ('param:place[0]', SourceKind.PARAM, 'place[0]', None),
             ('param:pts[1].x', SourceKind.PARAM, 'pts[1].x', None),
@@ -276,7 +276,7 @@ def test_a_source_is_parsed_once_into_its_kind_name_and_index():
 
 
 def test_non_finite_goal_values_are_never_leaves():
-    from muscle_mem_ros.bindings import goal_leaves
+    from muscle_mem_ros.bindings.rules import goal_leaves
     step = Step(tool='/arm/move', kind=ToolKind.ACTION, type_name='t', payload=b'x',
                 payload_json=json.dumps({'x': 0.3, 'tol': 'nan', 'far': 'inf', 'n': 2,
                                          'ok': True}))
@@ -285,7 +285,7 @@ def test_non_finite_goal_values_are_never_leaves():
 
 
 def test_a_refused_binding_names_its_source_and_sensor():
-    from muscle_mem_ros.retarget import Bound, refused
+    from muscle_mem_ros.bindings.judge import Bound, refused
     far = refused(Bound({}, (), {}, {}, problem='x would move 0.2', source='sensor:object[0]',
                         excess=0.2, limit=0.1))
     assert (far.sensor, far.source, far.score) == ('object', 'sensor:object[0]', 2.0)
@@ -297,7 +297,7 @@ def test_a_refused_binding_names_its_source_and_sensor():
 
 
 def test_a_value_equal_to_the_recording_but_for_float_noise_is_not_a_substitution():
-    from muscle_mem_ros.retarget import changes
+    from muscle_mem_ros.bindings.judge import changes
     first = move(1, 0.4, -0.3, (0.4, 0.0, 0.02))
     second = move(2, 0.45, -0.3, (0.45, 0.0, 0.02))
     plans = learn([([first], {}), ([second], {})], tolerance=TOL)
@@ -339,7 +339,7 @@ def test_orientation_headers_and_stamps_are_never_bound():
 
 
 def test_a_scan_is_not_an_inferred_source_unless_set_to_auto():
-    from muscle_mem_ros.bindings import sensor_sources
+    from muscle_mem_ros.bindings.rules import sensor_sources
     specs = [SensorSpec('object', (0.02,), CompareMode.NORM),
              SensorSpec('scan', (0.05,), CompareMode.NORM)]
     tolerance = element_tolerances(specs)
@@ -368,7 +368,7 @@ def test_a_scan_is_not_an_inferred_source_unless_set_to_auto():
 
 
 def test_a_parameter_is_bound_for_other_values_only_after_a_second_value_followed():
-    from muscle_mem_ros.filing import witnessed
+    from muscle_mem_ros.bindings.filing import witnessed
     first = move(1, 0.3, -0.3, (0.4, 0.0, 0.02)).step
     second = move(2, 0.5, -0.3, (0.4, 0.0, 0.02)).step
     params = {'place': [0.5, -0.3], 'speed': 1}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from muscle_mem_ros import Check, CompareMode, SensorSpec, Snapshot, ToleranceCheck
-from muscle_mem_ros.checks import user_similarity
+from muscle_mem_ros.checks.tolerance import user_similarity
 import numpy as np
 import pytest
 

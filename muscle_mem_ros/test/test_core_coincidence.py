@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import json
 
-from muscle_mem_ros.bindings import element_tolerances
-from muscle_mem_ros.learning import learn
+from muscle_mem_ros.bindings.learning import learn
+from muscle_mem_ros.bindings.rules import element_tolerances
 from muscle_mem_ros.records import CompareMode, Node, SensorSpec, Snapshot, Step, ToolKind
 import numpy as np
 

@@ -362,7 +362,7 @@ def test_raising_check_skips_the_candidate_and_is_counted(where, caplog):
     assert not engine()
     assert engine()
     world['boom'] = True
-    with caplog.at_level(logging.ERROR, logger='muscle_mem_ros.engine'):
+    with caplog.at_level(logging.ERROR, logger='muscle_mem_ros.engine.engine'):
         assert not engine()  # no exception escapes; the agent takes over
     assert len(agent_calls) == 2
     assert engine.stats.check_errors == 1

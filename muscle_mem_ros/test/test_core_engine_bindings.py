@@ -289,7 +289,7 @@ def test_later_steps_are_checked_against_the_recording_moved_by_the_shift():
 
 
 def test_one_source_is_read_as_the_whole_capture_reads_it():
-    from muscle_mem_ros.captures import capture_leaf, capture_leaves
+    from muscle_mem_ros.engine.captures import capture_leaf, capture_leaves
     from muscle_mem_ros.records import Snapshot
     captures = [0.3, {'cube': 0.3, 'pos': np.array([0.1, 0.2]), 'ok': True, 'name': 'x'},
                 (1.0, [2.0, float('nan')]), {'m': np.array([[1.0, 2.0], [3.0, 4.0]])}]

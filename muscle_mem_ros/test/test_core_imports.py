@@ -25,28 +25,17 @@ import ast
 import subprocess
 import sys
 
-from core_helpers import PACKAGE_ROOT, subprocess_env
+from core_helpers import core_modules, PACKAGE_ROOT, subprocess_env
 
-
-def _core_modules() -> list[str]:
-    package = PACKAGE_ROOT / 'muscle_mem_ros'
-    names = []
-    for path in package.rglob('*.py'):
-        parts = path.relative_to(package).with_suffix('').parts
-        if parts[0] in ('ros', 'sim'):
-            continue
-        names.append('.'.join(('muscle_mem_ros', *parts)).removesuffix('.__init__'))
-    return sorted(names)
-
-
-CORE = _core_modules()
+CORE = core_modules()
 
 
 def test_core_modules_list_is_complete():
-    for name in ('muscle_mem_ros.engine', 'muscle_mem_ros.matcher', 'muscle_mem_ros.checks',
-                 'muscle_mem_ros.store.sqlite', 'muscle_mem_ros.store.memory'):
+    for name in ('muscle_mem_ros.engine.engine', 'muscle_mem_ros.checks.matcher',
+                 'muscle_mem_ros.checks.tolerance', 'muscle_mem_ros.store.sqlite',
+                 'muscle_mem_ros.store.memory'):
         assert name in CORE
-    assert not any('.ros' in m or '.sim' in m for m in CORE)
+    assert not any(m.startswith(('muscle_mem_ros.ros', 'muscle_mem_ros.cli')) for m in CORE)
 
 
 def test_importing_the_core_leaves_rclpy_out():
@@ -92,7 +81,7 @@ def _module_imports() -> dict[str, set[str]]:
 
 def test_no_module_of_the_package_imports_itself_back():
     graph = _module_imports()
-    assert graph['muscle_mem_ros.ros.replay']  # the graph is read
+    assert graph['muscle_mem_ros.ros.execution.replay']  # the graph is read
     for start in graph:
         seen, todo = set(), list(graph[start])
         while todo:
@@ -112,12 +101,12 @@ def test_one_binding_judge_serves_the_node_and_the_engine():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, 'id', '') == 'BindingJudge':
                 judges.add(name)
-            if isinstance(node, ast.ImportFrom) and (node.module or '').endswith('retarget'):
+            if isinstance(node, ast.ImportFrom) and (node.module or '').endswith('bindings.judge'):
                 if {alias.name for alias in node.names} & rules:
                     ruled.add(name)
     # the front ends build one: the Engine, the node's replay, shadow runs (predictions on
     # recorded snapshots), run-bt (an exported behavior tree's checks) and a behavior tree
     # document run in its recorded world (what an import stores: bt/document.py's as_run)
-    assert judges == {'engine_walk.py', 'ros/replay.py', 'shadow.py', 'ros/bt_runner.py',
-                      'bt/document.py'}
-    assert ruled <= {'filing.py'}, ruled  # filing checks a recording, it judges no replay
+    assert judges == {'engine/walking.py', 'ros/execution/replay.py', 'replay/shadow.py',
+                      'cli/runbt.py', 'bt/document.py'}
+    assert ruled <= {'bindings/filing.py'}, ruled  # filing checks a recording, it judges no replay

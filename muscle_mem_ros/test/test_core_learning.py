@@ -16,7 +16,7 @@
 Incremental learning against the rule learned over the whole tree at once.
 
 ``reference`` below is the learning rule written the obvious way (every trajectory
-read, every group recomputed); the :class:`~muscle_mem_ros.learning.Learner` must
+read, every group recomputed); the :class:`~muscle_mem_ros.bindings.learning.Learner` must
 give the same plans whether the trajectories come at once or one by one with plans
 read in between (its caches), on random trees with shared prefixes, several
 shapes, parameters and declared bindings.
@@ -28,11 +28,11 @@ import json
 import math
 import random
 
-from muscle_mem_ros.bindings import (
+from muscle_mem_ros.bindings.learning import follow, learn, Learner
+from muscle_mem_ros.bindings.rules import (
     Binding, DECLARED, Declared, element_tolerances, goal_leaves, INFERRED, is_number,
     moved_sensors, param_leaves, Plan, sensor_elements, split_element,
 )
-from muscle_mem_ros.learning import follow, learn, Learner
 from muscle_mem_ros.records import CompareMode, Node, SensorSpec, Snapshot, Step, ToolKind
 from muscle_mem_ros.store import SqliteStore
 import pytest

@@ -272,7 +272,7 @@ def test_warm_builds_the_index_ahead():
 
 
 def test_two_extensions_of_one_index_never_share_rows():
-    from muscle_mem_ros.candidates import IndexBuilder
+    from muscle_mem_ros.checks.candidates import IndexBuilder
 
     builder = IndexBuilder(sensors=CHECK._compiled, kdtree_min=10**9)
     base = [node(i, (float(i),)) for i in range(1, 11)]

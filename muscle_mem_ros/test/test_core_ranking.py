@@ -19,10 +19,10 @@ from __future__ import annotations
 import random
 
 from muscle_mem_ros import Check, Engine, MemoryStore, Snapshot, SqliteStore, Step, ToolKind
-from muscle_mem_ros.checks import user_similarity
-from muscle_mem_ros.ranking import RankOrder
+from muscle_mem_ros.checks.tolerance import user_similarity
+from muscle_mem_ros.replay.ranking import RankOrder
+from muscle_mem_ros.replay.walk import rank_key
 from muscle_mem_ros.store import PostgresStore
-from muscle_mem_ros.walk import rank_key
 from pg_server import pg_server  # noqa: F401 (a fixture)
 import pytest
 

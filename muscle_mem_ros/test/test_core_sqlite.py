@@ -163,8 +163,8 @@ def test_migration_from_version_1_keeps_data(tmp_path):
 
 def test_migration_from_version_5_keeps_approvals_covering_what_existed_then(tmp_path):
     """An approval from before coverage: its trajectory, or those created by then; no binding."""
-    from muscle_mem_ros.bindings import Binding, Plan
-    from muscle_mem_ros.trust import Gate, trusted
+    from muscle_mem_ros.bindings.rules import Binding, Plan
+    from muscle_mem_ros.replay.gates import Gate, trusted
     path = tmp_path / 'old.db'
     conn = sqlite3.connect(path, isolation_level=None)
     schema.migrate(conn, current=0, target=5)

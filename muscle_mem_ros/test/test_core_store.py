@@ -27,9 +27,9 @@ from muscle_mem_ros import (
     ToolKind,
     UnknownTrajectoryError,
 )
-from muscle_mem_ros.bindings import Binding, DECLARED, INFERRED, Plan
+from muscle_mem_ros.bindings.rules import Binding, DECLARED, INFERRED, Plan
+from muscle_mem_ros.replay.gates import approve, Gate, trusted
 from muscle_mem_ros.store import PostgresStore
-from muscle_mem_ros.trust import approve, Gate, trusted
 from pg_server import pg_server  # noqa: F401 (a fixture)
 import pytest
 

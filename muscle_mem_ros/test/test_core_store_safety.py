@@ -39,7 +39,7 @@ from muscle_mem_ros import (
     StorePickleError,
     ToolKind,
 )
-from muscle_mem_ros.params import Arg, CallSpec
+from muscle_mem_ros.engine.arguments import Arg, CallSpec
 from muscle_mem_ros.store import open_store, schema
 from muscle_mem_ros.store.values import Blobs, write_container
 import numpy as np

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-The walk's rules (muscle_mem_ros.walk), tested once in the core.
+The walk's rules (muscle_mem_ros.replay.walk), tested once in the core.
 
 The judge, executor and reporter here are plain Python implementations of the
 walk's protocols, the way the Engine and the ROS node implement them (user
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 
 from muscle_mem_ros import MemoryStore
 from muscle_mem_ros.records import CheckFailure, Node, Step, StepStatus, ToolKind
+from muscle_mem_ros.replay.walk import choose, Miss, StepEvent, Verdict, walk
 from muscle_mem_ros.resume import FailureKind, Resume
-from muscle_mem_ros.walk import choose, Miss, StepEvent, Verdict, walk
 import pytest
 
 TASK = 'task'
@@ -284,7 +284,7 @@ def test_resume_keeps_its_public_fields():
 
 
 def test_a_miss_blames_the_candidate_the_walk_would_have_taken():
-    from muscle_mem_ros.walk import blamed
+    from muscle_mem_ros.replay.walk import blamed
     usual = Node(1, None, 0, step('usual'), success_count=9, last_used=5.0)
     rare = Node(2, None, 0, step('rare'), success_count=1, last_used=9.0)
     far = CheckFailure('base', 0.1, 0.02, 5.0, 'out of tolerance', FailureKind.OUT_OF_TOLERANCE)

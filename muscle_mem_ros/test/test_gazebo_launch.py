@@ -117,7 +117,7 @@ def start_cache(params_file: Path, tmp_path: Path) -> tuple[subprocess.Popen, Pa
     log_path = tmp_path / 'cache.log'
     with open(log_path, 'w') as log:
         proc = subprocess.Popen(
-            [sys.executable, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+            [sys.executable, '-m', 'muscle_mem_ros.ros.node.main', '--ros-args',
              '--params-file', str(params_file), '-p', f'store_path:={tmp_path / "cache.db"}'],
             stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED='1'))
     return proc, log_path

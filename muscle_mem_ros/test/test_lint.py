@@ -116,7 +116,7 @@ def test_file_selection_skips_the_verbatim_examples():
     assert _ignored_dirs(PACKAGE) == [examples]
     assert not [f for f in files if examples in f.parents]
     for expected in (PACKAGE / 'setup.py', PACKAGE / 'launch' / 'behavior_cache.launch.py',
-                     Path(__file__).resolve(), PACKAGE / 'muscle_mem_ros' / 'engine.py',
+                     Path(__file__).resolve(), PACKAGE / 'muscle_mem_ros' / 'engine' / 'engine.py',
                      REPO / 'bench' / 'lookup.py'):
         assert expected in files
     if DEMO.is_dir():
@@ -196,7 +196,7 @@ def test_copyright_with_ament_rules():
     files = _python_files(*_copyright_roots(), suffixes=('.py', '.cmake', *_C_SUFFIXES),
                           names=('CMakeLists.txt',))
     assert REPO / 'muscle_mem_interfaces' / 'CMakeLists.txt' in files
-    assert PACKAGE / 'muscle_mem_ros' / 'ros' / 'node.py' in files
+    assert PACKAGE / 'muscle_mem_ros' / 'ros' / 'node' / 'cache_node.py' in files
     bad = []
     for path in files:
         block = _header_comment(path.read_text())

@@ -27,7 +27,7 @@ from pathlib import Path
 from muscle_mem_ros.cli.paramsfile import read_binding_settings
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, ToolKind
-from muscle_mem_ros.ros.config import CacheMode, DEFAULT_STORE_PATH, load_config, NODE_OPTIONS
+from muscle_mem_ros.ros.node.config import CacheMode, DEFAULT_STORE_PATH, load_config, NODE_OPTIONS
 from node_helpers import CacheProcess, Names, params, run_cache_to_exit, wait_until, write_params
 import pytest
 import rclpy

@@ -27,13 +27,13 @@ import threading
 import uuid
 
 from muscle_mem_ros.records import ToolKind
-from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS, RecordFrom, ToolConfig
-from muscle_mem_ros.ros.proxies import ServiceProxy
+from muscle_mem_ros.ros.capture.proxies import ServiceProxy
+from muscle_mem_ros.ros.capture.recorder import Recorder
+from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.capture.tap import ServiceTap
+from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS, RecordFrom, ToolConfig
 from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
-from muscle_mem_ros.ros.recorder import Recorder
-from muscle_mem_ros.ros.sensors import SensorHub
-from muscle_mem_ros.ros.tap import ServiceTap
 from muscle_mem_ros.store import open_store
 from node_helpers import wait_until, write_params
 import pytest

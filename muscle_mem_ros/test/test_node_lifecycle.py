@@ -15,7 +15,7 @@
 """
 The cache as a managed (lifecycle) node, its parameter descriptors, and core logging on /rosout.
 
-Real processes and DDS: the cache runs as ``python -m muscle_mem_ros.ros.main``;
+Real processes and DDS: the cache runs as ``python -m muscle_mem_ros.ros.node.main``;
 the transitions are requested through the standard ``~/change_state`` service
 with a ``lifecycle_msgs/srv/ChangeState`` client, as ``ros2 lifecycle set`` and
 nav2's lifecycle manager do.

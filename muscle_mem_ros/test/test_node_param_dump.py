@@ -30,7 +30,7 @@ from pathlib import Path
 import time
 from typing import Any
 
-from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS
+from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS
 from node_helpers import CacheProcess, Names, params, wait_until, write_params
 import pytest
 from rcl_interfaces.msg import ParameterType

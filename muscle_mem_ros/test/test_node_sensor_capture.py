@@ -28,12 +28,12 @@ import time
 import uuid
 
 from builtin_interfaces.msg import Time
-from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot
-from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS
+from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS
 from muscle_mem_ros.ros.rclfix import waitset
 from muscle_mem_ros.ros.rclfix.shutdown import Spinner
-from muscle_mem_ros.ros.sensors import SensorHub
 from node_helpers import wait_until
 import pytest
 import rclpy

@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable
 import uuid
 
-from muscle_mem_ros.checks import ToleranceCheck
+from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import Snapshot
-from muscle_mem_ros.ros.config import load_config, NODE_OPTIONS
-from muscle_mem_ros.ros.sensors import SensorHub
+from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS
 from node_helpers import wait_until
 import pytest
 import rclpy

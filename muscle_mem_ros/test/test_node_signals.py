@@ -53,7 +53,7 @@ def command(executable: str, tmp: Path) -> list[str]:
                                'fields': ['position'], 'tolerance': [0.01]}},
         'actions': {'fib': {'server': 'fibonacci', 'type': 'test_msgs/action/Fibonacci'}},
     }}}))
-    return [sys.executable, '-m', 'muscle_mem_ros.ros.main', '--ros-args',
+    return [sys.executable, '-m', 'muscle_mem_ros.ros.node.main', '--ros-args',
             '-r', f'__ns:={namespace}', '--params-file', str(params)]
 
 

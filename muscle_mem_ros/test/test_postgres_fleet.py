@@ -27,7 +27,8 @@ import threading
 from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray
 from muscle_mem_interfaces.srv import Forget, ListTasks
-from muscle_mem_ros.store import pgschema, PostgresStore
+from muscle_mem_ros.store import PostgresStore
+from muscle_mem_ros.store.postgres import schema as pgschema
 from node_helpers import (
     CacheProcess,
     Harness,

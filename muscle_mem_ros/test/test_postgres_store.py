@@ -29,7 +29,7 @@ from muscle_mem_ros.errors import (
     UnknownTrajectoryError,
 )
 from muscle_mem_ros.store import open_store, PostgresStore, redact
-from muscle_mem_ros.store import pgschema
+from muscle_mem_ros.store.postgres import schema as pgschema
 from pg_server import pg_private, pg_server  # noqa: F401 (fixtures)
 import pytest
 

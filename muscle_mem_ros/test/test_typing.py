@@ -27,6 +27,7 @@ from pathlib import Path
 import subprocess
 import sys
 
+from core_helpers import core_files
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -34,12 +35,6 @@ SOURCES = PACKAGE / 'muscle_mem_ros'
 CONFIG = PACKAGE / 'mypy.ini'
 
 pytest.importorskip('mypy', reason='mypy not importable (pip install mypy)')
-
-
-def core_files() -> list[Path]:
-    """Return the ROS-free core's modules: everything outside ros/ and cli/."""
-    return sorted(p for p in SOURCES.rglob('*.py')
-                  if not {'ros', 'cli'} & set(p.relative_to(SOURCES).parts[:-1]))
 
 
 def mypy(*args: str) -> subprocess.CompletedProcess:
@@ -50,7 +45,7 @@ def mypy(*args: str) -> subprocess.CompletedProcess:
 
 def test_core_file_selection():
     files = core_files()
-    assert SOURCES / 'walk.py' in files and SOURCES / 'store' / 'sqlite.py' in files
+    assert SOURCES / 'replay' / 'walk.py' in files and SOURCES / 'store' / 'sqlite.py' in files
     assert not [f for f in files if 'ros' in f.parts[-2:-1] or 'cli' in f.parts[-2:-1]]
 
 

@@ -17,5 +17,5 @@ From cache to code: a learned task as a behavior tree a person can read, edit an
 
 :mod:`.document` (the YAML a person edits), :mod:`.tree` (it as a py_trees tree,
 deciding with the cache's own judge), :mod:`.btcpp` (it as BehaviorTree.CPP v4 XML).
-The ROS side, ticking it against real servers, is :mod:`muscle_mem_ros.ros.bt_runner`.
+The ROS side, ticking it against real servers, is :mod:`muscle_mem_ros.cli.runbt`.
 """

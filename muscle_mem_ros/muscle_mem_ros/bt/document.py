@@ -48,7 +48,7 @@ Layout (``format: muscle_mem_bt/1``)::
 Each step carries a comment naming its trajectories, its success count and bindings.
 
 An edit of an unbound numeric goal field by ``d`` is carried as a binding's shift is
-(:attr:`~muscle_mem_ros.bindings.Plan.edits`): the post elements that followed the field
+(:attr:`~muscle_mem_ros.bindings.rules.Plan.edits`): the post elements that followed the field
 are expected moved by ``d`` at that step's post-check and at the later checks the shift
 reaches, in ``muscle-mem run-bt`` and in an import (:func:`as_run` writes the imported
 snapshots so moved). A bound field is computed at run time: an edit of it is refused
@@ -65,21 +65,21 @@ from typing import Any
 
 import yaml
 
-from ..bindings import (
+from ..bindings.judge import BindingJudge, changes, PlanSource
+from ..bindings.learning import followers
+from ..bindings.rules import (
     bindable_leaves, Binding, element_tolerances, goal_leaves, is_number, leaves, moved_sensors,
     param_leaves, Plan, sensor_elements, split_element,
 )
-from ..checks import ToleranceCheck
+from ..bindings.variants import BOUND, canonical, Variant
+from ..checks.tolerance import ToleranceCheck
 from ..errors import ConfigError
-from ..learning import followers
 from ..records import (
     CompareMode, Node, SensorSpec, Snapshot, Step, StepStatus, ToolKind, TrajectoryInfo,
 )
-from ..retarget import BindingJudge, changes, PlanSource
-from ..shadow import SnapshotSenses
+from ..replay.shadow import SnapshotSenses
+from ..replay.walk import rank_key
 from ..store.base import Store
-from ..variants import BOUND, canonical, Variant
-from ..walk import rank_key
 
 __all__ = ['as_run', 'AsRun', 'BtDocument', 'BtStep', 'build', 'dump', 'FORMAT', 'load']
 
@@ -211,7 +211,7 @@ class BtDocument:
 
         A tree serves the parameters of its variant: its bound leaves take any value, the
         others only the recorded one (one recording is not evidence that a goal follows a
-        parameter: :mod:`muscle_mem_ros.variants`).
+        parameter: :mod:`muscle_mem_ros.bindings.variants`).
         """
         if not self.variant or self.variant == canonical(self.params):
             return ''

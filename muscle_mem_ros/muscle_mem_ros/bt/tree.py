@@ -29,9 +29,9 @@ Shape, for the steps that may come at one point of the task (a *choice*)::
           AskAgent                         a failed check or call: hand off
       AskAgent                             no learned step passes: hand off
 
-The leaves call a :class:`Runtime` (the robot side: :mod:`muscle_mem_ros.ros.bt_runner`
+The leaves call a :class:`Runtime` (the robot side: :mod:`muscle_mem_ros.cli.runbt`
 over rclpy, or a test double), and the pre-checks and bound values come from the same
-:class:`~muscle_mem_ros.retarget.BindingJudge` a replay uses, so the tree decides as the
+:class:`~muscle_mem_ros.bindings.judge.BindingJudge` a replay uses, so the tree decides as the
 cache would. The agent is asked with the resume point the cache would give it: the
 number of steps done (``resume_from_step`` and ``steps_done``, the 0-based index of the
 first step left to it, as ExecuteTask counts steps). Every step the run reports is
@@ -48,9 +48,9 @@ import py_trees
 from py_trees.common import Status
 
 from .document import BtDocument, BtStep
+from ..bindings.judge import BindingJudge, Bound
 from ..records import Node
 from ..resume import Resume
-from ..retarget import BindingJudge, Bound
 
 __all__ = ['build_tree', 'Progress', 'Runtime']
 

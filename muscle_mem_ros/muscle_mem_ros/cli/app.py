@@ -49,7 +49,7 @@ from .inventory import (
 from .output import Output, when
 from .paramsfile import BindingSettings, read_binding_settings
 from ..errors import MuscleMemError
-from ..trust import approve, covered
+from ..replay.gates import approve, covered
 
 __all__ = ['build_parser', 'main']
 
@@ -318,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ['run-bt']:  # its own arguments end in --ros-args ...
-        from ..ros.bt_runner import main as run_bt
+        from .runbt import main as run_bt
         return run_bt(argv[1:])
     args = build_parser().parse_args(argv)
     out = Output(json_mode=args.json)

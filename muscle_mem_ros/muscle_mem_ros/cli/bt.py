@@ -44,15 +44,15 @@ from typing import Any
 from .inventory import open_cli_store, task_trajectories
 from .output import Output
 from .paramsfile import BindingSettings, read_binding_settings
-from ..bindings import element_tolerances, sensor_sources
+from ..bindings.rules import element_tolerances, sensor_sources
+from ..bindings.variants import canonical, Variant
 from ..bt.btcpp import to_xml
 from ..bt.document import as_run, BtDocument, build, dump, load
 from ..errors import ConfigError, MuscleMemError
 from ..records import Step, StepStatus, ToolKind
+from ..replay.gates import approve
+from ..replay.treeview import Trees
 from ..store import Store
-from ..trees import Trees
-from ..trust import approve
-from ..variants import canonical, Variant
 
 __all__ = ['add_import_parser', 'export_bt', 'goal_steps', 'import_bt', 'import_variant',
            'run_export', 'run_import']

@@ -30,7 +30,7 @@ from typing import Any
 from .inventory import open_cli_store, task_trajectories
 from .output import Output
 from .paramsfile import read_sensor_settings
-from .. import calibration
+from ..checks import calibration
 from ..errors import MuscleMemError
 
 __all__ = ['add_parser', 'run', 'run_live', 'run_store']

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from .paramsfile import BindingSettings
-from ..bindings import element_tolerances, sensor_sources
+from ..bindings.learning import learn
+from ..bindings.rules import element_tolerances, sensor_sources
 from ..errors import UnknownTrajectoryError
-from ..learning import learn
 from ..records import Node, Snapshot, TrajectoryInfo
+from ..replay.treeview import Trees
 from ..store import open_store, SqliteStore, Store
-from ..trees import Trees
 
 __all__ = [
     'binding_trust_rows',

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bindings import Declared, DEFAULT_MAX_SHIFT
+from ..bindings.rules import Declared, DEFAULT_MAX_SHIFT
 from ..errors import ConfigError
 from ..records import CompareMode, SensorSpec
 from ..settings import (

@@ -20,7 +20,7 @@ import os
 
 from .base import NodeList, Recording, RecordingInfo, step_signature, Store
 from .memory import MemoryStore
-from .postgres import is_postgres_url, PostgresStore, redact
+from .postgres.store import is_postgres_url, PostgresStore, redact
 from .sqlite import DEFAULT_ABANDONED_RETENTION, SqliteStore
 
 __all__ = [

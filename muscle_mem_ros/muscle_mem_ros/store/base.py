@@ -74,7 +74,7 @@ class NodeList(Sequence[Node]):
     ``changes`` is the store's log of the children whose counters changed (their
     ids, oldest first; a new list object starts a new log) and ``changed`` its
     length when the view was made: whoever keeps its own order of the children
-    (:class:`~muscle_mem_ros.ranking.RankOrder`) reads what changed since it last
+    (:class:`~muscle_mem_ros.replay.ranking.RankOrder`) reads what changed since it last
     looked instead of every child.
     """
 
@@ -380,7 +380,7 @@ class Store(abc.ABC):
     def note_shadow(self, *, task: str, trajectory_id: int, agreed: bool,
                     bindings: Sequence[tuple[int, str, bool]] = ()) -> None:
         """
-        Count one shadow run (:mod:`muscle_mem_ros.shadow`).
+        Count one shadow run (:mod:`muscle_mem_ros.replay.shadow`).
 
         :param task: The task.
         :param trajectory_id: The trajectory the cache's prediction followed (0: none).
@@ -401,7 +401,7 @@ class Store(abc.ABC):
         Approve a task (``trajectory_id`` 0) or one of its trajectories for replay.
 
         An approval covers what the approver could see and nothing learned later
-        (:func:`muscle_mem_ros.trust.approve` reads it and calls this; renewing an
+        (:func:`muscle_mem_ros.replay.gates.approve` reads it and calls this; renewing an
         approval replaces what it covers).
 
         :param covers: The trajectory ids it covers (a trajectory's approval covers that

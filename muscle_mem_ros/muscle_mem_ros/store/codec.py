@@ -25,7 +25,7 @@ A snapshot is a container of the safe format (:mod:`.values`) with magic
 Each feature is its raw little-endian bytes (``<f8``, shape ``[n]``), read back
 with :func:`struct.unpack` into a tuple of floats. Goals and requests are
 stored as the CDR bytes they are (plus type name and JSON); a Python call's
-arguments as :meth:`~muscle_mem_ros.params.CallSpec.encode` writes them.
+arguments as :meth:`~muscle_mem_ros.engine.arguments.CallSpec.encode` writes them.
 """
 
 from __future__ import annotations

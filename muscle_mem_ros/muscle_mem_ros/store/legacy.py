@@ -17,7 +17,7 @@ Convert rows of schema version 2 and older (pickled) to the safe format, without
 
 Up to schema version 2, snapshots (the ``pre``/``post`` columns) were pickled
 :class:`~muscle_mem_ros.records.Snapshot` objects and a Python call's payload a
-pickled :class:`~muscle_mem_ros.params.CallSpec`. A store file may come from
+pickled :class:`~muscle_mem_ros.engine.arguments.CallSpec`. A store file may come from
 anywhere, so the conversion reads those pickles with :class:`RestrictedUnpickler`:
 it resolves only the classes the old code wrote (``Snapshot``, ``CallSpec``,
 ``Arg``, and NumPy's array, dtype and scalar reconstruction for captures
@@ -46,7 +46,7 @@ import pickle
 import sqlite3
 from typing import Any
 
-from . import sqltree
+from . import sqlwrites
 from .base import step_signature
 from .codec import encode_snapshot
 from ..errors import StoreCorruptError
@@ -86,11 +86,11 @@ class RestrictedUnpickler(pickle.Unpickler):
 def _allowed() -> dict[tuple[str, str], Any]:
     import numpy as np
 
-    from ..params import Arg, CallSpec
+    from ..engine.arguments import Arg, CallSpec
     table: dict[tuple[str, str], Any] = {
         ('muscle_mem_ros.records', 'Snapshot'): Snapshot,
-        ('muscle_mem_ros.params', 'CallSpec'): CallSpec,
-        ('muscle_mem_ros.params', 'Arg'): Arg,
+        ('muscle_mem_ros.engine.arguments', 'CallSpec'): CallSpec,
+        ('muscle_mem_ros.engine.arguments', 'Arg'): Arg,
         ('numpy', 'ndarray'): np.ndarray,
         ('numpy', 'dtype'): np.dtype,
     }
@@ -130,7 +130,7 @@ def _snapshot(data: bytes | None, trusted: bool) -> tuple[bytes | None, Snapshot
 def _payload(kind: str, data: bytes, trusted: bool) -> bytes:
     if kind != ToolKind.FUNCTION.value or bytes(data[:1]) != b'\x80':
         return bytes(data)
-    from ..params import CallSpec
+    from ..engine.arguments import CallSpec
     spec = _load(bytes(data), trusted)
     if not isinstance(spec, CallSpec):
         raise StoreCorruptError(f'stored call is a {type(spec).__name__}')
@@ -195,7 +195,7 @@ def _drop_nodes(conn: sqlite3.Connection, bad: list[int], dropped: Dropped) -> N
     conn.executemany('DELETE FROM nodes WHERE id = ?', [(n,) for n in sorted(doomed)])
     dropped.nodes.extend(sorted(doomed))
     for cursor in parents:
-        dropped.nodes.extend(sqltree.prune_unused(conn, cursor))
+        dropped.nodes.extend(sqlwrites.prune_unused(conn, cursor))
 
 
 def _convert_recordings(conn: sqlite3.Connection, trusted: bool, dropped: Dropped) -> None:

@@ -71,13 +71,13 @@ import threading
 import time
 from typing import Any
 
-from . import schema, sqltree, trustsql
+from . import schema, sqlwrites, trustsql
 from .base import Batching, check_step, NodeList, Recording, RecordingInfo, Store
+from .childcache import ChildCache, Key
 from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
-from .kidcache import ChildCache, Key
+from .gcpause import gc_paused
 from .legacy import Dropped
 from .owners import HOST, make_dirs, Owner
-from ..bulk import gc_paused
 from ..errors import (
     StoreAccessError,
     StoreCorruptError,
@@ -118,7 +118,7 @@ class _SqliteRecording(Recording):
         store = self._store
         with store._lock:
             with store._write():
-                info, touched = sqltree.merge(
+                info, touched = sqlwrites.merge(
                     store._conn, self.task, self.variant, self.params_json, self.parent,
                     self.steps, allow_pickle=store.allow_pickle)
                 store._delete_recording(self.id)
@@ -409,7 +409,7 @@ class SqliteStore(Batching, Store):
     def _load_kids(self, task: str, variant: str, parent: int | None) -> Key:
         key = (task, variant, parent)
         if not self._cache.has(key):
-            rows = sqltree.children_rows(self._conn, task, variant, parent)
+            rows = sqlwrites.children_rows(self._conn, task, variant, parent)
             with gc_paused():
                 self._cache.put(key, [self._node(r) for r in rows])
         return key
@@ -443,7 +443,7 @@ class SqliteStore(Batching, Store):
         if self._read_only:
             raise StoreAccessError(f'{self.file}: the store was opened read-only')
         with self._reading() as conn:
-            sqltree.check_parent(self._conn, task, variant, parent)
+            sqlwrites.check_parent(self._conn, task, variant, parent)
             try:
                 self._owner.hold()
             except OSError as err:
@@ -470,10 +470,10 @@ class SqliteStore(Batching, Store):
         """Merge a complete list of steps in one transaction."""
         steps = [check_step(s) for s in steps]
         with self._reading():
-            sqltree.check_parent(self._conn, task, variant, parent)
+            sqlwrites.check_parent(self._conn, task, variant, parent)
             with self._write():
-                info, touched = sqltree.merge(self._conn, task, variant, params_json, parent,
-                                              steps, allow_pickle=self._allow_pickle)
+                info, touched = sqlwrites.merge(self._conn, task, variant, params_json, parent,
+                                                steps, allow_pickle=self._allow_pickle)
             self._refresh(touched)
             return info
 
@@ -503,18 +503,18 @@ class SqliteStore(Batching, Store):
                      after: int = 0) -> list[TrajectoryInfo]:
         """Return every trajectory (of one task, of one tree, newer than ``after``)."""
         with self._reading() as conn:
-            return [trajectory_from_row(r) for r in sqltree.trajectory_rows(
+            return [trajectory_from_row(r) for r in sqlwrites.trajectory_rows(
                 conn, TRAJ_COLS, task, variant, after)]
 
     def tally(self, *, task: str, variant: str) -> tuple[int, int]:
         """Return (count, sum of ids) of a tree's trajectories."""
         with self._reading() as conn:
-            return sqltree.tally(conn, task, variant)
+            return sqlwrites.tally(conn, task, variant)
 
     def trees(self, *, task: str) -> dict[str, tuple[int, int]]:
         """Return a task's trees: variant -> (count, sum of ids)."""
         with self._reading() as conn:
-            return sqltree.trees(conn, task)
+            return sqlwrites.trees(conn, task)
 
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""
@@ -526,13 +526,13 @@ class SqliteStore(Batching, Store):
     def tasks(self) -> list[TaskStats]:
         """Return per-task counters, sorted by name."""
         with self._reading() as conn:
-            return sqltree.task_stats(conn)
+            return sqlwrites.task_stats(conn)
 
     def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
         """Remove one trajectory or all of a task."""
         with self._reading() as conn:
             with self._write():
-                n = sqltree.forget(conn, task, trajectory_id)
+                n = sqlwrites.forget(conn, task, trajectory_id)
             self._invalidate()
             return n
 
@@ -542,7 +542,7 @@ class SqliteStore(Batching, Store):
         now = time.time()
         with self._reading() as conn:
             with self._write():
-                sqltree.count_replay(conn, info, now)
+                sqlwrites.count_replay(conn, info, now)
             self._refresh(info.node_ids)
 
     def note_outcome(self, *, task: str, hit: bool) -> None:
@@ -639,7 +639,7 @@ class SqliteStore(Batching, Store):
     def recording_steps(self, recording_id: int) -> list[Step]:
         """Return the steps an (incomplete) recording wrote, for inspection."""
         with self._reading() as conn:
-            return sqltree.recording_steps(conn, recording_id, self._allow_pickle)
+            return sqlwrites.recording_steps(conn, recording_id, self._allow_pickle)
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""

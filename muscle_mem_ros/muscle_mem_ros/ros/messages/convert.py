@@ -24,10 +24,10 @@ from builtin_interfaces.msg import Time
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import StepInfo, Substitution as SubstitutionMsg, TaskInfo
 from muscle_mem_interfaces.msg import TrajectoryInfo as TrajectoryInfoMsg
-from muscle_mem_ros.bindings import Plan, Substitution
+from muscle_mem_ros.bindings.rules import Plan, Substitution
+from muscle_mem_ros.bindings.variants import canonical
 from muscle_mem_ros.records import Node, TaskStats, TrajectoryInfo
 from muscle_mem_ros.resume import Resume
-from muscle_mem_ros.variants import canonical
 
 __all__ = [
     'canonical_params',

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-Set fields of a ROS message by the leaf paths of :mod:`muscle_mem_ros.bindings`.
+Set fields of a ROS message by the leaf paths of :mod:`muscle_mem_ros.bindings.rules`.
 
 A bound replay deserializes the stored goal, sets its bound leaves
 (``target.pose.position.x``, ``points[0].positions[2]``) and sends it; every other
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from muscle_mem_ros.bindings import parse_path
+from muscle_mem_ros.bindings.rules import parse_path
 
 __all__ = ['set_fields']
 

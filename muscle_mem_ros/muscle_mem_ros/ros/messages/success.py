@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import math
 from typing import Any
 
-from muscle_mem_ros.bindings import parse_path
+from muscle_mem_ros.bindings.rules import parse_path
 from muscle_mem_ros.errors import ConfigError
 
 __all__ = ['answered', 'parse_success', 'refused', 'SuccessRule']

@@ -1,0 +1,375 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``muscle-mem run-bt``: tick an exported behavior tree against the real robot, no cache.
+
+The node reads the same params file as the behavior cache (its sensors, the real
+servers of its actions and services, ``agent_action``), so it is started the same
+way: ``muscle-mem run-bt tree.yaml --ros-args --params-file robot.yaml``. It takes
+no store and serves nothing: it subscribes to the sensors, calls the servers (not
+the cache's proxies) and, when no learned step passes, sends the task to the agent
+with the resume point, as the cache would. The tree decides with the cache's own
+binding judge (:mod:`muscle_mem_ros.bt.tree`).
+
+With no store there is no approval or shadow count to ask: when the params file's
+``replay_requires`` is not ``none``, run-bt refuses (one line naming it) unless the
+operator states the review with ``--reviewed-by WHO`` ("I reviewed this file; run it
+as it is"), which the output repeats. With ``none`` it runs as the file says.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+import json
+import sys
+import time
+from typing import Any
+
+from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_ros.bindings.judge import BindingJudge, Bound
+from muscle_mem_ros.bindings.rules import element_tolerances
+from muscle_mem_ros.bt.document import BtDocument, load
+from muscle_mem_ros.bt.tree import build_tree, Progress
+from muscle_mem_ros.checks.tolerance import ToleranceCheck
+from muscle_mem_ros.errors import ConfigError, MuscleMemError
+from muscle_mem_ros.records import Node as Learned, ToolKind
+from muscle_mem_ros.replay.gates import unreviewed
+from muscle_mem_ros.replay.shadow import SnapshotSenses
+from muscle_mem_ros.resume import Resume
+from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.messages.convert import resume_goal
+from muscle_mem_ros.ros.messages.fromdata import message_from_data
+from muscle_mem_ros.ros.messages.goalfields import set_fields
+from muscle_mem_ros.ros.messages.introspection import resolve_type
+from muscle_mem_ros.ros.messages.success import answered, refused
+from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS, NodeConfig, ToolConfig
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.shutdown import init_without_signal_handlers, Spinner
+from py_trees.common import Status
+import py_trees.trees
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.serialization import serialize_message
+
+__all__ = ['BtRuntime', 'main', 'run']
+
+_TICK = 0.02
+"""Seconds between ticks."""
+_READY_WAIT = 30.0
+"""Seconds to wait for the sensors' first messages and the servers."""
+
+
+class BtRuntime:
+    """The robot side of a tree (:class:`muscle_mem_ros.bt.tree.Runtime`) over rclpy."""
+
+    def __init__(self, node: Node, config: NodeConfig, doc: BtDocument) -> None:
+        self._node = node
+        self._doc = doc
+        self._config = config
+        self.hub = SensorHub(node=node, sensors=config.sensors,
+                             on_error=self._warn)
+        specs = [s.spec for s in config.sensors]
+        self._check = ToleranceCheck(sensors=specs) if specs else None
+        self._senses = SnapshotSenses(self._check, element_tolerances(specs), doc.params)
+        self._judge = BindingJudge(plans=doc.plans(), params=doc.params, senses=self._senses)
+        self._tools: dict[str, ToolConfig] = {t.server: t for t in config.tools}
+        self._clients: dict[str, Any] = {}
+        for tool in config.tools:
+            if tool.kind is ToolKind.ACTION:
+                self._clients[tool.server] = ActionClient(node, tool.interface, tool.server)
+            else:
+                self._clients[tool.server] = node.create_client(tool.interface, tool.server)
+        self._agent = ActionClient(node, ExecuteTask, config.agent_action) \
+            if config.agent_action else None
+        self._call: _Pending | None = None
+        self._agent_call: _Pending | None = None
+        self._ended = 0.0
+        self.log: list[str] = []
+
+    def _warn(self, text: str) -> None:
+        self._node.get_logger().warning(text)
+
+    def judge(self) -> BindingJudge:
+        """Return the binding judge of the run."""
+        return self._judge
+
+    def look(self) -> None:
+        """Judge the next pre-check against the sensors now."""
+        self._senses.look(self.hub.capture())
+
+    def start_call(self, node: Learned, bound: Bound | None) -> None:
+        """Send the learned step's goal, bound fields set (the document's goal as edited)."""
+        tool = self._tools.get(node.step.tool)
+        pending = self._call = _Pending()
+        if tool is None:
+            pending.fail(f'{node.step.tool} is not an action or service of the params file')
+            return
+        kind = tool.interface.Goal if tool.kind is ToolKind.ACTION else tool.interface.Request
+        try:
+            message = message_from_data(kind, json.loads(node.step.payload_json))
+            if bound is not None and bound.values:
+                set_fields(message, bound.values)
+        except ValueError as err:
+            pending.fail(f'{_step(node)}: {err}')
+            return
+        said = [f'{s.field}={s.value:.4g}' for s in (bound.substitutions if bound else ())
+                if isinstance(s.value, float)]
+        if bound is not None:  # an edited field: sent as the document says, carried as a shift
+            said += [f'{f} edited {d:+.4g}' for f, d in bound.shifts.items()
+                     if f not in bound.values and d]
+        subs = ', '.join(said)
+        self.log.append(f'{_step(node)}: {tool.server}' + (f' ({subs})' if subs else ''))
+        client = self._clients[tool.server]
+        if tool.kind is ToolKind.ACTION:
+            if not client.wait_for_server(timeout_sec=5.0):
+                pending.fail(f'{tool.server} is not available')
+                return
+            client.send_goal_async(message).add_done_callback(
+                lambda f: self._accepted(f, tool, pending))
+        else:
+            if not client.wait_for_service(timeout_sec=5.0):
+                pending.fail(f'{tool.server} is not available')
+                return
+            client.call_async(message).add_done_callback(
+                lambda f: pending.end(f.result() is not None and not answered(
+                    f.result(), tool.success), f'{tool.server} refused'))
+
+    def _accepted(self, future: Any, tool: ToolConfig, pending: _Pending) -> None:
+        handle = future.result()
+        if handle is None or not handle.accepted:
+            pending.fail(f'{tool.server} rejected the goal')
+            return
+        handle.get_result_async().add_done_callback(
+            lambda f: pending.end(f.result() is not None and f.result().status == 4 and
+                                  not refused(f.result().result, tool.success),
+                                  f'{tool.server} did not succeed'))
+
+    def call_status(self) -> Status:
+        """Return the last call's status (its end time is the post-check's 'since')."""
+        status = self._call.status if self._call is not None else Status.FAILURE
+        if status is not Status.RUNNING:
+            self._ended = self.hub.now()
+        return status
+
+    def post_status(self, node: Learned, expected: Any) -> Status:
+        """Wait (ticking) for data newer than the step's end, then compare with ``expected``."""
+        if self._check is None or expected is None or not expected.features:
+            return Status.SUCCESS
+        if not self.hub.wait_newer(self._ended, 0.0):
+            if self.hub.now() - self._ended < self._config.post_check_timeout:
+                return Status.RUNNING
+        result = self._check.evaluate(expected, self.hub.capture(), now_time=self.hub.now())
+        if not result.passed:
+            self.log.append(f'post-check of {_step(node)} failed: '
+                            f'{result.failures[0].reason if result.failures else ""}')
+        return Status.SUCCESS if result.passed else Status.FAILURE
+
+    def start_agent(self, resume: Resume) -> None:
+        """Send the task to the agent from ``resume.step`` (``steps_done`` = the steps done)."""
+        pending = self._agent_call = _Pending()
+        self.log.append(f'agent asked from step {resume.step}: {resume.reason}')
+        if self._agent is None:
+            pending.fail('no agent configured (agent_action is empty)')
+            return
+        if not self._agent.wait_for_server(timeout_sec=5.0):
+            pending.fail(f'agent {self._config.agent_action} is not available')
+            return
+        goal = resume_goal(task=self._doc.task, params_json=json.dumps(self._doc.params),
+                           resume=resume)
+        self._agent.send_goal_async(goal).add_done_callback(
+            lambda f: self._agent_accepted(f, pending))
+
+    def _agent_accepted(self, future: Any, pending: _Pending) -> None:
+        handle = future.result()
+        if handle is None or not handle.accepted:
+            pending.fail('the agent rejected the task')
+            return
+        handle.get_result_async().add_done_callback(
+            lambda f: pending.end(f.result() is not None and f.result().result.success,
+                                  'the agent failed'))
+
+    def agent_status(self) -> Status:
+        """Return the agent's status."""
+        return self._agent_call.status if self._agent_call is not None else Status.FAILURE
+
+
+class _Pending:
+    """A call in flight: RUNNING until a callback ends it."""
+
+    def __init__(self) -> None:
+        self.status = Status.RUNNING
+        self.reason = ''
+
+    def end(self, ok: bool, why: str) -> None:
+        self.status = Status.SUCCESS if ok else Status.FAILURE
+        self.reason = '' if ok else why
+
+    def fail(self, why: str) -> None:
+        self.end(False, why)
+
+
+def _step(node: Learned, tool: str = '') -> str:
+    """Name a step as the run counts it (its ExecuteTask index), its learned id labelled."""
+    return f'step {node.depth} (learned step {node.id}{", " + tool if tool else ""})'
+
+
+def check_goals(doc: BtDocument, config: NodeConfig) -> None:
+    """
+    Build every goal of ``doc`` as a message of its tool's type, before anything is sent.
+
+    :raises ConfigError: a step whose tool is not in the params file, whose type differs
+        from the params file's, or whose goal does not build (the first, named by its step).
+    """
+    tools = {t.server: t for t in config.tools}
+    nodes = doc.nodes()
+    for _, step, _ in doc.walk():
+        where = _step(nodes[step.id], step.tool)
+        tool = tools.get(step.tool)
+        if tool is None:
+            raise ConfigError(f'{where}: not an action or service of the params file '
+                              f'({", ".join(sorted(tools)) or "none"})')
+        try:
+            same = tool.kind is step.kind and resolve_type(
+                step.type_name, kind='action' if step.kind is ToolKind.ACTION else 'srv'
+            ) is tool.interface
+        except MuscleMemError:
+            same = False
+        if not same:
+            raise ConfigError(f'{where}: the document says {step.kind.value} '
+                              f'{step.type_name}, the params file {tool.kind.value} '
+                              f'{tool.type_name}')
+        kind = tool.interface.Goal if tool.kind is ToolKind.ACTION else tool.interface.Request
+        try:
+            serialize_message(message_from_data(kind, step.goal))
+        except (MuscleMemError, ValueError, TypeError, AssertionError) as err:
+            raise ConfigError(f'{where}: its goal is not a {step.type_name}: {err}') from err
+
+
+def run(node: Node, doc: BtDocument, *, timeout: float = 600.0,
+        reviewed_by: str = '') -> tuple[bool, Progress, str]:
+    """
+    Tick ``doc`` on ``node`` (spun elsewhere) until it ends; return (success, progress, log).
+
+    Every goal of the document is built first (:func:`check_goals`): a document that does
+    not build is refused before the robot moves. So is any document under a required gate
+    (``replay_requires`` not ``none`` in the params file) unless ``reviewed_by`` names who
+    reviewed it (:func:`~muscle_mem_ros.replay.gates.unreviewed`): run-bt has no store to ask.
+
+    :raises ConfigError: the node's parameters are not a valid cache configuration
+        (``bad configuration: ...``), the gate refuses (``refused: ...``), or a goal of
+        ``doc`` does not build.
+    """
+    try:
+        config = load_config(node)
+    except ConfigError as err:
+        raise ConfigError(f'bad configuration: {err}') from err
+    refused = unreviewed(config.replay_requires, reviewed_by)
+    if refused:
+        raise ConfigError(f'refused: {refused}')
+    check_goals(doc, config)
+    runtime = BtRuntime(node, config, doc)
+    if config.replay_requires.required:
+        runtime.log.append(f'reviewed by {reviewed_by.strip()}: the file runs as it is '
+                           f'(replay_requires: {config.replay_requires})')
+    try:
+        silent = runtime.hub.wait_first(_READY_WAIT)
+        if silent:
+            return False, Progress(), f'sensors never sent data: {", ".join(silent)}'
+        progress = Progress()
+        tree = py_trees.trees.BehaviourTree(build_tree(doc, runtime, progress))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            tree.tick()
+            if tree.root.status is not Status.RUNNING:
+                break
+            time.sleep(_TICK)
+        else:
+            tree.interrupt()
+            runtime.log.append(f'timed out after {timeout:g} s')
+        return tree.root.status is Status.SUCCESS, progress, '\n'.join(runtime.log)
+    finally:
+        runtime.hub.close()
+
+
+def parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``muscle-mem run-bt`` (its ROS arguments follow it)."""
+    cmd = argparse.ArgumentParser(
+        prog='muscle-mem run-bt', usage='%(prog)s [-h] [--reviewed-by WHO] FILE [--ros-args ...]',
+        description='Tick an exported behavior tree (muscle-mem export --bt py_trees) against '
+                    "the robot's own servers, with no cache and no store. The node reads the "
+                    "cache's params file (sensors, actions, services, agent_action); when no "
+                    'learned step passes it sends the task to the agent from the steps done. '
+                    'Every goal of the file is built first: a file that does not build is '
+                    'refused before the robot moves.',
+        epilog='example: muscle-mem run-bt pick_and_place.bt.yaml --ros-args --params-file '
+               'robot.yaml. Steps are numbered as ExecuteTask counts them (0-based, the '
+               "agent's resume_from_step); a document's ids are labelled 'learned step N'. "
+               'Exit status: 0 the task is done (by the tree, or by the agent it asked); 1 it '
+               'failed, or a bad file or configuration (one line on stderr); 2 a usage error.')
+    cmd.add_argument('file', metavar='FILE',
+                     help='the behavior tree document (muscle-mem export --bt py_trees)')
+    cmd.add_argument('--reviewed-by', metavar='WHO', default='',
+                     help='"I reviewed this file; run it is": required when the params '
+                          "file's replay_requires is not none (run-bt has no store to ask "
+                          'for approvals or shadow runs); printed in the output')
+    return cmd
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """
+    Run ``muscle-mem run-bt FILE [--ros-args ...]``; return the exit code.
+
+    0: the task is done (by the tree, or by the agent it asked); 1: it failed, or a bad
+    file or configuration (one line on stderr); 2: a usage error.
+    """
+    argv = list(sys.argv[1:] if args is None else args)
+    ros = argv[argv.index('--ros-args'):] if '--ros-args' in argv else []
+    try:
+        options = parser().parse_args(argv[:len(argv) - len(ros)])
+        path = options.file
+    except SystemExit as stop:  # --help (0) or a usage error (2), already printed
+        return stop.code if isinstance(stop.code, int) else 2
+    try:
+        with open(path, encoding='utf-8') as file:
+            doc = load(file.read(), source=path)
+    except (OSError, UnicodeDecodeError, ConfigError) as err:
+        print(f'muscle-mem run-bt: error: {err}', file=sys.stderr)
+        return 1
+    init_without_signal_handlers(['muscle-mem', *ros])
+    node = Node('muscle_mem', **NODE_OPTIONS)
+    executor = MultiThreadedExecutor(num_threads=4)
+    executor.add_node(node)
+    spinner = Spinner(executor)
+    try:
+        ok, progress, log = run(node, doc, reviewed_by=options.reviewed_by)
+    except ConfigError as err:
+        print(f'muscle-mem run-bt: error: {err}', file=sys.stderr)
+        return 1
+    finally:
+        spinner.stop()
+        for waitable in list(node.waitables):  # before the node: see Spinner
+            waitable.destroy()  # type: ignore[attr-defined]
+        node.destroy_node()
+        rclpy.try_shutdown()
+    print(log)
+    if ok:
+        by = f', then the agent from step {progress.done}' if progress.agent_asked else ''
+        print(f'done: {progress.done} steps by the tree{by}')
+    else:
+        print(f'failed after {progress.done} steps by the tree'
+              f'{" and the agent" if progress.agent_asked else ""}: {progress.reason}')
+    return 0 if ok else 1

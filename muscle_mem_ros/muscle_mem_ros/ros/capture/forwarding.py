@@ -1,0 +1,343 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Action and service proxies: serve a tool's type under a proxy name, forward to the server.
+
+Point the agent at the proxy name instead of the real server. Every goal
+(request) is forwarded unchanged to the real server, feedback flows back,
+a cancel of the proxied goal cancels the real one, and the real result (or
+response) is returned with the same status. Outside a recording that is all:
+a transparent pass-through.
+
+While a recording is active (see :mod:`.recorder`) each call that succeeds also
+becomes a :class:`~muscle_mem_ros.records.Step`: a snapshot before forwarding,
+the goal as CDR bytes (``rclpy.serialization``, padding zeroed by
+:func:`~muscle_mem_ros.ros.messages.cdr.canonical_cdr` so that equal goals give equal
+bytes) and as JSON, the duration, and a snapshot after the sensors reported
+data newer than the call's end. That wait (at most ``post_check_timeout``)
+happens before the result goes back to the agent, so the next step's pre
+snapshot never precedes this one's post. Calls that fail, are canceled or are
+rejected are forwarded but not recorded.
+
+This module holds what both kinds share; the action and the service proxy are
+:mod:`.proxies`. A tool configured with ``record_from: introspection`` gets the
+client only: nothing is served, the agent calls the real server, and :mod:`.tap`
+records its calls from the server's introspection events through
+:meth:`ToolProxy.record`; replay goes through the same client as here.
+
+Two proxy-specific decisions: the proxy accepts every goal and aborts it if the
+real server rejects it or is not available (the action protocol gives a goal
+callback no way to wait for the server's answer; the goal callback does send
+the goal on at once, which takes one executor hand-over off every proxied
+goal); a service response with a
+boolean ``success`` field set to false (``std_srvs/srv/SetBool``,
+``std_srvs/srv/Trigger``) counts as a failed step.
+
+Serving is asynchronous (coroutine callbacks): a proxied call in flight holds
+no executor thread, and the caller's cancel is forwarded. It waits for the real
+server at most ``step_timeout`` seconds, and only while the server is in the
+ROS graph (:mod:`.watch`): a server that dies mid-goal ends the proxied goal
+ABORTED (a service call: the default response, ``success`` false where the type
+has it), with the reason in the log and in the result's ``error_string`` or
+``message`` field where the type has one. The same objects execute steps during replay
+(:meth:`ToolProxy.call`, blocking, with the per-step timeout), through the same
+clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+import threading
+import time
+from typing import Any
+
+from muscle_mem_ros.errors import MuscleMemError
+from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
+from muscle_mem_ros.resume import FailureKind
+from muscle_mem_ros.ros.capture.recorder import Recorder, Session
+from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.messages.cdr import canonical_cdr
+from muscle_mem_ros.ros.messages.goalfields import set_fields
+from muscle_mem_ros.ros.messages.introspection import message_to_json
+from muscle_mem_ros.ros.node.nodeconfig import ToolConfig
+from muscle_mem_ros.ros.rclfix.sync import CancelToken
+from muscle_mem_ros.ros.rclfix.watch import CallWatch
+from rclpy.callback_groups import CallbackGroup
+from rclpy.node import Node as RosNode
+from rclpy.serialization import deserialize_message, serialize_message
+from rclpy.task import Future
+
+__all__ = ['CallOutcome', 'ended', 'lost', 'SERVER_WAIT', 'ToolProxy', 'with_reason']
+
+SERVER_WAIT = 2.0
+"""Seconds to wait for a server that is not discovered yet."""
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """
+    How one forwarded or replayed call ended.
+
+    :ivar status: Succeeded, failed (aborted, rejected, timed out, unavailable) or canceled.
+    :ivar detail: Human-readable reason, '' on success.
+    :ivar started: Monotonic time the call was sent.
+    :ivar ended: Monotonic time the result arrived (or the wait ended).
+    :ivar response: The result message (action) or response (service), or None.
+    :ivar kind: Why a failed call failed when it is more than the server's own answer:
+        ``TIMEOUT`` or ``SERVER_LOST``; None otherwise (the walk then says ``STEP_FAILED``).
+    """
+
+    status: StepStatus
+    detail: str
+    started: float
+    ended: float
+    response: Any = None
+    kind: FailureKind | None = None
+
+
+class ToolProxy:
+    """
+    Common part of action and service proxies: recording and replay entry point.
+
+    :param node: Node owning the server and client.
+    :param tool: The tool's configuration.
+    :param hub: Sensor capture for pre and post snapshots.
+    :param recorder: The active recording, if any.
+    :param callback_group: Group for the server and client callbacks: reentrant, else
+        a pending coroutine (a forwarded call) would keep its own client's
+        response from being delivered.
+    :param post_timeout: Max seconds to wait for sensor data newer than a call's end.
+    :param logger: Where to log (default: ``node``'s logger).
+    :param timeout: Seconds a call may take (the node's ``step_timeout``), proxied or
+        replayed; None: no limit for proxied calls (replayed ones get their own).
+    """
+
+    kind: ToolKind
+    _server_kind = 'server'
+    """How errors name the real server ('action server', 'service')."""
+
+    def __init__(
+        self,
+        *,
+        node: RosNode,
+        tool: ToolConfig,
+        hub: SensorHub,
+        recorder: Recorder,
+        callback_group: CallbackGroup,
+        post_timeout: float,
+        logger: Any = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.tool = tool
+        self._node = node
+        self._hub = hub
+        self._recorder = recorder
+        self._group = callback_group
+        self._post_timeout = post_timeout
+        self._log = logger if logger is not None else node.get_logger()
+        self._label = tool.proxy or tool.server
+        """How log lines name this tool: the proxy, or the server when nothing is served."""
+        self._watch = CallWatch(node=node, callback_group=callback_group, present=self.ready,
+                                server=tool.server, timeout=timeout)
+
+    @property
+    def payload_type(self) -> Any:
+        """Message class of the stored payload (goal or request)."""
+        raise NotImplementedError
+
+    def end_calls(self, timeout: float) -> None:
+        """
+        End the proxied calls in flight before the proxy goes (deactivate, shutdown).
+
+        :param timeout: Seconds to wait at most for their clients to have their results.
+        """
+
+    def ready(self) -> bool:
+        """Return True when the real server is discovered."""
+        raise NotImplementedError
+
+    def destroy(self) -> None:
+        """
+        Destroy this proxy's servers and clients (deactivate calls it, before the node goes).
+
+        ``destroy_node`` leaves action servers and clients alone, and each keeps the rcl node
+        alive: a node reactivated without this stays in the graph once per cycle.
+        """
+        raise NotImplementedError
+
+    def call(self, payload: bytes, *, timeout: float, cancel: CancelToken,
+             fields: Mapping[str, Any] | None = None) -> CallOutcome:
+        """
+        Replay one stored payload against the real server.
+
+        :param payload: The stored CDR bytes.
+        :param timeout: Seconds the call may take.
+        :param cancel: Cancels it.
+        :param fields: Bound fields to set before sending (leaf path -> value).
+        :return: How it ended.
+        """
+        now = time.monotonic()
+        try:
+            message = deserialize_message(payload, self.payload_type)
+            if fields:
+                set_fields(message, fields)
+        except Exception as err:  # stored bytes no longer match the type
+            return CallOutcome(
+                StepStatus.FAILED, f'cannot decode or rebind the stored payload as '
+                f'{self.tool.type_name}: '
+                f'{err}', now, now,
+            )
+        return self._send(message, timeout=timeout, cancel=cancel)
+
+    def _send(
+        self, message: Any, *, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None = None,
+    ) -> CallOutcome:
+        """Send ``message`` to the real server, unless canceled or the server is absent."""
+        started = time.monotonic()
+        if cancel.cancelled:
+            return ended(started, StepStatus.CANCELED, 'canceled')
+        if not self.ready() and not self._wait_ready(min(timeout, SERVER_WAIT)):
+            return ended(started, StepStatus.FAILED,
+                         f'{self._server_kind} {self.tool.server} not available')
+        return self._exchange(message, started=started, timeout=timeout, cancel=cancel,
+                              feedback=feedback)
+
+    def _wait_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the real server; True once it is discovered."""
+        raise NotImplementedError
+
+    def _exchange(
+        self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None,
+    ) -> CallOutcome:
+        """Send to the discovered server and wait for the outcome."""
+        raise NotImplementedError
+
+    def _pre(self, session: Session | None) -> Snapshot | None:
+        return self._hub.capture() if session is not None else None
+
+    async def _record_aside(
+        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
+    ) -> None:
+        """
+        Run :meth:`_record` in a thread of its own and await it.
+
+        Its post-snapshot wait blocks (up to ``post_timeout``); the proxy
+        node's single executor thread must keep serving other calls meanwhile.
+        """
+        if session is None:
+            return
+        done: Future = Future(executor=self._node.executor)
+        done.add_done_callback(lambda _f: None)  # completing it wakes the executor
+
+        def work() -> None:
+            try:
+                self._record(session, message, pre, out)
+            except Exception as err:  # logged; the call itself succeeded
+                self._log.error(f'{self.tool.proxy}: recording the step failed: {err!r}')
+            finally:
+                done.set_result(None)
+
+        threading.Thread(target=work, name=f'record {self.tool.proxy}', daemon=True).start()
+        await done
+
+    def record(
+        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
+    ) -> Snapshot | None:
+        """
+        Record a call the agent made straight to the server (seen in introspection events).
+
+        The same as a proxied call's recording (blocks for the post snapshot).
+
+        :param session: The recording the call was made in (nothing if None or ended).
+        :param message: The goal or request.
+        :param pre: Snapshot taken when the call was seen starting.
+        :param out: How it ended (``started``/``ended`` on the monotonic clock).
+        :return: The post snapshot if the step was appended, else None.
+        """
+        return self._record(session, message, pre, out)
+
+    def _record(
+        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
+    ) -> Snapshot | None:
+        """Append the call to ``session`` if still active and succeeded; return its post."""
+        if session is None:
+            return None
+        if out.status is not StepStatus.SUCCEEDED:
+            self._log.info(
+                f'{self._label}: call {out.status.value} ({out.detail}); not recorded'
+            )
+            return None
+        if self._hub.names and not self._hub.wait_newer(out.ended, self._post_timeout):
+            self._log.warning(
+                f'{self._label}: no data newer than the call from '
+                f'{", ".join(self._hub.lagging(out.ended))}; post snapshot uses older data'
+            )
+        post = self._hub.capture()
+        step = Step(
+            tool=self.tool.server,
+            kind=self.kind,
+            type_name=self.tool.type_name,
+            payload=canonical_cdr(bytes(serialize_message(message)), self.payload_type),
+            payload_json=message_to_json(message),
+            pre=pre if pre is not None and pre.features else None,
+            post=post if post.features else None,
+            status=out.status,
+            duration=out.ended - out.started,
+        )
+        try:
+            appended = session is self._recorder.active and session.append(step)
+        except MuscleMemError as err:  # the call itself succeeded: say so, log the loss
+            self._log.error(f'{self._label}: step not recorded: {err}')
+            return None
+        if not appended:
+            self._log.warning(f'{self._label}: recording ended during the call; not recorded')
+            return None
+        return post
+
+
+def lost(server: str) -> str:
+    return f'{server} left the ROS graph during the step (its process stopped or crashed)'
+
+
+_REASON_FIELDS = ('error_string', 'message', 'error_msg', 'reason')
+"""String fields of a result or response that carry a failure's reason, if the type has one."""
+
+
+def with_reason(message: Any, reason: str) -> Any:
+    """
+    Put ``reason`` into the first reason field ``message`` has, and ``success`` to false.
+
+    :param message: An action result or a service response.
+    :param reason: Why the call failed.
+    :return: ``message``.
+    """
+    fields = message.get_fields_and_field_types()
+    for name in _REASON_FIELDS:
+        if fields.get(name) == 'string':
+            setattr(message, name, reason)
+            break
+    if fields.get('success') == 'boolean':
+        message.success = False
+    return message
+
+
+def ended(
+    started: float, status: StepStatus, detail: str, response: Any = None,
+    kind: FailureKind | None = None,
+) -> CallOutcome:
+    return CallOutcome(status, detail, started, time.monotonic(), response, kind)

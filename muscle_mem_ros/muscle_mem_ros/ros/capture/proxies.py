@@ -1,0 +1,387 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The two kinds of proxy, for actions and for services (the common part is :mod:`.proxy`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import threading
+import time
+from typing import Any
+
+from action_msgs.msg import GoalStatus
+from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
+from muscle_mem_ros.resume import FailureKind
+from muscle_mem_ros.ros.capture.forwarding import (
+    CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, with_reason,
+)
+from muscle_mem_ros.ros.capture.recorder import Session
+from muscle_mem_ros.ros.messages.success import answered, refused
+from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.action_server import ActionServer
+from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken
+from muscle_mem_ros.ros.rclfix.watch import wait_watched, WaitEnd
+from rclpy.action import CancelResponse, GoalResponse
+from rclpy.task import Future
+
+__all__ = ['ActionProxy', 'make_proxy', 'ServiceProxy']
+
+_CANCEL_GRACE = 2.0
+"""Seconds to wait for a canceled goal's result before giving up on it."""
+_RESULT_KEEP = 1
+"""Seconds a proxied goal's result stays available after it finished. Callers
+ask for it at once; rclpy's default of 10 s makes every status message carry
+hundreds of finished goals when goals come back to back, which every client
+then parses."""
+
+
+class ActionProxy(ToolProxy):
+    """Proxy for one action server (any action type)."""
+
+    kind = ToolKind.ACTION
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        tool = self.tool
+        self._client = ActionClient(
+            self._node, tool.interface, tool.server, callback_group=self._group
+        )
+        self._handles: dict[bytes, Any] = {}
+        self._handles_lock = threading.Lock()
+        self._forwarded: dict[int, _Forward] = {}
+        self._server = None if tool.record_from is RecordFrom.INTROSPECTION else ActionServer(
+            self._node, tool.interface, tool.proxy, self._serve,
+            goal_callback=self._on_goal,
+            cancel_callback=self._on_cancel,
+            callback_group=self._group,
+            result_timeout=_RESULT_KEEP,
+        )
+
+    @property
+    def payload_type(self) -> Any:
+        """Return the action's Goal class."""
+        return self.tool.interface.Goal
+
+    def end_calls(self, timeout: float) -> None:
+        """
+        Cancel the real goals of the proxied goals in flight; wait until their results went out.
+
+        Each such goal then ends as the real server answers the cancel (aborted: the client
+        did not ask for it), instead of meeting a destroyed server.
+
+        :param timeout: Seconds to wait at most.
+        """
+        with self._handles_lock:
+            handles = list(self._handles.values())
+        for handle in handles:
+            handle.cancel_goal_async()
+        if self._server is not None and not self._server.wait_results_sent(timeout):
+            self._log.warning(f'{self._label}: a proxied goal did not end within {timeout:g} s')
+
+    def destroy(self) -> None:
+        """Destroy the action client and the served proxy action."""
+        self._client.destroy()
+        if self._server is not None:
+            self._server.destroy()
+
+    def ready(self) -> bool:
+        """Return True when the real action server is discovered."""
+        return bool(self._client.server_is_ready())
+
+    def _on_cancel(self, goal_handle: Any) -> CancelResponse:
+        with self._handles_lock:
+            handle = self._handles.get(bytes(goal_handle.goal_id.uuid))
+        if handle is not None:
+            handle.cancel_goal_async()
+        # Not forwarded yet: _serve sees is_cancel_requested once the real goal exists.
+        return CancelResponse.ACCEPT
+
+    def _on_goal(self, goal: Any) -> GoalResponse:
+        """
+        Forward ``goal`` at once and accept it here.
+
+        Sending from the goal callback, before the proxy even answers the
+        caller, takes the executor's hand-over to the execute callback off the
+        goal's path (:meth:`_serve` picks the call up). Without a discovered
+        server the goal is still accepted; :meth:`_serve` waits for the server,
+        then aborts.
+        """
+        try:
+            if self._client.server_is_ready():
+                self._forwarded[id(goal)] = self._forward(goal)
+        except Exception as err:  # _serve tries again and aborts the goal with the reason
+            self._log.error(f'{self.tool.proxy}: forwarding failed: {err!r}')
+        return GoalResponse.ACCEPT
+
+    def _forward(self, goal: Any) -> _Forward:
+        """Take the pre snapshot if recording, then send ``goal`` to the real server."""
+        forward = _Forward(goal=goal, session=self._recorder.active)
+        forward.pre = self._pre(forward.session)
+        forward.started = time.monotonic()
+        forward.sent = self._client.send_goal_async(goal, feedback_callback=forward.feedback)
+        return forward
+
+    async def _serve(self, goal_handle: Any) -> Any:
+        """Finish one proxied goal (a coroutine: waiting holds no executor thread)."""
+        key = bytes(goal_handle.goal_id.uuid)
+        empty = self.tool.interface.Result()
+        goal = goal_handle.request
+        forward = self._forwarded.pop(id(goal), None)
+        try:
+            if forward is None:  # the server was not there when the goal came
+                if goal_handle.is_cancel_requested:
+                    goal_handle.canceled()
+                    return empty
+                if not self._client.wait_for_server(timeout_sec=SERVER_WAIT):
+                    self._log.warning(f'{self.tool.proxy}: {self.tool.server} not available')
+                    goal_handle.abort()
+                    return empty
+                forward = self._forward(goal)
+            forward.attach(goal_handle)
+            assert forward.sent is not None  # set by _forward
+            lost = await self._watch.wait(forward.sent, started=forward.started)
+            if lost:
+                cancel_when_accepted(forward.sent)
+                return self._give_up(goal_handle, lost)
+            handle = forward.sent.result()
+            if handle is None or not handle.accepted:
+                self._log.warning(f'{self.tool.proxy}: {self.tool.server} rejected the goal')
+                goal_handle.abort()
+                return empty
+            with self._handles_lock:
+                self._handles[key] = handle
+            if goal_handle.is_cancel_requested:
+                handle.cancel_goal_async()
+            result = handle.get_result_async()
+            lost = await self._watch.wait(result, started=forward.started)
+            if lost:
+                handle.cancel_goal_async()  # a server that is only slow stops the goal too
+                return self._give_up(goal_handle, lost)
+            wrapped = result.result()
+            out = CallOutcome(_status(wrapped.status), '', forward.started, time.monotonic(),
+                              wrapped.result)
+            if out.status is StepStatus.SUCCEEDED:
+                if not refused(wrapped.result, self.tool.success):  # a "no" is not learned
+                    await self._record_aside(forward.session, goal, forward.pre, out)
+                goal_handle.succeed()
+            elif out.status is StepStatus.CANCELED and goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            else:
+                goal_handle.abort()
+            return wrapped.result
+        except Exception as err:  # never let one goal take the node down
+            self._log.error(f'{self.tool.proxy}: {err!r}')
+            if goal_handle.is_active:
+                goal_handle.abort()
+            return empty
+        finally:
+            with self._handles_lock:
+                self._handles.pop(key, None)
+
+    def _give_up(self, goal_handle: Any, reason: str) -> Any:
+        """Abort the proxied goal: the real server is gone or did not answer in time."""
+        self._log.warning(f'{self.tool.proxy}: goal aborted: {reason}')
+        goal_handle.abort()
+        return with_reason(self.tool.interface.Result(), reason)
+
+    _server_kind = 'action server'
+
+    def _wait_ready(self, timeout: float) -> bool:
+        return bool(self._client.wait_for_server(timeout_sec=timeout))
+
+    def _exchange(
+        self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None,
+    ) -> CallOutcome:
+        server = self.tool.server
+        send = self._client.send_goal_async(message, feedback_callback=feedback)
+        end = wait_watched(send, timeout=timeout, cancel=cancel, present=self.ready)
+        if end is not WaitEnd.DONE:
+            cancel_when_accepted(send)
+            if end is WaitEnd.CANCELED:
+                return ended(started, StepStatus.CANCELED, 'canceled')
+            if end is WaitEnd.LOST:
+                return ended(started, StepStatus.FAILED, lost(server),
+                             kind=FailureKind.SERVER_LOST)
+            return ended(started, StepStatus.FAILED,
+                         f'{server} did not answer the goal in {timeout:g} s',
+                         kind=FailureKind.TIMEOUT)
+        handle = send.result()
+        if handle is None or not handle.accepted:
+            return ended(started, StepStatus.FAILED, f'{server} rejected the goal')
+        result = handle.get_result_async()
+        remaining = max(0.0, timeout - (time.monotonic() - started))
+        end = wait_watched(result, timeout=remaining, cancel=cancel, present=self.ready)
+        if end is not WaitEnd.DONE:
+            handle.cancel_goal_async()
+            if end is WaitEnd.LOST:  # nobody is left to confirm the cancel
+                return ended(started, StepStatus.FAILED, lost(server),
+                             kind=FailureKind.SERVER_LOST)
+            end = wait_watched(result, timeout=_CANCEL_GRACE, cancel=CancelToken(),
+                               present=self.ready)
+            response = result.result().result if end is WaitEnd.DONE else None
+            if cancel.cancelled:
+                return ended(started, StepStatus.CANCELED, 'canceled', response)
+            return ended(
+                started, StepStatus.FAILED,
+                f'{server} timed out after {timeout:g} s (goal canceled)',
+                response, kind=FailureKind.TIMEOUT,
+            )
+        wrapped = result.result()
+        status = _status(wrapped.status)
+        detail = {StepStatus.SUCCEEDED: '', StepStatus.CANCELED: f'{server} canceled the goal',
+                  StepStatus.FAILED: f'{server} aborted the goal'}[status]
+        why = refused(wrapped.result, self.tool.success) \
+            if status is StepStatus.SUCCEEDED else ''
+        if why:
+            status, detail = StepStatus.FAILED, f'{server} succeeded, but {why}'
+        return ended(started, status, detail, wrapped.result)
+
+
+class _Forward:
+    """
+    One proxied goal on its way to the real server.
+
+    Sent from the goal callback, finished by the execute callback. Feedback that
+    arrives before the proxy's goal handle exists is kept and published once it does.
+    """
+
+    def __init__(self, *, goal: Any, session: Session | None) -> None:
+        self.goal = goal  # keeps id(goal), the key in ActionProxy._forwarded, unique
+        self.session = session
+        self.pre: Snapshot | None = None
+        self.started = 0.0
+        self.sent: Future | None = None
+        self._handle: Any = None
+        self._early: list[Any] = []
+
+    def feedback(self, message: Any) -> None:
+        if self._handle is None:
+            self._early.append(message.feedback)
+        else:
+            self._handle.publish_feedback(message.feedback)
+
+    def attach(self, goal_handle: Any) -> None:
+        self._handle = goal_handle
+        for feedback in self._early:
+            goal_handle.publish_feedback(feedback)
+        self._early.clear()
+
+
+def _status(goal_status: int) -> StepStatus:
+    """Map an action_msgs GoalStatus code to a step status."""
+    if goal_status == GoalStatus.STATUS_SUCCEEDED:
+        return StepStatus.SUCCEEDED
+    if goal_status == GoalStatus.STATUS_CANCELED:
+        return StepStatus.CANCELED
+    return StepStatus.FAILED
+
+
+class ServiceProxy(ToolProxy):
+    """Proxy for one service (any service type)."""
+
+    kind = ToolKind.SERVICE
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        tool = self.tool
+        self._client: Any = self._node.create_client(
+            tool.interface, tool.server, callback_group=self._group
+        )
+        self._service = None if tool.record_from is RecordFrom.INTROSPECTION else \
+            self._node.create_service(
+                tool.interface, tool.proxy, self._serve, callback_group=self._group)
+
+    @property
+    def payload_type(self) -> Any:
+        """Return the service's Request class."""
+        return self.tool.interface.Request
+
+    def destroy(self) -> None:
+        """Destroy the service client and the served proxy service."""
+        self._node.destroy_client(self._client)
+        if self._service is not None:
+            self._node.destroy_service(self._service)
+
+    def ready(self) -> bool:
+        """Return True when the real service is discovered."""
+        return bool(self._client.service_is_ready())
+
+    async def _serve(self, request: Any, response: Any) -> Any:
+        """Forward one proxied request (a coroutine: waiting holds no executor thread)."""
+        try:
+            session = self._recorder.active
+            pre = self._pre(session)
+            if not self._client.service_is_ready() and not self._client.wait_for_service(
+                timeout_sec=SERVER_WAIT
+            ):
+                self._log.error(f'{self.tool.proxy}: {self.tool.server} not available; '
+                                'answering with a default response')
+                return response
+            started = time.monotonic()
+            future = self._client.call_async(request)
+            lost = await self._watch.wait(future, started=started)
+            if lost:
+                self._client.remove_pending_request(future)
+                self._log.warning(f'{self.tool.proxy}: request failed: {lost}')
+                return with_reason(response, lost)
+            answer = future.result()
+            why = answered(answer, self.tool.success)
+            status = StepStatus.FAILED if why else StepStatus.SUCCEEDED
+            await self._record_aside(
+                session, request, pre, CallOutcome(status, '', started, time.monotonic(), answer))
+            return answer
+        except Exception as err:  # never let one request take the node down
+            self._log.error(f'{self.tool.proxy}: {err!r}')
+            return response
+
+    _server_kind = 'service'
+
+    def _wait_ready(self, timeout: float) -> bool:
+        return bool(self._client.wait_for_service(timeout_sec=timeout))
+
+    def _exchange(
+        self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None,
+    ) -> CallOutcome:
+        server = self.tool.server
+        future = self._client.call_async(message)
+        end = wait_watched(future, timeout=timeout, cancel=cancel, present=self.ready)
+        if end is not WaitEnd.DONE:
+            self._client.remove_pending_request(future)
+            if end is WaitEnd.CANCELED:
+                return ended(started, StepStatus.CANCELED, 'canceled')
+            if end is WaitEnd.LOST:
+                return ended(started, StepStatus.FAILED, lost(server),
+                             kind=FailureKind.SERVER_LOST)
+            return ended(started, StepStatus.FAILED, f'{server} did not answer in {timeout:g} s',
+                         kind=FailureKind.TIMEOUT)
+        response = future.result()
+        why = answered(response, self.tool.success)
+        if why:
+            message_text = getattr(response, 'message', '')
+            return ended(
+                started, StepStatus.FAILED,
+                f'{server} answered {why} {message_text!r}'.strip(),
+                response,
+            )
+        return ended(started, StepStatus.SUCCEEDED, '', response)
+
+
+def make_proxy(**kwargs: Any) -> ToolProxy:
+    """Build the proxy matching ``kwargs['tool'].kind``."""
+    tool: ToolConfig = kwargs['tool']
+    return ActionProxy(**kwargs) if tool.kind is ToolKind.ACTION else ServiceProxy(**kwargs)

@@ -1,0 +1,589 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Sensor capture: the latest message per topic, features extracted on demand.
+
+Subscriptions are raw (serialized CDR bytes) with a history of one message
+(KEEP_LAST 1), and messages are NOT taken as they arrive: the middleware keeps
+the newest one, and a snapshot takes it (:meth:`SensorHub.capture`), so a 1 kHz
+topic costs no Python work between snapshots. Measured on this project's
+2-core machines with a 1 kHz JointState and a 40 Hz LaserScan: taking every
+message (one wake-up per message) cost the idle node about three times a
+process that never takes. The subscriptions live on a hidden helper node
+(``_<node>_sensors``, same namespace, same global remappings) that no executor
+spins. One thread waits on them only while someone needs fresh data: a
+:meth:`SensorHub.wait_newer` call (data newer than a step's end) or a sensor
+that has not sent its first message yet; otherwise it sleeps on guard
+conditions. Features are extracted when a snapshot is taken (before and after
+each step), and cached per message so two snapshots of the same message
+deserialize it once.
+
+All times are ``time.monotonic()`` seconds, the clock of ``Snapshot.stamps``
+and of the staleness test (``max_age``), except under simulated time: when the
+node's clock runs on ``/clock`` (``use_sim_time``), a reading's age is measured
+on the node's clock (a paused simulation keeps data fresh, an advanced one
+ages it), and the snapshot expresses it on the monotonic clock of the capture
+(stamp = capture time - age in simulated seconds). The simulated receive time
+is the node's clock when the message is taken, so under simulated time every
+message is taken on arrival (the thread stays armed). A message's stamp is when the
+middleware received it (its rmw reception time moved onto that clock), not when
+it was taken, so "data newer than the step's end" really was sent
+after the step ended. A sensor that never sent anything is
+absent from the snapshot, so a check on it fails as 'missing'. The first
+message of each sensor is decoded on arrival, to check its length against the
+configured tolerance as early as possible.
+
+Sensors that select elements by name (``joints: [...]``, see :mod:`.config`)
+cannot use the newest message alone: several publishers share the topic (an
+arm's ``joint_state_broadcaster`` and a gripper driver), each with its own
+names, and the newest message may carry none of the configured ones. Their
+subscription keeps a deeper history (:data:`BY_NAME_DEPTH` messages), and the
+receive thread drains it every :data:`DRAIN_PERIOD` seconds, keeping the newest
+raw message of each publisher (by publisher GID) without decoding it. A
+snapshot decodes those few messages (one per publisher), in arrival order, into
+the latest value per (field, name); a name none has sent yet makes the sensor
+absent, so its checks fail as 'missing'. The sensor's stamp is that of its
+oldest value, so ``max_age`` and "newer than the step's end" hold for every
+configured name. Cost while idle: 1/DRAIN_PERIOD wake-ups per second and one
+take per message (no deserialization), only for such sensors; messages are
+lost only if more than BY_NAME_DEPTH arrive within one period (4 kHz).
+
+Waiting without taking needs rclpy's private wait-set API, kept in
+:mod:`.waitset` with a version check. Where it is unavailable (another rclpy,
+or ``MUSCLE_MEM_PLAIN_SUBSCRIPTIONS=1``), the helper node's subscriptions get
+plain callbacks instead, spun by a single-threaded executor in the same thread:
+every message is taken on arrival (stamped then), snapshots are the same.
+
+The receive thread never dies silently: an unexpected error in its loop is
+reported through ``on_error`` (``sensors: capture failed: ...; restarted``) and
+the loop starts again, so waits for fresh data keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+import threading
+import time
+from typing import Any
+
+from muscle_mem_ros.records import Snapshot
+from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
+from muscle_mem_ros.ros.rclfix import waitset
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.guard_condition import GuardCondition
+from rclpy.node import Node as RosNode
+from rclpy.qos import HistoryPolicy, qos_profile_sensor_data, QoSProfile
+from rclpy.serialization import deserialize_message
+from rclpy.signals import SignalHandlerGuardCondition
+
+__all__ = ['BY_NAME_DEPTH', 'DRAIN_PERIOD', 'SensorHub']
+
+_RESTART_PAUSE = 0.1
+"""Seconds the receive loop pauses before it restarts after an unexpected error."""
+
+BY_NAME_DEPTH = 200
+"""History depth of a by-name sensor's subscription: messages kept between two drains."""
+
+DRAIN_PERIOD = 0.05
+"""Seconds between two drains of the by-name sensors' subscriptions while nothing waits."""
+
+
+class _Latest:
+    """Latest raw message of one sensor and the features of the last one decoded."""
+
+    __slots__ = ('config', 'raw', 'stamp', 'sim', 'decoded', 'invalid', 'problem', 'seen',
+                 'by_name')
+
+    def __init__(self, config: SensorConfig) -> None:
+        self.config = config
+        self.raw: bytes | None = None
+        self.stamp = float('-inf')
+        self.sim = 0.0
+        self.decoded: tuple[bytes | None, tuple[float, ...]] = (None, ())
+        self.invalid = False
+        self.problem = ''
+        self.seen = False
+        self.by_name = _ByName(config) if config.by_name is not None else None
+
+
+class _ByName:
+    """
+    Latest value per (field, name) of a sensor that selects elements by name.
+
+    ``pending`` holds the newest raw message of each publisher not merged yet;
+    ``merge`` decodes them in arrival order. ``features`` is None while a
+    configured name has not been seen in every configured field.
+    """
+
+    __slots__ = ('index', 'width', 'values', 'stamps', 'sims', 'pending', 'features', 'first',
+                 'noted')
+
+    def __init__(self, config: SensorConfig) -> None:
+        self.index = {name: i for i, name in enumerate(config.joints)}
+        self.width = len(config.joints)
+        size = self.width * len(config.extractors)
+        self.values = [0.0] * size
+        self.stamps = [float('-inf')] * size
+        self.sims = [0.0] * size
+        self.pending: dict[bytes, tuple[bytes, float, float | None]] = {}
+        self.features: tuple[float, ...] | None = None
+        self.first = float('inf')
+        self.noted = False
+
+    def apply(self, names: list[str], columns: list[list[float] | None], stamp: float,
+              sim: float | None) -> None:
+        """Take the values of the configured names from one decoded message."""
+        for column_index, column in enumerate(columns):
+            if column is None:
+                continue
+            base = column_index * self.width
+            for name, value in zip(names, column, strict=True):
+                at = self.index.get(name)
+                if at is not None:
+                    self.values[base + at] = value
+                    self.stamps[base + at] = stamp
+                    self.sims[base + at] = 0.0 if sim is None else sim
+        self.first = min(self.first, stamp)
+
+    def unseen(self, joints: Sequence[str]) -> list[str]:
+        """Return the configured names missing from at least one configured field."""
+        return [
+            name for j, name in enumerate(joints)
+            if any(self.stamps[k + j] == float('-inf')
+                   for k in range(0, len(self.stamps), self.width))
+        ]
+
+
+class SensorHub:
+    """
+    Keep the latest message of every configured sensor; take snapshots.
+
+    :param node: The cache node (its context, name and namespace are used).
+    :param sensors: Sensors to subscribe to.
+    :param on_error: Called with a message when a sensor's data cannot be used
+        (tolerance length mismatch, extraction failure); reported once per sensor.
+    """
+
+    def __init__(
+        self,
+        *,
+        node: RosNode,
+        sensors: Sequence[SensorConfig],
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self._cond = threading.Condition()
+        self._take_lock = threading.Lock()
+        self._waiters = 0
+        self._latest = {s.name: _Latest(s) for s in sensors}
+        self._on_error = on_error or (lambda _m: None)
+        self._node: RosNode | None = None
+        self._thread: threading.Thread | None = None
+        self._context = node.context
+        self._clock = node.get_clock()
+        self._stop = GuardCondition(callback=None, callback_group=None, context=node.context)
+        self._arm = GuardCondition(callback=None, callback_group=None, context=node.context)
+        self._stopping = False
+        self._stop_event = threading.Event()
+        self._subs: list[tuple[Any, _Latest]] = []
+        self._drained: list[tuple[Any, _Latest]] = []
+        self.fault_hook: Callable[[], None] | None = None
+        """Called on every wake-up of the receive loop; a test hook to make it fail."""
+        self.fallback = waitset.unavailable()
+        """Why plain subscriptions are used instead of the wait set, or None."""
+        self._executor: SingleThreadedExecutor | None = None
+        if not sensors:
+            return
+        name = f'_{node.get_name()}_sensors'
+        self._node = rclpy.create_node(
+            name, context=node.context, namespace=node.get_namespace(),
+            cli_args=['--ros-args', '-r', f'__node:={name}'], start_parameter_services=False,
+        )
+        self._subs = [
+            (self._node.create_subscription(
+                s.msg_type, s.topic, self._callback(self._latest[s.name]),
+                _qos(BY_NAME_DEPTH if s.by_name is not None else 1), raw=True),
+             self._latest[s.name])
+            for s in sensors
+        ]
+        self._drained = [(sub, x) for sub, x in self._subs if x.by_name is not None]
+        if self.fallback is not None:
+            self._executor = SingleThreadedExecutor(context=node.context)
+            self._executor.add_node(self._node)
+        self._thread = threading.Thread(target=self._receive, name=name, daemon=True)
+        self._thread.start()
+
+    def _callback(self, latest: _Latest) -> Callable[[bytes], None]:
+        """Return the subscription callback; it only runs with plain subscriptions."""
+        def on_message(raw: bytes) -> None:
+            self._fault()
+            with self._take_lock:
+                if latest.by_name is not None:
+                    latest.by_name.pending[b''] = (raw, time.monotonic(), self._sim_now())
+                    self._merge(latest)
+                else:
+                    self._store(latest, raw, time.monotonic())
+        return on_message
+
+    def _fault(self) -> None:
+        hook = self.fault_hook
+        if hook is not None:
+            hook()
+
+    def _sim_now(self) -> float | None:
+        """Return the node's clock in seconds when it runs on ``/clock``, else None."""
+        clock = self._clock
+        if not getattr(clock, 'ros_time_is_active', False):
+            return None
+        return clock.now().nanoseconds * 1e-9
+
+    def _wanted(self) -> list[Any]:
+        """Subscriptions to wait on: all while someone waits, else those never heard from."""
+        if self._waiters or self._sim_now() is not None:
+            return [sub for sub, _latest in self._subs]
+        return [sub for sub, latest in self._subs if not latest.seen]
+
+    def _receive(self) -> None:
+        """Run the receive loop until closed; report and restart it after an error."""
+        while not self._stopping and self._context.ok():
+            try:
+                if self._executor is not None:
+                    self._spin_plain()
+                else:
+                    self._wait_loop()
+            except Exception as err:
+                if self._stopping or not self._context.ok():
+                    return  # closing, or the context was shut down under us
+                self._on_error(f'sensors: capture failed: {err!r}; restarted')
+                self._stop_event.wait(_RESTART_PAUSE)
+
+    def _spin_plain(self) -> None:
+        """Fallback: spin the helper node; its subscription callbacks store each message."""
+        assert self._executor is not None
+        while not self._stopping and self._context.ok():
+            self._executor.spin_once(timeout_sec=0.2)
+
+    def _wait_loop(self) -> None:
+        """While armed, wait on the subscriptions and take what arrives; else sleep."""
+        context = self._context
+        sigint = SignalHandlerGuardCondition(context=context)
+        period = int(DRAIN_PERIOD * 1e9)
+        guards = [self._stop, self._arm, sigint]
+        try:
+            wait_set = waitset.RawWaitSet(context, subscriptions=len(self._subs), guards=3)
+            while not self._stopping and context.ok():
+                timeout = period if self._drained or self._sim_now() is not None else -1
+                ready = wait_set.wait(self._wanted(), guards, timeout)
+                self._fault()
+                if ready:
+                    self._refresh()
+                elif self._drained:
+                    with self._take_lock:
+                        for sub, latest in self._drained:
+                            self._take_by_name(sub, latest)
+        finally:
+            try:
+                sigint.destroy()
+            except Exception:  # the context is gone already
+                pass
+
+    def _refresh(self) -> None:
+        """Take the newest pending message of every sensor (the history holds one)."""
+        if self.fallback is not None:
+            return  # plain subscriptions: their callbacks stored every message
+        with self._take_lock:
+            for sub, latest in self._subs:
+                if latest.by_name is not None:
+                    self._take_by_name(sub, latest)
+                    self._merge(latest)
+                    continue
+                last = None
+                while True:
+                    taken = waitset.take(sub)
+                    if taken is None:
+                        break
+                    last = taken
+                if last is not None:
+                    self._store(latest, last[0], _arrival(last[1]))
+
+    def _take_by_name(self, sub: Any, latest: _Latest) -> None:
+        """Take every queued message of a by-name sensor; keep each publisher's newest."""
+        state = latest.by_name
+        assert state is not None
+        while True:
+            taken = waitset.take(sub)
+            if taken is None:
+                return
+            raw, info = taken
+            gid = info.get('publisher_gid') if isinstance(info, dict) else None
+            key = gid.get('data') if isinstance(gid, dict) else None
+            if key is None:  # no publisher identity from this rmw: decode every message
+                state.pending[b''] = (raw, _arrival(info), self._sim_now())
+                self._merge(latest)
+            else:
+                state.pending[key] = (raw, _arrival(info), self._sim_now())
+
+    def _merge(self, latest: _Latest) -> None:
+        """Decode each publisher's newest message, oldest first, into the values by name."""
+        state = latest.by_name
+        assert state is not None
+        if not state.pending:
+            return
+        pending = sorted(state.pending.values(), key=lambda item: item[1])
+        state.pending.clear()
+        config = latest.config
+        assert config.by_name is not None
+        for raw, stamp, sim in pending:
+            try:
+                names, columns = config.by_name.read(deserialize_message(raw, config.msg_type))
+            except Exception as err:  # a malformed message must not stop capture
+                self._report(latest, f'sensors.{config.name}: cannot read {config.topic}: {err}')
+                continue
+            state.apply(names, columns, stamp, sim)
+            latest.problem = ''
+        complete = all(t != float('-inf') for t in state.stamps)
+        with self._cond:
+            latest.raw = pending[-1][0]
+            state.features = tuple(state.values) if complete else None
+            latest.stamp = min(state.stamps) if complete else float('-inf')
+            latest.sim = min(state.sims) if complete else 0.0
+            latest.seen = True
+            if self._waiters:
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Stop the receive thread and destroy the helper node."""
+        self._stopping = True
+        self._stop_event.set()
+        try:
+            self._stop.trigger()
+        except Exception:  # context already shut down: the thread has ended
+            pass
+        if self._thread is not None:
+            self._thread.join(2.0)
+            if self._thread.is_alive():
+                return  # a daemon thread; process exit ends it
+        if self._executor is not None:
+            self._executor.shutdown(timeout_sec=1.0)
+            self._executor = None
+        if self._node is not None:
+            self._node.destroy_node()
+        self._thread = self._node = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Configure sensor names."""
+        return tuple(self._latest)
+
+    @staticmethod
+    def now() -> float:
+        """Return the capture clock (monotonic seconds)."""
+        return time.monotonic()
+
+    def _store(self, latest: _Latest, raw: bytes, stamp: float) -> None:
+        sim = self._sim_now()
+        with self._cond:
+            latest.raw = raw
+            latest.stamp = stamp
+            latest.sim = sim if sim is not None else 0.0
+            if self._waiters:
+                self._cond.notify_all()
+        if not latest.seen:
+            latest.seen = True
+            self._features(latest, raw)  # check the tolerance length once, early
+
+    def _features(self, latest: _Latest, raw: bytes) -> tuple[float, ...] | None:
+        decoded_raw, decoded = latest.decoded
+        if raw is decoded_raw:
+            return decoded
+        config = latest.config
+        try:
+            msg = deserialize_message(raw, config.msg_type)
+            values: list[float] = []
+            for extractor in config.extractors:
+                values.extend(extractor.extract(msg))
+        except Exception as err:  # a malformed message must not stop capture
+            self._report(latest, f'sensors.{config.name}: cannot read {config.topic}: {err}')
+            return None
+        if len(config.tolerance) not in (1, len(values)):
+            self._report(
+                latest,
+                f'sensors.{config.name}.tolerance: {len(config.tolerance)} values, but '
+                f'{config.topic} gives {len(values)} elements; sensor ignored (checks fail)',
+            )
+            return None
+        features = tuple(values)
+        latest.decoded = (raw, features)
+        latest.problem = ''
+        return features
+
+    def _report(self, latest: _Latest, message: str) -> None:
+        latest.problem = message
+        if not latest.invalid:
+            latest.invalid = True
+            self._on_error(message)
+
+    def problems(self) -> dict[str, str]:
+        """
+        Sensors whose data cannot be used (wrong tolerance length, unreadable), with why.
+
+        While a sensor is listed here, every check fails: leaving it out would
+        check the world with fewer sensors than configured.
+        """
+        return {n: x.problem for n, x in self._latest.items() if x.invalid and x.problem}
+
+    def capture(self) -> Snapshot:
+        """Take a snapshot of every sensor that has data, with receive stamps."""
+        self._refresh()
+        with self._cond:
+            current = [
+                (latest, latest.raw, latest.stamp,
+                 None if latest.by_name is None else latest.by_name.features)
+                for latest in self._latest.values()
+            ]
+        features: dict[str, tuple[float, ...]] = {}
+        stamps: dict[str, float] = {}
+        taken_at = time.monotonic()
+        sim_now = self._sim_now()
+        for latest, raw, stamp, by_name in current:
+            if raw is None:
+                continue
+            if latest.by_name is not None:
+                if by_name is None:
+                    self._note_unseen(latest)
+                    continue
+                values: tuple[float, ...] | None = by_name
+            else:
+                values = self._features(latest, raw)
+            if values is not None:
+                features[latest.config.name] = values
+                stamps[latest.config.name] = stamp if sim_now is None else \
+                    taken_at - max(0.0, sim_now - latest.sim)
+        return Snapshot(features=features, stamps=stamps, taken_at=taken_at)
+
+    def _note_unseen(self, latest: _Latest) -> None:
+        """Say once which configured names a by-name sensor has not received (checks fail)."""
+        state = latest.by_name
+        assert state is not None
+        config = latest.config
+        if state.noted or time.monotonic() - state.first < config.max_age:
+            return  # the other publishers may not have spoken yet
+        state.noted = True
+        missing = ', '.join(state.unseen(config.joints))
+        fields = ', '.join(config.by_name.paths) if config.by_name else ''
+        self._on_error(
+            f'sensors.{config.name}.joints: {missing} not received on {config.topic} '
+            f'(with a value in each of: {fields}); checks on this sensor fail until it is'
+        )
+
+    def lagging(self, since: float) -> list[str]:
+        """Names of sensors with no message received after ``since``."""
+        self._refresh()
+        with self._cond:
+            return [n for n, latest in self._latest.items() if latest.stamp <= since]
+
+    def wait_newer(self, since: float, timeout: float) -> bool:
+        """
+        Block until every sensor has a message received after ``since``.
+
+        :return: True when all have; False on timeout (see :meth:`lagging`).
+        """
+        deadline = time.monotonic() + timeout
+        self._refresh()
+        with self._cond:
+            self._waiters += 1
+            try:
+                if self._waiters == 1:
+                    self._arm.trigger()  # the receive thread starts taking
+                while any(latest.stamp <= since for latest in self._latest.values()):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or not self._cond.wait(remaining):
+                        return not any(x.stamp <= since for x in self._latest.values())
+                return True
+            finally:
+                self._waiters -= 1
+
+    def latest_raw(self, name: str) -> Any:
+        """Return sensor ``name``'s latest raw message (None if none yet); for tests and tools."""
+        self._refresh()
+        with self._cond:
+            return self._latest[name].raw
+
+    def silent(self) -> list[str]:
+        """
+        Name the sensors that have no usable value yet.
+
+        A sensor is silent until its first message; a sensor selecting joints by
+        name stays silent until every configured name has been received.
+
+        :return: Their names, in configuration order.
+        """
+        self._refresh()
+        with self._cond:
+            return [n for n, latest in self._latest.items() if _silent(latest)]
+
+    def wait_first(self, timeout: float) -> list[str]:
+        """
+        Block until every sensor has sent a first message, at most ``timeout`` seconds.
+
+        :param timeout: Seconds to wait at most.
+        :return: The sensors still silent ([] when all have spoken).
+        """
+        deadline = time.monotonic() + timeout
+        self._refresh()
+        with self._cond:
+            self._waiters += 1
+            try:
+                if self._waiters == 1:
+                    self._arm.trigger()
+                while True:
+                    silent = [n for n, x in self._latest.items() if _silent(x)]
+                    remaining = deadline - time.monotonic()
+                    if not silent or remaining <= 0:
+                        return silent
+                    self._cond.wait(remaining)
+            finally:
+                self._waiters -= 1
+
+
+def _silent(latest: _Latest) -> bool:
+    """Return True while ``latest`` has no usable value (see :meth:`SensorHub.silent`)."""
+    if latest.by_name is not None:
+        return latest.stamp == float('-inf')
+    return latest.raw is None
+
+
+def _qos(depth: int) -> QoSProfile:
+    """Return sensor-data QoS (best effort, volatile) keeping the last ``depth`` messages."""
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST, depth=depth,
+        reliability=qos_profile_sensor_data.reliability,
+        durability=qos_profile_sensor_data.durability,
+    )
+
+
+def _arrival(info: Any) -> float:
+    """
+    When the middleware received a message, on the monotonic clock.
+
+    The rmw reception time (system clock) is moved onto the monotonic clock, so
+    a message that arrived before a step ended never counts as newer than the
+    step because it was taken late. Without a reception time: now.
+    """
+    now = time.monotonic()
+    received = info.get('received_timestamp', 0) if isinstance(info, dict) else 0
+    if not received:
+        return now
+    return min(now, now - (time.time() - received * 1e-9))

@@ -1,0 +1,162 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+How a walk is told to people: CacheEvents, ExecuteTask feedback, a trajectory's bindings.
+
+A shadow run is told the same way (:class:`ShadowReporter`): each step's verdict as
+soon as the step is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+import threading
+from typing import Any
+
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.bindings.rules import Plan, Substitution
+from muscle_mem_ros.records import CheckFailure, Step, TrajectoryInfo
+from muscle_mem_ros.replay.shadow import followed, ShadowRun, ShadowStep, verdict_text
+from muscle_mem_ros.replay.treeview import TreeView
+from muscle_mem_ros.replay.walk import StepEvent
+from muscle_mem_ros.ros.messages.convert import substitution_msg
+
+__all__ = ['describe_bindings', 'EventReporter', 'ShadowReporter']
+
+_EVENTS = {
+    StepEvent.STEP_OK: CacheEvent.STEP_OK,
+    StepEvent.CHECK_FAILED: CacheEvent.CHECK_FAILED,
+    StepEvent.STEP_FAILED: CacheEvent.ERROR,
+}
+
+
+class EventReporter:
+    """
+    Publish a walk's events for one task as CacheEvents, and its progress as feedback.
+
+    :param task: The task the events are about.
+    :param sink: ``sink(kind=, task=, step=, trajectory_id=, detail=, failure=)``.
+    :param feedback: Called with (step, total, detail) for progress, or None.
+    """
+
+    def __init__(self, *, task: str, sink: Callable[..., None],
+                 feedback: Callable[..., None] | None = None) -> None:
+        self._task = task
+        self._sink = sink
+        self._feedback = feedback
+        self._total = -1
+        self._pending: dict[int, tuple[list[Substitution], list[Any]]] = {}
+        self.substitutions: list[Substitution] = []
+        """Every substitution of the walk, in order (the ExecuteTask result lists them)."""
+        self.messages: list[Any] = []
+        """The same as ``Substitution`` messages (converted once, sent three times)."""
+
+    def event(
+        self, *, kind: StepEvent, step: int, trajectory_id: int = 0, detail: str = '',
+        failure: CheckFailure | None = None,
+    ) -> None:
+        """Publish one CacheEvent; a bound step's STEP_OK carries its substitutions."""
+        subs, msgs = self._pending.pop(step, ([], [])) if kind is StepEvent.STEP_OK else ([], [])
+        if subs:
+            detail += ' (' + ', '.join(s.describe() for s in subs) + ')'
+        self._sink(kind=_EVENTS[kind], task=self._task, step=step,
+                   trajectory_id=trajectory_id, detail=detail, failure=failure,
+                   substituted=msgs)
+
+    def progress(self, *, step: int, total: int, detail: str) -> None:
+        """Publish feedback, when there is a channel for it."""
+        self._total = total
+        if self._feedback is not None:
+            self._feedback(step, total, detail)
+
+    def substituted(self, step: int, subs: Sequence[Substitution]) -> None:
+        """Note a bound step's substitutions; feedback says them before the goal is sent."""
+        msgs = [substitution_msg(s) for s in subs]
+        self._pending[step] = (list(subs), msgs)
+        self.substitutions.extend(subs)
+        self.messages.extend(msgs)
+        if self._feedback is not None:
+            self._feedback(step, self._total, f'step {step}: ' + ', '.join(
+                s.describe() for s in subs), msgs)
+
+
+class ShadowReporter:
+    """
+    Say a shadow run's verdicts while the agent works: one per step, as it is recorded.
+
+    :meth:`observe` is the recording's observer (:class:`~.recorder.Session`): it runs
+    in the thread that appended the step, before the agent's call is answered, adds the
+    new steps to the comparison (:class:`~muscle_mem_ros.replay.shadow.ShadowRun`) and publishes
+    each verdict: a ``SHADOW_STEP`` event (its trajectory: the one the cache is on at
+    that step) and a ``MODE_SHADOW`` feedback. :meth:`finish` says what is left (a step
+    whose comparison failed is tried again there) and returns every verdict; nothing is
+    said after it.
+
+    :param run: The comparison.
+    :param view: The tree it predicts from.
+    :param sink: ``sink(kind=, task=, step=, trajectory_id=, detail=)`` publishes an event.
+    :param feedback: ``feedback(step, detail)`` publishes a feedback message.
+    :param logger: The node's logger.
+    """
+
+    def __init__(self, *, run: ShadowRun, view: TreeView, sink: Callable[..., None],
+                 feedback: Callable[[int, str], None], logger: Any) -> None:
+        self._run = run
+        self._view = view
+        self._sink = sink
+        self._feedback = feedback
+        self._log = logger
+        self._lock = threading.Lock()
+        self._finished = False
+
+    def observe(self, steps: Sequence[Step]) -> None:
+        """Compare and say the steps not said yet; log a failure (the step stays recorded)."""
+        try:
+            self._catch_up(steps)
+        except Exception as err:  # noqa: BLE001 - a verdict never costs the agent its step
+            self._log.error(f"task '{self._view.task}': shadow comparison of step "
+                            f'{len(self._run.steps)} failed (tried again at the end): {err!r}')
+
+    def finish(self, steps: Sequence[Step]) -> list[ShadowStep]:
+        """
+        Compare and say what is left of ``steps``; return every verdict.
+
+        :raises MuscleMemError: A comparison could not read the store.
+        """
+        found = self._catch_up(steps)
+        with self._lock:
+            self._finished = True
+        return found
+
+    def _catch_up(self, steps: Sequence[Step]) -> list[ShadowStep]:
+        with self._lock:
+            if self._finished:
+                return list(self._run.steps)
+            while len(self._run.steps) < len(steps):
+                entry = self._run.add(steps[len(self._run.steps)])
+                trajectory_id, _ = followed(self._run.steps, self._view.trajectories)
+                detail = verdict_text(entry)
+                self._sink(kind=CacheEvent.SHADOW_STEP, task=self._view.task, step=entry.step,
+                           trajectory_id=trajectory_id, detail=detail)
+                self._feedback(entry.step, detail)
+            return list(self._run.steps)
+
+
+def describe_bindings(info: TrajectoryInfo, plans: Mapping[int, Plan]) -> str:
+    """Return '; bound: <step>:<field> <- <source> (<origin>), ...' for a trajectory, or ''."""
+    bound = [f'{depth}:{b.field} <- {b.source} ({b.origin})'
+             for depth, node_id in enumerate(info.node_ids)
+             for b in plans.get(node_id, Plan()).bindings]
+    return '; bound: ' + ', '.join(bound) if bound else ''

@@ -1,0 +1,253 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The node's judge: sensor snapshots, the ToleranceCheck and the matcher.
+
+Before the first pre-check of a walk the judge waits for sensor data received
+after the request, and, within ``sensor_startup_timeout`` of the node's start,
+for the first message of every sensor that has not sent one yet (saying so in
+the feedback). A pre-check picks the best candidate whose recorded pre snapshot
+matches a fresh snapshot (the matcher's index, fast for large fan-outs). A
+post-check waits until every sensor reported data received after the step ended
+(at most ``post_check_timeout``), then compares the recorded post snapshot with a
+fresh one.
+
+Node specifics:
+
+* Steps recorded without a pre snapshot (no sensors) are replayed only when
+  ``allow_unchecked_replay`` is true; otherwise they never pass.
+* Stale or missing sensor data fails a check (the core's ToleranceCheck).
+* A step whose tool is not configured is never a candidate.
+
+Under bindings the core's :class:`~muscle_mem_ros.bindings.judge.BindingJudge` judges,
+seeing the world through :class:`NodeSenses`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+import math
+import time
+from typing import Any
+
+from muscle_mem_ros.bindings.judge import Bound, checked, Compared, Observation, SensorSenses
+from muscle_mem_ros.checks.matcher import Matcher
+from muscle_mem_ros.checks.tolerance import ToleranceCheck
+from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot
+from muscle_mem_ros.replay.walk import blamed, Miss, Reporter, Verdict
+from muscle_mem_ros.resume import FailureKind
+from muscle_mem_ros.ros.capture.sensors import SensorHub
+
+__all__ = ['describe_failure', 'missed', 'NodeSenses', 'SensorJudge']
+
+
+def describe_failure(failure: CheckFailure) -> str:
+    """
+    Render a check failure: 'sensor object deviates 0.081 (tolerance 0.02)'.
+
+    A refused binding's reason names its source and shift already: it stands as it is.
+    """
+    if failure.source:
+        return failure.reason
+    if failure.kind is FailureKind.OUT_OF_TOLERANCE:
+        return (
+            f'sensor {failure.sensor} deviates {failure.deviation:.4g} '
+            f'(tolerance {failure.tolerance:.4g})'
+        )
+    if failure.sensor:
+        return f'sensor {failure.sensor} {failure.reason}'
+    return failure.reason
+
+
+def missed(kind: FailureKind, reason: str, failure: CheckFailure | None = None) -> Verdict:
+    """Return the verdict of a step no candidate passes."""
+    return Verdict((), Miss(kind, reason, failure))
+
+
+class SensorJudge:
+    """
+    Judge candidates literally by the configured sensors.
+
+    :param hub: Sensor capture.
+    :param tools: Names of the configured tools (``Step.tool``).
+    :param sensors: Tolerance specs of the configured sensors (may be empty).
+    :param allow_unchecked_replay: Replay steps recorded without a pre snapshot.
+    :param post_timeout: Max seconds to wait for data newer than a step's end.
+    :param sensor_startup_timeout: Seconds from now (the node's start) during which a walk
+        waits for sensors that have not sent their first message yet.
+    """
+
+    def __init__(self, *, hub: SensorHub, tools: Collection[str], sensors: Sequence[SensorSpec],
+                 allow_unchecked_replay: bool, post_timeout: float,
+                 sensor_startup_timeout: float = 0.0) -> None:
+        self.hub = hub
+        self._tools = frozenset(tools)
+        self.check = ToleranceCheck(sensors=sensors) if sensors else None
+        self._matcher = Matcher(check=self.check) if self.check is not None else None
+        self.allow_unchecked = allow_unchecked_replay
+        self._post_timeout = post_timeout
+        self._startup_deadline = time.monotonic() + sensor_startup_timeout
+
+    def usable(self, candidates: Sequence[Node]) -> Sequence[Node]:
+        """
+        Return the candidates whose tool is configured (the same list object when all are).
+
+        Keeping the store's list keeps its identity, under which the matcher
+        caches the candidates' index.
+        """
+        if all(c.step.tool in self._tools for c in candidates):
+            return candidates
+        return [c for c in candidates if c.step.tool in self._tools]
+
+    def warm(self, candidates: Sequence[Node]) -> int:
+        """Index a candidate set for matching now, not on first use; return its usable size."""
+        usable = self.usable(candidates)
+        if self._matcher is not None:
+            self._matcher.warm(usable)
+        return len(usable)
+
+    def prepare(self, reporter: Reporter | None = None) -> None:
+        """
+        Wait (at most ``post_check_timeout``) for sensor data received from now on.
+
+        The first pre-check must not judge the world by a message older than
+        the request; later pre-checks follow a post-check that already waited.
+        Right after the node's start a sensor may not have spoken yet (its
+        publisher is still starting, discovery takes a while under load):
+        until ``sensor_startup_timeout`` after the start, its first message is
+        waited for, and the reporter is told. On timeout the check runs
+        anyway, and stale or missing data fails it.
+
+        :param reporter: Told what is waited for (ExecuteTask feedback), if given.
+        """
+        if not self.hub.names:
+            return
+        since = self.hub.now()
+        silent = self.hub.silent()
+        remaining = self._startup_deadline - since
+        if silent and remaining > 0:
+            if reporter is not None:
+                reporter.progress(step=0, total=0,
+                                  detail=f'waiting for sensors: {", ".join(silent)}')
+            self.hub.wait_first(remaining)
+        self.hub.wait_newer(since, self._post_timeout)
+
+    def unusable(self, candidates: Sequence[Node], usable: Sequence[Node],
+                 step: int) -> Verdict | None:
+        """Return the miss when nothing can be judged (no usable tool, a broken sensor)."""
+        if not usable:
+            if not candidates:
+                return missed(FailureKind.NO_CANDIDATE, f'nothing learned for step {step}')
+            tools = ', '.join(sorted({c.step.tool for c in candidates}))
+            return missed(FailureKind.NO_CANDIDATE, f'step {step}: tool {tools} not configured')
+        problems = self.hub.problems()
+        if problems:
+            name, problem = next(iter(problems.items()))
+            failure = CheckFailure(name, math.inf, 0.0, math.inf, f'unusable: {problem}',
+                                   FailureKind.MISSING)
+            return missed(FailureKind.PRE_CHECK, f'pre-check failed at step {step}: {problem}',
+                          failure)
+        return None
+
+    def pick(self, candidates: Sequence[Node], step: int,
+             usable: Sequence[Node] | None = None) -> Verdict:
+        """
+        Return the matcher's best candidate (or the blind ones), else why none passes.
+
+        :param usable: ``candidates`` with a configured tool, when already known.
+        """
+        usable = self.usable(candidates) if usable is None else usable
+        early = self.unusable(candidates, usable, step)
+        if early is not None:
+            return early
+        failure: CheckFailure | None = None
+        if self._matcher is not None:
+            selection = self._matcher.select(usable, self.hub.capture(), now_time=self.hub.now())
+            if selection.node is not None:
+                score = selection.result.score if selection.result is not None else 0.0
+                return Verdict(((selection.node, score),))
+            worst = blamed([(node, result.failures[0]) for node, result in selection.rejected
+                            if result.failures])
+            if worst is not None:
+                failure = worst[1]
+        if self.allow_unchecked:
+            blind = [c for c in usable if c.step.pre is None or not c.step.pre.features]
+            if blind:
+                return Verdict(tuple((c, 0.0) for c in blind))
+        if failure is not None and failure.kind is not FailureKind.UNCHECKED:
+            return missed(FailureKind.PRE_CHECK, f'pre-check failed at step {step}: '
+                          f'{describe_failure(failure)}', failure)
+        return missed(
+            FailureKind.UNCHECKED, f'step {step} was recorded without sensor checks and '
+            'allow_unchecked_replay is false', failure,
+        )
+
+    def post_check(self, node: Node, step: int, ended: float,
+                   expected: Snapshot | None = None) -> Miss | None:
+        """
+        Judge ``node``'s post-check with data newer than ``ended``; None when it passed.
+
+        :param expected: What the world should look like (the recording moved by a bound
+            walk's shift); default the recorded post snapshot.
+        """
+        recorded = node.step.post if expected is None else expected
+        if self.check is None or recorded is None or not recorded.features:
+            return None
+        failure: CheckFailure | None
+        if not self.hub.wait_newer(ended, self._post_timeout):
+            lagging = ', '.join(self.hub.lagging(ended))
+            failure = CheckFailure(
+                lagging, math.inf, 0.0, math.inf,
+                f'sent no data within {self._post_timeout:g} s after the step',
+                FailureKind.STALE,
+            )
+        else:
+            result = self.check.evaluate(recorded, self.hub.capture(), now_time=self.hub.now())
+            failure = result.failures[0] if not result.passed and result.failures else None
+        if failure is None:
+            return None
+        return Miss(FailureKind.POST_CHECK,
+                    f'post-check failed at step {step}: {describe_failure(failure)}', failure)
+
+
+class NodeSenses(SensorSenses):
+    """
+    The node's senses for the binding judge: one snapshot per pre-check, the ToleranceCheck.
+
+    :param judge: The literal judge (hub, check, ``allow_unchecked_replay``).
+    :param tolerance: Tolerance of a sensor element.
+    """
+
+    def __init__(self, judge: SensorJudge, tolerance: Callable[[str], float | None]) -> None:
+        super().__init__(tolerance)
+        self._judge = judge
+        self._seen: Observation | None = None
+        self._now_time = 0.0
+
+    def look(self, current: Callable[[Snapshot], Mapping[str, Any]]) -> None:
+        """Take the step's snapshot: every candidate of the step is judged against it."""
+        now = self._judge.hub.capture()
+        self._now_time = self._judge.hub.now()
+        self._seen = Observation(now, current(now))
+
+    def observe(self, node: Node) -> Observation | None:
+        """Return the step's snapshot (:meth:`look`)."""
+        return self._seen
+
+    def compare(self, node: Node, expected: Snapshot | None, seen: Observation,
+                bound: Bound | None) -> Compared:
+        """Check ``expected`` against the snapshot; the distance counts the bindings' shift."""
+        return checked(self._judge.check, expected, seen.now, now_time=self._now_time,
+                       bound=bound, unchecked=self._judge.allow_unchecked)

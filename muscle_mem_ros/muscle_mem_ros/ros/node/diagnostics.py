@@ -1,0 +1,94 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The node's ``/diagnostics`` status: mode, hit rate, steps saved, agent, store health.
+
+Values (``KeyValue``): ``cache_mode``, ``store_path`` (a URL without its password),
+``busy`` (the running activity), the store's own (a fleet store's connection),
+``tasks``, ``trajectories``, ``hits``, ``misses``, ``hit_rate``, ``store``,
+``runs_since_start``, ``hits_since_start``, ``steps_saved`` and ``agent``
+(available, not discovered, none). The level is OK; WARN while store writes fail
+(``store: degraded: <error>``, see :mod:`.health`) or a fleet store is unreachable;
+ERROR when the store cannot even be read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from muscle_mem_ros.errors import StoreUnavailableError
+from muscle_mem_ros.ros.node.health import StoreHealth
+
+__all__ = ['cache_status']
+
+
+def cache_status(*, name: str, hardware_id: str, values: dict[str, str], store: Any,
+                 health: StoreHealth, runs: int, hits: int, steps_saved: int,
+                 agent: Any) -> DiagnosticStatus:
+    """
+    Return the cache's status; reading the store never raises (its trouble is the status).
+
+    :param name: The status name.
+    :param hardware_id: The node's full name.
+    :param values: Values known to the node (mode, store path, busy), shown first.
+    :param store: The open store.
+    :param health: Whether store writes fail.
+    :param runs: Tasks run since start.
+    :param hits: Of those, cache hits.
+    :param steps_saved: Steps replayed since start.
+    :param agent: The agent's action client, or None.
+    """
+    status = DiagnosticStatus(name=name, hardware_id=hardware_id)
+    values = dict(values)
+    shared = getattr(store, 'diagnostics', None)
+    if shared is not None:
+        values.update(shared())
+    try:
+        tasks = store.tasks()
+        hit_count = sum(t.hits for t in tasks)
+        misses = sum(t.misses for t in tasks)
+        values.update({
+            'tasks': str(len(tasks)),
+            'trajectories': str(sum(t.trajectory_count for t in tasks)),
+            'hits': str(hit_count), 'misses': str(misses),
+            'hit_rate': (f'{hit_count / (hit_count + misses):.3f}' if hit_count + misses
+                         else 'n/a'),
+            'store': 'ok',
+        })
+        status.level = DiagnosticStatus.OK
+        status.message = 'ok'
+        degraded = health.error
+        if degraded:
+            values['store'] = f'degraded: {degraded}'
+            status.level = DiagnosticStatus.WARN
+            status.message = (f'store degraded: writes fail ({degraded}); replays go on, '
+                              'nothing new is learned or counted')
+    except StoreUnavailableError as err:
+        values['store'] = f'unreachable: {err}'
+        status.level = DiagnosticStatus.WARN
+        status.message = ('store unreachable, reconnecting: replays go on from what is '
+                          'loaded, recordings are kept until it is back')
+    except Exception as err:  # diagnostics report store trouble, never raise
+        values['store'] = f'error: {err}'
+        status.level = DiagnosticStatus.ERROR
+        status.message = f'store error: {err}'
+    values['runs_since_start'] = str(runs)
+    values['hits_since_start'] = str(hits)
+    values['steps_saved'] = str(steps_saved)
+    values['agent'] = 'none' if agent is None else (
+        'available' if agent.server_is_ready() else 'not discovered')
+    status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+    return status

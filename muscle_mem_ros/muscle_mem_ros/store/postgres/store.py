@@ -1,0 +1,611 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Fleet store: trajectory trees in a PostgreSQL database shared by many robots.
+
+Same tree model, dedupe rule and safe row formats as the SQLite store (the
+merge is :func:`.sqlwrites.merge`, the rows :mod:`.codec`): nothing read from the
+database is ever unpickled, so a robot that writes rows cannot run code on the
+others. The tables live in their own namespace (:mod:`.pgschema`).
+
+Sharing:
+
+* Every merge runs in one transaction holding an advisory lock on its task, and
+  a unique index on (task, variant, parent, signature) backs the dedupe rule:
+  robots learning the same task at once all keep their branches, an identical
+  run is stored once, and no tree node is overwritten.
+* Each write announces itself with ``NOTIFY`` (delivered at commit). A
+  background thread listens (``LISTEN``) and brings this store's cached children up to
+  date (new nodes appended, a forgotten task's cache dropped), so a trajectory
+  another robot commits is replayable here within a notification's latency.
+* Each trajectory, node and recording names the ``robot_id`` that recorded it.
+
+Faults: when the server goes away, calls that need it raise
+:class:`~muscle_mem_ros.errors.StoreUnavailableError` at once (no blocking),
+children already cached keep serving (a running replay finishes from what it
+loaded), steps of a recording in progress are kept in memory, and a recording
+committed meanwhile is kept in memory and committed when the server is back
+(:attr:`PostgresStore.pending`); one still pending when the store is closed is
+logged as lost, loudly. The background thread reconnects with exponential
+backoff (the connections and their state are :mod:`.pglink`);
+:meth:`PostgresStore.diagnostics` reports the state. The password (URL,
+``PGPASSWORD`` or ``~/.pgpass``, as libpq reads them) never appears in a message:
+URLs are shown through :func:`~.pglink.redact`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+import itertools
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any, ContextManager, TypeVar
+import uuid
+
+from . import schema as pgschema
+from .link import is_postgres_url, PgConn, PgLink, redact
+from .recording import Offline, Pending, PgRecording
+from .. import sqlwrites, trustsql
+from ..base import (
+    Batching, check_step, NodeList, Recording, RecordingInfo, Store, tree_tallies,
+)
+from ..childcache import ChildCache, Key
+from ..codec import NODE_COLS, node_from_row, TRAJ_COLS, trajectory_from_row
+from ..gcpause import gc_paused
+from ..owners import HOST
+from ...errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
+from ...records import Agreement, Approval, Node, Step, TaskStats, TrajectoryInfo
+
+__all__ = ['is_postgres_url', 'PostgresStore', 'redact']
+
+_log = logging.getLogger(__name__)
+_store_ids = itertools.count(1)
+_T = TypeVar('_T')
+TREE_LIMIT = 5000
+"""A tree of at most this many nodes is loaded whole on its first lookup."""
+_NOTIFY_LIMIT = 7000
+"""Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
+
+
+class PostgresStore(Batching, Store):
+    """
+    Trajectory trees in PostgreSQL, shared by a fleet; thread-safe.
+
+    :param url: libpq URL, ``postgresql://user@host:port/db`` (password from the URL,
+        ``PGPASSWORD`` or ``~/.pgpass``).
+    :param robot_id: Who this store records for, written with every recording.
+    :param connect_timeout: Seconds to wait for the server when (re)connecting.
+    :param retry_min: First reconnection delay, seconds (doubled up to ``retry_max``).
+    :param retry_max: Longest reconnection delay, seconds.
+    :param abandoned_retention: Seconds; on open, incomplete recordings of stores that
+        disconnected and that started longer ago than this are deleted. None keeps them.
+    :param start_unreachable: When the server cannot be reached at open, start anyway
+        (as if it had gone away: nothing loaded, recordings kept in memory) and check the
+        schema once it answers; a newer or foreign schema then makes every call raise
+        that error (and :meth:`diagnostics` show it). False: raise at open.
+    :raises StoreUnavailableError: The server cannot be reached at open (and not
+        ``start_unreachable``).
+    :raises StoreVersionError: The database holds a newer schema (untouched).
+    :raises StoreCorruptError: The namespace holds something that is not a store.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        robot_id: str = '',
+        connect_timeout: float = 3.0,
+        retry_min: float = 0.25,
+        retry_max: float = 10.0,
+        abandoned_retention: float | None = None,
+        start_unreachable: bool = False,
+        read_only: bool = False,
+    ) -> None:
+        try:
+            import psycopg
+        except ImportError as err:
+            raise StoreError('a postgresql:// store needs psycopg 3 (pip install '
+                             "'psycopg[binary]', or apt install python3-psycopg)") from err
+        self.url = redact(url)
+        self.robot_id = robot_id
+        self._token = uuid.uuid4().hex
+        self._uid = next(_store_ids)
+        self._lock = threading.RLock()
+        self._cache = ChildCache(uid=self._uid)
+        self._big: set[tuple[str, str]] = set()
+        self._known: dict[int, TrajectoryInfo] = {}
+        self._batch_depth = 0
+        self._batch_merges = 0
+        self._batch_tasks: set[str] = set()
+        self._rec_ids = itertools.count(-1, -1)
+        self.offline = Offline(url=self.url, merge=self._merge, lock=self._lock)
+        self.purged = 0
+        self.read_only = read_only
+        self._link = PgLink(
+            pg=psycopg, url=url, token=self._token, timeout=max(1, int(round(connect_timeout))),
+            retry=(retry_min, retry_max), read_only=read_only, lock=self._lock,
+            on_note=self._on_notify, on_reconnect=self._invalidate, on_idle=self._flush)
+        if not self._link.connect(start_unreachable=start_unreachable) or read_only:
+            abandoned_retention = None
+        if abandoned_retention is not None:
+            try:
+                self.purged = self.purge_abandoned(older_than=abandoned_retention)
+            except StoreError as err:
+                _log.warning('%s: could not purge abandoned recordings: %s', self.url, err)
+
+    # -- connection --------------------------------------------------------------------
+
+    @property
+    def available(self) -> bool:
+        """Return True while the server is reachable (as far as the last call knew)."""
+        return self._link.up
+
+    def _db(self) -> ContextManager[PgConn]:
+        """Hold the lock and yield a live connection (:meth:`.pglink.PgLink.db`)."""
+        return self._link.db()
+
+    def _flush(self) -> None:
+        """Commit the recordings kept while the server was away (the listener calls it)."""
+        if self.offline.pending:
+            self.offline.flush()
+
+    @contextmanager
+    def _write(self, task: str | None = None) -> Iterator[PgConn]:
+        """Run the body in one transaction (or the current batch's), locking ``task``."""
+        with self._db() as conn:
+            if self._batch_depth:
+                if task is not None:
+                    self._task_lock(conn, task)
+                    self._batch_tasks.add(task)
+                yield conn
+                return
+            with conn.raw.transaction():
+                if task is not None:
+                    self._task_lock(conn, task)
+                yield conn
+
+    @staticmethod
+    def _task_lock(conn: PgConn, task: str) -> None:
+        conn.execute('SELECT pg_advisory_xact_lock(?, hashtext(?))', (pgschema.LOCK_CLASS, task))
+
+    def _notify(self, conn: PgConn, kind: str, task: str, nodes: Sequence[int] = ()) -> None:
+        """Announce a change (sent when the transaction commits)."""
+        if self._batch_depth:
+            return
+        payload = json.dumps({'o': self._token, 'k': kind, 't': task, 'n': list(nodes)})
+        if len(payload.encode()) > _NOTIFY_LIMIT:
+            payload = json.dumps({'o': self._token, 'k': 'task', 't': task, 'n': []})
+        conn.execute('SELECT pg_notify(?, ?)', (pgschema.CHANNEL, payload))
+
+    # -- other stores' changes ----------------------------------------------------------
+
+    def _on_notify(self, raw: Any, payload: str) -> None:
+        try:
+            note = json.loads(payload)
+            origin, kind, task, nodes = note['o'], note['k'], note['t'], note['n']
+        except (ValueError, KeyError, TypeError):
+            _log.warning('%s: ignored a malformed notification', self.url)
+            return
+        if origin == self._token:
+            return
+        if kind == 'add' and nodes:
+            rows = raw.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
+                               ([int(n) for n in nodes],)).fetchall()
+            with self._lock:
+                self._apply(rows)
+        else:
+            with self._lock:
+                self._drop_task(task)
+
+    # -- cache ---------------------------------------------------------------------------
+
+    def _invalidate(self) -> None:
+        self._known.clear()
+        self._cache.clear()
+
+    def _drop_task(self, task: str) -> None:
+        for tid in [i for i, t in self._known.items() if t.task == task]:
+            del self._known[tid]
+        self._cache.drop(task)
+
+    def _apply(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Put freshly read node rows into the cached child lists (a whole tree stays whole)."""
+        self._cache.place(rows, self._node, leaves=lambda key: key[:2] not in self._big)
+
+    def _refresh(self, conn: PgConn, node_ids: Sequence[int]) -> None:
+        if node_ids and self._cache:
+            self._apply(conn.raw.execute(
+                f'SELECT {NODE_COLS} FROM nodes WHERE id = ANY(%s) ORDER BY id',
+                (list(node_ids),)).fetchall())
+
+    def _node(self, row: tuple[Any, ...]) -> Node:
+        try:
+            return node_from_row(row)
+        except StoreError as err:
+            raise type(err)(f'{self.url}: node {row[0]}: {err}') from err
+
+    def children(self, *, task: str, variant: str, parent: int | None) -> NodeList:
+        """
+        Return the children of ``parent``, oldest first (cached, kept current by NOTIFY).
+
+        While the server is away, children not loaded before are an empty list.
+        """
+        key = (task, variant, parent)
+        with self._lock:
+            if not self._cache.has(key):
+                try:
+                    with self._db() as conn:
+                        self._load(conn, key)
+                except StoreUnavailableError:
+                    # Nothing loaded here: a miss (the agent is asked, its steps kept
+                    # in memory) rather than a failed task. Not cached.
+                    return NodeList((), key=self._cache.fresh_key(key))
+            return self._cache.view(key)
+
+    def _load(self, conn: PgConn, key: Key) -> Key:
+        task, variant, parent = key
+        if not self._cache.has(key) and parent is None and (task, variant) not in self._big:
+            self._load_tree(conn, task, variant)
+        if not self._cache.has(key):
+            rows = sqlwrites.children_rows(conn, task, variant, parent)
+            with gc_paused():
+                self._cache.put(key, [self._node(r) for r in rows])
+        return key
+
+    def _load_tree(self, conn: PgConn, task: str, variant: str) -> None:
+        """
+        Load a whole tree of up to :data:`TREE_LIMIT` nodes at once; None if it is larger.
+
+        One round trip instead of one per level, and a replay that started can
+        finish from memory if the server goes away. A larger tree is loaded level
+        by level (and remembered as large).
+        """
+        size = conn.execute('SELECT count(*) FROM (SELECT 1 FROM nodes WHERE task = ? AND'
+                            ' variant = ? LIMIT ?) AS t', (task, variant, TREE_LIMIT + 1)
+                            ).fetchone()[0]
+        if size > TREE_LIMIT:
+            self._big.add((task, variant))
+            return
+        rows = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE task = ? AND variant = ?'
+                            ' ORDER BY id', (task, variant)).fetchall()
+        with gc_paused():
+            nodes = [self._node(r) for r in rows]
+        groups: dict[int | None, list[Node]] = {None: []}
+        for n in nodes:
+            groups.setdefault(n.id, [])
+            groups.setdefault(n.parent, []).append(n)
+        for parent, members in groups.items():
+            self._cache.put((task, variant, parent), members)
+
+    def preload(self, *, task: str | None = None) -> int:
+        """Load the first steps of every (task, variant) tree, or of one task's trees."""
+        with self._db() as conn:
+            sql = 'SELECT DISTINCT task, variant FROM trajectories'
+            keys = (conn.execute(sql).fetchall() if task is None else
+                    conn.execute(sql + ' WHERE task = ?', (task,)).fetchall())
+            return sum(self._cache.size(self._load(conn, (t, v, None))) for t, v in keys)
+
+    def node(self, node_id: int) -> Node:
+        """Return one node, from the cache when its parent's children are loaded."""
+        with self._lock:
+            cached = self._cache.node(node_id)
+            if cached is not None:
+                return cached
+            with self._db() as conn:
+                row = conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id = ?',
+                                   (node_id,)).fetchone()
+            if row is None:
+                raise UnknownTrajectoryError(f'no node with id {node_id}')
+            return self._node(row)
+
+    def _cached_steps(self, node_id: int | None) -> list[Step] | None:
+        """Return the steps from the root to ``node_id`` if all are cached, else None."""
+        steps: list[Step] = []
+        while node_id is not None:
+            node = self._cache.node(node_id)
+            if node is None:
+                return None
+            steps.append(node.step)
+            node_id = node.parent
+        steps.reverse()
+        return steps
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def begin(
+        self, *, task: str, variant: str, params_json: str, parent: int | None = None,
+    ) -> Recording:
+        """Start a recording; its steps are written as they come (kept in memory if down)."""
+        try:
+            with self._write() as conn:
+                sqlwrites.check_parent(conn, task, variant, parent)
+                rec_id = conn.execute(
+                    'INSERT INTO recordings (task, variant, params_json, parent, started, owner,'
+                    ' owner_pid, owner_host, robot_id) VALUES (?,?,?,?,?,?,?,?,?) RETURNING id',
+                    (task, variant, params_json, parent, time.time(), self._token, os.getpid(),
+                     HOST, self.robot_id)).fetchone()[0]
+            remote = True
+        except StoreUnavailableError:
+            rec_id, remote = next(self._rec_ids), False
+            _log.warning('%s: database unreachable: recording %d of task %r is kept in memory',
+                         self.url, rec_id, task)
+        return PgRecording(self, remote=remote, id=rec_id, task=task, variant=variant,
+                           params_json=params_json, parent=parent)
+
+    def _merge(self, task: str, variant: str, params_json: str, parent: int | None,
+               steps: Sequence[Step], *, recording: int | None = None) -> TrajectoryInfo:
+        with self._write(task) as conn:
+            info, touched = sqlwrites.merge(conn, task, variant, params_json, parent, steps,
+                                            robot_id=self.robot_id)
+            if recording is not None:
+                self._delete_rows(conn, recording)
+            self._notify(conn, 'add', task, touched)
+            if self._batch_depth:
+                self._batch_merges += 1
+                if self._batch_merges >= 512 and not self._batch_merges & (
+                        self._batch_merges - 1):
+                    # A bulk load is one transaction: autovacuum never sees its rows, so the
+                    # planner would go on thinking the tables empty and scan them for every
+                    # dedupe lookup (quadratic). ANALYZE counts this transaction's own rows;
+                    # at 512, 1024, 2048, ... merges the estimates stay within 2x.
+                    conn.execute('ANALYZE nodes')
+                    conn.execute('ANALYZE trajectories')
+        with self._lock:
+            if self._link.conn is not None:
+                try:
+                    self._refresh(self._link.conn, touched)
+                except self._link.pg.Error:
+                    self._drop_task(task)
+        return info
+
+    def add_trajectory(
+        self,
+        *,
+        task: str,
+        variant: str,
+        params_json: str,
+        steps: Sequence[Step],
+        parent: int | None = None,
+    ) -> TrajectoryInfo:
+        """Merge a complete list of steps in one transaction."""
+        return self._merge(task, variant, params_json, parent, [check_step(s) for s in steps])
+
+    def _delete_rows(self, conn: PgConn, recording_id: int) -> None:
+        conn.execute('DELETE FROM recording_steps WHERE recording = ?', (recording_id,))
+        conn.execute('DELETE FROM recordings WHERE id = ?', (recording_id,))
+
+    def _delete_recording(self, recording_id: int) -> None:
+        with self._write() as conn:
+            self._delete_rows(conn, recording_id)
+
+    def _batch_done(self, conn: PgConn) -> None:
+        """Tell the other stores which tasks the batch touched (they reload them)."""
+        tasks, self._batch_tasks = self._batch_tasks, set()
+        for task in sorted(tasks):
+            self._notify(conn, 'task', task)
+
+    # -- reads and bookkeeping ---------------------------------------------------------
+
+    def _seen(self, rows: Sequence[tuple[Any, ...]]) -> list[TrajectoryInfo]:
+        """Decode trajectory rows and remember them for while the server is away."""
+        infos = [trajectory_from_row(r) for r in rows]
+        with self._lock:
+            for info in infos:
+                self._known[info.id] = info
+        return infos
+
+    def _last_known(self, err: StoreUnavailableError,
+                    pick: Callable[[list[TrajectoryInfo]], _T | None]) -> _T:
+        """Answer from trajectories read before the server went away, or re-raise ``err``."""
+        with self._lock:
+            found = pick(list(self._known.values()))
+        if found is None:
+            raise err
+        return found
+
+    def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
+        """Return one trajectory; while the server is away, as it was last read."""
+        try:
+            with self._db() as conn:
+                row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
+                                   ' WHERE id = ?', (trajectory_id,)).fetchone()
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: next(
+                (t for t in known if t.id == trajectory_id), None))
+        if row is None:
+            raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id}')
+        return self._seen([row])[0]
+
+    def trajectories(self, *, task: str | None = None, variant: str | None = None,
+                     after: int = 0) -> list[TrajectoryInfo]:
+        """
+        Return every trajectory (of one task, of one tree, newer than ``after``).
+
+        While the server is away, those of a task as they were last read.
+        """
+        try:
+            with self._db() as conn:
+                rows = sqlwrites.trajectory_rows(conn, f'{TRAJ_COLS}, robot_id', task, variant,
+                                                 after)
+        except StoreUnavailableError as err:
+            if task is None:
+                raise
+            return self._last_known(err, lambda known: sorted(
+                (t for t in known if t.task == task and variant in (None, t.variant)
+                 and t.id > after), key=lambda t: t.id))
+        return self._seen(rows)
+
+    def tally(self, *, task: str, variant: str) -> tuple[int, int]:
+        """Return (count, sum of ids) of a tree's trajectories; as last read while away."""
+        try:
+            with self._db() as conn:
+                return sqlwrites.tally(conn, task, variant)
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: (
+                sum(1 for t in known if (t.task, t.variant) == (task, variant)),
+                sum(t.id for t in known if (t.task, t.variant) == (task, variant))))
+
+    def trees(self, *, task: str) -> dict[str, tuple[int, int]]:
+        """Return a task's trees: variant -> (count, sum of ids); as last read while away."""
+        try:
+            with self._db() as conn:
+                return sqlwrites.trees(conn, task)
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: tree_tallies(
+                t for t in known if t.task == task))
+
+    def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
+        """Return the trajectory whose last node is ``node_id``, if any."""
+        try:
+            with self._db() as conn:
+                row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
+                                   ' WHERE leaf = ?', (node_id,)).fetchone()
+        except StoreUnavailableError as err:
+            return self._last_known(err, lambda known: next(
+                (t for t in known if t.node_ids[-1] == node_id), None))
+        return None if row is None else self._seen([row])[0]
+
+    def tasks(self) -> list[TaskStats]:
+        """Return per-task counters, sorted by name."""
+        with self._db() as conn:
+            return sqlwrites.task_stats(conn)
+
+    def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
+        """Remove one trajectory or all of a task; every robot's cache drops the task."""
+        with self._write(task) as conn:
+            n = sqlwrites.forget(conn, task, trajectory_id)
+            self._notify(conn, 'forget', task)
+        with self._lock:
+            self._drop_task(task)
+        return n
+
+    def note_replay(self, *, trajectory_id: int) -> None:
+        """Bump counters and recency along a replayed trajectory."""
+        info = self.trajectory(trajectory_id)
+        now = time.time()
+        with self._write() as conn:
+            sqlwrites.count_replay(conn, info, now)
+            self._refresh(conn, info.node_ids)
+
+    def note_outcome(self, *, task: str, hit: bool) -> None:
+        """Count a hit or a miss."""
+        column = 'hits' if hit else 'misses'
+        with self._write() as conn:
+            conn.execute(
+                f'INSERT INTO task_stats (task, {column}, last_used) VALUES (?, 1, ?)'
+                f' ON CONFLICT (task) DO UPDATE SET {column} = task_stats.{column} + 1,'
+                ' last_used = excluded.last_used', (task, time.time()))
+
+    def note_shadow(self, *, task: str, trajectory_id: int, agreed: bool,
+                    bindings: Sequence[tuple[int, str, bool]] = ()) -> None:
+        """Count one shadow run (:func:`.trustsql.note_shadow`)."""
+        with self._write() as conn:
+            trustsql.note_shadow(conn, task, trajectory_id, agreed, bindings)
+
+    def agreement(self, *, task: str) -> tuple[dict[int, Agreement],
+                                               dict[tuple[int, str], Agreement]]:
+        """Return a task's shadow counts (every robot's)."""
+        with self._db() as conn:
+            return trustsql.agreement(conn, task)
+
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str,
+                covers: Sequence[int] = (),
+                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
+        """Approve a task or one of its trajectories, for every robot of the fleet."""
+        if trajectory_id:
+            self.trajectory(trajectory_id)  # raises when unknown
+        with self._write() as conn:
+            return trustsql.approve(conn, task, trajectory_id, who, time.time(), covers,
+                                    bindings)
+
+    def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
+        """Withdraw an approval."""
+        with self._write() as conn:
+            return trustsql.revoke(conn, task, trajectory_id)
+
+    def approvals(self, *, task: str | None = None) -> list[Approval]:
+        """Return approvals, oldest first."""
+        with self._db() as conn:
+            return trustsql.approvals(conn, task)
+
+    def incomplete_recordings(self) -> list[RecordingInfo]:
+        """Return recordings never committed; ``live`` while their store is still connected."""
+        with self._db() as conn:
+            rows = conn.execute(
+                'SELECT r.id, r.task, r.variant, r.parent, r.started,'
+                ' (SELECT count(*) FROM recording_steps s WHERE s.recording = r.id),'
+                ' r.owner, r.owner_pid, r.owner_host, r.robot_id,'
+                ' r.owner IN (SELECT substr(application_name, 16) FROM pg_stat_activity'
+                " WHERE application_name LIKE 'muscle_mem_ros:%%')"
+                ' FROM recordings r ORDER BY r.id').fetchall()
+        return [RecordingInfo(id=r[0], task=r[1], variant=r[2], parent=r[3], started=r[4],
+                              step_count=r[5], live=bool(r[10]),
+                              owner=f'robot {r[9]!r}, pid {r[7]} on host {r[8]}') for r in rows]
+
+    def purge_abandoned(self, *, older_than: float = 0.0) -> int:
+        """Delete incomplete recordings whose store disconnected, begun ``older_than`` s ago."""
+        cutoff = time.time() - max(0.0, float(older_than))
+        doomed = [r.id for r in self.incomplete_recordings()
+                  if not r.live and r.started <= cutoff]
+        if doomed:
+            with self._write() as conn:
+                for rec_id in doomed:
+                    self._delete_rows(conn, rec_id)
+            _log.info('%s: purged %d abandoned incomplete recording(s)', self.url, len(doomed))
+        return len(doomed)
+
+    def recording_steps(self, recording_id: int) -> list[Step]:
+        """Return the steps an (incomplete) recording wrote, for inspection."""
+        with self._db() as conn:
+            return sqlwrites.recording_steps(conn, recording_id)
+
+    def diagnostics(self) -> dict[str, str]:
+        """
+        Return the connection state for ``/diagnostics`` (never raises, never the password).
+
+        :return: ``store_backend``, ``store_url``, ``robot_id``, ``store_connection``
+            (``ok`` or ``unreachable ...``) and ``store_pending_recordings``.
+        """
+        state = self._link.state()
+        return {'store_backend': 'postgresql', 'store_url': self.url, 'robot_id': self.robot_id,
+                'store_connection': state,
+                'store_pending_recordings': str(len(self.offline.pending))}
+
+    @property
+    def pending(self) -> list[Pending]:
+        """Return the recordings kept while the server was away, not committed yet."""
+        return self.offline.pending
+
+    @property
+    def lost(self) -> list[Pending]:
+        """Return the kept recordings that could not be committed."""
+        return self.offline.lost
+
+    def wait_listening(self, timeout: float) -> bool:
+        """Wait until the listener is connected (tests, benchmarks); True if it is."""
+        return self._link.listening.wait(timeout)
+
+    def close(self) -> None:
+        """Stop listening and close; recordings still kept in memory are reported lost."""
+        self._link.stop()
+        with self._lock:
+            if self.offline.pending:
+                self.offline.close(self._link.up)
+            self._invalidate()
+            self._link.close()
