@@ -26,8 +26,8 @@ from __future__ import annotations
 import sys
 
 from matplotlib.figure import Figure
-from muscle_mem_ros.bt.document import load
 from muscle_mem_ros.bt.tree import build_tree, Progress
+from muscle_mem_ros.bt.yamlfile import load
 import py_trees
 
 COLOURS = {'Selector': '#9fd3e6', 'Sequence': '#f5c26b', 'AskAgent': '#e58c8c'}

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from .checks.matcher import Matcher, Selection
 from .checks.tolerance import Check, ToleranceCheck
-from .engine.engine import Engine, EngineStats, Resume
+from .engine.engine import Engine
+from .engine.metrics import EngineStats
 from .errors import (
     ConfigError,
     MissingParamError,
@@ -52,7 +53,7 @@ from .records import (
     ToolKind,
     TrajectoryInfo,
 )
-from .resume import FailureKind
+from .resume import FailureKind, Resume
 from .store import MemoryStore, open_store, SqliteStore, Store
 
 __all__ = [

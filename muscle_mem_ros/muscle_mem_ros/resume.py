@@ -15,7 +15,7 @@
 """
 Where a replay stopped and why: :class:`FailureKind` and the one :class:`Resume` record.
 
-The walk (:mod:`.walk`) ends every replay that did not finish with a
+The walk (:mod:`.replay.walk`) ends every replay that did not finish with a
 :class:`Resume`; the engine passes it to resume-capable agents, the node turns
 it into the ExecuteTask goal it sends its agent (``ros/messages/convert.py``).
 

@@ -32,8 +32,9 @@ from cli_helpers import build_store, SENSOR_PARAMS
 from muscle_mem_ros.bindings.judge import BindingJudge
 from muscle_mem_ros.bindings.rules import Binding, DECLARED, element_tolerances
 from muscle_mem_ros.bt.btcpp import LEAVES
-from muscle_mem_ros.bt.document import BtDocument, BtStep, dump, load
+from muscle_mem_ros.bt.document import BtDocument, BtStep
 from muscle_mem_ros.bt.tree import build_tree, Progress
+from muscle_mem_ros.bt.yamlfile import dump, load
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.errors import ConfigError

@@ -32,8 +32,9 @@ from typing import Any
 from muscle_mem_ros.bindings.judge import BindingJudge
 from muscle_mem_ros.bindings.rules import Declared, element_tolerances, parse_path
 from muscle_mem_ros.bindings.variants import canonical, Variant
-from muscle_mem_ros.bt.document import as_run, BtDocument, build, dump, load
+from muscle_mem_ros.bt.document import as_run, BtDocument, build
 from muscle_mem_ros.bt.tree import build_tree, Progress
+from muscle_mem_ros.bt.yamlfile import dump, load
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.cli.bt import goal_steps, import_variant
 from muscle_mem_ros.errors import ConfigError

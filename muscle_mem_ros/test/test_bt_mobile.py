@@ -34,7 +34,7 @@ import sys
 from action_msgs.msg import GoalStatus
 from core_helpers import subprocess_env
 from mobile_helpers import MobileHarness
-from muscle_mem_ros.bt.document import dump, load
+from muscle_mem_ros.bt.yamlfile import dump, load
 from muscle_mem_ros.cli import main
 from node_helpers import write_params
 import pytest

@@ -285,12 +285,12 @@ def test_non_finite_goal_values_are_never_leaves():
 
 
 def test_a_refused_binding_names_its_source_and_sensor():
-    from muscle_mem_ros.bindings.judge import Bound, refused
-    far = refused(Bound({}, (), {}, {}, problem='x would move 0.2', source='sensor:object[0]',
-                        excess=0.2, limit=0.1))
+    from muscle_mem_ros.bindings.judge import binding_failure, Bound
+    far = binding_failure(Bound({}, (), {}, {}, problem='x would move 0.2',
+                                source='sensor:object[0]', excess=0.2, limit=0.1))
     assert (far.sensor, far.source, far.score) == ('object', 'sensor:object[0]', 2.0)
-    gone = refused(Bound({}, (), {}, {}, problem='parameter param:place[0] missing',
-                         source='param:place[0]', excess=float('inf')))
+    gone = binding_failure(Bound({}, (), {}, {}, problem='parameter param:place[0] missing',
+                                 source='param:place[0]', excess=float('inf')))
     assert (gone.sensor, gone.source) == ('', 'param:place[0]')
     assert Variant.bound({'place': [1.0, 2.0]}, {'param:place[0]'}).has_bound
     assert not Variant.parse('{"place":[1.0,2.0]}').has_bound

@@ -15,7 +15,8 @@
 """
 The package's layering: the core never imports rclpy, no module imports itself back.
 
-And the binding rules are applied in one place (the core's ``retarget``), which both
+A name is imported from the module that defines it: only a package's ``__init__`` re-exports.
+The binding rules are applied in one place (the core's ``bindings.judge``), which both
 front ends (the node and the Python ``Engine``) use.
 """
 
@@ -52,16 +53,18 @@ def test_importing_the_core_leaves_rclpy_out():
 
 
 def _module_imports() -> dict[str, set[str]]:
-    """Return each package module's imports of package modules (``TYPE_CHECKING`` aside)."""
+    """
+    Return each package module's imports of package modules.
+
+    Every import counts, those under ``if TYPE_CHECKING:`` and inside functions too: a
+    module that needs another only for its types still depends on it.
+    """
     package = PACKAGE_ROOT / 'muscle_mem_ros'
     paths = {'.'.join(p.relative_to(PACKAGE_ROOT).with_suffix('').parts).removesuffix(
         '.__init__'): p for p in package.rglob('*.py')}
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and 'TYPE_CHECKING' in ast.dump(node.test):
-                node.body = []
         here = name if path.name == '__init__.py' else name.rpartition('.')[0]
         found = set()
         for node in ast.walk(tree):
@@ -104,9 +107,71 @@ def test_one_binding_judge_serves_the_node_and_the_engine():
             if isinstance(node, ast.ImportFrom) and (node.module or '').endswith('bindings.judge'):
                 if {alias.name for alias in node.names} & rules:
                     ruled.add(name)
-    # the front ends build one: the Engine, the node's replay, shadow runs (predictions on
+    # the front ends build one: the Engine, the node's walk judge, shadow runs (predictions on
     # recorded snapshots), run-bt (an exported behavior tree's checks) and a behavior tree
     # document run in its recorded world (what an import stores: bt/document.py's as_run)
-    assert judges == {'engine/walking.py', 'ros/execution/replay.py', 'replay/shadow.py',
+    assert judges == {'engine/walking.py', 'ros/execution/judge.py', 'replay/shadow.py',
                       'cli/runbt.py', 'bt/document.py'}
     assert ruled <= {'bindings/filing.py'}, ruled  # filing checks a recording, it judges no replay
+
+
+def _defined_here(tree: ast.Module) -> set[str]:
+    """Return the names a module defines at its top level (imports aside)."""
+    names: set[str] = set()
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try)):
+            todo.extend(node.body + node.orelse + getattr(node, 'finalbody', []))
+            todo.extend(s for h in getattr(node, 'handlers', []) for s in h.body)
+    return names
+
+
+def _package_modules() -> dict[str, tuple[ast.Module, bool]]:
+    """Return each package module's syntax tree and whether it is a package ``__init__``."""
+    package = PACKAGE_ROOT / 'muscle_mem_ros'
+    return {'.'.join(p.relative_to(PACKAGE_ROOT).with_suffix('').parts).removesuffix(
+        '.__init__'): (ast.parse(p.read_text()), p.name == '__init__.py')
+        for p in package.rglob('*.py')}
+
+
+def test_only_package_inits_re_export():
+    modules = _package_modules()
+    assert len(modules) > 50  # the modules are read
+    defined = {name: _defined_here(tree) for name, (tree, _) in modules.items()}
+    listed = 0
+    for name, (tree, is_init) in modules.items():
+        if is_init:
+            continue  # a package's __init__ declares the package's API from its modules
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(
+                    getattr(t, 'id', '') == '__all__' for t in node.targets):
+                listed += 1
+                foreign = sorted(set(ast.literal_eval(node.value)) - defined[name])
+                assert not foreign, f'{name}.__all__ names what it imports: {foreign}'
+    assert listed > 50  # the check saw the modules' __all__
+    # and nothing imports a name from a module that only imported it (library, tests, demo)
+    sources = [(p, None) for folder in (PACKAGE_ROOT / 'test', PACKAGE_ROOT.parent / 'bench',
+                                        PACKAGE_ROOT.parent / 'muscle_mem_demo')
+               for p in folder.rglob('*.py')]
+    sources += [(p, p.relative_to(PACKAGE_ROOT).parts[:-1])
+                for p in (PACKAGE_ROOT / 'muscle_mem_ros').rglob('*.py')]
+    found = []
+    for path, parts in sources:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ''
+            if node.level and parts is not None:  # relative to the importing module's package
+                base = '.'.join(parts[:len(parts) - node.level + 1]
+                                + ((node.module,) if node.module else ()))
+            if base not in modules or modules[base][1]:
+                continue
+            found += [f'{path.name}: {base}.{a.name}' for a in node.names
+                      if a.name not in defined[base] and f'{base}.{a.name}' not in modules]
+    assert not found, f'imported from a module that does not define them: {found}'

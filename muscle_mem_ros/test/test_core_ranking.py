@@ -20,8 +20,7 @@ import random
 
 from muscle_mem_ros import Check, Engine, MemoryStore, Snapshot, SqliteStore, Step, ToolKind
 from muscle_mem_ros.checks.tolerance import user_similarity
-from muscle_mem_ros.replay.ranking import RankOrder
-from muscle_mem_ros.replay.walk import rank_key
+from muscle_mem_ros.replay.ranking import rank_key, RankOrder
 from muscle_mem_ros.store import PostgresStore
 from pg_server import pg_server  # noqa: F401 (a fixture)
 import pytest

@@ -27,7 +27,8 @@ from pathlib import Path
 from muscle_mem_ros.cli.paramsfile import read_binding_settings
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, ToolKind
-from muscle_mem_ros.ros.node.config import CacheMode, DEFAULT_STORE_PATH, load_config, NODE_OPTIONS
+from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS
+from muscle_mem_ros.ros.node.nodeconfig import CacheMode, DEFAULT_STORE_PATH
 from node_helpers import CacheProcess, Names, params, run_cache_to_exit, wait_until, write_params
 import pytest
 import rclpy
@@ -76,18 +77,16 @@ def test_shipped_example_config_is_valid():
     assert gripper.type_name == 'std_srvs/srv/SetBool'
 
 
-def test_defaults_and_list_form(tmp_path):
+def test_defaults_and_flat_form(tmp_path):
     path = tmp_path / 'p.yaml'
     path.write_text(
         'muscle_mem:\n'
         '  ros__parameters:\n'
-        '    sensors: [scan]\n'
         '    sensors.scan.topic: /scan\n'
         '    sensors.scan.type: sensor_msgs/LaserScan\n'
         '    sensors.scan.fields: [ranges]\n'
         '    sensors.scan.tolerance: 0.05\n'
         '    sensors.scan.mode: rms\n'
-        '    actions: [fib]\n'
         '    actions.fib:\n'
         '      server: fibonacci\n'
         '      type: test_msgs/Fibonacci\n'
@@ -238,17 +237,22 @@ def test_proxy_equal_to_server_is_refused(tmp_path):
         load_values(tmp_path, values)
 
 
-def test_list_names_unlisted_keys(tmp_path):
+@pytest.mark.parametrize('group, names, key', [
+    ('sensors', '[a]', 'topic'), ('actions', '[fib]', 'server'), ('services', 'gripper', 'server'),
+])
+def test_the_old_list_form_is_refused_showing_the_map_form(tmp_path, group, names, key):
     path = tmp_path / 'p.yaml'
     path.write_text(
         'muscle_mem:\n'
         '  ros__parameters:\n'
-        '    sensors: [a]\n'
+        f'    {group}: {names}\n'
         '    sensors.a: {topic: /a, type: std_msgs/msg/Float64, fields: [data], tolerance: 1.0}\n'
-        '    sensors.b: {topic: /b, type: std_msgs/msg/Float64, fields: [data], tolerance: 1.0}\n'
     )
-    with pytest.raises(ConfigError, match=r"sensors\.b\.\w+: 'b' is not listed"):
+    with pytest.raises(ConfigError) as info:
         load_file(path)
+    message = str(info.value)
+    assert message.startswith(f'{group}: must be a map'), message
+    assert f'{group}: {{<name>: {{{key}: ...}}}}' in message and 'no longer read' in message
 
 
 @pytest.mark.parametrize('overrides, parameter', [
@@ -352,31 +356,17 @@ def test_parameters_that_ros_itself_reads_are_accepted(tmp_path):
         assert cache.stop() == 0
 
 
-def test_legacy_list_form_is_deprecated_and_undeclared(tmp_path, capfd):
-    path = tmp_path / 'p.yaml'
-    path.write_text(
-        'muscle_mem:\n'
-        '  ros__parameters:\n'
-        '    sensors: [scan]\n'
-        '    sensors.scan.topic: /scan\n'
-        '    sensors.scan.type: sensor_msgs/msg/LaserScan\n'
-        '    sensors.scan.fields: [ranges]\n'
-        '    sensors.scan.tolerance: 0.05\n'
-    )
-    context = rclpy.Context()
-    rclpy.init(context=context, args=['--ros-args', '--params-file', str(path)])
-    try:
-        node = Node('muscle_mem', context=context, **NODE_OPTIONS)
-        try:
-            config = load_config(node)
-            assert [s.name for s in config.sensors] == ['scan']
-            assert not node.has_parameter('sensors')
-            assert node.has_parameter('sensors.scan.topic')
-        finally:
-            node.destroy_node()
-    finally:
-        rclpy.try_shutdown(context=context)
-    assert 'sensors: a list of names is deprecated' in capfd.readouterr().err
+def test_the_old_list_form_stops_the_node_at_startup(tmp_path):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db')
+    values.update({f'sensors.{n}': keys for n, keys in values.pop('sensors').items()})
+    values['sensors'] = ['joints', 'object']  # the list beside the keys, as nav2 writes it
+    done = run_cache_to_exit(names=names, values=values, tmp=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert 'bad configuration: sensors: must be a map' in done.stderr, done.stderr
+    assert 'sensors: {<name>: {topic: ...}}' in done.stderr
+    assert 'the list form (sensors: [a, b]) is no longer read' in done.stderr
+    assert not (tmp_path / 'c.db').exists()
 
 
 def test_a_declared_binding_reads_max_offset_apart_from_max_shift(tmp_path):

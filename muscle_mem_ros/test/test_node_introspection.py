@@ -25,6 +25,7 @@ from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_ros.errors import TypeResolutionError
 from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from muscle_mem_ros.ros.messages.introspection import (
     canonical_type_name,
@@ -32,7 +33,6 @@ from muscle_mem_ros.ros.messages.introspection import (
     encode_string,
     message_to_json,
     resolve_type,
-    TypeResolutionError,
 )
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message

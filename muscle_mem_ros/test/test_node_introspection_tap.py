@@ -31,7 +31,8 @@ from muscle_mem_ros.ros.capture.proxies import ServiceProxy
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.tap import ServiceTap
-from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS, RecordFrom, ToolConfig
+from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS
+from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.store import open_store

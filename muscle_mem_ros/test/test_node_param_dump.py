@@ -219,10 +219,9 @@ def runnable_here(path: Path, tmp_path: Path) -> Path:
     return copy
 
 
-LEGACY = (
+FLAT = (
     'muscle_mem:\n'
     '  ros__parameters:\n'
-    '    sensors: [scan, joints]\n'
     '    sensors.scan.topic: /scan\n'
     '    sensors.scan.type: sensor_msgs/LaserScan\n'
     '    sensors.scan.fields: [ranges]\n'
@@ -230,22 +229,20 @@ LEGACY = (
     '    sensors.scan.mode: rms\n'
     '    sensors.joints: {topic: /js, type: sensor_msgs/msg/JointState, fields: [position],\n'
     '                     joints: [b, a], tolerance: [0.1, 0.2]}\n'
-    '    actions: [fib]\n'
     '    actions.fib:\n'
     '      server: fibonacci\n'
     '      type: test_msgs/Fibonacci\n'
-    '    services: [gripper]\n'
     '    services.gripper: {server: /gripper/set, type: std_srvs/srv/SetBool}\n'
 )
 
 
 @pytest.mark.parametrize('source', [
-    *sorted(p.name for p in (PACKAGE / 'config').glob('*.yaml')), 'legacy list form',
+    *sorted(p.name for p in (PACKAGE / 'config').glob('*.yaml')), 'flat form',
 ])
 def test_config_file_loads_dumps_and_loads_back_the_same(tmp_path, source):
-    if source == 'legacy list form':
-        path = tmp_path / 'legacy.yaml'
-        path.write_text(LEGACY)
+    if source == 'flat form':
+        path = tmp_path / 'flat.yaml'
+        path.write_text(FLAT)
     else:
         path = runnable_here(PACKAGE / 'config' / source, tmp_path)
     config, dumped = load_and_dump(path)

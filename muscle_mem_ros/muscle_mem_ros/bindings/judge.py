@@ -51,9 +51,8 @@ from ..records import CheckFailure, Node, Snapshot
 from ..resume import FailureKind
 
 __all__ = [
-    'advance', 'BindingJudge', 'Bound', 'changes', 'checked', 'Compared', 'Observation',
-    'PlanSource',
-    'refused', 'resolve',
+    'advance', 'binding_failure', 'BindingJudge', 'Bound', 'changes', 'checked', 'Compared',
+    'Observation', 'PlanSource', 'resolve',
     'SENSORS', 'SensorSenses', 'Senses', 'Shift',
 ]
 
@@ -154,8 +153,8 @@ class SensorSenses:
     The snapshot half of the node's senses: sensor elements, one shift for all.
 
     :param tolerance: Tolerance of a sensor element
-        (:func:`~.bindings.element_tolerances`): a step moved a sensor when its
-        vector moved beyond it (:func:`~.bindings.moved_sensors`).
+        (:func:`~.rules.element_tolerances`): a step moved a sensor when its
+        vector moved beyond it (:func:`~.rules.moved_sensors`).
     """
 
     def __init__(self, tolerance: Callable[[str], float | None]) -> None:
@@ -407,7 +406,7 @@ def advance(shift: Shift, node: Node, tolerance: Callable[[str], float | None] |
                 shift.of(post_scope)[key] = bound.shifts[path]
 
 
-def refused(bound: Bound) -> CheckFailure:
+def binding_failure(bound: Bound) -> CheckFailure:
     """
     Return the check failure of a candidate whose bindings cannot explain the world.
 
@@ -460,7 +459,7 @@ class BindingJudge:
 
         :param enough: Stop at the first candidate that passes at this distance or
             less. A front end that gives candidates in rank order
-            (:class:`~.ranking.RankOrder`) and passes the best distance its checks
+            (:class:`~..replay.ranking.RankOrder`) and passes the best distance its checks
             can give knows no later candidate would be chosen. None: judge all.
         :return: The passing candidates with their distance, and why others failed
             (a refused binding, or what the front end's compare said), in the order
@@ -480,7 +479,7 @@ class BindingJudge:
                 bound = resolve(plan, step, node, self._params, seen.now, senses.elements,
                                 learned=self._plans.leaves(node.id), current=seen.current)
                 if bound.problem:
-                    failures.append((node, refused(bound)))
+                    failures.append((node, binding_failure(bound)))
                     continue
             try:
                 expected = self.shift.expected(node.step.pre, bound.sources if bound else None,

@@ -15,7 +15,7 @@
 """
 Learning a tree's bindings one trajectory at a time.
 
-The rules are those of :mod:`.bindings` (its module docstring): parameter and
+The rules are those of :mod:`.rules` (its module docstring): parameter and
 declared bindings are a step's own; a sensor binding belongs to a *group*, the
 steps at one depth of the trajectories of one shape (same tools, types and goal
 leaves), and needs two or more of them; what a group says is
@@ -26,10 +26,10 @@ next task start late. A :class:`Learner` keeps each group as running statistics
 (per goal field and source: the smallest, largest and summed difference; per
 source: its range), so adding a trajectory updates the groups it joins and its
 own steps, in time independent of how many trajectories the tree holds. A
-step's :class:`~.bindings.Plan` is computed when asked for and kept until a
+step's :class:`~.rules.Plan` is computed when asked for and kept until a
 group it reads changes; the walk asks only for the candidates it judges.
 
-What is learned from: a step's goal leaves (:func:`~.bindings.bindable_leaves`, from
+What is learned from: a step's goal leaves (:func:`~.rules.bindable_leaves`, from
 ``Step.payload_json``: numbers and strings, non-finite numbers are strings
 there and never bound) and its pre and post sources (``elements``). The first
 trajectory that contains a step gives it the parameters it is learned with.
@@ -43,7 +43,7 @@ import math
 import threading
 from typing import Any
 
-from .inference import CHANCE, chance, Group, Observed, Sources, Tolerance
+from .inference import Group, Observed, Sources, Tolerance
 from .rules import (
     bindable_leaves, Binding, DECLARED, Declared, DEFAULT_MAX_SHIFT, INFERRED, is_number,
     moved_sensors, param_leaves, parse_path, Plan, sensor_elements, Source, SourceKind,
@@ -52,7 +52,7 @@ from .rules import (
 from ..records import Node, Snapshot, Step, TrajectoryInfo
 from ..store.base import Store
 
-__all__ = ['bound_params', 'CHANCE', 'chance', 'follow', 'followers', 'follows_param', 'learn',
+__all__ = ['bound_params', 'follow', 'followers', 'follows_param', 'learn',
            'Learner', 'no_plans', 'param_fields', 'Plans']
 
 Elements = Callable[[Snapshot | None], dict[str, float]]
@@ -82,12 +82,12 @@ class Learner:
     :param declared: Bindings from the params file.
     :param infer: Also infer bindings (parameters from one recording, sensors from two).
     :param max_shift: ``max_shift`` of inferred sensor bindings.
-    :param tolerance: Tolerance of a sensor element (:func:`~.bindings.element_tolerances`).
+    :param tolerance: Tolerance of a sensor element (:func:`~.rules.element_tolerances`).
     :param elements: Reads a snapshot's sources (default
-        :func:`~.bindings.sensor_elements`; the Python ``Engine`` reads a capture's leaves).
-    :param ahead: Check later steps' sources ahead (:attr:`~.bindings.Plan.ahead`); the
+        :func:`~.rules.sensor_elements`; the Python ``Engine`` reads a capture's leaves).
+    :param ahead: Check later steps' sources ahead (:attr:`~.rules.Plan.ahead`); the
         ``Engine`` does not: a later step's capture is its own.
-    :param sources: Which sensors inference may bind to (:func:`~.bindings.sensor_sources`);
+    :param sources: Which sensors inference may bind to (:func:`~.rules.sensor_sources`);
         None: every source. Declared bindings are not limited by it.
 
     Safe to use from several threads (a service lists plans while a walk reads them).
@@ -294,8 +294,8 @@ def learn(
     :param declared: Bindings from the params file.
     :param infer: Also infer bindings (parameters from one recording, sensors from two).
     :param max_shift: ``max_shift`` of inferred numeric bindings.
-    :param tolerance: Tolerance of a sensor element (:func:`~.bindings.element_tolerances`).
-    :param elements: Reads a snapshot's sources (default :func:`~.bindings.sensor_elements`).
+    :param tolerance: Tolerance of a sensor element (:func:`~.rules.element_tolerances`).
+    :param elements: Reads a snapshot's sources (default :func:`~.rules.sensor_elements`).
     :param sources: Which sensors inference may bind to (default: all).
     :return: Node id -> its plan, for nodes with at least one binding.
     """
@@ -313,7 +313,7 @@ def follow(learner: Learner | None, store: Store, *, task: str, variant: str,
     """
     Bring a tree's learner up to date with the store, reading only what is new.
 
-    The store's :meth:`~.store.base.Store.tally` of the tree (one index read) says
+    The store's :meth:`~..store.base.Store.tally` of the tree (one index read) says
     whether anything changed; if so, the trajectories committed since the learner's
     newest are listed and learned. When that does not account for the tally (one
     was forgotten or pruned, or another robot committed one late with a smaller id)
@@ -387,7 +387,7 @@ def follows_param(tool: str, leaves: Mapping[str, Any], field: Field, value: Any
     """
     Return True when a step of ``tool`` has the field, equal to the parameter's ``value``.
 
-    :param leaves: The step's :func:`~.bindings.bindable_leaves` (read once per step).
+    :param leaves: The step's :func:`~.rules.bindable_leaves` (read once per step).
     """
     leaf = leaves.get(field[1]) if tool == field[0] else None
     return leaf is not None and _same_kind(value, leaf) and leaf == value
@@ -458,7 +458,7 @@ def _follows(o: Observed, bindings: Sequence[Binding],
     """
     Pair each post element the step moved with the bound field it equalled at recording.
 
-    Only elements of a sensor the step moved (:func:`~.bindings.moved_sensors`) can
+    Only elements of a sensor the step moved (:func:`~.rules.moved_sensors`) can
     follow a field: the tool after a move (its x too when only its height changed), the
     cube carried in the gripper; a value that merely happens to be near a field (closed
     jaws during an arm move, a cube resting on the table) does not.
@@ -487,7 +487,7 @@ def followers(node: Node, fields: Sequence[str], tolerance: Tolerance,
     Return (post element, field) for each post element of ``node`` that followed one of ``fields``.
 
     The rule a plan's ``follows`` is made by (a bound field's), for any numeric goal
-    fields: what a behavior tree document shows its editor (:mod:`.bt.document`).
+    fields: what a behavior tree document shows its editor (:mod:`..bt.document`).
     """
     o = Observed(node, bindable_leaves(node.step), sensor_elements(node.step.pre),
                  sensor_elements(node.step.post))

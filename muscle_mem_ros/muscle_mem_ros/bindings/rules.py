@@ -53,7 +53,7 @@ Where bindings come from (:mod:`.learning`):
 
 The rest of the slice, one concept per module: :mod:`.learning` (plans from the
 recordings), :mod:`.variants` (trees whose parameters are bound),
-:mod:`.retarget` (replay under bindings: checks moved by the walk's shift, one
+:mod:`.judge` (replay under bindings: checks moved by the walk's shift, one
 judge for the node and the ``Engine``) and :mod:`.filing` (a recording the
 bindings explain follows the learned step instead of branching).
 """
@@ -218,7 +218,7 @@ class Plan:
         recordings say the field went with that source, so a shift beyond its range is a
         world they do not account for.
     :ivar edits: (field, delta) of unbound numeric fields a person moved in a behavior tree
-        document (:mod:`.bt.document`): the goal is sent as edited, and the post elements
+        document (:mod:`..bt.document`): the goal is sent as edited, and the post elements
         that followed the field at recording (``follows``) are expected moved by ``delta``,
         as a bound field's shift moves them. Learned plans have none.
     """
@@ -332,7 +332,7 @@ def goal_leaves(step: Step) -> dict[str, Any]:
     """
     Return a step's goal leaves, read from its ``payload_json`` ({} when it has none).
 
-    The contract of ``Step.payload_json`` (:class:`~.records.Step`): the goal's fields
+    The contract of ``Step.payload_json`` (:class:`~..records.Step`): the goal's fields
     as JSON data, numbers as JSON numbers (integers), strings.
     A non-finite float is written as the string ``'nan'``, ``'inf'`` or ``'-inf'`` (the
     node writes strict JSON), so those strings are not leaves: a field that may hold

@@ -68,7 +68,7 @@ def to_xml(doc: BtDocument) -> str:
 
 
 def _choice(doc: BtDocument, steps: list[BtStep], depth: int, *, end: bool,
-            runs: dict[int, AsRun]) -> Any:
+            runs: dict[int, AsRun]) -> ElementTree.Element:
     if end and not steps:
         return ElementTree.Element('AlwaysSuccess', name='done')
     choice = ElementTree.Element('Fallback', name=f'step {depth}')
@@ -78,7 +78,8 @@ def _choice(doc: BtDocument, steps: list[BtStep], depth: int, *, end: bool,
     return choice
 
 
-def _branch(doc: BtDocument, step: BtStep, depth: int, runs: dict[int, AsRun]) -> Any:
+def _branch(doc: BtDocument, step: BtStep, depth: int,
+            runs: dict[int, AsRun]) -> ElementTree.Element:
     branch = ElementTree.Element('Sequence', name=_title(step))
     tolerance = _tolerances(doc)
     branch.append(_check('MuscleMemPreCheck', 'pre-check', step, _vectors(runs[step.id].pre),
@@ -104,7 +105,7 @@ def _title(step: BtStep) -> str:
 
 
 def _check(kind: str, what: str, step: BtStep, vectors: dict[str, list[float]] | None,
-           tolerance: str) -> Any:
+           tolerance: str) -> ElementTree.Element:
     return ElementTree.Element(kind, name=f'{what} {step.id}', step=str(step.id),
                                expected=_vector_text(vectors), tolerance=tolerance)
 
@@ -115,7 +116,8 @@ def _vectors(snapshot: Snapshot | None) -> dict[str, list[float]] | None:
     return {name: list(vector) for name, vector in snapshot.features.items()}
 
 
-def _call_and_post(step: BtStep, tolerance: str, runs: dict[int, AsRun]) -> list[Any]:
+def _call_and_post(step: BtStep, tolerance: str,
+                   runs: dict[int, AsRun]) -> list[ElementTree.Element]:
     call = ElementTree.Element(
         'MuscleMemCall', name=_title(step), step=str(step.id), tool=step.tool,
         kind=step.kind.value, type=step.type_name,
@@ -125,7 +127,7 @@ def _call_and_post(step: BtStep, tolerance: str, runs: dict[int, AsRun]) -> list
                          _vectors(runs[step.id].post), tolerance)]
 
 
-def _ask(doc: BtDocument) -> Any:
+def _ask(doc: BtDocument) -> ElementTree.Element:
     return ElementTree.Element('MuscleMemAskAgent', name='ask the agent', task=doc.task,
                                params=json.dumps(doc.params, separators=(',', ':')))
 

@@ -42,14 +42,15 @@ numbered that way; a learned step's id in the document is always labelled
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import py_trees
+from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 
 from .document import BtDocument, BtStep
 from ..bindings.judge import BindingJudge, Bound
-from ..records import Node
+from ..records import Node, Snapshot
 from ..resume import Resume
 
 __all__ = ['build_tree', 'Progress', 'Runtime']
@@ -70,7 +71,7 @@ class Runtime(Protocol):
     def call_status(self) -> Status:
         """Return RUNNING until the call ended, then SUCCESS or FAILURE."""
 
-    def post_status(self, node: Node, expected: Any) -> Status:
+    def post_status(self, node: Node, expected: Snapshot | None) -> Status:
         """Return RUNNING until fresh data came, then whether it matches ``expected``."""
 
     def start_agent(self, resume: Resume) -> None:
@@ -181,7 +182,7 @@ class AskAgent(_Leaf):
         return Status.FAILURE if self.skip else self.runtime.agent_status()
 
 
-def build_tree(doc: BtDocument, runtime: Runtime, progress: Progress) -> Any:
+def build_tree(doc: BtDocument, runtime: Runtime, progress: Progress) -> Behaviour:
     """
     Return the root of the py_trees tree of ``doc`` (see the module docstring).
 
@@ -197,8 +198,8 @@ def build_tree(doc: BtDocument, runtime: Runtime, progress: Progress) -> Any:
 
 
 def _choice(steps: list[BtStep], depth: int, nodes: dict[int, Node], runtime: Runtime,
-            progress: Progress, *, end: bool) -> Any:
-    branches: list[Any] = [_branch(s, depth, nodes, runtime, progress) for s in steps]
+            progress: Progress, *, end: bool) -> Behaviour:
+    branches: list[Behaviour] = [_branch(s, depth, nodes, runtime, progress) for s in steps]
     if end and not steps:
         return py_trees.behaviours.Success(name='done')
     last = py_trees.behaviours.Success(name='done') if end else AskAgent(runtime, progress)
@@ -207,9 +208,9 @@ def _choice(steps: list[BtStep], depth: int, nodes: dict[int, Node], runtime: Ru
 
 
 def _branch(step: BtStep, depth: int, nodes: dict[int, Node], runtime: Runtime,
-            progress: Progress) -> Any:
+            progress: Progress) -> Behaviour:
     node = nodes[step.id]
-    run: list[Any] = [Call(node, runtime, progress), PostCheck(node, runtime, progress)]
+    run: list[Behaviour] = [Call(node, runtime, progress), PostCheck(node, runtime, progress)]
     while len(step.then) == 1 and not step.end:  # one way on: no choice to make, same run
         step, depth = step.then[0], depth + 1
         run += [PreCheck(nodes[step.id], runtime, progress),

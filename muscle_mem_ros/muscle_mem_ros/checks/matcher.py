@@ -38,7 +38,7 @@ import numpy as np
 from .candidates import CandidateIndex, IndexBuilder
 from .tolerance import Current, ToleranceCheck
 from ..records import CheckFailure, CheckResult, Node, Snapshot
-from ..replay.walk import rank_key
+from ..replay.ranking import rank_key
 from ..resume import FailureKind
 from ..store.gcpause import gc_paused
 
@@ -113,7 +113,7 @@ class Matcher:
         """
         Return the best passing candidate and the closest failing ones.
 
-        Ranking among passing candidates: the walk's (:func:`~.walk.rank_key`),
+        Ranking among passing candidates: the walk's (:func:`~..replay.ranking.rank_key`),
         with the score as the distance: lowest score, then highest
         ``success_count``, then latest ``last_used``, then lowest id.
 

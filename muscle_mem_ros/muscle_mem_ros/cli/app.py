@@ -71,7 +71,7 @@ def _cmd_tasks(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def _tree_label(entry: dict, trust: dict[int, str]) -> str:
+def _tree_label(entry: dict[str, Any], trust: dict[int, str]) -> str:
     goal = entry['goal'] if len(entry['goal']) <= 50 else entry['goal'][:47] + '...'
     ends = entry['ends_trajectory']
     end = f"  -> trajectory {ends}{trust.get(ends, '')}" if ends else ''
@@ -142,7 +142,7 @@ def _cmd_stats(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def _trust_text(row: dict) -> str:
+def _trust_text(row: dict[str, Any]) -> str:
     parts = []
     if row['shadow_runs']:
         parts.append(f"shadow {row['shadow_agreed']}/{row['shadow_runs']} agreed")

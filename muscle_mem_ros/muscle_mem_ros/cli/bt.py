@@ -17,7 +17,7 @@
 
 Export writes one learned tree of a task (its variant chosen by ``--params-json``, as a
 run with those parameters would choose it) as the YAML document of
-:mod:`muscle_mem_ros.bt.document` (``--bt py_trees``, run by ``muscle-mem run-bt``), as
+:mod:`muscle_mem_ros.bt.yamlfile` (``--bt py_trees``, run by ``muscle-mem run-bt``), as
 BehaviorTree.CPP v4 XML (``--bt btcpp``), or as the py_trees tree's Graphviz source
 (``--bt dot``). Import reads a reviewed document back into a store: each of its paths a
 trajectory, approved by ``--who`` (``replay_requires: approval``); every goal must build
@@ -47,7 +47,8 @@ from .paramsfile import BindingSettings, read_binding_settings
 from ..bindings.rules import element_tolerances, sensor_sources
 from ..bindings.variants import canonical, Variant
 from ..bt.btcpp import to_xml
-from ..bt.document import as_run, BtDocument, build, dump, load
+from ..bt.document import as_run, BtDocument, build
+from ..bt.yamlfile import dump, load
 from ..errors import ConfigError, MuscleMemError
 from ..records import Step, StepStatus, ToolKind
 from ..replay.gates import approve

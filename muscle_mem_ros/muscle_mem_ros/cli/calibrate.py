@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from .inventory import open_cli_store, task_trajectories
 from .output import Output
 from .paramsfile import read_sensor_settings
 from ..checks import calibration
 from ..errors import MuscleMemError
+
+if TYPE_CHECKING:
+    from rclpy.client import Client
 
 __all__ = ['add_parser', 'run', 'run_live', 'run_store']
 
@@ -145,7 +148,7 @@ def run_live(args: argparse.Namespace, out: Output) -> int:
     rclpy.init()
     try:
         node = RosNode('muscle_mem_cli_calibrate')
-        client: Any = node.create_client(Calibrate, service)
+        client: Client[Any, Any] = node.create_client(Calibrate, service)
         if not client.wait_for_service(timeout_sec=LIVE_WAIT):
             raise MuscleMemError(f'no service {service} after {LIVE_WAIT:.0f} s (is the node '
                                  'running and active, in this ROS_DOMAIN_ID?)')

@@ -239,7 +239,7 @@ def export_mcap(
                     advance()
             writer.add_metadata('muscle_mem', {
                 'task': task, 'trajectories': ','.join(str(i) for i in summary.trajectories)})
-            writer.finish()
+            writer.finish()  # type: ignore[no-untyped-call]  # mcap 1.6 leaves it unannotated
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

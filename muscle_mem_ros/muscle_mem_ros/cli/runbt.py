@@ -41,11 +41,12 @@ from typing import Any
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.bindings.judge import BindingJudge, Bound
 from muscle_mem_ros.bindings.rules import element_tolerances
-from muscle_mem_ros.bt.document import BtDocument, load
+from muscle_mem_ros.bt.document import BtDocument
 from muscle_mem_ros.bt.tree import build_tree, Progress
+from muscle_mem_ros.bt.yamlfile import load
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.errors import ConfigError, MuscleMemError
-from muscle_mem_ros.records import Node as Learned, ToolKind
+from muscle_mem_ros.records import Node as Learned, Snapshot, ToolKind
 from muscle_mem_ros.replay.gates import unreviewed
 from muscle_mem_ros.replay.shadow import SnapshotSenses
 from muscle_mem_ros.resume import Resume
@@ -54,8 +55,9 @@ from muscle_mem_ros.ros.messages.convert import resume_goal
 from muscle_mem_ros.ros.messages.fromdata import message_from_data
 from muscle_mem_ros.ros.messages.goalfields import set_fields
 from muscle_mem_ros.ros.messages.introspection import resolve_type
-from muscle_mem_ros.ros.messages.success import answered, refused
-from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS, NodeConfig, ToolConfig
+from muscle_mem_ros.ros.messages.success import answered, refusal_reason
+from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS
+from muscle_mem_ros.ros.node.nodeconfig import NodeConfig, ToolConfig
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.shutdown import init_without_signal_handlers, Spinner
 from py_trees.common import Status
@@ -155,7 +157,7 @@ class BtRuntime:
             return
         handle.get_result_async().add_done_callback(
             lambda f: pending.end(f.result() is not None and f.result().status == 4 and
-                                  not refused(f.result().result, tool.success),
+                                  not refusal_reason(f.result().result, tool.success),
                                   f'{tool.server} did not succeed'))
 
     def call_status(self) -> Status:
@@ -165,7 +167,7 @@ class BtRuntime:
             self._ended = self.hub.now()
         return status
 
-    def post_status(self, node: Learned, expected: Any) -> Status:
+    def post_status(self, node: Learned, expected: Snapshot | None) -> Status:
         """Wait (ticking) for data newer than the step's end, then compare with ``expected``."""
         if self._check is None or expected is None or not expected.features:
             return Status.SUCCESS

@@ -38,7 +38,7 @@ from typing import Any
 from ..errors import MissingParamError, StoreCorruptError
 from ..store.values import Blobs, pack, read_container, unpack, write_container
 
-__all__ = ['Arg', 'CALL_MAGIC', 'CallSpec', 'infer', 'MissingParamError']
+__all__ = ['Arg', 'CALL_MAGIC', 'CallSpec', 'infer']
 
 
 CALL_MAGIC = b'MMC1'

@@ -112,7 +112,7 @@ from .arguments import CallSpec, infer
 from .captures import capture_leaves
 from .metrics import EngineStats, Metrics
 from .tools import Tool, ToolRegistry
-from .walking import EngineWalk, FAILED
+from .walking import Calls, EngineWalk, FAILED, Run
 from ..bindings.learning import follow, Learner, no_plans, Plans
 from ..bindings.rules import DEFAULT_MAX_SHIFT, Substitution
 from ..checks.tolerance import Check, user_similarity
@@ -121,26 +121,14 @@ from ..records import Node, Snapshot, Step, ToolKind
 from ..replay.ranking import RankOrder
 from ..replay.walk import walk, WalkResult
 from ..resume import accepts_resume, Resume
-from ..store import MemoryStore, open_store, Recording, Store
+from ..store import MemoryStore, open_store, Store
 
-__all__ = ['capture_leaves', 'Engine', 'EngineStats', 'Resume', 'Substitution']
+__all__ = ['Engine']
 
 _log = logging.getLogger(__name__)
 
 F = TypeVar('F', bound=Callable[..., Any])
 _UNSET = object()
-
-
-class _Run:
-    """State of one engine call."""
-
-    def __init__(self, *, task: str, params: dict[str, Any] | None) -> None:
-        self.task = task
-        self.params = params
-        self.recording: Recording | None = None
-        self.learnable = True
-        self.in_tool = 0
-        self.substitutions: list[Substitution] = []
 
 
 def _task_key(tags: list[str] | tuple[str, ...] | None) -> str:
@@ -202,7 +190,7 @@ class Engine:
         self._call_lock = threading.Lock()
         self._stats_lock = threading.Lock()
         self._counts = {f.name: 0 for f in fields(EngineStats)}
-        self._run: _Run | None = None
+        self._run: Run | None = None
         self._owner: threading.Thread | None = None
         self._refs: dict[bytes, CallSpec] = {}
         self._specs: dict[int, CallSpec] = {}
@@ -346,7 +334,7 @@ class Engine:
             _log.exception('check capture %r raised', check.capture)
             return FAILED
 
-    def _record_call(self, run: _Run, tool: Tool, args: tuple[Any, ...],
+    def _record_call(self, run: Run, tool: Tool, args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
         pre = self._capture(tool.pre_check, args, kwargs) if tool.pre_check else None
         start = time.monotonic()
@@ -413,7 +401,7 @@ class Engine:
         """
         if not self._finalized:
             self.finalize()
-        run = _Run(task=_task_key(tags), params=dict(params) if params else None)
+        run = Run(task=_task_key(tags), params=dict(params) if params else None)
         if self._run is not None and self._owner is threading.current_thread():
             raise RuntimeError('engine calls do not nest: this thread is already running a task')
         self._call_lock.acquire()
@@ -429,8 +417,11 @@ class Engine:
             self._owner = None
             self._call_lock.release()
 
-    def _walk(self, run: _Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        side = EngineWalk(self, run, self._plans_of(run.task), self._order)
+    def _walk(self, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        calls = Calls(tools=self._registry, tolerance=self._tolerance, context=self._context,
+                      arguments=self._spec_of, capture=self._capture,
+                      similarity=self._similarity, count=self._count)
+        side = EngineWalk(calls, run, self._plans_of(run.task), self._order)
         result = walk(store=self._store, task=run.task, variant='', judge=side, executor=side,
                       reporter=side, measure=self.metrics.measure)
         if result.complete:
@@ -442,7 +433,7 @@ class Engine:
         Return the bindings of a task's learned steps (a store that cannot be read: none).
 
         The task's learner reads only trajectories it has not seen
-        (:func:`.learning.follow`); a later step's capture is its own, so no plan
+        (:func:`..bindings.learning.follow`); a later step's capture is its own, so no plan
         checks sources ahead.
         """
         if not self._infer_bindings:
@@ -474,7 +465,7 @@ class Engine:
             _log.exception('check compare %r raised; candidate skipped', check.compare)
             return 0.0
 
-    def _hit(self, run: _Run, result: WalkResult) -> bool:
+    def _hit(self, run: Run, result: WalkResult) -> bool:
         if result.trajectory_id:
             self._store.note_replay(trajectory_id=result.trajectory_id)
         self._store.note_outcome(task=run.task, hit=True)
@@ -482,7 +473,7 @@ class Engine:
         _log.info('task %s: cache hit, %d steps replayed', run.task, result.steps_replayed)
         return True
 
-    def _handoff(self, run: _Run, args: tuple[Any, ...], kwargs: dict[str, Any],
+    def _handoff(self, run: Run, args: tuple[Any, ...], kwargs: dict[str, Any],
                  stopped: Resume) -> bool:
         index = stopped.step
         reason = stopped.reason
@@ -512,7 +503,7 @@ class Engine:
         self._store.note_outcome(task=run.task, hit=False)
         return False
 
-    def _finish(self, run: _Run, *, learn: bool) -> None:
+    def _finish(self, run: Run, *, learn: bool) -> None:
         recording, run.recording = run.recording, None
         if recording is None:
             return

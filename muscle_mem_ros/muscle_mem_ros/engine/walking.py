@@ -15,46 +15,97 @@
 """
 The Engine's side of the walk: user checks judge, Python tools execute.
 
-Implements the :mod:`.walk` protocols (``Judge``, ``Executor``, ``Reporter``)
-for one :class:`~.engine.Engine` call. Candidates are judged by the core's
-:class:`~.retarget.BindingJudge` (the one the node uses), which sees the world
-through :class:`CaptureSenses`: a candidate's pre-check capture taken with its
-recorded arguments, the capture's leaves as sources, one shift per capture
-function, and the user's ``compare`` as the literal check.
+Implements the :mod:`~muscle_mem_ros.replay.walk` protocols (``Judge``, ``Executor``,
+``Reporter``) for one :class:`~.engine.Engine` call. Candidates are judged by the core's
+:class:`~muscle_mem_ros.bindings.judge.BindingJudge` (the one the node uses), which sees
+the world through :class:`CaptureSenses`: a candidate's pre-check capture taken with its
+recorded arguments, the capture's leaves as sources, one shift per capture function, and
+the user's ``compare`` as the literal check.
+
+What the walk uses of its Engine (tools, decoded arguments, captures and compares that fail
+safe, counters) is handed in as :class:`Calls`, with the call's state (:class:`Run`): this
+module does not import the engine, the engine imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import logging
 import math
 import time
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
-from .arguments import MissingParamError
+from .arguments import CallSpec
 from .captures import capture_leaf, capture_leaves, capture_path, with_leaves
-from .tools import Tool
+from .tools import Tool, ToolRegistry
 from ..bindings.judge import BindingJudge, Bound, Compared, Observation
 from ..bindings.learning import Plans
-from ..bindings.rules import parse_path
+from ..bindings.rules import parse_path, Substitution
+from ..checks.tolerance import Check
+from ..errors import MissingParamError
 from ..records import CheckFailure, Node, Snapshot, StepStatus, ToolKind
 from ..replay.ranking import RankOrder
-from ..replay.walk import Miss, StepEvent, Verdict
+from ..replay.walk import Cancel, Miss, StepEvent, Verdict
 from ..resume import FailureKind
+from ..store.base import Recording
 
-if TYPE_CHECKING:
-    from .engine import _Run as Run, Engine
-
-__all__ = ['CaptureSenses', 'EngineWalk', 'FAILED', 'Ran']
+__all__ = ['Calls', 'CaptureSenses', 'EngineWalk', 'FAILED', 'Ran', 'Run']
 
 _log = logging.getLogger(__name__)
 
 FAILED: Any = object()
-"""What :meth:`.engine.Engine._capture` returns when a capture raised."""
+"""What :attr:`Calls.capture` returns when a capture raised."""
 
 Call = tuple[Tool, tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass
+class Run:
+    """
+    The state of one engine call.
+
+    :param task: The task key (its tags as JSON).
+    :param params: The call's task parameters.
+    """
+
+    task: str
+    params: dict[str, Any] | None
+    recording: Recording | None = None
+    """The agent's recording, while it runs."""
+    learnable: bool = True
+    """False once a capture or a recorded call failed: the run is not stored."""
+    in_tool: int = 0
+    """How deep in tool calls (a tool a tool calls is not recorded)."""
+    substitutions: list[Substitution] = field(default_factory=list)
+    """What the replay rebound, one record per bound argument."""
+
+
+@dataclass(frozen=True)
+class Calls:
+    """
+    What the walk side uses of its Engine, handed in by the engine for each call.
+
+    :param tools: The engine's tools.
+    :param tolerance: ``binding_tolerance``: how far apart two leaves still count as equal.
+    :param context: What replaces ``self`` when a method tool is replayed.
+    :param arguments: A learned step's decoded call arguments.
+    :param capture: ``capture(check, args, kwargs)``: take the check's capture;
+        :data:`FAILED` when it raised (logged and counted).
+    :param similarity: ``similarity(check, args, kwargs, recorded, current=...)``: the
+        user's compare of ``current`` (default: captured now) with ``recorded``, 0.0
+        when it raised.
+    :param count: Add one to a counter of ``Engine.stats``.
+    """
+
+    tools: ToolRegistry
+    tolerance: float
+    context: Any
+    arguments: Callable[[Node], CallSpec]
+    capture: Callable[[Check[Any], tuple[Any, ...], dict[str, Any]], Any]
+    similarity: Callable[..., float]
+    count: Callable[[str], None]
 
 
 class _Leaves(Mapping[str, Any]):
@@ -100,12 +151,12 @@ class CaptureSenses:
     """
     How the Engine sees the world: user captures, judged by the user's ``compare``.
 
-    :param engine: The engine (its tools, captures, counters).
+    :param calls: What the engine lends the walk (its tools, captures, counters).
     :param run: The call's state.
     """
 
-    def __init__(self, engine: Engine, run: Run) -> None:
-        self._engine = engine
+    def __init__(self, calls: Calls, run: Run) -> None:
+        self._calls = calls
         self._run = run
         self._seen: dict[Any, Observation | None] = {}
         self._pending: dict[int, Call] = {}
@@ -118,7 +169,7 @@ class CaptureSenses:
         self._pending = {}
 
     def _tool(self, node: Node) -> Tool | None:
-        return self._engine._registry.get(node.step.tool, node.step.type_name)
+        return self._calls.tools.get(node.step.tool, node.step.type_name)
 
     def elements(self, snapshot: Snapshot | None) -> dict[str, float]:
         """Return a capture's leaves (:func:`~.captures.capture_leaves`)."""
@@ -148,13 +199,13 @@ class CaptureSenses:
         same = tool is not None and tool.pre_check is not None and \
             tool.post_check is not None and tool.post_check.capture is tool.pre_check.capture
         before = pre if same else {}
-        tolerance = self._engine._tolerance
+        tolerance = self._calls.tolerance
         return [key for key, value in post.items()
                 if key not in before or abs(value - before[key]) > tolerance]
 
     def observe(self, node: Node) -> Observation | None:
         """Return the candidate's pre-check capture (one per tool and recorded arguments)."""
-        engine = self._engine
+        calls = self._calls
         recorded = node.step
         tool = self._tool(node)
         if tool is None or recorded.kind is not ToolKind.FUNCTION or \
@@ -163,20 +214,20 @@ class CaptureSenses:
         if (tool.pre_check is None) != (recorded.pre is None):
             return None
         try:
-            call_args, call_kwargs = engine._spec_of(node).resolve(self._run.params)
+            call_args, call_kwargs = calls.arguments(node).resolve(self._run.params)
         except MissingParamError:
             return None
         except Exception:  # noqa: BLE001 - a payload this code cannot read
             _log.exception('cannot decode the arguments of node %d', node.id)
             return None
         if tool.is_method:
-            call_args = (engine._context, *call_args)
+            call_args = (calls.context, *call_args)
         self._pending[node.id] = (tool, call_args, call_kwargs)
         if tool.pre_check is None:
             return _UNCHECKED
         key = (tool.name, recorded.payload)
         if key not in self._seen:
-            current = engine._capture(tool.pre_check, call_args, call_kwargs)
+            current = calls.capture(tool.pre_check, call_args, call_kwargs)
             self._seen[key] = None if current is FAILED else Observation(
                 Snapshot(user=current), _Leaves(current))
         return self._seen[key]
@@ -204,8 +255,8 @@ class CaptureSenses:
             rebound = tuple(call['args'])
             args = (call_args[0], *rebound) if tool.is_method else rebound
             kwargs = call['kwargs']
-        similarity = self._engine._similarity(tool.pre_check, call_args, call_kwargs,
-                                              expected.user, current=seen.now.user)
+        similarity = self._calls.similarity(tool.pre_check, call_args, call_kwargs,
+                                            expected.user, current=seen.now.user)
         if similarity <= 0.0:
             return Compared(False)
         self.calls[node.id] = (tool, args, kwargs)
@@ -220,17 +271,17 @@ class EngineWalk:
     """
     The engine's side of one walk: judge with user checks, execute Python tools.
 
-    :param engine: The engine.
+    :param calls: What the engine lends the walk.
     :param run: The call's state.
     :param plans: The task's plans.
     :param order: The engine's candidates in rank order.
     """
 
-    def __init__(self, engine: Engine, run: Run, plans: Plans, order: RankOrder) -> None:
-        self._engine = engine
+    def __init__(self, calls: Calls, run: Run, plans: Plans, order: RankOrder) -> None:
+        self._calls = calls
         self._run = run
         self._order = order
-        self._senses = CaptureSenses(engine, run)
+        self._senses = CaptureSenses(calls, run)
         self._judge = BindingJudge(plans=plans, params={}, senses=self._senses)
 
     def prepare(self, reporter: Any) -> None:
@@ -254,14 +305,14 @@ class EngineWalk:
         return Verdict((), Miss(FailureKind.NO_CANDIDATE, 'no cached trajectory' if step == 0
                                 else f'nothing learned after step {step - 1}'))
 
-    def execute(self, node: Node, step: int, cancel: Any) -> Ran:
+    def execute(self, node: Node, step: int, cancel: Cancel) -> Ran:
         """Call the tool with the recorded (or rebound) arguments; a raise is a failed step."""
-        engine = self._engine
+        count = self._calls.count
         tool, call_args, call_kwargs = self._senses.calls[node.id]
         bound = self._judge.sending(node)
         if bound is not None and bound.substitutions:
             self._run.substitutions.extend(bound.substitutions)
-            engine._count('steps_rebound')
+            count('steps_rebound')
             _log.info('step %d (%s) rebound: %s', step, tool.name,
                       ', '.join(s.describe() for s in bound.substitutions))
         call_args, call_kwargs = _own_copy(tool, call_args, call_kwargs)
@@ -269,12 +320,12 @@ class EngineWalk:
         try:
             tool.func(*call_args, **call_kwargs)
         except Exception as err:
-            engine._count('tool_errors')
+            count('tool_errors')
             _log.exception('replayed step %d (%s) raised; handing off', step, tool.name)
             return Ran(StepStatus.FAILED, time.monotonic(), f'raised {err!r}')
         finally:
             self._run.in_tool -= 1
-        engine._count('steps_replayed')
+        count('steps_replayed')
         self._judge.ran(node)
         return Ran(StepStatus.SUCCEEDED, time.monotonic())
 
@@ -289,8 +340,8 @@ class EngineWalk:
             _log.exception('cannot move the recorded post-check capture of node %d', node.id)
             return Miss(FailureKind.POST_CHECK, f'post-check failed after step {step}')
         assert expected is not None
-        if self._engine._similarity(tool.post_check, call_args, call_kwargs,
-                                    expected.user) > 0.0:
+        if self._calls.similarity(tool.post_check, call_args, call_kwargs,
+                                  expected.user) > 0.0:
             return None
         return Miss(FailureKind.POST_CHECK, f'post-check failed after step {step}')
 

@@ -138,7 +138,7 @@ def trusted(gate: Gate, trajectories: Sequence[TrajectoryInfo], *, plans: Plans,
     :param gate: The gate.
     :param trajectories: The tree's trajectories.
     :param plans: Their plans (the inferred bindings a ``shadow:N`` gate counts).
-    :param agreement: The task's shadow counts (:meth:`~.store.base.Store.agreement`).
+    :param agreement: The task's shadow counts (:meth:`~..store.base.Store.agreement`).
     :param approvals: The task's approvals.
     """
     if not gate.required:
@@ -224,7 +224,7 @@ def inferred_bindings(trajectories: Sequence[TrajectoryInfo],
     Return the inferred bindings on ``trajectories`` now: (learned step id, field, source).
 
     :param trajectories: The trajectories (of one task).
-    :param plans: A tree's plans by its variant (:meth:`~.trees.Trees.plans`).
+    :param plans: A tree's plans by its variant (:meth:`~.treeview.Trees.plans`).
     """
     found: set[tuple[int, str, str]] = set()
     by_variant: dict[str, Mapping[int, Plan]] = {}

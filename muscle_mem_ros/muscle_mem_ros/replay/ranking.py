@@ -19,13 +19,13 @@ A judge whose checks are opaque (the Engine's user ``compare``) cannot index
 candidates the way the node's matcher indexes snapshots: it must run the check
 of each. It can still avoid running all of them. Among candidates that pass at
 the same distance the walk takes the one with the most successes, then the most
-recently used, then the lowest id (:func:`.walk.rank_key`); so a judge that
+recently used, then the lowest id (:func:`rank_key`, the rule's one definition); so a judge that
 tries candidates in that order and meets one at the best distance a check can
 give (a user ``compare`` returning True) knows no later one can be chosen, and
 stops there.
 
 :class:`RankOrder` keeps that order for a store's child lists (keyed by their
-:attr:`~.store.base.NodeList.family`) between calls: a new child is inserted,
+:attr:`~..store.base.NodeList.family`) between calls: a new child is inserted,
 a child whose counters changed (read from the list's change log) is moved;
 nothing else is looked at, so keeping the order costs what changed, not the
 size of the tree.
@@ -39,14 +39,22 @@ from collections.abc import Hashable, Iterator, Sequence
 
 from ..records import Node
 
-__all__ = ['RankOrder']
+__all__ = ['rank_key', 'RankKey', 'RankOrder']
 
-_Key = tuple[int, float, int]
+RankKey = tuple[float, int, float, int]
+"""(distance, -successes, -last used, id): the smallest is replayed."""
 
 
-def _key(node: Node) -> _Key:
-    """Return ``node``'s rank at an equal distance (:func:`.walk.rank_key` without it)."""
-    return (-node.success_count, -node.last_used, node.id)
+def rank_key(node: Node, distance: float = 0.0) -> RankKey:
+    """
+    Return the sort key of a passing candidate: the smallest key is replayed.
+
+    :param node: The candidate.
+    :param distance: How far its pre-check found the world (0 = identical); the default
+        ranks candidates at an equal distance.
+    :return: Lowest distance first, then most successes, most recently used, lowest id.
+    """
+    return (distance, -node.success_count, -node.last_used, node.id)
 
 
 class _Order:
@@ -54,8 +62,8 @@ class _Order:
 
     def __init__(self, candidates: Sequence[Node], log: Sequence[int] | None,
                  changed: int) -> None:
-        self.keys = sorted(_key(n) for n in candidates)
-        self.key_of = {k[2]: k for k in self.keys}
+        self.keys = sorted(rank_key(n) for n in candidates)
+        self.key_of = {k[3]: k for k in self.keys}
         self.pos = {n.id: i for i, n in enumerate(candidates)}
         self.log = log
         self.read = changed
@@ -74,7 +82,7 @@ class _Order:
         self.read = changed
 
     def _put(self, node: Node) -> None:
-        new = _key(node)
+        new = rank_key(node)
         old = self.key_of.get(node.id)
         if old == new:
             return
@@ -102,7 +110,7 @@ class RankOrder:
         family = getattr(candidates, 'family', None)
         log = getattr(candidates, 'changes', None)
         if family is None or log is None or len(candidates) < self._smallest:
-            return iter(sorted(candidates, key=_key))
+            return iter(sorted(candidates, key=rank_key))
         changed = getattr(candidates, 'changed', len(log))
         order = self._orders.get(family)
         if order is None or order.log is not log or len(candidates) < len(order.pos):
@@ -119,4 +127,4 @@ class RankOrder:
     def _walk(order: _Order, candidates: Sequence[Node]) -> Iterator[Node]:
         keys, pos = order.keys, order.pos
         for i in range(len(keys)):
-            yield candidates[pos[keys[i][2]]]
+            yield candidates[pos[keys[i][3]]]

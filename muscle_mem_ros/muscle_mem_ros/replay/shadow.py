@@ -27,7 +27,7 @@ the cache would have handed off, so later steps are not predicted.
 :class:`ShadowRun` asks the same one step at a time, so that a node can say each
 step's verdict as soon as the step is recorded, while the agent still works.
 
-The judge is :class:`~.retarget.BindingJudge`, the same one a replay uses;
+The judge is :class:`~..bindings.judge.BindingJudge`, the same one a replay uses;
 only its senses differ (:class:`SnapshotSenses`: a recorded snapshot instead of
 a live capture).
 """
@@ -101,7 +101,7 @@ class ShadowStep:
 
 class SnapshotSenses(SensorSenses):
     """
-    The node's senses replayed from a recorded snapshot (:class:`~.retarget.Senses`).
+    The node's senses replayed from a recorded snapshot (:class:`~..bindings.judge.Senses`).
 
     :param check: The sensors' ToleranceCheck, or None (nothing checked).
     :param tolerance: Tolerance of a sensor element.

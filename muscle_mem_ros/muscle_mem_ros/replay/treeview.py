@@ -17,7 +17,7 @@ A task's trees as one run sees them: read once per run.
 
 A run (one ExecuteTask goal, a Replay, a dry run) reads its tree once: one
 listing of that tree's trajectories, from which its plans are brought up to
-date (:func:`.learning.follow`, learning only what is new). The walk, the dry
+date (:func:`..bindings.learning.follow`, learning only what is new). The walk, the dry
 run, the filer and the reporters read the :class:`TreeView`; nothing in a run
 lists the tree again. Children are read from the store, which caches them.
 
@@ -93,7 +93,7 @@ class Trees:
     :param infer: Infer bindings from the recordings.
     :param max_shift: ``max_shift`` of inferred sensor bindings.
     :param tolerance: Tolerance of a sensor element.
-    :param sources: Which sensors inference may bind to (:func:`.bindings.sensor_sources`).
+    :param sources: Which sensors inference may bind to (:func:`..bindings.rules.sensor_sources`).
     """
 
     def __init__(self, store: Store, *, declared: Sequence[Declared] = (), infer: bool = True,
@@ -141,7 +141,7 @@ class Trees:
         """
         Yield the task's trees with no bound parameter but ``but``: parameters, first recording.
 
-        What :func:`~.filing.witnessed` searches; read one tree at a time, as asked for.
+        What :func:`~..bindings.filing.witnessed` searches; read one tree at a time, as asked for.
         """
         for text in self._store.trees(task=task):
             variant = Variant.parse(text)

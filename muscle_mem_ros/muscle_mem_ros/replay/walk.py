@@ -29,7 +29,7 @@ The rules (the only place they are written down):
 * At node P (None = the root) the candidates are P's children (restricted to
   ``path`` when one trajectory is replayed). Among those that pass their
   pre-check the best wins: lowest distance (0 = identical), then most
-  successes, then most recently used, then the lowest id (:func:`rank_key`).
+  successes, then most recently used, then the lowest id (:func:`.ranking.rank_key`).
 * When no candidate passes and P is terminal (some trajectory ends there) and
   P's post-check did not fail, the walk is complete: a full hit. A child that
   passes at a terminal node is still taken (the longer trajectory wins).
@@ -62,16 +62,17 @@ from collections.abc import Callable, Sequence
 import contextlib
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ContextManager, Protocol
+from typing import Any, ContextManager, overload, Protocol, TypeVar
 
+from .ranking import rank_key
 from .treeview import Paths, TreeView
 from ..records import CheckFailure, Node, StepStatus
 from ..resume import FailureKind, Resume
 from ..store.base import Store
 
 __all__ = [
-    'blamed', 'candidates_at', 'choose', 'Executor', 'Judge', 'locate', 'Miss', 'Outcome',
-    'rank_key', 'Reporter', 'StepEvent', 'Verdict', 'walk', 'WalkResult',
+    'blamed', 'Cancel', 'candidates_at', 'choose', 'Executor', 'Judge', 'locate', 'Miss',
+    'Outcome', 'Reporter', 'StepEvent', 'Verdict', 'walk', 'WalkResult',
 ]
 
 
@@ -150,10 +151,22 @@ class Outcome(Protocol):
         """Return what the server said, for people."""
 
 
-class Executor(Protocol):
+class Cancel(Protocol):
+    """Says whether the caller cancelled a walk (the node's ``CancelToken``)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """Return True once the caller cancelled."""
+
+
+C = TypeVar('C', bound=Cancel)
+C_contra = TypeVar('C_contra', bound=Cancel, contravariant=True)
+
+
+class Executor(Protocol[C_contra]):
     """Executes one learned step (a Python call, or a goal/request to a server)."""
 
-    def execute(self, node: Node, step: int, cancel: Any) -> Outcome:
+    def execute(self, node: Node, step: int, cancel: C_contra) -> Outcome:
         """Execute ``node``'s step; ``cancel.cancelled`` may end it early."""
 
 
@@ -208,11 +221,6 @@ class WalkResult:
         return len(self.resume.replayed)
 
 
-def rank_key(node: Node, distance: float) -> tuple[float, int, float, int]:
-    """Return the sort key of a passing candidate: the smallest key is replayed."""
-    return (distance, -node.success_count, -node.last_used, node.id)
-
-
 def locate(paths: Paths, node: Node) -> tuple[int, int]:
     """
     Return the trajectory a walk at ``node`` is on, and its length.
@@ -249,15 +257,15 @@ def blamed(failures: Sequence[tuple[Node, CheckFailure]]) -> tuple[Node, CheckFa
     Return the failure a miss reports: that of the candidate the walk would have taken.
 
     Of candidates that all failed, the walk would have replayed the one with the most
-    successes, then the most recently used, then the lowest id (:func:`rank_key` at an
+    successes, then the most recently used, then the lowest id (:func:`.ranking.rank_key` at an
     equal distance): its failure says why the usual branch did not replay. The
     smallest deviation could belong to another branch and blame the wrong thing.
     """
-    return min(failures, key=lambda item: rank_key(item[0], 0.0), default=None)
+    return min(failures, key=lambda item: rank_key(item[0]), default=None)
 
 
 def choose(verdict: Verdict) -> Node | None:
-    """Return the best passing candidate of ``verdict`` (see :func:`rank_key`), or None."""
+    """Return the best passing candidate of ``verdict`` (:func:`.ranking.rank_key`), or None."""
     best = min(verdict.passing, key=lambda item: rank_key(item[0], item[1]), default=None)
     return best[0] if best is not None else None
 
@@ -266,9 +274,25 @@ class _NoCancel:
     cancelled = False
 
 
+@overload
 def walk(
-    *, store: Store, task: str, variant: str, judge: Judge, executor: Executor,
-    reporter: Reporter, cancel: Any = None, path: Sequence[int] | None = None,
+    *, store: Store, task: str, variant: str, judge: Judge, executor: Executor[C],
+    reporter: Reporter, cancel: C, path: Sequence[int] | None = None,
+    tree: TreeView | None = None, measure: Callable[[str], ContextManager[Any]] | None = None,
+) -> WalkResult: ...
+
+
+@overload
+def walk(
+    *, store: Store, task: str, variant: str, judge: Judge, executor: Executor[Cancel],
+    reporter: Reporter, cancel: None = None, path: Sequence[int] | None = None,
+    tree: TreeView | None = None, measure: Callable[[str], ContextManager[Any]] | None = None,
+) -> WalkResult: ...
+
+
+def walk(
+    *, store: Store, task: str, variant: str, judge: Judge, executor: Executor[Any],
+    reporter: Reporter, cancel: Cancel | None = None, path: Sequence[int] | None = None,
     tree: TreeView | None = None,
     measure: Callable[[str], ContextManager[Any]] | None = None,
 ) -> WalkResult:
@@ -279,11 +303,12 @@ def walk(
     :param task: Task key.
     :param variant: Tree key (canonical params JSON, '' for the engine).
     :param judge: Judges pre- and post-checks.
-    :param executor: Executes steps.
+    :param executor: Executes steps; it is handed ``cancel``.
     :param reporter: Gets events and progress.
-    :param cancel: Anything with a ``cancelled`` attribute, or None.
+    :param cancel: Cancels the walk, or None (never cancelled: the executor then takes
+        any :class:`Cancel`).
     :param path: Restrict the walk to this root-to-leaf node path.
-    :param tree: The tree as the run read it (:meth:`.trees.Trees.view`): the trajectory
+    :param tree: The tree as the run read it (:meth:`.treeview.Trees.view`): the trajectory
         each step is on is found in it (events, progress total) and the one completed;
         None: events carry trajectory id 0 and the total -1, and the completed
         trajectory is asked of the store.

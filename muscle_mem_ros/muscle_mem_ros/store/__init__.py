@@ -12,7 +12,17 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Where learned trajectory trees live: in memory, in an SQLite file, or in PostgreSQL."""
+"""
+Where learned trajectory trees live: in memory, in an SQLite file, or in PostgreSQL.
+
+The interface and the dedupe rule (:mod:`.base`) and the tree merge every store uses
+(:mod:`.merge`); the memory store (:mod:`.memory`); the SQLite store: its queries
+(:mod:`.sqlite`), opening its file (:mod:`.sqlfile`), its schema and migrations
+(:mod:`.schema`, :mod:`.legacy`) and recording owners (:mod:`.owners`); what both SQL
+stores share: tree writes (:mod:`.sqlwrites`), trust (:mod:`.trustsql`), rows
+(:mod:`.codec`), the child cache (:mod:`.childcache`); the storage format of values
+(:mod:`.values`, :func:`.gcpause.gc_paused`); the PostgreSQL store in :mod:`.postgres`.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +30,8 @@ import os
 
 from .base import NodeList, Recording, RecordingInfo, step_signature, Store
 from .memory import MemoryStore
-from .postgres.store import is_postgres_url, PostgresStore, redact
+from .postgres.link import is_postgres_url, redact
+from .postgres.store import PostgresStore
 from .sqlite import DEFAULT_ABANDONED_RETENTION, SqliteStore
 
 __all__ = [

@@ -48,7 +48,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from .values import Blobs, pack, UnsafeValueError
+from .values import Blobs, pack
+from ..errors import UnsafeValueError
 from ..records import Agreement, Approval, Node, Step, TaskStats, ToolKind, TrajectoryInfo
 
 __all__ = [

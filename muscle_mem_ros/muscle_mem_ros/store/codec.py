@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from .values import Blobs, pack, read_container, unpack, UnsafeValueError, write_container
-from ..errors import StoreCorruptError, StoreError
+from .values import Blobs, pack, read_container, unpack, write_container
+from ..errors import StoreCorruptError, StoreError, UnsafeValueError
 from ..records import Node, Snapshot, Step, StepStatus, ToolKind, TrajectoryInfo
 
 __all__ = ['decode_snapshot', 'encode_snapshot', 'NODE_COLS', 'node_from_row', 'SNAPSHOT_MAGIC',

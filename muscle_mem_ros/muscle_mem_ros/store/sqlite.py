@@ -56,6 +56,9 @@ older schema is refused), no purge, no lock files, and every write raises
 Loading is lazy: opening reads only the header and meta table; the children
 of a tree node are read on first use and then cached (and kept up to date by
 this store's own writes).
+
+Opening the file (creating it, access rights, PRAGMAs, migration) is :mod:`.sqlfile`;
+this module holds the store's queries on the opened file.
 """
 
 from __future__ import annotations
@@ -71,21 +74,17 @@ import threading
 import time
 from typing import Any
 
-from . import schema, sqlwrites, trustsql
-from .base import Batching, check_step, NodeList, Recording, RecordingInfo, Store
+from . import sqlwrites
+from .base import Batching, check_step, NodeList, Recording, RecordingInfo
 from .childcache import ChildCache, Key
 from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
 from .gcpause import gc_paused
 from .legacy import Dropped
-from .owners import HOST, make_dirs, Owner
-from ..errors import (
-    StoreAccessError,
-    StoreCorruptError,
-    StoreError,
-    StoreVersionError,
-    UnknownTrajectoryError,
-)
-from ..records import Agreement, Approval, Node, Step, TaskStats, TrajectoryInfo
+from .owners import HOST, Owner
+from .sqlfile import open_file, transaction
+from .trustsql import SqlTrust
+from ..errors import StoreAccessError, StoreCorruptError, StoreError, UnknownTrajectoryError
+from ..records import Node, Step, TaskStats, TrajectoryInfo
 
 __all__ = ['DEFAULT_ABANDONED_RETENTION', 'SqliteStore']
 
@@ -134,7 +133,7 @@ class _SqliteRecording(Recording):
         self._closed = True
 
 
-class SqliteStore(Batching, Store):
+class SqliteStore(Batching, SqlTrust):
     """
     Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
 
@@ -181,44 +180,12 @@ class SqliteStore(Batching, Store):
         self._allow_pickle = bool(allow_pickle)
         self._owner = Owner(self.file)
         self._read_only = bool(read_only)
-        self.backup: Path | None = None
-        self.migration_dropped: Dropped | None = None
         self.purged = 0
-        try:
-            fresh = schema.inspect_file(self.file)
-        except StoreCorruptError as err:
-            access = self._access_error(err)
-            if access is None:
-                raise
-            raise access from err
-        if fresh and self._read_only:
-            raise StoreAccessError(f'{self.file}: no store there (empty or missing); '
-                                   'opened read-only, nothing was created')
-        if fresh:
-            self._create_file()
-        elif not self._read_only and not os.access(self.file, os.W_OK):
-            raise self._access_error(PermissionError(f'{self.file} is not writable')) or \
-                StoreAccessError(f'{self.file}: cannot open store: not writable')
-        try:
-            target, uri = str(self.file), False
-            if self._read_only:
-                target, uri = self.file.resolve().as_uri() + '?mode=ro', True
-            self._conn = sqlite3.connect(target, timeout=timeout, isolation_level=None,
-                                         check_same_thread=False, uri=uri)
-        except sqlite3.Error as err:
-            raise self._access_error(err) or StoreCorruptError(
-                f'{self.file}: cannot open store: {err}') from err
-        try:
-            self._open(fresh, synchronous.upper())
-        except StoreError as err:
-            self._conn.close()
-            access = self._access_error(err)
-            if access is None:
-                raise
-            raise access from err
-        except BaseException:
-            self._conn.close()
-            raise
+        opened = open_file(self.file, synchronous=synchronous.upper(), timeout=timeout,
+                           allow_pickle=self._allow_pickle, read_only=self._read_only)
+        self._conn = opened.conn
+        self.backup: Path | None = opened.backup
+        self.migration_dropped: Dropped | None = opened.migration_dropped
         self._data_version = self._conn.execute('PRAGMA data_version').fetchone()[0]
         if abandoned_retention is not None and not self._read_only:
             try:
@@ -239,113 +206,10 @@ class SqliteStore(Batching, Store):
         """Return True if this store pickles (and unpickles) values that are not JSON or NumPy."""
         return self._allow_pickle
 
-    def _create_file(self) -> None:
-        """Create the directories (0700) and an empty database file (0600) before SQLite."""
-        try:
-            make_dirs(self.file.parent)
-        except OSError as err:
-            raise self._access_error(err) or StoreError(
-                f'{self.file}: cannot create directory: {err}') from err
-        try:
-            fd = os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return
-        except OSError as err:
-            raise self._access_error(err) or StoreError(
-                f'{self.file}: cannot create store: {err}') from err
-        os.fchmod(fd, 0o600)
-        os.close(fd)
-
-    def _access_error(self, err: BaseException) -> StoreAccessError | None:
-        """Name the real cause when the file or directory cannot be read or written."""
-        directory = self.file.parent
-        if isinstance(err, PermissionError) or not os.access(directory, os.X_OK):
-            problem = f'permission denied ({err})'
-        else:
-            problem = None
-        if self.file.exists():
-            if not os.access(self.file, os.R_OK):
-                problem = 'permission denied: the store file is not readable by this user'
-            elif not os.access(self.file, os.W_OK):
-                problem = 'the store file is read-only (SQLite must write to it)'
-            elif not os.access(directory, os.W_OK | os.X_OK) and not (
-                    self._sidecar('-wal').exists() and self._sidecar('-shm').exists()):
-                problem = (f'the directory {directory} is read-only or not writable by this '
-                           f'user, and SQLite must create {self.file.name}-wal and '
-                           f'{self.file.name}-shm next to the store')
-        elif directory.exists() and not os.access(directory, os.W_OK | os.X_OK):
-            problem = (f'the directory {directory} is read-only or not writable by this user: '
-                       'the store cannot be created there')
-        if problem is None:
-            return None
-        cause = err.__cause__ if isinstance(err, StoreError) and err.__cause__ else err
-        access = StoreAccessError(f'{self.file}: cannot open store: {problem}; the file is '
-                                  f'untouched (SQLite/OS said: {cause})')
-        access.__cause__ = err
-        return access
-
-    def _sidecar(self, suffix: str) -> Path:
-        return self.file.with_name(self.file.name + suffix)
-
     @property
     def read_only(self) -> bool:
         """Return True if this store was opened read-only (every write raises)."""
         return self._read_only
-
-    def _open(self, fresh: bool, synchronous: str) -> None:
-        conn = self._conn
-        version = 0 if fresh else schema.verify(conn, self.file)
-        if self._read_only:
-            if version < schema.SCHEMA_VERSION:
-                raise StoreVersionError(
-                    f'{self.file}: store schema version {version} is older than this '
-                    f'muscle_mem_ros ({schema.SCHEMA_VERSION}) and opened read-only it cannot '
-                    'be migrated: open it once writable (start the node on it) to migrate')
-            return
-        try:
-            if conn.execute('PRAGMA journal_mode').fetchone()[0].lower() != 'wal':
-                conn.execute('PRAGMA journal_mode = WAL')
-            conn.execute(f'PRAGMA synchronous = {synchronous}')
-            if version < schema.SCHEMA_VERSION:
-                if version > 0:
-                    self.backup = schema.backup(conn, self.file, version)
-                    _log.warning('%s: migrating store schema %d -> %d (backup copy: %s)',
-                                 self.file, version, schema.SCHEMA_VERSION, self.backup)
-                self.migration_dropped = schema.migrate(conn, current=version,
-                                                        trusted=self._allow_pickle)
-                conn.execute('PRAGMA wal_checkpoint(TRUNCATE)')
-                self._report_migration()
-            if fresh:
-                for suffix in ('-wal', '-shm'):
-                    try:
-                        os.chmod(self._sidecar(suffix), 0o600)
-                    except FileNotFoundError:
-                        pass
-            if self._allow_pickle and not conn.execute(
-                    "SELECT 1 FROM meta WHERE key = 'allow_pickle'").fetchone():
-                with self._write():
-                    conn.execute(
-                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('allow_pickle', '1')")
-            elif conn.execute("SELECT 1 FROM meta WHERE key = 'allow_pickle'").fetchone():
-                _log.warning('%s: this store was used with allow_pickle=True; values it holds '
-                             'as pickles are refused (StorePickleError), never unpickled',
-                             self.file)
-        except OSError as err:
-            raise StoreError(f'{self.file}: cannot back up the store before migrating it: '
-                             f'{err}') from err
-        except sqlite3.Error as err:
-            raise StoreError(f'{self.file}: cannot initialize store: {err}') from err
-
-    def _report_migration(self) -> None:
-        dropped = self.migration_dropped
-        if dropped is None or not (dropped.nodes or dropped.recordings):
-            return
-        _log.warning(
-            '%s: migration dropped %d node(s), %d trajectory(ies) and %d incomplete '
-            'recording(s) it could not convert without unpickling untrusted data (the '
-            'backup %s still has them): %s', self.file, len(dropped.nodes),
-            len(dropped.trajectories), len(dropped.recordings), self.backup,
-            '; '.join(dropped.reasons[:10]))
 
     @contextmanager
     def _write(self) -> Iterator[None]:
@@ -355,29 +219,18 @@ class SqliteStore(Batching, Store):
         if self._batch_depth:
             yield
             return
-        try:
-            self._conn.execute('BEGIN IMMEDIATE')
-        except sqlite3.Error as err:
-            raise StoreError(f'{self.file}: cannot start a write: {err}') from err
-        try:
+        with transaction(self._conn, self.file, self._invalidate):
             yield
-            self._conn.execute('COMMIT')
-        except sqlite3.Error as err:
-            self._rollback()
-            raise StoreError(f'{self.file}: write failed: {err}') from err
-        except BaseException:
-            self._rollback()
-            raise
 
-    def _rollback(self) -> None:
-        try:
-            self._conn.execute('ROLLBACK')
-        except sqlite3.Error:
-            pass
-        self._invalidate()
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """Yield the connection inside a write transaction (or the current batch)."""
+        with self._reading() as conn, self._write():
+            yield conn
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
+        """Hold the lock and yield the connection, the caches dropped if another wrote."""
         with self._lock:
             try:
                 if not self._batch_depth:
@@ -548,43 +401,11 @@ class SqliteStore(Batching, Store):
     def note_outcome(self, *, task: str, hit: bool) -> None:
         """Count a hit or a miss."""
         column = 'hits' if hit else 'misses'
-        with self._reading() as conn, self._write():
+        with self._writing() as conn:
             conn.execute(
                 f'INSERT INTO task_stats (task, {column}, last_used) VALUES (?, 1, ?)'
                 f' ON CONFLICT(task) DO UPDATE SET {column} = {column} + 1,'
                 ' last_used = excluded.last_used', (task, time.time()))
-
-    def note_shadow(self, *, task: str, trajectory_id: int, agreed: bool,
-                    bindings: Sequence[tuple[int, str, bool]] = ()) -> None:
-        """Count one shadow run (:func:`.trustsql.note_shadow`)."""
-        with self._reading() as conn, self._write():
-            trustsql.note_shadow(conn, task, trajectory_id, agreed, bindings)
-
-    def agreement(self, *, task: str) -> tuple[dict[int, Agreement],
-                                               dict[tuple[int, str], Agreement]]:
-        """Return a task's shadow counts."""
-        with self._reading() as conn:
-            return trustsql.agreement(conn, task)
-
-    def approve(self, *, task: str, trajectory_id: int = 0, who: str,
-                covers: Sequence[int] = (),
-                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
-        """Approve a task or one of its trajectories."""
-        if trajectory_id:
-            self.trajectory(trajectory_id)  # raises when unknown
-        with self._reading() as conn, self._write():
-            return trustsql.approve(conn, task, trajectory_id, who, time.time(), covers,
-                                    bindings)
-
-    def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
-        """Withdraw an approval."""
-        with self._reading() as conn, self._write():
-            return trustsql.revoke(conn, task, trajectory_id)
-
-    def approvals(self, *, task: str | None = None) -> list[Approval]:
-        """Return approvals, oldest first."""
-        with self._reading() as conn:
-            return trustsql.approvals(conn, task)
 
     def incomplete_recordings(self) -> list[RecordingInfo]:
         """

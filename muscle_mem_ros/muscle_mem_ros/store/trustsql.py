@@ -26,17 +26,24 @@ SQLite schema 6 and PostgreSQL schema 4 (:data:`COVERAGE`) add what an approval
 covers: ``covers``, the trajectory ids as a JSON list, and ``bindings``, the
 inferred bindings as a JSON list of ``[learned step id, field, source]``. Rows from
 before have both NULL: :class:`~muscle_mem_ros.records.Approval` says what they cover.
+
+:class:`SqlTrust` is the :class:`~.base.Store`'s trust methods written once over these
+statements: the SQLite and PostgreSQL stores differ only in how they give a connection.
 """
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 import json
-from typing import Any
+import time
+from typing import Any, ContextManager
 
+from .base import Store
 from ..records import Agreement, Approval
 
-__all__ = ['agreement', 'approvals', 'approve', 'COVERAGE', 'note_shadow', 'revoke', 'TABLES']
+__all__ = ['agreement', 'approvals', 'approve', 'COVERAGE', 'note_shadow', 'revoke',
+           'SqlTrust', 'TABLES']
 
 TABLES = (
     'CREATE TABLE shadow_trajectories (trajectory BIGINT PRIMARY KEY, task TEXT NOT NULL,'
@@ -90,7 +97,7 @@ def agreement(conn: Any, task: str) -> tuple[dict[int, Agreement],
 
 def approve(conn: Any, task: str, trajectory_id: int, who: str, at: float,
             covers: Sequence[int], bindings: Sequence[tuple[int, str, str]]) -> Approval:
-    """Record (or renew) an approval of what it covers (:class:`~.records.Approval`)."""
+    """Record (or renew) an approval of what it covers (:class:`~..records.Approval`)."""
     ids = tuple(sorted({int(i) for i in (*covers, trajectory_id) if i}))
     bound = tuple(sorted({(int(n), str(f), str(s)) for n, f, s in bindings}))
     conn.execute(
@@ -124,3 +131,52 @@ def _approval(task: Any, trajectory: Any, who: Any, at: Any, covers: Any,
     bound = () if bindings is None else tuple(
         (int(n), str(f), str(s)) for n, f, s in json.loads(bindings))
     return Approval(str(task), int(trajectory), str(who), float(at), ids, bound)
+
+
+class SqlTrust(Store):
+    """
+    A store's shadow counts and approvals in SQL, for a store that lends its connection.
+
+    The store says how: :meth:`_reading` yields a connection to read, :meth:`_writing`
+    one inside a write transaction (or the current batch's). What they hold is shared by
+    every process (and, in PostgreSQL, every robot) using the store.
+    """
+
+    @abc.abstractmethod
+    def _reading(self) -> ContextManager[Any]:
+        """Yield a connection to read from."""
+
+    @abc.abstractmethod
+    def _writing(self) -> ContextManager[Any]:
+        """Yield a connection inside a write transaction (or the current batch's)."""
+
+    def note_shadow(self, *, task: str, trajectory_id: int, agreed: bool,
+                    bindings: Sequence[tuple[int, str, bool]] = ()) -> None:
+        """Count one shadow run (:func:`note_shadow`)."""
+        with self._writing() as conn:
+            note_shadow(conn, task, trajectory_id, agreed, bindings)
+
+    def agreement(self, *, task: str) -> tuple[dict[int, Agreement],
+                                               dict[tuple[int, str], Agreement]]:
+        """Return a task's shadow counts."""
+        with self._reading() as conn:
+            return agreement(conn, task)
+
+    def approve(self, *, task: str, trajectory_id: int = 0, who: str,
+                covers: Sequence[int] = (),
+                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
+        """Approve a task or one of its trajectories."""
+        if trajectory_id:
+            self.trajectory(trajectory_id)  # raises when unknown
+        with self._writing() as conn:
+            return approve(conn, task, trajectory_id, who, time.time(), covers, bindings)
+
+    def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
+        """Withdraw an approval."""
+        with self._writing() as conn:
+            return revoke(conn, task, trajectory_id)
+
+    def approvals(self, *, task: str | None = None) -> list[Approval]:
+        """Return approvals, oldest first."""
+        with self._reading() as conn:
+            return approvals(conn, task)

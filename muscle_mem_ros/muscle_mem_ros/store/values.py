@@ -56,7 +56,7 @@ import numpy as np
 
 from ..errors import StoreCorruptError, StorePickleError, UnsafeValueError
 
-__all__ = ['Blobs', 'UnsafeValueError', 'pack', 'read_container', 'unpack', 'write_container']
+__all__ = ['Blobs', 'pack', 'read_container', 'unpack', 'write_container']
 
 _DTYPE = re.compile(r'^[<>|=]?(?:[biufc][1-9][0-9]?|[SU][0-9]{1,6})$')
 _LENGTH = struct.Struct('<I')

@@ -16,6 +16,6 @@
 Capturing: what the robot senses and what the agent sends.
 
 Sensors (:mod:`.sensors`), the tools' proxies (:mod:`.proxies`, over what both share in
-:mod:`.forwarding`) and the node that serves them (:mod:`.host`), the recording in progress
-(:mod:`.recorder`) and the introspection tap (:mod:`.tap`).
+:mod:`.forwarding`) and the node that makes and serves them (:mod:`.host`), the recording
+in progress (:mod:`.recorder`) and the introspection tap (:mod:`.tap`).
 """

@@ -48,7 +48,7 @@ boolean ``success`` field set to false (``std_srvs/srv/SetBool``,
 Serving is asynchronous (coroutine callbacks): a proxied call in flight holds
 no executor thread, and the caller's cancel is forwarded. It waits for the real
 server at most ``step_timeout`` seconds, and only while the server is in the
-ROS graph (:mod:`.watch`): a server that dies mid-goal ends the proxied goal
+ROS graph (:mod:`..rclfix.watch`): a server that dies mid-goal ends the proxied goal
 ABORTED (a service call: the default response, ``success`` false where the type
 has it), with the reason in the log and in the result's ``error_string`` or
 ``message`` field where the type has one. The same objects execute steps during replay
@@ -76,6 +76,7 @@ from muscle_mem_ros.ros.node.nodeconfig import ToolConfig
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.rclfix.watch import CallWatch
 from rclpy.callback_groups import CallbackGroup
+from rclpy.impl.rcutils_logger import RcutilsLogger
 from rclpy.node import Node as RosNode
 from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.task import Future
@@ -138,7 +139,7 @@ class ToolProxy:
         recorder: Recorder,
         callback_group: CallbackGroup,
         post_timeout: float,
-        logger: Any = None,
+        logger: RcutilsLogger | None = None,
         timeout: float | None = None,
     ) -> None:
         self.tool = tool
@@ -241,7 +242,7 @@ class ToolProxy:
         """
         if session is None:
             return
-        done: Future = Future(executor=self._node.executor)
+        done: Future[None] = Future(executor=self._node.executor)
         done.add_done_callback(lambda _f: None)  # completing it wakes the executor
 
         def work() -> None:

@@ -12,14 +12,14 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The two kinds of proxy, for actions and for services (the common part is :mod:`.proxy`)."""
+"""The two kinds of proxy, for actions and for services (the common part is :mod:`.forwarding`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 import threading
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 from action_msgs.msg import GoalStatus
 from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
@@ -28,16 +28,20 @@ from muscle_mem_ros.ros.capture.forwarding import (
     CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, with_reason,
 )
 from muscle_mem_ros.ros.capture.recorder import Session
-from muscle_mem_ros.ros.messages.success import answered, refused
+from muscle_mem_ros.ros.messages.success import answered, refusal_reason
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.action_server import ActionServer
 from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken
 from muscle_mem_ros.ros.rclfix.watch import wait_watched, WaitEnd
-from rclpy.action import CancelResponse, GoalResponse
+from rclpy.action.client import ClientGoalHandle
+from rclpy.action.server import CancelResponse, GoalResponse, ServerGoalHandle
+from rclpy.client import Client
 from rclpy.task import Future
 
 __all__ = ['ActionProxy', 'make_proxy', 'ServiceProxy']
+
+T = TypeVar('T')
 
 _CANCEL_GRACE = 2.0
 """Seconds to wait for a canceled goal's result before giving up on it."""
@@ -59,7 +63,7 @@ class ActionProxy(ToolProxy):
         self._client = ActionClient(
             self._node, tool.interface, tool.server, callback_group=self._group
         )
-        self._handles: dict[bytes, Any] = {}
+        self._handles: dict[bytes, ClientGoalHandle[Any, Any, Any]] = {}
         self._handles_lock = threading.Lock()
         self._forwarded: dict[int, _Forward] = {}
         self._server = None if tool.record_from is RecordFrom.INTROSPECTION else ActionServer(
@@ -101,7 +105,7 @@ class ActionProxy(ToolProxy):
         """Return True when the real action server is discovered."""
         return bool(self._client.server_is_ready())
 
-    def _on_cancel(self, goal_handle: Any) -> CancelResponse:
+    def _on_cancel(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> CancelResponse:
         with self._handles_lock:
             handle = self._handles.get(bytes(goal_handle.goal_id.uuid))
         if handle is not None:
@@ -134,7 +138,7 @@ class ActionProxy(ToolProxy):
         forward.sent = self._client.send_goal_async(goal, feedback_callback=forward.feedback)
         return forward
 
-    async def _serve(self, goal_handle: Any) -> Any:
+    async def _serve(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
         """Finish one proxied goal (a coroutine: waiting holds no executor thread)."""
         key = bytes(goal_handle.goal_id.uuid)
         empty = self.tool.interface.Result()
@@ -170,11 +174,12 @@ class ActionProxy(ToolProxy):
             if lost:
                 handle.cancel_goal_async()  # a server that is only slow stops the goal too
                 return self._give_up(goal_handle, lost)
-            wrapped = result.result()
+            wrapped = _done(result)
             out = CallOutcome(_status(wrapped.status), '', forward.started, time.monotonic(),
                               wrapped.result)
             if out.status is StepStatus.SUCCEEDED:
-                if not refused(wrapped.result, self.tool.success):  # a "no" is not learned
+                # a "no" is not learned
+                if not refusal_reason(wrapped.result, self.tool.success):
                     await self._record_aside(forward.session, goal, forward.pre, out)
                 goal_handle.succeed()
             elif out.status is StepStatus.CANCELED and goal_handle.is_cancel_requested:
@@ -191,7 +196,7 @@ class ActionProxy(ToolProxy):
             with self._handles_lock:
                 self._handles.pop(key, None)
 
-    def _give_up(self, goal_handle: Any, reason: str) -> Any:
+    def _give_up(self, goal_handle: ServerGoalHandle[Any, Any, Any], reason: str) -> Any:
         """Abort the proxied goal: the real server is gone or did not answer in time."""
         self._log.warning(f'{self.tool.proxy}: goal aborted: {reason}')
         goal_handle.abort()
@@ -232,7 +237,7 @@ class ActionProxy(ToolProxy):
                              kind=FailureKind.SERVER_LOST)
             end = wait_watched(result, timeout=_CANCEL_GRACE, cancel=CancelToken(),
                                present=self.ready)
-            response = result.result().result if end is WaitEnd.DONE else None
+            response = _done(result).result if end is WaitEnd.DONE else None
             if cancel.cancelled:
                 return ended(started, StepStatus.CANCELED, 'canceled', response)
             return ended(
@@ -240,11 +245,11 @@ class ActionProxy(ToolProxy):
                 f'{server} timed out after {timeout:g} s (goal canceled)',
                 response, kind=FailureKind.TIMEOUT,
             )
-        wrapped = result.result()
+        wrapped = _done(result)
         status = _status(wrapped.status)
         detail = {StepStatus.SUCCEEDED: '', StepStatus.CANCELED: f'{server} canceled the goal',
                   StepStatus.FAILED: f'{server} aborted the goal'}[status]
-        why = refused(wrapped.result, self.tool.success) \
+        why = refusal_reason(wrapped.result, self.tool.success) \
             if status is StepStatus.SUCCEEDED else ''
         if why:
             status, detail = StepStatus.FAILED, f'{server} succeeded, but {why}'
@@ -264,8 +269,8 @@ class _Forward:
         self.session = session
         self.pre: Snapshot | None = None
         self.started = 0.0
-        self.sent: Future | None = None
-        self._handle: Any = None
+        self.sent: Future[ClientGoalHandle[Any, Any, Any]] | None = None
+        self._handle: ServerGoalHandle[Any, Any, Any] | None = None
         self._early: list[Any] = []
 
     def feedback(self, message: Any) -> None:
@@ -274,11 +279,18 @@ class _Forward:
         else:
             self._handle.publish_feedback(message.feedback)
 
-    def attach(self, goal_handle: Any) -> None:
+    def attach(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> None:
         self._handle = goal_handle
         for feedback in self._early:
             goal_handle.publish_feedback(feedback)
         self._early.clear()
+
+
+def _done(future: Future[T]) -> T:
+    """Return a done future's result (rclpy types it Optional: None only before it is done)."""
+    value = future.result()
+    assert value is not None
+    return value
 
 
 def _status(goal_status: int) -> StepStatus:
@@ -298,7 +310,7 @@ class ServiceProxy(ToolProxy):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         tool = self.tool
-        self._client: Any = self._node.create_client(
+        self._client: Client[Any, Any] = self._node.create_client(
             tool.interface, tool.server, callback_group=self._group
         )
         self._service = None if tool.record_from is RecordFrom.INTROSPECTION else \

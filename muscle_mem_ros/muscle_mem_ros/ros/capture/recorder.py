@@ -43,7 +43,7 @@ from muscle_mem_ros.errors import MuscleMemError, RecordingBusyError, StoreError
 from muscle_mem_ros.records import Step, TrajectoryInfo
 from muscle_mem_ros.store import Recording, Store
 
-__all__ = ['Filer', 'Observer', 'Recorder', 'RecordingBusyError', 'Session']
+__all__ = ['Filer', 'Observer', 'Recorder', 'Session']
 
 Filer = Callable[..., tuple[str, int | None, list[Step]]]
 """Files a finished recording (see :meth:`Recorder.finish`)."""

@@ -45,7 +45,7 @@ absent from the snapshot, so a check on it fails as 'missing'. The first
 message of each sensor is decoded on arrival, to check its length against the
 configured tolerance as early as possible.
 
-Sensors that select elements by name (``joints: [...]``, see :mod:`.config`)
+Sensors that select elements by name (``joints: [...]``, see :mod:`..node.config`)
 cannot use the newest message alone: several publishers share the topic (an
 arm's ``joint_state_broadcaster`` and a gripper driver), each with its own
 names, and the newest message may carry none of the configured ones. Their
@@ -61,7 +61,7 @@ take per message (no deserialization), only for such sensors; messages are
 lost only if more than BY_NAME_DEPTH arrive within one period (4 kHz).
 
 Waiting without taking needs rclpy's private wait-set API, kept in
-:mod:`.waitset` with a version check. Where it is unavailable (another rclpy,
+:mod:`..rclfix.waitset` with a version check. Where it is unavailable (another rclpy,
 or ``MUSCLE_MEM_PLAIN_SUBSCRIPTIONS=1``), the helper node's subscriptions get
 plain callbacks instead, spun by a single-threaded executor in the same thread:
 every message is taken on arrival (stamped then), snapshots are the same.
@@ -88,6 +88,7 @@ from rclpy.node import Node as RosNode
 from rclpy.qos import HistoryPolicy, qos_profile_sensor_data, QoSProfile
 from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerGuardCondition
+from rclpy.subscription import MessageInfo, Subscription
 
 __all__ = ['BY_NAME_DEPTH', 'DRAIN_PERIOD', 'SensorHub']
 
@@ -197,8 +198,8 @@ class SensorHub:
         self._arm = GuardCondition(callback=None, callback_group=None, context=node.context)
         self._stopping = False
         self._stop_event = threading.Event()
-        self._subs: list[tuple[Any, _Latest]] = []
-        self._drained: list[tuple[Any, _Latest]] = []
+        self._subs: list[tuple[Subscription[Any], _Latest]] = []
+        self._drained: list[tuple[Subscription[Any], _Latest]] = []
         self.fault_hook: Callable[[], None] | None = None
         """Called on every wake-up of the receive loop; a test hook to make it fail."""
         self.fallback = waitset.unavailable()
@@ -249,7 +250,7 @@ class SensorHub:
             return None
         return clock.now().nanoseconds * 1e-9
 
-    def _wanted(self) -> list[Any]:
+    def _wanted(self) -> list[Subscription[Any]]:
         """Subscriptions to wait on: all while someone waits, else those never heard from."""
         if self._waiters or self._sim_now() is not None:
             return [sub for sub, _latest in self._subs]
@@ -318,7 +319,7 @@ class SensorHub:
                 if last is not None:
                     self._store(latest, last[0], _arrival(last[1]))
 
-    def _take_by_name(self, sub: Any, latest: _Latest) -> None:
+    def _take_by_name(self, sub: Subscription[Any], latest: _Latest) -> None:
         """Take every queued message of a by-name sensor; keep each publisher's newest."""
         state = latest.by_name
         assert state is not None
@@ -500,20 +501,8 @@ class SensorHub:
 
         :return: True when all have; False on timeout (see :meth:`lagging`).
         """
-        deadline = time.monotonic() + timeout
-        self._refresh()
-        with self._cond:
-            self._waiters += 1
-            try:
-                if self._waiters == 1:
-                    self._arm.trigger()  # the receive thread starts taking
-                while any(latest.stamp <= since for latest in self._latest.values()):
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not self._cond.wait(remaining):
-                        return not any(x.stamp <= since for x in self._latest.values())
-                return True
-            finally:
-                self._waiters -= 1
+        return not self._wait(
+            lambda: [n for n, x in self._latest.items() if x.stamp <= since], timeout)
 
     def latest_raw(self, name: str) -> Any:
         """Return sensor ``name``'s latest raw message (None if none yet); for tests and tools."""
@@ -541,18 +530,30 @@ class SensorHub:
         :param timeout: Seconds to wait at most.
         :return: The sensors still silent ([] when all have spoken).
         """
+        return self._wait(lambda: [n for n, x in self._latest.items() if _silent(x)], timeout)
+
+    def _wait(self, pending: Callable[[], list[str]], timeout: float) -> list[str]:
+        """
+        Block until ``pending`` (called under the lock) names no sensor, at most ``timeout`` s.
+
+        The first waiter arms the receive thread, which takes messages while anyone waits.
+
+        :param pending: Returns the sensors waited for.
+        :param timeout: Seconds to wait at most.
+        :return: The sensors still waited for ([] when none is).
+        """
         deadline = time.monotonic() + timeout
         self._refresh()
         with self._cond:
             self._waiters += 1
             try:
                 if self._waiters == 1:
-                    self._arm.trigger()
+                    self._arm.trigger()  # the receive thread starts taking
                 while True:
-                    silent = [n for n, x in self._latest.items() if _silent(x)]
+                    left = pending()
                     remaining = deadline - time.monotonic()
-                    if not silent or remaining <= 0:
-                        return silent
+                    if not left or remaining <= 0:
+                        return left
                     self._cond.wait(remaining)
             finally:
                 self._waiters -= 1
@@ -574,7 +575,7 @@ def _qos(depth: int) -> QoSProfile:
     )
 
 
-def _arrival(info: Any) -> float:
+def _arrival(info: MessageInfo) -> float:
     """
     When the middleware received a message, on the monotonic clock.
 

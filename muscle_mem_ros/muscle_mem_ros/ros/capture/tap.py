@@ -44,7 +44,7 @@ While a recording is active a tap does what the proxy does with a proxied call:
 * action: the ``send_goal`` request (goal id, goal) starts a call (pre snapshot);
   a rejected goal is dropped; the ``get_result`` request ties its (GID, sequence
   number) to the goal id, and its response (status, result) ends the call;
-* a call that ended with success is recorded by :meth:`.proxy.ToolProxy.record`:
+* a call that ended with success is recorded by :meth:`.forwarding.ToolProxy.record`:
   post snapshot once every sensor sent data newer than the response's stamp
   (the event's DDS source time), then the step is appended. A recording being
   saved first waits (bounded) for the calls it still records
@@ -73,6 +73,7 @@ the events with contents.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 import threading
 import time
@@ -83,10 +84,12 @@ from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
 from muscle_mem_ros.ros.capture.forwarding import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.capture.recorder import Recorder, Session
 from muscle_mem_ros.ros.capture.sensors import SensorHub
-from muscle_mem_ros.ros.messages.success import answered, refused
+from muscle_mem_ros.ros.messages.success import answered, refusal_reason
 from rclpy.event_handler import SubscriptionEventCallbacks
+from rclpy.impl.rcutils_logger import RcutilsLogger
 from rclpy.node import Node as RosNode
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import MessageInfo, Subscription
 from service_msgs.msg import ServiceEventInfo
 
 __all__ = ['ActionTap', 'EVENT_DEPTH', 'Ledger', 'ServiceTap', 'Tap', 'make_tap']
@@ -98,6 +101,9 @@ _REMEMBERED = 4096
 _SETTLE_GRACE = 1.0
 """Seconds a saved recording waits for calls in flight beyond ``post_check_timeout``."""
 _REQUESTS = (ServiceEventInfo.REQUEST_SENT, ServiceEventInfo.REQUEST_RECEIVED)
+
+_Key = bytes | tuple[bytes, int]
+"""A call's key: a goal id, or an event's client gid and sequence number."""
 
 
 @dataclass(eq=False)
@@ -149,14 +155,14 @@ class Ledger:
         return last if last is not None and last.session is session else None
 
 
-class _Bounded(OrderedDict):
+class _Bounded(OrderedDict[_Key, bytes | None]):
     """A dict that forgets its oldest entries beyond a size."""
 
     def __init__(self, size: int) -> None:
         super().__init__()
         self._size = size
 
-    def put(self, key: Any, value: Any) -> None:
+    def put(self, key: _Key, value: bytes | None) -> None:
         self[key] = value
         while len(self) > self._size:
             self.popitem(last=False)
@@ -179,7 +185,7 @@ class Tap:
 
     def __init__(
         self, *, node: RosNode, proxy: ToolProxy, hub: SensorHub, recorder: Recorder,
-        post_timeout: float, logger: Any, ledger: Ledger | None = None,
+        post_timeout: float, logger: RcutilsLogger, ledger: Ledger | None = None,
     ) -> None:
         self.tool = proxy.tool
         self._node = node
@@ -190,26 +196,30 @@ class Tap:
         self._settle_timeout = post_timeout + _SETTLE_GRACE
         self._ledger = ledger if ledger is not None else Ledger()
         self._cond = threading.Condition()
-        self._pending: dict[Any, _Call] = {}
+        self._pending: dict[_Key, _Call] = {}
         self._done = _Bounded(_REMEMBERED)
         self._recording = 0
         self._own: frozenset[bytes] = frozenset()
-        self._subs: list[Any] = []  # destroyed with the node
+        self._subs: list[Subscription[Any]] = []  # destroyed with the node
         self._said_empty = False
         self.topics: list[str] = []
         """The event topics this tap listens to."""
         self.own_calls = 0
         """Calls of the node's own client seen during a recording and dropped."""
 
-    def _subscribe(self, event_type: type, topic: str, callback: Any) -> None:
+    def _subscribe(self, event_type: type, topic: str,
+                   callback: Callable[[Any, MessageInfo], None]) -> None:
         """Subscribe to one event topic (reliable, volatile: matches the usual publishers)."""
         qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=EVENT_DEPTH,
                          reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.VOLATILE)
-        events = SubscriptionEventCallbacks(
-            incompatible_qos=lambda _e: self._log.warning(
+
+        def incompatible(_status: object) -> None:
+            self._log.warning(
                 f'{self.tool.server}: the events on {topic} are published with a QoS this '
-                'node cannot receive (best effort?); publish them reliable'))
+                'node cannot receive (best effort?); publish them reliable')
+
+        events = SubscriptionEventCallbacks(incompatible_qos=incompatible)
         self._subs.append(self._node.create_subscription(
             event_type, topic, callback, qos, event_callbacks=events))
         self.topics.append(topic)
@@ -238,7 +248,7 @@ class Tap:
 
     # -- calls ----------------------------------------------------------------------------
 
-    def _begin(self, key: Any, message: Any, at: float, gid: bytes) -> None:
+    def _begin(self, key: _Key, message: Any, at: float, gid: bytes) -> None:
         """Start a call: take the pre snapshot and keep it until the call ends."""
         session = self._recorder.active
         if session is None:
@@ -262,14 +272,14 @@ class Tap:
             self._pending[key] = _Call(session=session, message=message, pre=pre, started=at,
                                        after=after)
 
-    def _drop(self, key: Any) -> None:
+    def _drop(self, key: _Key) -> None:
         """End a call without a step (a rejected goal)."""
         with self._cond:
             self._pending.pop(key, None)
             self._done.put(key, None)
             self._cond.notify_all()
 
-    def _end(self, key: Any, status: StepStatus, detail: str, at: float, response: Any) -> None:
+    def _end(self, key: _Key, status: StepStatus, detail: str, at: float, response: Any) -> None:
         """End a call: record it (in a thread of its own: the post snapshot waits)."""
         with self._cond:
             call = self._pending.pop(key, None)
@@ -346,7 +356,7 @@ class ServiceTap(Tap):
     def _own_service(self) -> str:
         return self.tool.server
 
-    def _on_event(self, msg: Any, info: Any) -> None:
+    def _on_event(self, msg: Any, info: MessageInfo) -> None:
         event = msg.info
         gid = bytes(event.client_gid)
         key = (gid, event.sequence_number)
@@ -380,7 +390,7 @@ class ActionTap(Tap):
     def _own_service(self) -> str:
         return f'{self.tool.server}/_action/send_goal'
 
-    def _on_send_goal(self, msg: Any, info: Any) -> None:
+    def _on_send_goal(self, msg: Any, info: MessageInfo) -> None:
         event = msg.info
         gid = bytes(event.client_gid)
         key = (gid, event.sequence_number)
@@ -393,20 +403,20 @@ class ActionTap(Tap):
             goal_id = bytes(request.goal_id.uuid)
             self._sent.put(key, goal_id)
             return self._begin(goal_id, request.goal, _sent_at(info), gid)
-        goal_id = self._sent.pop(key, None)
-        if goal_id is not None and msg.response and not msg.response[0].accepted:
-            self._drop(goal_id)
+        sent = self._sent.pop(key, None)
+        if sent is not None and msg.response and not msg.response[0].accepted:
+            self._drop(sent)
 
-    def _on_get_result(self, msg: Any, info: Any) -> None:
+    def _on_get_result(self, msg: Any, info: MessageInfo) -> None:
         event = msg.info
         key = (bytes(event.client_gid), event.sequence_number)
         if event.event_type in _REQUESTS:
             if msg.request:
-                goal_id = bytes(msg.request[0].goal_id.uuid)
+                asked = bytes(msg.request[0].goal_id.uuid)
                 with self._cond:
-                    wanted = goal_id in self._pending
+                    wanted = asked in self._pending
                 if wanted:
-                    self._asked.put(key, goal_id)
+                    self._asked.put(key, asked)
             return
         goal_id = self._asked.pop(key, None)
         if goal_id is None:
@@ -414,7 +424,7 @@ class ActionTap(Tap):
         if not msg.response:
             return self._drop(goal_id)
         wrapped = msg.response[0]
-        why = refused(wrapped.result, self.tool.success)
+        why = refusal_reason(wrapped.result, self.tool.success)
         if wrapped.status == GoalStatus.STATUS_SUCCEEDED and why:
             return self._end(goal_id, StepStatus.FAILED, why, _sent_at(info), wrapped.result)
         if wrapped.status == GoalStatus.STATUS_SUCCEEDED:
@@ -430,7 +440,7 @@ def _older(snapshot: Snapshot, since: float) -> bool:
     return any(stamp <= since for stamp in snapshot.stamps.values())
 
 
-def _sent_at(info: Any) -> float:
+def _sent_at(info: MessageInfo) -> float:
     """
     Return when an event was published, on the monotonic clock (the sensors' clock).
 

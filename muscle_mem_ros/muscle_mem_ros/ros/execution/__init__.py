@@ -15,7 +15,9 @@
 """
 Executing a task: ExecuteTask, replay and the services.
 
-ExecuteTask (:mod:`.tasks`), the node's side of the walk (:mod:`.replay`) with its sensor
-judge (:mod:`.judge`), how a walk is told (:mod:`.events`), the services
-(:mod:`.services`) and the ``~/calibrate`` service (:mod:`.calibrator`).
+ExecuteTask's goals (:mod:`.goals`: accepted, one at a time, canceled, counted) and a
+goal's run (:mod:`.tasks`), the node's side of the walk (:mod:`.replay`: the tree read
+once, steps sent through the proxies) and everything that judges a candidate there
+(:mod:`.judge`), how a walk is told (:mod:`.events`), the services (:mod:`.services`)
+and the ``~/calibrate`` service (:mod:`.calibrator`).
 """

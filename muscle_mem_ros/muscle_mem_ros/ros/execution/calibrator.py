@@ -104,14 +104,11 @@ class Calibrator:
         if not self._sensors:
             response.message = 'no sensors are configured: nothing to calibrate'
             return response
-        holder = self._guard.claim(f'calibration ({duration:g} s)')
-        if holder is not None:
-            response.message = f'busy: {holder} is running (calibrate while the robot rests)'
-            return response
-        try:
+        with self._guard.held(f'calibration ({duration:g} s)') as holder:
+            if holder is not None:
+                response.message = f'busy: {holder} is running (calibrate while the robot rests)'
+                return response
             readings = self._sample(duration)
-        finally:
-            self._guard.release()
         if readings is None:
             response.message = 'the node is deactivating: calibration stopped'
             return response

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.bindings.rules import Plan, Substitution
@@ -32,14 +32,44 @@ from muscle_mem_ros.replay.shadow import followed, ShadowRun, ShadowStep, verdic
 from muscle_mem_ros.replay.treeview import TreeView
 from muscle_mem_ros.replay.walk import StepEvent
 from muscle_mem_ros.ros.messages.convert import substitution_msg
+from rclpy.impl.rcutils_logger import RcutilsLogger
 
-__all__ = ['describe_bindings', 'EventReporter', 'ShadowReporter']
+__all__ = ['cache_event', 'describe_bindings', 'EventReporter', 'EventSink', 'ShadowReporter']
 
 _EVENTS = {
     StepEvent.STEP_OK: CacheEvent.STEP_OK,
     StepEvent.CHECK_FAILED: CacheEvent.CHECK_FAILED,
     StepEvent.STEP_FAILED: CacheEvent.ERROR,
 }
+
+
+class EventSink(Protocol):
+    """Publishes one CacheEvent (the node's ``publish_event``)."""
+
+    def __call__(
+        self, *, kind: int, task: str, step: int, trajectory_id: int = 0, detail: str = '',
+        failure: CheckFailure | None = None, substituted: Sequence[Any] = (),
+    ) -> None:
+        """Publish a ``kind`` event about ``step`` of ``task``; ``substituted``: messages."""
+
+
+def cache_event(*, stamp: Any, kind: int, task: str, step: int, trajectory_id: int = 0,
+                detail: str = '', failure: CheckFailure | None = None,
+                substituted: Sequence[Any] = ()) -> CacheEvent:
+    """
+    Return one CacheEvent, with the sensor failure behind it when there is one.
+
+    :param stamp: When (a ``builtin_interfaces/Time``).
+    :param kind: The event's type (``CacheEvent.HIT``, ...).
+    :param substituted: The step's substitutions, as messages.
+    """
+    msg = CacheEvent(stamp=stamp, type=kind, task=task, step=step, trajectory_id=trajectory_id,
+                     detail=detail, substituted=list(substituted))
+    if failure is not None:
+        msg.sensor = failure.sensor
+        msg.deviation = float(failure.deviation)
+        msg.tolerance = float(failure.tolerance)
+    return msg
 
 
 class EventReporter:
@@ -51,7 +81,7 @@ class EventReporter:
     :param feedback: Called with (step, total, detail) for progress, or None.
     """
 
-    def __init__(self, *, task: str, sink: Callable[..., None],
+    def __init__(self, *, task: str, sink: EventSink,
                  feedback: Callable[..., None] | None = None) -> None:
         self._task = task
         self._sink = sink
@@ -96,7 +126,7 @@ class ShadowReporter:
     """
     Say a shadow run's verdicts while the agent works: one per step, as it is recorded.
 
-    :meth:`observe` is the recording's observer (:class:`~.recorder.Session`): it runs
+    :meth:`observe` is the recording's observer (:class:`~..capture.recorder.Session`): it runs
     in the thread that appended the step, before the agent's call is answered, adds the
     new steps to the comparison (:class:`~muscle_mem_ros.replay.shadow.ShadowRun`) and publishes
     each verdict: a ``SHADOW_STEP`` event (its trajectory: the one the cache is on at
@@ -111,8 +141,8 @@ class ShadowReporter:
     :param logger: The node's logger.
     """
 
-    def __init__(self, *, run: ShadowRun, view: TreeView, sink: Callable[..., None],
-                 feedback: Callable[[int, str], None], logger: Any) -> None:
+    def __init__(self, *, run: ShadowRun, view: TreeView, sink: EventSink,
+                 feedback: Callable[[int, str], None], logger: RcutilsLogger) -> None:
         self._run = run
         self._view = view
         self._sink = sink

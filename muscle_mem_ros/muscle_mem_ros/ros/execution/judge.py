@@ -13,7 +13,18 @@
 # limitations under the License.
 
 """
-The node's judge: sensor snapshots, the ToleranceCheck and the matcher.
+The node's judge: sensor snapshots, the ToleranceCheck, the matcher and the bindings.
+
+Everything that judges a candidate on the node's side is here, in two classes:
+:class:`SensorJudge`, one per node (the hub, the check, the matcher's index), and
+:class:`WalkJudge`, one per walk: the walk's ``Judge`` (:mod:`muscle_mem_ros.replay.walk`)
+and the ``Senses`` of the core's :class:`~muscle_mem_ros.bindings.judge.BindingJudge`.
+One step's candidates are judged once: the gate's filter, the usable tools and the
+sensors' health (:meth:`SensorJudge.unusable`), then literally by the matcher
+(:meth:`SensorJudge.pick`) while neither the candidates have bindings nor the world has
+moved, else under their plans by the binding judge, which sees the world through the
+:class:`WalkJudge` (one snapshot per step) and compares by
+:func:`~muscle_mem_ros.bindings.judge.checked`.
 
 Before the first pre-check of a walk the judge waits for sensor data received
 after the request, and, within ``sensor_startup_timeout`` of the node's start,
@@ -30,9 +41,8 @@ Node specifics:
   ``allow_unchecked_replay`` is true; otherwise they never pass.
 * Stale or missing sensor data fails a check (the core's ToleranceCheck).
 * A step whose tool is not configured is never a candidate.
-
-Under bindings the core's :class:`~muscle_mem_ros.bindings.judge.BindingJudge` judges,
-seeing the world through :class:`NodeSenses`.
+* A gate (``replay_requires``) that holds back every candidate of a step misses
+  with the gate's reason (:meth:`WalkJudge.gate`).
 """
 
 from __future__ import annotations
@@ -42,7 +52,9 @@ import math
 import time
 from typing import Any
 
-from muscle_mem_ros.bindings.judge import Bound, checked, Compared, Observation, SensorSenses
+from muscle_mem_ros.bindings.judge import (
+    BindingJudge, Bound, checked, Compared, Observation, PlanSource, SensorSenses,
+)
 from muscle_mem_ros.checks.matcher import Matcher
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot
@@ -50,7 +62,7 @@ from muscle_mem_ros.replay.walk import blamed, Miss, Reporter, Verdict
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 
-__all__ = ['describe_failure', 'missed', 'NodeSenses', 'SensorJudge']
+__all__ = ['describe_failure', 'missed', 'SensorJudge', 'WalkJudge']
 
 
 def describe_failure(failure: CheckFailure) -> str:
@@ -161,17 +173,13 @@ class SensorJudge:
                           failure)
         return None
 
-    def pick(self, candidates: Sequence[Node], step: int,
-             usable: Sequence[Node] | None = None) -> Verdict:
+    def pick(self, usable: Sequence[Node], step: int) -> Verdict:
         """
         Return the matcher's best candidate (or the blind ones), else why none passes.
 
-        :param usable: ``candidates`` with a configured tool, when already known.
+        :param usable: The step's candidates with a configured tool (:meth:`usable`), when
+            :meth:`unusable` found nothing that stops judging them.
         """
-        usable = self.usable(candidates) if usable is None else usable
-        early = self.unusable(candidates, usable, step)
-        if early is not None:
-            return early
         failure: CheckFailure | None = None
         if self._matcher is not None:
             selection = self._matcher.select(usable, self.hub.capture(), now_time=self.hub.now())
@@ -222,32 +230,77 @@ class SensorJudge:
                     f'post-check failed at step {step}: {describe_failure(failure)}', failure)
 
 
-class NodeSenses(SensorSenses):
+class WalkJudge(SensorSenses):
     """
-    The node's senses for the binding judge: one snapshot per pre-check, the ToleranceCheck.
+    The judge of one walk on the node, and the binding judge's senses (one snapshot a step).
 
-    :param judge: The literal judge (hub, check, ``allow_unchecked_replay``).
+    One per walk: its binding judge keeps the walk's shift. :attr:`bindings` is that
+    judge, for the walk's executor (what to send, and that a step ran).
+
+    :param sensors: The node's literal judge.
+    :param plans: The tree's plans, as the run read them.
+    :param params: The run's task parameters.
     :param tolerance: Tolerance of a sensor element.
     """
 
-    def __init__(self, judge: SensorJudge, tolerance: Callable[[str], float | None]) -> None:
+    def __init__(self, *, sensors: SensorJudge, plans: PlanSource, params: Mapping[str, Any],
+                 tolerance: Callable[[str], float | None]) -> None:
         super().__init__(tolerance)
-        self._judge = judge
+        self._sensors = sensors
+        self.bindings = BindingJudge(plans=plans, params=params, senses=self)
+        self._trusted: frozenset[int] | None = None
+        self._held = ''
         self._seen: Observation | None = None
         self._now_time = 0.0
 
-    def look(self, current: Callable[[Snapshot], Mapping[str, Any]]) -> None:
-        """Take the step's snapshot: every candidate of the step is judged against it."""
-        now = self._judge.hub.capture()
-        self._now_time = self._judge.hub.now()
-        self._seen = Observation(now, current(now))
+    def gate(self, trusted: frozenset[int] | None, held: str) -> None:
+        """Let only ``trusted`` learned steps replay (None: all); ``held`` says why not others."""
+        self._trusted, self._held = trusted, held
+
+    def prepare(self, reporter: Reporter) -> None:
+        """Wait for fresh sensor data."""
+        self._sensors.prepare(reporter)
+
+    def pick(self, candidates: Sequence[Node], step: int) -> Verdict:
+        """Judge literally while nothing is bound or moved, else each candidate under its plan."""
+        if self._trusted is not None:
+            allowed = [c for c in candidates if c.id in self._trusted]
+            if not allowed and candidates:
+                return missed(FailureKind.NO_CANDIDATE, f'gate: {self._held}')
+            candidates = allowed
+        sensors = self._sensors
+        usable = sensors.usable(candidates)
+        early = sensors.unusable(candidates, usable, step)
+        if early is not None:
+            return early
+        if self.bindings.literal(usable):
+            return sensors.pick(usable, step)
+        now = sensors.hub.capture()
+        self._now_time = sensors.hub.now()
+        self._seen = Observation(now, self.bindings.current(now))
+        passing, failures = self.bindings.pick(usable, step)
+        if passing:
+            return Verdict(tuple(passing))
+        worst = blamed(failures)
+        if worst is None:
+            return missed(FailureKind.NO_CANDIDATE, f'nothing learned for step {step}')
+        node, failure = worst
+        others = [f'node {n.id}: {describe_failure(f)}' for n, f in failures if n is not node][:3]
+        more = f' (other candidates: {"; ".join(others)})' if others else ''
+        reason = f'pre-check failed at step {step}: {describe_failure(failure)}{more}'
+        return missed(FailureKind.PRE_CHECK, reason, failure)
+
+    def post_check(self, node: Node, step: int, ended: float) -> Miss | None:
+        """Judge the post-check against the recording moved by the shift."""
+        return self._sensors.post_check(node, step, ended,
+                                        expected=self.bindings.expected_post(node))
 
     def observe(self, node: Node) -> Observation | None:
-        """Return the step's snapshot (:meth:`look`)."""
+        """Return the step's snapshot, taken once for all its candidates (:meth:`pick`)."""
         return self._seen
 
     def compare(self, node: Node, expected: Snapshot | None, seen: Observation,
                 bound: Bound | None) -> Compared:
         """Check ``expected`` against the snapshot; the distance counts the bindings' shift."""
-        return checked(self._judge.check, expected, seen.now, now_time=self._now_time,
-                       bound=bound, unchecked=self._judge.allow_unchecked)
+        return checked(self._sensors.check, expected, seen.now, now_time=self._now_time,
+                       bound=bound, unchecked=self._sensors.allow_unchecked)

@@ -16,12 +16,10 @@
 The node's side of the walk: its tree read once, sensors judge, tool proxies execute.
 
 The walk itself and its rules are :mod:`muscle_mem_ros.replay.walk` (shared with the
-Python ``Engine``). A run reads its tree once (:meth:`.trees.Trees.view`); each
-walk gets a :class:`NodeWalk`, the walk's ``Judge`` and ``Executor``: the
-sensors judge literally (:class:`~.sensing.SensorJudge`, the matcher's index)
-while neither the candidates have bindings nor the world has moved, and the
-core's :class:`~muscle_mem_ros.bindings.judge.BindingJudge` judges otherwise. A chosen
-step's stored payload is sent to the real server (byte-identical CDR, bound
+Python ``Engine``). A run reads its tree once (:meth:`...replay.treeview.Trees.view`); each
+walk gets its ``Judge``, a :class:`~.judge.WalkJudge` (everything that judges a
+candidate on the node is :mod:`.judge`), and its ``Executor``, a :class:`ProxyExecutor`:
+a chosen step's stored payload is sent to the real server (byte-identical CDR, bound
 fields set) and the result awaited with a per-step timeout.
 
 Every walk and every dry run is gated: the Replayer holds the node's
@@ -37,10 +35,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 import logging
+import threading
+import time
 from typing import Any
 
 from muscle_mem_ros.bindings.filing import file_steps
-from muscle_mem_ros.bindings.judge import BindingJudge
 from muscle_mem_ros.bindings.rules import (
     Declared, DEFAULT_MAX_SHIFT, element_tolerances, sensor_sources, Substitution,
 )
@@ -49,17 +48,18 @@ from muscle_mem_ros.replay.gates import Gate, gate_tree, Trusted
 from muscle_mem_ros.replay.shadow import ShadowRun
 from muscle_mem_ros.replay.treeview import recorded_params, Trees, TreeView
 from muscle_mem_ros.replay.walk import (
-    blamed, candidates_at, choose, locate, Miss, Reporter, Verdict, walk, WalkResult,
+    candidates_at, choose, locate, Miss, Reporter, walk, WalkResult,
 )
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.forwarding import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.capture.sensors import SensorHub
-from muscle_mem_ros.ros.execution.judge import describe_failure, missed, NodeSenses, SensorJudge
+from muscle_mem_ros.ros.execution.judge import describe_failure, SensorJudge, WalkJudge
 from muscle_mem_ros.ros.node.health import StoreHealth
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.store import Store
+from rclpy.impl.rcutils_logger import RcutilsLogger
 
-__all__ = ['DryRun', 'NodeWalk', 'Replayer']
+__all__ = ['DryRun', 'ProxyExecutor', 'Replayer']
 
 
 @dataclass(frozen=True)
@@ -71,83 +71,35 @@ class DryRun:
     reason: str
     failure: CheckFailure | None = None
     trajectory_id: int = 0
-    """The trajectory the first step belongs to (see :mod:`...replay.walk`); 0 if none."""
+    """The trajectory the first step belongs to (see replay.walk); 0 if none."""
 
 
-class NodeWalk:
+class ProxyExecutor:
     """
-    The Judge and Executor of one walk (one per walk: its binding judge keeps the shift).
+    The Executor of one walk: a chosen step sent through its tool, its bound fields set.
 
-    :param sensing: The node's literal judge.
+    :param judge: The walk's judge (what its bindings send, and that a step ran).
     :param send: Sends a node's payload with fields set: ``send(node, cancel, fields)``.
-    :param tree: The tree walked, as the run read it.
-    :param params: The run's task parameters.
-    :param tolerance: Tolerance of a sensor element.
     :param on_substituted: Called with a step's substitutions before it is sent.
     """
 
-    def __init__(self, *, sensing: SensorJudge,
+    def __init__(self, *, judge: WalkJudge,
                  send: Callable[[Node, CancelToken, Mapping[str, Any] | None], CallOutcome],
-                 tree: TreeView, params: Mapping[str, Any],
-                 tolerance: Callable[[str], float | None],
                  on_substituted: Callable[[int, Sequence[Substitution]], None]) -> None:
-        self._sensing = sensing
+        self._bindings = judge.bindings
         self._send = send
-        self._senses = NodeSenses(sensing, tolerance)
-        self._judge = BindingJudge(plans=tree.plans, params=params, senses=self._senses)
         self._on_substituted = on_substituted
-        self._trusted: frozenset[int] | None = None
-        self._held = ''
-
-    def gate(self, trusted: frozenset[int] | None, held: str) -> None:
-        """Let only ``trusted`` learned steps replay (None: all); ``held`` says why not others."""
-        self._trusted, self._held = trusted, held
-
-    def prepare(self, reporter: Reporter) -> None:
-        """Wait for fresh sensor data."""
-        self._sensing.prepare(reporter)
-
-    def pick(self, candidates: Sequence[Node], step: int) -> Verdict:
-        """Judge literally while nothing is bound or moved, else each candidate under its plan."""
-        if self._trusted is not None:
-            allowed = [c for c in candidates if c.id in self._trusted]
-            if not allowed and candidates:
-                return missed(FailureKind.NO_CANDIDATE, f'gate: {self._held}')
-            candidates = allowed
-        usable = self._sensing.usable(candidates)
-        if self._judge.literal(usable):
-            return self._sensing.pick(candidates, step, usable)
-        early = self._sensing.unusable(candidates, usable, step)
-        if early is not None:
-            return early
-        self._senses.look(self._judge.current)
-        passing, failures = self._judge.pick(usable, step)
-        if passing:
-            return Verdict(tuple(passing))
-        worst = blamed(failures)
-        if worst is None:
-            return missed(FailureKind.NO_CANDIDATE, f'nothing learned for step {step}')
-        node, failure = worst
-        others = [f'node {n.id}: {describe_failure(f)}' for n, f in failures if n is not node][:3]
-        more = f' (other candidates: {"; ".join(others)})' if others else ''
-        reason = f'pre-check failed at step {step}: {describe_failure(failure)}{more}'
-        return missed(FailureKind.PRE_CHECK, reason, failure)
 
     def execute(self, node: Node, step: int, cancel: CancelToken) -> CallOutcome:
         """Send the step with its bound fields set; then move the shift by what it did."""
-        bound = self._judge.sending(node)
+        bound = self._bindings.sending(node)
         if bound is not None and bound.substitutions:
             self._on_substituted(step, bound.substitutions)
         out = self._send(node, cancel, bound.values if bound is not None and bound.values
                          else None)
         if out.status is StepStatus.SUCCEEDED:
-            self._judge.ran(node)
+            self._bindings.ran(node)
         return out
-
-    def post_check(self, node: Node, step: int, ended: float) -> Miss | None:
-        """Judge the post-check against the recording moved by the shift."""
-        return self._sensing.post_check(node, step, ended,
-                                        expected=self._judge.expected_post(node))
 
 
 class Replayer:
@@ -220,9 +172,32 @@ class Replayer:
             self.trees.plans(task, variant)
         return count
 
+    def warm_in_background(self, *, logger: RcutilsLogger, name: str,
+                           quiet: Callable[[], bool]) -> None:
+        """
+        Run :meth:`warm` in a daemon thread; log what it loaded, or why it could not.
+
+        :param logger: The node's logger.
+        :param name: The thread's name.
+        :param quiet: Returns True when a failure is not worth a warning (the node is closing).
+        """
+        threading.Thread(target=self._warm_logged, args=(logger, quiet), name=name,
+                         daemon=True).start()
+
+    def _warm_logged(self, logger: RcutilsLogger, quiet: Callable[[], bool]) -> None:
+        started = time.monotonic()
+        try:
+            count = self.warm()
+        except Exception as err:  # closing, or a store problem the first task will report
+            if not quiet():
+                logger.warning(f'store: could not preload first steps: {err!r}')
+            return
+        took = time.monotonic() - started
+        logger.info(f'store: {count} first step(s) loaded and indexed in {took:.2f} s')
+
     def file(self, *, task: str, variant: str, params_json: str, parent: int | None,
              steps: Sequence[Step]) -> tuple[str, int | None, list[Step]]:
-        """File a finished recording by its bindings (:func:`~...bindings.filing.file_steps`)."""
+        """File a finished recording by its bindings (bindings.filing.file_steps)."""
         trees = self.trees
         return file_steps(
             variant=variant, parent=parent, steps=steps,
@@ -232,7 +207,7 @@ class Replayer:
             infer=trees.infer, others=partial(trees.literal_trees, task, variant))
 
     def trusted(self, tree: TreeView) -> Trusted:
-        """Return what the gate lets replay in ``tree`` (:func:`.trust.gate_tree`)."""
+        """Return what the gate lets replay in ``tree`` (:func:`...replay.gates.gate_tree`)."""
         return gate_tree(self.gate, self._store, tree)
 
     def dry_run(self, *, tree: TreeView, path: Sequence[int] | None = None,
@@ -249,9 +224,9 @@ class Replayer:
             return DryRun(False, None,
                           f"nothing learned for task '{tree.task}' with these params")
         trust = self.trusted(tree)
-        session = self._session(tree, params)
-        session.gate(trust.nodes, trust.reason())
-        verdict = session.pick(candidates, 0)
+        judge = self._judge(tree, params)
+        judge.gate(trust.nodes, trust.reason())
+        verdict = judge.pick(candidates, 0)
         node = choose(verdict)
         if node is None:
             miss = verdict.miss or Miss(FailureKind.NO_CANDIDATE, 'nothing passes')
@@ -278,7 +253,7 @@ class Replayer:
         """
         Replay from the root as far as the checks allow (:func:`muscle_mem_ros.replay.walk.walk`).
 
-        :param tree: The tree, as the run read it (:meth:`.trees.Trees.view`).
+        :param tree: The tree, as the run read it (:meth:`...replay.treeview.Trees.view`).
         :param reporter: Gets events and progress.
         :param cancel: Cancels the walk and the in-flight goal.
         :param path: Restrict to this root-to-leaf node path (Replay with a trajectory id).
@@ -289,11 +264,14 @@ class Replayer:
         :return: How it ended; ``unsaved`` says why the replay counters of a complete
             walk could not be stored.
         """
-        session = self._session(tree, params, reporter)
+        judge = self._judge(tree, params)
         trust = trust if trust is not None else self.trusted(tree)
-        session.gate(trust.nodes, trust.reason())
-        result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=session,
-                      executor=session, reporter=reporter, cancel=cancel, path=path, tree=tree)
+        judge.gate(trust.nodes, trust.reason())
+        executor = ProxyExecutor(
+            judge=judge, send=self.send,
+            on_substituted=getattr(reporter, 'substituted', lambda step, subs: None))
+        result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=judge,
+                      executor=executor, reporter=reporter, cancel=cancel, path=path, tree=tree)
         if result.complete and result.trajectory_id:
             _, unsaved = self._health.bookkeep('replay counters', partial(
                 self._store.note_replay, trajectory_id=result.trajectory_id))
@@ -301,13 +279,10 @@ class Replayer:
                 result = replace(result, unsaved=unsaved)
         return result
 
-    def _session(self, tree: TreeView, params: Mapping[str, Any] | None,
-                 reporter: Reporter | None = None) -> NodeWalk:
-        """Return the judge and executor of one walk of a tree (its bindings, the run's params)."""
-        return NodeWalk(
-            sensing=self.sensing, send=self.send, tree=tree, params=params or {},
-            tolerance=self.trees.tolerance,
-            on_substituted=getattr(reporter, 'substituted', lambda step, subs: None))
+    def _judge(self, tree: TreeView, params: Mapping[str, Any] | None) -> WalkJudge:
+        """Return the judge of one walk of a tree (its bindings, the run's params)."""
+        return WalkJudge(sensors=self.sensing, plans=tree.plans, params=params or {},
+                         tolerance=self.trees.tolerance)
 
     def shadow(self, *, tree: TreeView, params: Mapping[str, Any],
                agreement: Callable[[str], float]) -> ShadowRun:
@@ -315,7 +290,7 @@ class Replayer:
         Start predicting an agent's steps as a walk of ``tree`` would have.
 
         :return: The comparison, to which each step is added as it is recorded
-            (:class:`.shadow.ShadowRun`).
+            (:class:`...replay.shadow.ShadowRun`).
         """
         return ShadowRun(params=params, plans=tree.plans,
                          children=lambda at: self._store.children(

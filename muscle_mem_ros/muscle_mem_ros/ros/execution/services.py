@@ -49,14 +49,32 @@ from muscle_mem_ros.errors import MuscleMemError, UnknownTrajectoryError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.replay.gates import approve, covered
 from muscle_mem_ros.ros.capture.recorder import Recorder
-from muscle_mem_ros.ros.execution.events import EventReporter
+from muscle_mem_ros.ros.execution.events import EventReporter, EventSink
 from muscle_mem_ros.ros.execution.replay import Replayer
 from muscle_mem_ros.ros.messages.convert import canonical_params, task_info, trajectory_info
 from muscle_mem_ros.ros.node.nodeconfig import CacheMode
 from muscle_mem_ros.ros.rclfix.sync import CancelToken, TaskGuard
 from muscle_mem_ros.store import Store
+from rclpy.impl.rcutils_logger import RcutilsLogger
 
 __all__ = ['CacheServices']
+
+
+def _store_error(response: Any, err: MuscleMemError, trajectory_id: int | None = None) -> Any:
+    """
+    Answer a request whose store call raised ``err`` (``success`` stays false).
+
+    :param response: The answer.
+    :param err: What the store raised.
+    :param trajectory_id: The trajectory the request named, if it names one: the store not
+        knowing it is answered as such.
+    :return: ``response``.
+    """
+    if trajectory_id is not None and isinstance(err, UnknownTrajectoryError):
+        response.message = f'unknown trajectory {trajectory_id}'
+    else:
+        response.message = f'store error: {err}'
+    return response
 
 
 def _fill_failure(response: Any, failure: CheckFailure | None) -> None:
@@ -86,8 +104,8 @@ class CacheServices:
         replayer: Replayer,
         recorder: Recorder,
         guard: TaskGuard,
-        sink: Callable[..., None],
-        logger: Any,
+        sink: EventSink,
+        logger: RcutilsLogger,
         mode: Callable[[], CacheMode] = lambda: CacheMode.LEARN,
     ) -> None:
         self._store = store
@@ -102,6 +120,21 @@ class CacheServices:
     def _known(self, task: str) -> bool:
         return any(t.name == task for t in self._store.tasks()) or bool(
             self._store.trees(task=task))
+
+    def _wrong_target(self, task: str, trajectory_id: int) -> str | None:
+        """
+        Say why ``task`` (or its trajectory ``trajectory_id``, if not 0) cannot be acted on.
+
+        :return: The answer's message, or None when the store knows them as asked.
+        :raises UnknownTrajectoryError: No trajectory ``trajectory_id``.
+        """
+        if trajectory_id:
+            info = self._store.trajectory(trajectory_id)
+            if info.task != task:
+                return f'trajectory {info.id} belongs to task {info.task!r}'
+        elif not self._known(task):
+            return f"unknown task '{task}'"
+        return None
 
     def replay(self, request: Any, response: Any) -> Any:
         """Replay a learned trajectory (or dry-run its first step)."""
@@ -161,22 +194,21 @@ class CacheServices:
             response.message = dry.reason
             _fill_failure(response, dry.failure)
             return response
-        holder = self._guard.claim(f"replay of task '{task}'")
-        if holder is not None:
-            response.message = f'busy: {holder} is running (one task at a time)'
-            return response
-        self.cancel = token = CancelToken()
-        try:
-            walk = self._replayer.walk(
-                tree=view, path=path, cancel=token, params=params, trust=trust,
-                reporter=EventReporter(task=task, sink=self._sink),
-            )
-        except MuscleMemError as err:
-            response.message = f'replay error: {err}'
-            return response
-        finally:
-            self.cancel = None
-            self._guard.release()
+        with self._guard.held(f"replay of task '{task}'") as holder:
+            if holder is not None:
+                response.message = f'busy: {holder} is running (one task at a time)'
+                return response
+            self.cancel = token = CancelToken()
+            try:
+                walk = self._replayer.walk(
+                    tree=view, path=path, cancel=token, params=params, trust=trust,
+                    reporter=EventReporter(task=task, sink=self._sink),
+                )
+            except MuscleMemError as err:
+                response.message = f'replay error: {err}'
+                return response
+            finally:
+                self.cancel = None
         response.steps_executed = walk.steps_replayed
         response.success = walk.complete
         if response.success:
@@ -207,8 +239,7 @@ class CacheServices:
                 for t in trajectories
             ]
         except MuscleMemError as err:
-            response.message = f'store error: {err}'
-            return response
+            return _store_error(response, err)
         response.success = True
         response.message = (
             f'{len(response.tasks)} tasks, {len(response.trajectories)} trajectories'
@@ -221,12 +252,8 @@ class CacheServices:
             info = self._store.trajectory(request.trajectory_id)
             plans = self._replayer.trees.plans(info.task, info.variant)
             response.trajectory = trajectory_info(info, self._store.path(info.id), plans)
-        except UnknownTrajectoryError:
-            response.message = f'unknown trajectory {request.trajectory_id}'
-            return response
         except MuscleMemError as err:
-            response.message = f'store error: {err}'
-            return response
+            return _store_error(response, err, request.trajectory_id)
         response.success = True
         response.message = f'{len(info.node_ids)} steps'
         return response
@@ -239,30 +266,20 @@ class CacheServices:
         if not task:
             response.message = 'bad request: task name is empty'
             return response
-        holder = self._guard.claim(f"forget of task '{task}'")
-        if holder is not None:
-            response.message = f'busy: {holder} is running'
-            return response
-        try:
-            if request.trajectory_id:
-                info = self._store.trajectory(request.trajectory_id)
-                if info.task != task:
-                    response.message = f'trajectory {info.id} belongs to task {info.task!r}'
-                    return response
-            elif not self._known(task):
-                response.message = f"unknown task '{task}'"
+        with self._guard.held(f"forget of task '{task}'") as holder:
+            if holder is not None:
+                response.message = f'busy: {holder} is running'
                 return response
-            response.removed = self._store.forget(
-                task=task, trajectory_id=request.trajectory_id or None
-            )
-        except UnknownTrajectoryError:
-            response.message = f'unknown trajectory {request.trajectory_id}'
-            return response
-        except MuscleMemError as err:
-            response.message = f'store error: {err}'
-            return response
-        finally:
-            self._guard.release()
+            try:
+                wrong = self._wrong_target(task, request.trajectory_id)
+                if wrong is not None:
+                    response.message = wrong
+                    return response
+                response.removed = self._store.forget(
+                    task=task, trajectory_id=request.trajectory_id or None
+                )
+            except MuscleMemError as err:
+                return _store_error(response, err, request.trajectory_id)
         response.success = True
         response.message = f'removed {response.removed} trajectories'
         return response
@@ -283,13 +300,9 @@ class CacheServices:
             response.message = 'bad request: who approves is required'
             return response
         try:
-            if request.trajectory_id:
-                info = self._store.trajectory(request.trajectory_id)
-                if info.task != task:
-                    response.message = f'trajectory {info.id} belongs to task {info.task!r}'
-                    return response
-            elif not self._known(task):
-                response.message = f"unknown task '{task}'"
+            wrong = self._wrong_target(task, request.trajectory_id)
+            if wrong is not None:
+                response.message = wrong
                 return response
             what = (f'trajectory {request.trajectory_id} of task {task!r}'
                     if request.trajectory_id else f'task {task!r}')
@@ -302,12 +315,8 @@ class CacheServices:
                 approval = approve(self._store, task=task, trajectory_id=request.trajectory_id,
                                    who=who, plans=partial(self._replayer.trees.plans, task))
                 response.message = f'{what} approved by {who}: {covered(approval)}'
-        except UnknownTrajectoryError:
-            response.message = f'unknown trajectory {request.trajectory_id}'
-            return response
         except MuscleMemError as err:
-            response.message = f'store error: {err}'
-            return response
+            return _store_error(response, err, request.trajectory_id)
         response.success = True
         self._log.info(response.message)
         return response
@@ -321,8 +330,7 @@ class CacheServices:
         try:
             response.removed = self._store.purge_abandoned()
         except MuscleMemError as err:
-            response.message = f'store error: {err}'
-            return response
+            return _store_error(response, err)
         response.success = True
         response.message = f'purged {response.removed} abandoned recordings'
         return response

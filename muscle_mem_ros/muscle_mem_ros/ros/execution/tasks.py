@@ -43,7 +43,7 @@ drops feedback it has not taken when the result arrives (the two travel apart), 
 the result's message says every step's verdict too (:func:`muscle_mem_ros.replay.shadow.summary`).
 The shadow counts are noted once, after the agent succeeded, as before.
 
-Bookkeeping never fails a task (:mod:`.health`): when the store cannot write
+Bookkeeping never fails a task (:mod:`..node.health`): when the store cannot write
 (a full disk), a replay still succeeds and a miss still goes to the agent; the
 result message ends with "(not stored: <error>)", an ``ERROR`` event says the
 same, and ``/diagnostics`` shows the store degraded until a write succeeds.
@@ -58,37 +58,40 @@ from typing import Any
 
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
-from muscle_mem_ros.errors import MuscleMemError
+from muscle_mem_ros.errors import MuscleMemError, RecordingBusyError
 from muscle_mem_ros.records import TrajectoryInfo
 from muscle_mem_ros.replay.gates import Trusted
 from muscle_mem_ros.replay.shadow import followed, summary
 from muscle_mem_ros.replay.treeview import TreeView
 from muscle_mem_ros.resume import FailureKind, Resume
-from muscle_mem_ros.ros.capture.recorder import Recorder, RecordingBusyError, Session
-from muscle_mem_ros.ros.execution.events import describe_bindings, EventReporter, ShadowReporter
+from muscle_mem_ros.ros.capture.recorder import Recorder, Session
+from muscle_mem_ros.ros.execution.events import (
+    describe_bindings, EventReporter, EventSink, ShadowReporter,
+)
 from muscle_mem_ros.ros.execution.replay import Replayer
 from muscle_mem_ros.ros.messages.convert import canonical_params, resume_goal
 from muscle_mem_ros.ros.node.health import StoreHealth
 from muscle_mem_ros.ros.node.nodeconfig import CacheMode, DEFAULT_AGREEMENT
 from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken, wait_future
 from muscle_mem_ros.store import Store
-from rclpy.action import ActionClient
+from rclpy.action.client import ActionClient
+from rclpy.action.server import ServerGoalHandle
+from rclpy.impl.rcutils_logger import RcutilsLogger
 
-__all__ = ['EventSink', 'TaskRunner']
+__all__ = ['GoalHandle', 'TaskRunner']
 
 _AGENT_WAIT = 2.0
 """Seconds to wait for an agent action server that is not discovered yet."""
 _CANCEL_GRACE = 2.0
 
-EventSink = Callable[..., None]
-"""``sink(kind=, task=, step=, trajectory_id=, detail=, failure=)`` publishes a CacheEvent."""
-
+GoalHandle = ServerGoalHandle[Any, Any, Any]
+"""An ExecuteTask goal on the node's server (the generated messages are untyped)."""
 
 _FROM_START = Resume(0, '')
 """The resume point of a task the agent does from the beginning on purpose (no walk)."""
 
 
-def _replay_feedback(goal_handle: Any, step: int, total: int, detail: str,
+def _replay_feedback(goal_handle: GoalHandle, step: int, total: int, detail: str,
                      substituted: Sequence[Any] = ()) -> None:
     """Publish a walk's progress (and a bound step's substitutions) as replay feedback."""
     goal_handle.publish_feedback(ExecuteTask.Feedback(
@@ -97,13 +100,13 @@ def _replay_feedback(goal_handle: Any, step: int, total: int, detail: str,
     ))
 
 
-def _shadow_feedback(goal_handle: Any, step: int, detail: str) -> None:
+def _shadow_feedback(goal_handle: GoalHandle, step: int, detail: str) -> None:
     """Publish one step's shadow verdict as feedback (the agent is in control: total -1)."""
     goal_handle.publish_feedback(ExecuteTask.Feedback(
         mode=ExecuteTask.Feedback.MODE_SHADOW, step=step, total=-1, detail=detail))
 
 
-def _end_canceled(goal_handle: Any) -> None:
+def _end_canceled(goal_handle: GoalHandle) -> None:
     """End a goal stopped by a cancel: CANCELED if the client asked, else (shutdown) ABORTED."""
     if goal_handle.is_cancel_requested:
         goal_handle.canceled()
@@ -132,11 +135,11 @@ class TaskRunner:
         store: Store,
         replayer: Replayer,
         recorder: Recorder,
-        agent: ActionClient | None,
+        agent: ActionClient[Any, Any, Any] | None,
         agent_name: str,
         agent_timeout: float,
         sink: EventSink,
-        logger: Any,
+        logger: RcutilsLogger,
         health: StoreHealth | None = None,
         agreement: Callable[[str], float] = lambda tool: DEFAULT_AGREEMENT,
     ) -> None:
@@ -152,7 +155,7 @@ class TaskRunner:
         self.steps_replayed_total = 0
         self._agreement = agreement
 
-    def run(self, goal_handle: Any, *, mode: CacheMode, cancel: CancelToken) -> Any:
+    def run(self, goal_handle: GoalHandle, *, mode: CacheMode, cancel: CancelToken) -> Any:
         """Execute the goal; set its terminal state and return the result."""
         goal = goal_handle.request
         result = ExecuteTask.Result()
@@ -233,7 +236,7 @@ class TaskRunner:
         """Return what the gate lets replay in ``view`` (the Replayer's gate, as every path)."""
         return self._replayer.trusted(view)
 
-    def _shadowing(self, goal_handle: Any, view: TreeView,
+    def _shadowing(self, goal_handle: GoalHandle, view: TreeView,
                    params: dict[str, Any]) -> ShadowReporter:
         """Return the reporter that says each recorded step's verdict (the recording observer)."""
         return ShadowReporter(
@@ -281,7 +284,7 @@ class TaskRunner:
         self._sink(kind=CacheEvent.ERROR, task=task, step=-1, detail=f'not stored: {error}')
         return f' (not stored: {error})'
 
-    def _fail(self, goal_handle: Any, result: Any, task: str, message: str) -> Any:
+    def _fail(self, goal_handle: GoalHandle, result: Any, task: str, message: str) -> Any:
         self._sink(kind=CacheEvent.ERROR, task=task, step=-1, detail=message)
         self._log.warning(f"task '{task}': {message}")
         goal_handle.abort()
@@ -290,8 +293,8 @@ class TaskRunner:
         return result
 
     def _handoff(
-        self, goal_handle: Any, result: Any, *, cancel: CancelToken, task: str, variant: str,
-        literal: str, resume: Resume, record: bool, shadow: TreeView | None = None,
+        self, goal_handle: GoalHandle, result: Any, *, cancel: CancelToken, task: str,
+        variant: str, literal: str, resume: Resume, record: bool, shadow: TreeView | None = None,
         params: dict[str, Any] | None = None,
     ) -> Any:
         goal = goal_handle.request
@@ -382,7 +385,7 @@ class TaskRunner:
         return result
 
     def _call_agent(
-        self, agent: ActionClient, goal: Any, feedback: Callable[[Any], None],
+        self, agent: ActionClient[Any, Any, Any], goal: Any, feedback: Callable[[Any], None],
         cancel: CancelToken,
     ) -> tuple[Any, str]:
         """Send ``goal`` to the agent and wait; return (result or None, failure text)."""

@@ -47,7 +47,6 @@ __all__ = [
     'NAME_FIELD',
     'FieldExtractor',
     'NamedFields',
-    'TypeResolutionError',
     'canonical_type_name',
     'check_name_array',
     'compile_field_path',

@@ -39,7 +39,7 @@ from typing import Any
 from muscle_mem_ros.bindings.rules import parse_path
 from muscle_mem_ros.errors import ConfigError
 
-__all__ = ['answered', 'parse_success', 'refused', 'SuccessRule']
+__all__ = ['answered', 'parse_success', 'refusal_reason', 'SuccessRule']
 
 _WORDS = ('nonempty', 'empty', 'true', 'false')
 
@@ -122,7 +122,7 @@ def answered(message: Any, rule: SuccessRule | None) -> str:
     return 'success=false' if success is False else ''
 
 
-def refused(result: Any, rule: SuccessRule | None) -> str:
+def refusal_reason(result: Any, rule: SuccessRule | None) -> str:
     """Return why a succeeded goal's result breaks the tool's rule ('' when none, or no rule)."""
     return rule.broken(result) if rule is not None else ''
 

@@ -18,20 +18,22 @@ BehaviorCacheNode: the behavior cache between a planning agent and the robot.
 Node name ``muscle_mem``. Interfaces (relative names resolve under the node):
 
 * action ``~/execute_task`` (muscle_mem_interfaces/action/ExecuteTask): run a
-  task: replay from the cache, hand off to the agent, learn (:mod:`.tasks`).
+  task: replay from the cache, hand off to the agent, learn (its goals
+  :mod:`muscle_mem_ros.ros.execution.goals`, a goal's run
+  :mod:`muscle_mem_ros.ros.execution.tasks`).
 * services ``~/replay``, ``~/list_tasks``, ``~/get_trajectory``, ``~/forget``,
-  ``~/start_recording``, ``~/stop_recording`` (:mod:`.services`); ``~/calibrate``
-  (sensor noise at rest and proposed tolerances, :mod:`.calibrate`).
+  ``~/start_recording``, ``~/stop_recording`` (:mod:`..execution.services`); ``~/calibrate``
+  (sensor noise at rest and proposed tolerances, :mod:`..execution.calibrator`).
 * topic ``~/events`` (muscle_mem_interfaces/msg/CacheEvent): one message per decision.
 * topic ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, 1 Hz, ``hardware_id``
   the node's full name): mode, hit rate, steps saved, whether the agent's action
   server is discovered (``agent``: available, not discovered, none), store health
   (``store``: ok; ``degraded: <error>`` while writes fail, WARN, until one succeeds,
   see :mod:`.health`; ``error: ...``, ERROR, when the store cannot even be read).
-* one proxy per configured action or service (:mod:`.proxy`); for a tool with
+* one proxy per configured action or service (:mod:`..capture.proxies`); for a tool with
   ``record_from: introspection`` only its client (for replay) and a tap on its
-  introspection event topics (:mod:`.tap`) instead of a served proxy; subscriptions to
-  the configured sensors (:mod:`.sensors`, on a hidden helper node
+  introspection event topics (:mod:`..capture.tap`) instead of a served proxy; subscriptions to
+  the configured sensors (:mod:`..capture.sensors`, on a hidden helper node
   ``_<name>_sensors`` with its own receive thread).
 
 The proxies' servers and clients live on another hidden node,
@@ -57,7 +59,8 @@ next goal. Every other parameter is read-only once configured.
 One activity at a time: an ExecuteTask goal, a Replay call, a manual
 recording or a Forget. A second ExecuteTask goal while one runs is accepted
 and at once aborted with ``success=false`` and a message naming the running
-activity (a plain goal rejection could not say why).
+activity (a plain goal rejection could not say why; see
+:mod:`muscle_mem_ros.ros.execution.goals`).
 
 Callback groups: every server, client and timer of the main node is in a
 reentrant group and the node runs in a ``MultiThreadedExecutor`` (see
@@ -69,9 +72,8 @@ needs a thread it holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-import threading
 import time
 from typing import Any
 
@@ -92,38 +94,43 @@ from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import CheckFailure
 from muscle_mem_ros.ros.capture.forwarding import ToolProxy
 from muscle_mem_ros.ros.capture.host import ProxyHost
-from muscle_mem_ros.ros.capture.proxies import make_proxy
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
-from muscle_mem_ros.ros.capture.tap import Ledger, make_tap, Tap
+from muscle_mem_ros.ros.capture.tap import Tap
 from muscle_mem_ros.ros.execution.calibrator import Calibrator
+from muscle_mem_ros.ros.execution.events import cache_event
+from muscle_mem_ros.ros.execution.goals import TaskGoals
 from muscle_mem_ros.ros.execution.replay import Replayer
 from muscle_mem_ros.ros.execution.services import CacheServices
 from muscle_mem_ros.ros.execution.tasks import TaskRunner
-from muscle_mem_ros.ros.node.config import (
-    CacheMode,
-    DEFAULT_AGREEMENT,
-    load_config,
-    NODE_OPTIONS,
-    NodeConfig,
-    parse_cache_mode,
-    read_autostart,
-    RecordFrom,
-)
+from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS, read_autostart
 from muscle_mem_ros.ros.node.diagnostics import cache_status
 from muscle_mem_ros.ros.node.health import report_incomplete, StoreHealth
+from muscle_mem_ros.ros.node.nodeconfig import (
+    CacheMode,
+    changed_mode,
+    DEFAULT_AGREEMENT,
+    NodeConfig,
+)
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
-from muscle_mem_ros.ros.rclfix.action_server import ActionServer
 from muscle_mem_ros.ros.rclfix.logbridge import LoggingBridge
-from muscle_mem_ros.ros.rclfix.sync import CancelToken, TaskGuard
-from muscle_mem_ros.store import is_postgres_url, open_store, redact
+from muscle_mem_ros.ros.rclfix.sync import TaskGuard
+from muscle_mem_ros.store import open_store, redact, Store
+from muscle_mem_ros.store.postgres.link import is_postgres_url
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.action import CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.lifecycle import (
+    LifecycleNode, LifecyclePublisher, LifecycleState, TransitionCallbackReturn,
+)
+from rclpy.parameter import Parameter
+from rclpy.service import Service
+from rclpy.timer import Timer
 from std_msgs.msg import Header
 
 __all__ = ['BehaviorCacheNode']
+
+Handler = Callable[[Any, Any], Any]
+"""A service handler: ``handler(request, response)`` returns the response (untyped messages)."""
 
 _DEACTIVATE_WAIT = 10.0
 """Seconds deactivate waits for a canceled task or replay to end."""
@@ -143,7 +150,8 @@ class BehaviorCacheNode(LifecycleNode):
       reaches ``/rosout``). A bad parameter fails the transition (FAILURE, back
       to unconfigured) with the error logged, naming the parameter;
       :attr:`config_error` keeps it.
-      The ExecuteTask action server is made here too, as nav2 makes its action
+      The ExecuteTask action server is made here too
+      (:class:`~muscle_mem_ros.ros.execution.goals.TaskGoals`), as nav2 makes its action
       servers at configure: while the node is inactive it stays advertised and
       rejects every goal, so the result of a goal canceled by a deactivation still
       reaches its client, and a client waiting for the server sees it at once.
@@ -178,13 +186,13 @@ class BehaviorCacheNode(LifecycleNode):
         self._closing = False
         self._group = ReentrantCallbackGroup()
         self._guard = TaskGuard()
-        self._counts = {'runs': 0, 'hits': 0}
-        self._counts_lock = threading.Lock()
-        self._task_tokens: dict[bytes, CancelToken] = {}
         self._configured: _Configured | None = None
         self._active: _Active | None = None
         self._proxy_host: ProxyHost | None = None
-        self._execute_server: ActionServer | None = None
+        self._goals = TaskGoals(
+            node=self, guard=self._guard, group=self._group, sink=self.publish_event,
+            mode=lambda: self._mode, accepting=lambda: self._active is not None,
+            runner=lambda: self._active.runner if self._active is not None else None)
         self._frozen = False
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
@@ -258,11 +266,7 @@ class BehaviorCacheNode(LifecycleNode):
         parts.events = self.create_lifecycle_publisher(CacheEvent, '~/events', 50)
         parts.diagnostics = self.create_lifecycle_publisher(
             DiagnosticArray, '/diagnostics', 10)
-        self._execute_server = ActionServer(
-            self, ExecuteTask, '~/execute_task', self._execute,
-            goal_callback=self._accept_goal,
-            cancel_callback=self._cancel_task, callback_group=self._group,
-        )
+        self._goals.serve(recorder=parts.recorder)
         report_incomplete(parts.store, self.get_logger(),
                           retention=config.abandoned_recording_retention)
         self._frozen = True
@@ -289,29 +293,14 @@ class BehaviorCacheNode(LifecycleNode):
         self._active = active
         active.hub = SensorHub(node=self, sensors=config.sensors, on_error=self._sensor_error)
         if config.tools:
-            self._proxy_host = ProxyHost(self)
-        proxy_node = self._proxy_host.node if self._proxy_host is not None else None
-        active.proxies = {
-            tool.server: make_proxy(
-                node=proxy_node, tool=tool, hub=active.hub, recorder=recorder,
-                callback_group=ReentrantCallbackGroup(),
-                post_timeout=config.post_check_timeout,
-                logger=self.get_logger(), timeout=config.step_timeout,
-            )
-            for tool in config.tools
-        }
-        ledger = Ledger()
-        active.taps = [
-            make_tap(node=proxy_node, proxy=active.proxies[tool.server], hub=active.hub,
-                     recorder=recorder, post_timeout=config.post_check_timeout,
-                     logger=self.get_logger(), ledger=ledger)
-            for tool in config.tools if tool.record_from is RecordFrom.INTROSPECTION
-        ]
-        for tap in active.taps:
-            recorder.add_settle(tap.settle)
-            self.get_logger().info(
-                f'{tap.tool.server}: recorded from its introspection events '
-                f"({', '.join(tap.topics)}); the agent calls it directly")
+            host = self._proxy_host = ProxyHost(self)
+            active.proxies = host.proxies(
+                tools=config.tools, hub=active.hub, recorder=recorder,
+                post_timeout=config.post_check_timeout, timeout=config.step_timeout,
+                logger=self.get_logger())
+            active.taps = host.taps(
+                proxies=active.proxies, tools=config.tools, hub=active.hub, recorder=recorder,
+                post_timeout=config.post_check_timeout, logger=self.get_logger())
         active.replayer = Replayer(
             store=store, hub=active.hub, tools=active.proxies,
             sensors=[s.spec for s in config.sensors],
@@ -351,9 +340,8 @@ class BehaviorCacheNode(LifecycleNode):
             active.services.append(self.create_service(
                 srv_type, name, self._guarded(name, handler), callback_group=self._group))
         active.diag_timer = self.create_timer(1.0, self._publish_diagnostics, self._group)
-        replayer = active.replayer
-        threading.Thread(target=self._warm, args=(replayer,), name=f'{self.get_name()} warm',
-                         daemon=True).start()
+        active.replayer.warm_in_background(
+            logger=self.get_logger(), name=f'{self.get_name()} warm', quiet=lambda: self._closing)
         self.get_logger().info(
             f'behavior cache ready: mode {self._mode.value}, store {_shown(config.store_path)}, '
             f'{len(config.sensors)} sensors, {len(active.proxies)} tools, agent '
@@ -402,9 +390,7 @@ class BehaviorCacheNode(LifecycleNode):
         """Undo configure: close the store, destroy the publishers, remove the bridge."""
         parts = self._configured
         self._frozen = False
-        if self._execute_server is not None:
-            self._execute_server.destroy()
-            self._execute_server = None
+        self._goals.stop()
         if parts is None:
             return
         self._configured = None
@@ -427,9 +413,9 @@ class BehaviorCacheNode(LifecycleNode):
         return self._configured.config
 
     @property
-    def store(self) -> Any:
+    def store(self) -> Store:
         """Return the open store; only while configured."""
-        assert self._configured is not None
+        assert self._configured is not None and self._configured.store is not None
         return self._configured.store
 
     @property
@@ -454,7 +440,7 @@ class BehaviorCacheNode(LifecycleNode):
         """Return the proxies by server name ({} unless active)."""
         return self._active.proxies if self._active is not None else {}
 
-    def _guarded(self, name: str, handler: Any) -> Any:
+    def _guarded(self, name: str, handler: Handler) -> Handler:
         """Wrap a service handler: an unexpected error answers success=false, never kills."""
         def call(request: Any, response: Any) -> Any:
             try:
@@ -465,18 +451,6 @@ class BehaviorCacheNode(LifecycleNode):
                 response.message = f'internal error: {err}'
                 return response
         return call
-
-    def _warm(self, replayer: Replayer) -> None:
-        """Load and index the store's first steps in the background (see ``Replayer.warm``)."""
-        started = time.monotonic()
-        try:
-            count = replayer.warm()
-        except Exception as err:  # closing, or a store problem the first task will report
-            if not self._closing:
-                self.get_logger().warning(f'store: could not preload first steps: {err!r}')
-            return
-        took = time.monotonic() - started
-        self.get_logger().info(f'store: {count} first step(s) loaded and indexed in {took:.2f} s')
 
     @property
     def mode(self) -> CacheMode:
@@ -491,94 +465,32 @@ class BehaviorCacheNode(LifecycleNode):
         parts = self._configured
         if parts is None or parts.events is None or not parts.events.is_activated:
             return
-        msg = CacheEvent(
-            stamp=self.get_clock().now().to_msg(), type=kind, task=task, step=step,
-            trajectory_id=trajectory_id, detail=detail, substituted=list(substituted),
-        )
-        if failure is not None:
-            msg.sensor = failure.sensor
-            msg.deviation = float(failure.deviation)
-            msg.tolerance = float(failure.tolerance)
-        parts.events.publish(msg)
+        parts.events.publish(cache_event(
+            stamp=self.get_clock().now().to_msg(), kind=kind, task=task, step=step,
+            trajectory_id=trajectory_id, detail=detail, failure=failure,
+            substituted=substituted))
 
     def _sensor_error(self, message: str) -> None:
         self.get_logger().error(message)
         self.publish_event(kind=CacheEvent.ERROR, task='', step=-1, detail=message)
 
-    def _on_set_parameters(self, params: list[Any]) -> SetParametersResult:
+    def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
         if not self._frozen:
             return SetParametersResult(successful=True)  # read by the next configure
-        mode = None
-        for param in params:
-            if param.name != 'cache_mode':
-                return SetParametersResult(
-                    successful=False,
-                    reason=f'{param.name}: read when configured; clean up and configure again',
-                )
-            try:
-                mode = parse_cache_mode(param.value)
-            except ConfigError as err:
-                return SetParametersResult(successful=False, reason=str(err))
+        try:
+            mode = changed_mode((param.name, param.value) for param in params)
+        except ConfigError as err:
+            return SetParametersResult(successful=False, reason=str(err))
         if mode is not None:
             self._mode = mode
             self.get_logger().info(f'cache_mode is now {mode.value}')
         return SetParametersResult(successful=True)
 
-    def _accept_goal(self, _goal: Any) -> GoalResponse:
-        """Accept ExecuteTask goals while active; reject them while inactive."""
-        return GoalResponse.ACCEPT if self._active is not None else GoalResponse.REJECT
-
-    def _cancel_task(self, goal_handle: Any) -> CancelResponse:
-        token = self._task_tokens.get(bytes(goal_handle.goal_id.uuid))
-        if token is not None:
-            token.cancel()
-        # Not started yet: _execute sees is_cancel_requested and stops at once.
-        return CancelResponse.ACCEPT
-
-    def _execute(self, goal_handle: Any) -> Any:
-        goal = goal_handle.request
-        holder = self._guard.claim(f"task '{goal.task}'")
-        if holder is not None:
-            message = f'rejected: {holder} is already running (one task at a time)'
-            self.publish_event(kind=CacheEvent.ERROR, task=goal.task, step=-1, detail=message)
-            goal_handle.abort()
-            return ExecuteTask.Result(success=False, message=message)
-        key = bytes(goal_handle.goal_id.uuid)
-        token = CancelToken()
-        self._task_tokens[key] = token
-        try:
-            if goal_handle.is_cancel_requested:
-                token.cancel()
-            active = self._active
-            if active is None or active.runner is None:
-                raise MuscleMemError('the node is not active')
-            result = active.runner.run(goal_handle, mode=self._mode, cancel=token)
-            with self._counts_lock:
-                self._counts['runs'] += 1
-                self._counts['hits'] += int(bool(result.cache_hit))
-            return result
-        except Exception as err:  # keep the node alive; the client gets the reason
-            self.get_logger().error(f"task '{goal.task}' failed: {err!r}")
-            self.publish_event(kind=CacheEvent.ERROR, task=goal.task, step=-1, detail=str(err))
-            session = self.recorder.active
-            if session is not None and not session.manual:
-                try:
-                    self.recorder.finish(save=False)
-                except MuscleMemError:
-                    pass
-            if goal_handle.is_active:
-                goal_handle.abort()
-            return ExecuteTask.Result(success=False, message=f'internal error: {err}')
-        finally:
-            self._task_tokens.pop(key, None)
-            self._guard.release()
-
     def _publish_diagnostics(self) -> None:
         parts, active = self._configured, self._active
         if parts is None or parts.diagnostics is None:
             return
-        with self._counts_lock:
-            runs, hits = self._counts['runs'], self._counts['hits']
+        runs, hits = self._goals.counts()
         runner = active.runner if active is not None else None
         status = cache_status(
             name=f'{self.get_name()}: behavior cache', hardware_id=self.get_fully_qualified_name(),
@@ -592,8 +504,7 @@ class BehaviorCacheNode(LifecycleNode):
 
     def cancel_all(self) -> None:
         """Cancel the running task or replay (its in-flight goal is canceled too)."""
-        for token in list(self._task_tokens.values()):
-            token.cancel()
+        self._goals.cancel()
         active = self._active
         if active is not None and active.handlers is not None \
                 and active.handlers.cancel is not None:
@@ -609,8 +520,7 @@ class BehaviorCacheNode(LifecycleNode):
         :param timeout: Seconds to wait at most.
         """
         self.cancel_all()
-        server = self._execute_server
-        if server is not None and not server.wait_results_sent(timeout):
+        if not self._goals.wait_results_sent(timeout):
             self.get_logger().warning(
                 f'shutdown: an ExecuteTask result was not sent within {timeout:g} s')
 
@@ -627,11 +537,11 @@ class _Configured:
 
     bridge: LoggingBridge
     config: NodeConfig | None = None
-    store: Any = None
+    store: Store | None = None
     health: StoreHealth | None = None
     recorder: Recorder | None = None
-    events: Any = None
-    diagnostics: Any = None
+    events: LifecyclePublisher[Any] | None = None
+    diagnostics: LifecyclePublisher[Any] | None = None
 
 
 @dataclass
@@ -645,8 +555,8 @@ class _Active:
     agent: ActionClient | None = None
     runner: TaskRunner | None = None
     handlers: CacheServices | None = None
-    services: list[Any] = field(default_factory=list)
-    diag_timer: Any = None
+    services: list[Service[Any, Any]] = field(default_factory=list)
+    diag_timer: Timer | None = None
 
 
 def _shown(store_path: str) -> str:

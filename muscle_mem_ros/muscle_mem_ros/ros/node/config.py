@@ -32,9 +32,8 @@ name uses as a prefix, so ``ros2 param dump`` writes a params file that starts
 the same node again.
 
 The older nav2-style list (``sensors: [joints, object]`` beside the per-name
-keys) is still accepted with a deprecation warning: it then selects which names
-exist (keys of a name not in it are an error), and it is undeclared once read,
-because a parameter that is both a value and a prefix cannot be dumped.
+keys) is refused at startup with an error that shows the map form: a parameter
+that is both a value and a prefix cannot be dumped.
 
 The node must be created with :data:`NODE_OPTIONS`
 (``automatically_declare_parameters_from_overrides``), so every parameter given
@@ -49,7 +48,7 @@ Every parameter is read through :class:`.parameters.ParameterReader` (the one
 validator, shared with the sim nodes), which declares it again with a
 descriptor: description, type, a range for timeouts, tolerances' ``max_age``
 and retention, and ``read_only`` for all but ``cache_mode``. ``autostart``
-(read-only, default true) is read when the node is created (see :mod:`.node`).
+(read-only, default true) is read when the node is created (see :mod:`.cache_node`).
 
 Every value is checked at configure; a bad one raises :class:`ConfigError` whose
 message starts with the parameter's full name (``sensors.joints.tolerance: must
@@ -70,7 +69,7 @@ message with a ``name`` array and value arrays parallel to it (a
 order, field after field (all positions, then all velocities). Values are kept
 per name across messages, so several publishers on one topic (an arm's
 broadcaster and a gripper driver) make one feature vector; its size is
-``len(fields) * len(joints)``, known at startup. See :mod:`.sensors`.
+``len(fields) * len(joints)``, known at startup. See :mod:`..capture.sensors`.
 """
 
 from __future__ import annotations
@@ -79,7 +78,7 @@ import os
 import socket
 from typing import Any
 
-from muscle_mem_ros.errors import ConfigError
+from muscle_mem_ros.errors import ConfigError, TypeResolutionError
 from muscle_mem_ros.records import ToolKind
 from muscle_mem_ros.replay.gates import Gate
 from muscle_mem_ros.ros.messages.introspection import (
@@ -89,7 +88,6 @@ from muscle_mem_ros.ros.messages.introspection import (
     compile_named_fields,
     NamedFields,
     resolve_type,
-    TypeResolutionError,
 )
 from muscle_mem_ros.ros.messages.success import parse_success
 from muscle_mem_ros.ros.node.nodeconfig import (
@@ -104,7 +102,7 @@ from muscle_mem_ros.ros.node.nodeconfig import (
     ToolConfig,
 )
 from muscle_mem_ros.ros.node.parameters import ParameterReader
-from muscle_mem_ros.ros.node.paramnames import describe, layout, legacy_names, name_list
+from muscle_mem_ros.ros.node.paramnames import describe, layout, name_list
 from muscle_mem_ros.settings import (
     read_bind, read_binding, read_binding_options, read_mode, read_tolerance,
 )
@@ -112,20 +110,7 @@ from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
 from rcl_interfaces.srv import ListParameters
 from rclpy.node import Node as RosNode
 
-__all__ = [
-    'CacheMode',
-    'DEFAULT_AGREEMENT',
-    'DEFAULT_STORE_PATH',
-    'load_config',
-    'NODE_OPTIONS',
-    'NodeConfig',
-    'parse_cache_mode',
-    'parse_record_from',
-    'read_autostart',
-    'RecordFrom',
-    'SensorConfig',
-    'ToolConfig',
-]
+__all__ = ['load_config', 'NODE_OPTIONS', 'read_autostart']
 
 NODE_OPTIONS: dict[str, Any] = {'automatically_declare_parameters_from_overrides': True}
 """Keyword arguments of ``rclpy.node.Node`` that :func:`load_config` needs: every
@@ -257,9 +242,7 @@ def load_config(node: RosNode) -> NodeConfig:
     :raises ConfigError: the first bad or unknown parameter; the message starts with its name.
     """
     given = list(node.list_parameters([], ListParameters.Request.DEPTH_RECURSIVE).names)
-    items, legacy = layout(given)
-    for group in legacy:
-        items[group] = legacy_names(node, group, items[group], given)
+    items = layout(given)
     reader = ParameterReader(node=node, describe=describe)
     store_path = reader.string('store_path', DEFAULT_STORE_PATH)
     if not store_path:

@@ -31,13 +31,15 @@ from typing import Any
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from muscle_mem_ros.errors import StoreUnavailableError
 from muscle_mem_ros.ros.node.health import StoreHealth
+from muscle_mem_ros.store import Store
+from rclpy.action.client import ActionClient
 
 __all__ = ['cache_status']
 
 
-def cache_status(*, name: str, hardware_id: str, values: dict[str, str], store: Any,
+def cache_status(*, name: str, hardware_id: str, values: dict[str, str], store: Store,
                  health: StoreHealth, runs: int, hits: int, steps_saved: int,
-                 agent: Any) -> DiagnosticStatus:
+                 agent: ActionClient[Any, Any, Any] | None) -> DiagnosticStatus:
     """
     Return the cache's status; reading the store never raises (its trouble is the status).
 

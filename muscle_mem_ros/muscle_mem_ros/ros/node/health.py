@@ -29,13 +29,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import threading
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
 from muscle_mem_ros.errors import MuscleMemError
+from muscle_mem_ros.store import Store
+from rclpy.impl.rcutils_logger import RcutilsLogger
 
-__all__ = ['report_incomplete', 'StoreHealth']
+__all__ = ['HealthLog', 'report_incomplete', 'StoreHealth']
 
 T = TypeVar('T')
+
+
+class HealthLog(Protocol):
+    """Where store health is logged: the node's rclpy logger, or a :class:`logging.Logger`."""
+
+    def info(self, message: str, /) -> object:
+        """Log ``message`` at INFO."""
+
+    def error(self, message: str, /) -> object:
+        """Log ``message`` at ERROR."""
 
 
 class StoreHealth:
@@ -45,7 +57,7 @@ class StoreHealth:
     :param logger: Where failures and the recovery are logged (an rclpy logger).
     """
 
-    def __init__(self, *, logger: Any) -> None:
+    def __init__(self, *, logger: HealthLog) -> None:
         self._lock = threading.Lock()
         self._error = ''
         self._log = logger
@@ -92,7 +104,7 @@ class StoreHealth:
         return value, ''
 
 
-def report_incomplete(store: Any, logger: Any, *, retention: float) -> None:
+def report_incomplete(store: Store, logger: RcutilsLogger, *, retention: float) -> None:
     """
     Log the recordings an earlier run abandoned (never replayed), and note live ones.
 

@@ -67,7 +67,7 @@ def main(args: Sequence[str] | None = None) -> int:
     """
     Start the behavior-cache node and spin until shut down; return the exit code.
 
-    SIGINT and SIGTERM, once or many times, end it with 0 (see :mod:`.shutdown`).
+    SIGINT and SIGTERM, once or many times, end it with 0 (see :mod:`..rclfix.shutdown`).
 
     :param args: Command-line arguments (default: ``sys.argv``).
     :return: The exit code.

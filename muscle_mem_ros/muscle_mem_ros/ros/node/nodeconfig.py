@@ -22,6 +22,7 @@ not the parameter machinery.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -36,6 +37,7 @@ from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
 
 __all__ = [
     'CacheMode',
+    'changed_mode',
     'DEFAULT_AGREEMENT',
     'DEFAULT_STORE_PATH',
     'NodeConfig',
@@ -140,9 +142,9 @@ class ToolConfig:
         ``record_from`` is introspection (nothing is served).
     :ivar type_name: Interface type name as configured.
     :ivar interface: The resolved action or service class.
-    :ivar record_from: Where its calls are recorded from (see :mod:`.tap`).
+    :ivar record_from: Where its calls are recorded from (see :mod:`..capture.tap`).
     :ivar success: When an answer counts as success beyond its status
-        (:mod:`.messages.success`); None: the default rule.
+        (:mod:`..messages.success`); None: the default rule.
     """
 
     name: str
@@ -175,7 +177,7 @@ class NodeConfig:
     abandoned_recording_retention: float = DEFAULT_ABANDONED_RETENTION
     """Seconds; recordings abandoned by a stopped process are purged at start once this old."""
     bindings: tuple[Declared, ...] = ()
-    """Declared goal-field bindings (:mod:`...bindings.rules`), tools by server name."""
+    """Declared goal-field bindings (bindings.rules), tools by server name."""
     infer_bindings: bool = True
     """Infer bindings from the recordings (parameters from one, sensors from two)."""
     binding_max_shift: float = DEFAULT_MAX_SHIFT
@@ -183,7 +185,7 @@ class NodeConfig:
     robot_id: str = ''
     """Who this node records for in a shared (PostgreSQL) store."""
     replay_requires: Gate = Gate()
-    """What a trajectory must have earned before it replays (:mod:`...replay.gates`)."""
+    """What a trajectory must have earned before it replays (replay.gates)."""
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:
@@ -198,6 +200,24 @@ def parse_cache_mode(value: Any, *, parameter: str = 'cache_mode') -> CacheMode:
     except ValueError as err:
         names = '|'.join(m.value for m in CacheMode)
         raise ConfigError(f'{parameter}: {value!r} is not one of {names}') from err
+
+
+def changed_mode(changes: Iterable[tuple[str, Any]]) -> CacheMode | None:
+    """
+    Return the cache mode a change of parameters at run time sets (None: it sets none).
+
+    Once configured only ``cache_mode`` may change; it applies from the next goal.
+
+    :param changes: Each changed parameter's name and value, in the order given.
+    :raises ConfigError: Another parameter, or a value that is no mode (the reason
+        ``ros2 param set`` shows).
+    """
+    mode = None
+    for name, value in changes:
+        if name != 'cache_mode':
+            raise ConfigError(f'{name}: read when configured; clean up and configure again')
+        mode = parse_cache_mode(value)
+    return mode
 
 
 def parse_record_from(value: Any, *, parameter: str) -> RecordFrom:

@@ -27,9 +27,8 @@ import difflib
 from typing import Any
 
 from muscle_mem_ros.errors import ConfigError
-from rclpy.node import Node as RosNode
 
-__all__ = ['describe', 'layout', 'legacy_names', 'name_list']
+__all__ = ['describe', 'layout', 'name_list']
 
 _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
@@ -136,17 +135,17 @@ def _unknown(name: str, word: str, known: tuple[str, ...]) -> ConfigError:
     return ConfigError(f'{name}: unknown parameter, {hint}')
 
 
-def layout(given: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+def layout(given: list[str]) -> dict[str, list[str]]:
     """
     Check every given parameter name against the known layout.
 
     :param given: the names of the node's declared parameters, in declaration order.
     :return: the item names of each group (``sensors`` -> ``['joints', 'object']``, in
-        order of first appearance), and the groups given in the deprecated list form.
-    :raises ConfigError: a name nothing reads, naming it and the nearest known name.
+        order of first appearance).
+    :raises ConfigError: a name nothing reads, naming it and the nearest known name; a
+        group given a value (the list form ``sensors: [a, b]``, no longer read).
     """
     items: dict[str, list[str]] = {group: [] for group in _GROUP_KEYS}
-    legacy: list[str] = []
     for name in given:
         if name in _ROS_PARAMETERS or name.startswith(_ROS_PREFIXES):
             continue
@@ -155,8 +154,11 @@ def layout(given: list[str]) -> tuple[dict[str, list[str]], list[str]]:
         if head in _GROUP_KEYS:
             keys = _GROUP_KEYS[head]
             if len(parts) == 1:
-                legacy.append(head)
-                continue
+                raise ConfigError(
+                    f'{head}: must be a map from each name to its keys, {head}: {{<name>: '
+                    f'{{{keys[0]}: ...}}}} (or flat, {head}.<name>.{keys[0]}); the list form '
+                    f'({head}: [a, b]) is no longer read'
+                )
             if len(parts) == 2:
                 raise ConfigError(
                     f'{name}: must be a map of keys ({", ".join(keys)}), not a value'
@@ -174,35 +176,4 @@ def layout(given: list[str]) -> tuple[dict[str, list[str]], list[str]]:
                 raise ConfigError(f"{name}: unknown parameter ('{head}' is a value, not a map)")
         else:
             raise _unknown(name, head, _TOP_KEYS + tuple(_GROUP_KEYS))
-    return items, legacy
-
-
-def legacy_names(node: RosNode, group: str, found: list[str], given: list[str]) -> list[str]:
-    """
-    Read a deprecated ``sensors: [a, b]`` list, check it against the keys, undeclare it.
-
-    The list is undeclared once read: a parameter that is both a value and a
-    prefix of others cannot be written by ``ros2 param dump``.
-
-    :param node: the node.
-    :param group: ``sensors``, ``actions`` or ``services``.
-    :param found: the item names found in the keys.
-    :param given: every given parameter name (for the error message).
-    :return: the listed names.
-    :raises ConfigError: not a list of names, or keys of a name not in the list.
-    """
-    value = node.get_parameter(group).value
-    listed = name_list(group, [] if value is None else value, 'a name')
-    for item in listed:
-        if '.' in item or '/' in item:
-            raise ConfigError(f"{group}: '{item}' is not a valid name (no dots or slashes)")
-    for item in found:
-        if item not in listed:
-            key = next(n for n in given if n.startswith(f'{group}.{item}.'))
-            raise ConfigError(f"{key}: '{item}' is not listed in the '{group}' parameter")
-    node.undeclare_parameter(group)
-    node.get_logger().warning(
-        f'{group}: a list of names is deprecated (ros2 param dump cannot write it); '
-        f'the names are the keys of {group}.<name>.*: remove the list'
-    )
-    return listed
+    return items

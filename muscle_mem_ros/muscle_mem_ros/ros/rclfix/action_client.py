@@ -51,16 +51,17 @@ Both fixes use rclpy's own (private) bookkeeping of pending goal requests, as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import threading
 from typing import Any
 
-from rclpy.action import ActionClient as _RclpyActionClient
+from rclpy.action.client import ActionClient as _RclpyActionClient, ClientGoalHandle
 from rclpy.task import Future
 
 __all__ = ['ActionClient']
 
 
-class ActionClient(_RclpyActionClient):
+class ActionClient(_RclpyActionClient[Any, Any, Any]):
     """``rclpy.action.ActionClient`` without the goal registration faults of rclpy 9.1.2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -76,8 +77,10 @@ class ActionClient(_RclpyActionClient):
     def _lock(self, value: threading.Lock) -> None:
         """Keep the early lock: rclpy assigns a new one after registering the client."""
 
-    def send_goal_async(self, goal: Any, feedback_callback: Any = None,
-                        goal_uuid: Any = None) -> Any:
+    def send_goal_async(
+        self, goal: Any, feedback_callback: Callable[[Any], None] | None = None,
+        goal_uuid: Any = None,
+    ) -> Future[ClientGoalHandle[Any, Any, Any]]:
         """
         Send ``goal``; return the future of its goal handle (see the module doc).
 
@@ -93,9 +96,10 @@ class ActionClient(_RclpyActionClient):
             raise TypeError(f'Expected goal type ({type(self._action_type.Goal)}) but '
                             f'received ({type(goal)})')
         request = self._action_type.Impl.SendGoalService.Request()
-        request.goal_id = self._generate_random_uuid() if goal_uuid is None else goal_uuid
+        request.goal_id = (self._generate_random_uuid()  # type: ignore[no-untyped-call]
+                           if goal_uuid is None else goal_uuid)
         request.goal = goal
-        future: Future[Any] = Future()
+        future: Future[ClientGoalHandle[Any, Any, Any]] = Future()
         with self._lock:
             if feedback_callback is not None:
                 self._feedback_callbacks[bytes(request.goal_id.uuid)] = feedback_callback

@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any
 
-from rclpy.action import ActionServer as _RclpyActionServer
+from rclpy.action.server import ActionServer as _RclpyActionServer
 
 __all__ = ['ActionServer']
 
@@ -41,7 +41,7 @@ _POLL = 0.02
 """Seconds between looks at the goals' states (a goal's end notifies nothing here)."""
 
 
-class ActionServer(_RclpyActionServer):
+class ActionServer(_RclpyActionServer[Any, Any, Any]):
     """``rclpy.action.ActionServer`` that knows whether it still owes a client a result."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -25,7 +25,10 @@ appears in the node's log and on ``/rosout`` like the node's own lines.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rclpy.impl.rcutils_logger import RcutilsLogger
 
 __all__ = ['CORE_LOGGER', 'LoggingBridge']
 
@@ -41,7 +44,7 @@ class LoggingBridge(logging.Handler):
     :param name: The Python logger to forward (default: the core's).
     """
 
-    def __init__(self, ros_logger: Any, *, name: str = CORE_LOGGER) -> None:
+    def __init__(self, ros_logger: RcutilsLogger, *, name: str = CORE_LOGGER) -> None:
         super().__init__(level=logging.DEBUG)
         self._ros_logger = ros_logger
         self._name = name

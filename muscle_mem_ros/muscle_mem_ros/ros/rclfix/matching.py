@@ -42,12 +42,15 @@ has: has the cache discovered its agent yet (a task sent before that fails with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import threading
 import time
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.srv import GetParameters
+from rclpy.action.client import ActionClient
+from rclpy.client import Client
 from rclpy.node import Node
 
 __all__ = ['AgentSeen', 'wait_for_action_matched', 'wait_for_service_matched']
@@ -56,7 +59,8 @@ _ATTEMPT = 1.0
 """Seconds one probe request may take before it is sent again (a lost request)."""
 
 
-def wait_for_action_matched(node: Node, client: Any, server_node: str, timeout: float) -> bool:
+def wait_for_action_matched(node: Node, client: ActionClient[Any, Any, Any], server_node: str,
+                            timeout: float) -> bool:
     """
     Wait until ``client``'s server has matched the client's feedback and status readers.
 
@@ -75,7 +79,8 @@ def wait_for_action_matched(node: Node, client: Any, server_node: str, timeout: 
     return _probe(node, server_node, deadline)
 
 
-def wait_for_service_matched(node: Node, client: Any, server_node: str, timeout: float) -> bool:
+def wait_for_service_matched(node: Node, client: Client[Any, Any], server_node: str,
+                             timeout: float) -> bool:
     """
     Wait until ``client``'s server has matched the client's response reader.
 
@@ -97,7 +102,8 @@ def wait_for_service_matched(node: Node, client: Any, server_node: str, timeout:
 
 def _probe(node: Node, server_node: str, deadline: float) -> bool:
     """Ask ``server_node`` for no parameters until it answers (a new client's round trip)."""
-    probe: Any = node.create_client(GetParameters, f'{server_node.rstrip("/")}/get_parameters')
+    probe: Client[Any, Any] = node.create_client(
+        GetParameters, f'{server_node.rstrip("/")}/get_parameters')
     try:
         while True:
             left = deadline - time.monotonic()
@@ -107,13 +113,18 @@ def _probe(node: Node, server_node: str, deadline: float) -> bool:
             answered = threading.Event()
             # Bound now: a done callback runs later, as an executor task, and a late answer to
             # the attempt before must not wake this one (it did, as a closure over the name).
-            future.add_done_callback(lambda _future, answered=answered: answered.set())
+            future.add_done_callback(_setter(answered))
             answered.wait(min(_ATTEMPT, max(0.0, deadline - time.monotonic())))
             if future.done():
                 return future.result() is not None
             probe.remove_pending_request(future)
     finally:
         node.destroy_client(probe)
+
+
+def _setter(event: threading.Event) -> Callable[[object], None]:
+    """Return a done callback that sets ``event``."""
+    return lambda _future: event.set()
 
 
 class AgentSeen:

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 import os
 import signal
 import threading
-from typing import Any
+from types import FrameType
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException
@@ -76,7 +76,7 @@ class ShutdownSignals:
         for signum in self._signals:
             signal.signal(signum, self._on_signal)
 
-    def _on_signal(self, signum: int, _frame: Any) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signum
         self.ignore_further()

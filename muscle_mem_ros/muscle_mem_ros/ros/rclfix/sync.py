@@ -25,8 +25,14 @@ interrupts whatever step is in flight.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 import threading
-from typing import Any
+from typing import Any, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rclpy.action.client import ClientGoalHandle
+    from rclpy.task import Future
 
 __all__ = ['CancelToken', 'TaskGuard', 'cancel_when_accepted', 'wait_future']
 
@@ -66,7 +72,8 @@ class CancelToken:
             self._events.discard(event)
 
 
-def wait_future(future: Any, timeout: float | None, cancel: CancelToken | None = None) -> bool:
+def wait_future(future: Future[Any], timeout: float | None,
+                cancel: CancelToken | None = None) -> bool:
     """
     Block until ``future`` is done, ``timeout`` seconds pass, or ``cancel`` fires.
 
@@ -87,13 +94,13 @@ def wait_future(future: Any, timeout: float | None, cancel: CancelToken | None =
     return bool(future.done())
 
 
-def cancel_when_accepted(send_future: Any) -> None:
+def cancel_when_accepted(send_future: Future[ClientGoalHandle[Any, Any, Any]]) -> None:
     """
     Cancel an action goal as soon as the server accepts it (the caller gave up waiting).
 
     :param send_future: The future of ``ActionClient.send_goal_async``.
     """
-    def on_done(future: Any) -> None:
+    def on_done(future: Future[ClientGoalHandle[Any, Any, Any]]) -> None:
         handle = future.result()
         if handle is not None and handle.accepted:
             handle.cancel_goal_async()
@@ -106,7 +113,7 @@ class TaskGuard:
 
     ``claim`` never blocks: a second activity is refused at once with the
     description of the one holding the guard, which callers put in their
-    rejection message.
+    rejection message. :meth:`held` holds it for a ``with`` block.
     """
 
     def __init__(self) -> None:
@@ -130,3 +137,20 @@ class TaskGuard:
         """Give the guard back."""
         with self._lock:
             self._holder = None
+
+    @contextmanager
+    def held(self, description: str) -> Iterator[str | None]:
+        """
+        Hold the guard for a ``with`` block, or say who holds it.
+
+        :param description: What this activity is (a refused one names it as the holder).
+        :return: A context yielding None when this activity holds the guard (given back when
+            the block ends, however it ends), else the holder's description: nothing was
+            taken and the caller answers that it is busy.
+        """
+        holder = self.claim(description)
+        try:
+            yield holder
+        finally:
+            if holder is None:
+                self.release()

@@ -15,7 +15,7 @@
 """
 The one place that uses rclpy's private wait-set API, with a version check.
 
-:class:`~.sensors.SensorHub` waits on its raw subscriptions without taking
+:class:`~..capture.sensors.SensorHub` waits on its raw subscriptions without taking
 their messages (the middleware keeps the newest), which rclpy's public API
 cannot do: an executor takes every message as it arrives. That needs rclpy's
 C module (``_rclpy.WaitSet`` and ``Subscription.handle.take_message``), which is
@@ -34,7 +34,12 @@ from __future__ import annotations
 
 from importlib import metadata
 import os
-from typing import Any
+from typing import Any, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rclpy.context import Context
+    from rclpy.guard_condition import GuardCondition
+    from rclpy.subscription import MessageInfo, Subscription
 
 __all__ = ['FORCE_FALLBACK', 'TESTED_RCLPY', 'RawWaitSet', 'take', 'unavailable']
 
@@ -81,11 +86,15 @@ class RawWaitSet:
     :param guards: How many guard conditions it may hold at most.
     """
 
-    def __init__(self, context: Any, *, subscriptions: int, guards: int) -> None:
+    def __init__(self, context: Context, *, subscriptions: int, guards: int) -> None:
         from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-        self._wait_set = _rclpy.WaitSet(subscriptions, guards, 0, 0, 0, 0, context.handle)
+        handle = context.handle
+        if handle is None:
+            raise RuntimeError('the rclpy context was destroyed')
+        self._wait_set = _rclpy.WaitSet(subscriptions, guards, 0, 0, 0, 0, handle)
 
-    def wait(self, subscriptions: list[Any], guards: list[Any], timeout_ns: int) -> bool:
+    def wait(self, subscriptions: list[Subscription[Any]], guards: list[GuardCondition],
+             timeout_ns: int) -> bool:
         """
         Block until one of them is ready or ``timeout_ns`` passed (-1: forever).
 
@@ -101,7 +110,7 @@ class RawWaitSet:
         return bool(wait_set.get_ready_entities('subscription'))
 
 
-def take(sub: Any) -> tuple[bytes, Any] | None:
+def take(sub: Subscription[Any]) -> tuple[bytes, MessageInfo] | None:
     """
     Take one raw message and its info from ``sub``, or None when there is none.
 

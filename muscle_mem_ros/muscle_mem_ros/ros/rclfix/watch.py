@@ -71,7 +71,7 @@ class WaitEnd(Enum):
 
 
 def wait_watched(
-    future: Any, *, timeout: float, cancel: CancelToken, present: Callable[[], bool],
+    future: Future[Any], *, timeout: float, cancel: CancelToken, present: Callable[[], bool],
     period: float = WATCH_PERIOD,
 ) -> WaitEnd:
     """
@@ -117,7 +117,7 @@ class _Watched:
 
     __slots__ = ('future', 'reason', 'started')
 
-    def __init__(self, *, future: Future, started: float) -> None:
+    def __init__(self, *, future: Future[Any], started: float) -> None:
         self.future = future
         self.started = started
         self.reason = ''
@@ -154,7 +154,7 @@ class CallWatch:
         self._timer = node.create_timer(
             WATCH_PERIOD, self._look, callback_group=callback_group, autostart=False)
 
-    async def wait(self, future: Future, *, started: float) -> str:
+    async def wait(self, future: Future[Any], *, started: float) -> str:
         """
         Await ``future`` (a coroutine: it holds no thread meanwhile).
 

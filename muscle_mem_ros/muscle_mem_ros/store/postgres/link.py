@@ -16,7 +16,7 @@
 A fleet store's link to its PostgreSQL server: connect, lose, reconnect, listen.
 
 :class:`PgLink` owns the store's foreground connection (used under the store's
-lock), the state the faults section of :mod:`.postgres` describes (up, or
+lock), the state the faults section of :mod:`.store` describes (up, or
 unreachable since when, with the error and the next try) and the background
 thread that ``LISTEN``s for other stores' changes and reconnects with
 exponential backoff. What a notification or a reconnection means for the
@@ -64,7 +64,7 @@ def redact(url: str) -> str:
 
 
 class PgConn:
-    """Wrap a psycopg connection to take the ``?`` parameters of :mod:`.sqlwrites`."""
+    """Wrap a psycopg connection to take the ``?`` parameters of :mod:`..sqlwrites`."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw

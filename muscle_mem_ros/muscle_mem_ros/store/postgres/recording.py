@@ -21,6 +21,10 @@ away, a recording goes on in memory; its commit is then kept (:class:`Offline`)
 and committed when the server is back, oldest first; what cannot be committed
 (its parent was forgotten meanwhile and it has no copy of its prefix, or the store
 closes first) is logged and listed as lost.
+
+A recording writes through its store's :class:`StoreSide` (connections, merge, what the
+cache knows), handed in by the store: this module does not import the store. The SQL of
+the ``recordings`` rows is here too (:func:`insert`, :func:`delete`, :func:`incomplete`).
 """
 
 from __future__ import annotations
@@ -28,19 +32,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 import logging
+import os
 import threading
 import time
-from typing import Any, TYPE_CHECKING
+from typing import Any, ContextManager
 
-from ..base import check_step, Recording
+from .link import PgConn
+from ..base import check_step, Recording, RecordingInfo
 from ..codec import step_row
+from ..owners import HOST
 from ...errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
 from ...records import Step, TrajectoryInfo
 
-if TYPE_CHECKING:
-    from .store import PostgresStore
-
-__all__ = ['Offline', 'Pending', 'PgRecording']
+__all__ = ['delete', 'incomplete', 'insert', 'Offline', 'Pending', 'PgRecording', 'StoreSide']
 
 _log = logging.getLogger('muscle_mem_ros.store.postgres.store')
 
@@ -59,10 +63,37 @@ class Pending:
     recording: int | None = None
 
 
-class PgRecording(Recording):
-    """A recording of the PostgreSQL store: its steps written as they come."""
+@dataclass(frozen=True)
+class StoreSide:
+    """
+    What a recording uses of its store.
 
-    def __init__(self, store: PostgresStore, *, remote: bool, **kwargs: Any) -> None:
+    :param db: Holds the store's lock and yields a live connection.
+    :param write: Yields a connection in one write transaction (or the current batch's).
+    :param merge: Commits steps: ``merge(task, variant, params_json, parent, steps,
+        recording=)``.
+    :param cached_steps: The steps from the root to a node when all are cached, else None.
+    :param offline: Keeps the commits that failed while the server was away.
+    :param allow_pickle: Whether the store pickles what is not JSON or NumPy.
+    """
+
+    db: Callable[[], ContextManager[PgConn]]
+    write: Callable[[], ContextManager[PgConn]]
+    merge: Callable[..., TrajectoryInfo]
+    cached_steps: Callable[[int | None], list[Step] | None]
+    offline: Offline
+    allow_pickle: bool = False
+
+
+class PgRecording(Recording):
+    """
+    A recording of the PostgreSQL store: its steps written as they come.
+
+    :param store: Its store's side.
+    :param remote: False when the server was away at its start: kept in memory.
+    """
+
+    def __init__(self, store: StoreSide, *, remote: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._store = store
         self._remote = remote
@@ -72,7 +103,7 @@ class PgRecording(Recording):
         row = step_row(check_step(step), self._store.allow_pickle)
         if self._remote:
             try:
-                with self._store._db() as conn:
+                with self._store.db() as conn:
                     conn.execute(
                         'INSERT INTO recording_steps (recording, seq, tool, kind, type_name,'
                         ' payload, payload_json, pre, post, status, duration)'
@@ -88,11 +119,11 @@ class PgRecording(Recording):
         self._ensure_open()
         store = self._store
         try:
-            info = store._merge(self.task, self.variant, self.params_json, self.parent,
-                                self.steps, recording=self.id if self.id > 0 else None)
+            info = store.merge(self.task, self.variant, self.params_json, self.parent,
+                               self.steps, recording=self.id if self.id > 0 else None)
         except StoreUnavailableError as err:
             self._closed = True
-            store.offline.keep(self, store._cached_steps(self.parent))
+            store.offline.keep(self, store.cached_steps(self.parent))
             raise StoreUnavailableError(
                 f'{err}; the recording ({len(self.steps)} step(s) of task {self.task!r}) is '
                 'kept in memory and will be committed when the database is back') from err
@@ -104,7 +135,8 @@ class PgRecording(Recording):
         self._closed = True
         if self._remote:
             try:
-                self._store._delete_recording(self.id)
+                with self._store.write() as conn:
+                    delete(conn, self.id)
             except StoreUnavailableError:
                 pass  # its row stays, abandoned, until purged
 
@@ -173,3 +205,33 @@ class Offline:
                        item.task, len(item.steps), time.ctime(item.since))
         self.lost.extend(self.pending)
         self.pending.clear()
+
+
+def insert(conn: PgConn, task: str, variant: str, params_json: str, parent: int | None, *,
+           owner: str, robot_id: str) -> int:
+    """Insert a recording's row, naming its owner (this process, ``robot_id``); its id."""
+    return int(conn.execute(
+        'INSERT INTO recordings (task, variant, params_json, parent, started, owner,'
+        ' owner_pid, owner_host, robot_id) VALUES (?,?,?,?,?,?,?,?,?) RETURNING id',
+        (task, variant, params_json, parent, time.time(), owner, os.getpid(), HOST,
+         robot_id)).fetchone()[0])
+
+
+def delete(conn: PgConn, recording_id: int) -> None:
+    """Delete a recording and the steps it wrote."""
+    conn.execute('DELETE FROM recording_steps WHERE recording = ?', (recording_id,))
+    conn.execute('DELETE FROM recordings WHERE id = ?', (recording_id,))
+
+
+def incomplete(conn: PgConn) -> list[RecordingInfo]:
+    """Return recordings never committed; ``live`` while their store is still connected."""
+    rows = conn.execute(
+        'SELECT r.id, r.task, r.variant, r.parent, r.started,'
+        ' (SELECT count(*) FROM recording_steps s WHERE s.recording = r.id),'
+        ' r.owner, r.owner_pid, r.owner_host, r.robot_id,'
+        ' r.owner IN (SELECT substr(application_name, 16) FROM pg_stat_activity'
+        " WHERE application_name LIKE 'muscle_mem_ros:%%')"
+        ' FROM recordings r ORDER BY r.id').fetchall()
+    return [RecordingInfo(id=r[0], task=r[1], variant=r[2], parent=r[3], started=r[4],
+                          step_count=r[5], live=bool(r[10]),
+                          owner=f'robot {r[9]!r}, pid {r[7]} on host {r[8]}') for r in rows]

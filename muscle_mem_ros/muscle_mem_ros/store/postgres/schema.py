@@ -24,7 +24,7 @@ the store's version, and the same rules as the SQLite store apply
 ``meta.app`` must be :data:`~.schema.MAGIC`; pending migrations run in ONE
 transaction under an advisory lock, so many nodes starting at once migrate once.
 
-Tables mirror the SQLite ones (same columns, same safe formats of :mod:`.codec`:
+Tables mirror the SQLite ones (same columns, same safe formats of :mod:`..codec`:
 bytea for CDR goals and snapshot containers, text for JSON; nothing pickled),
 plus the ``robot_id`` of who recorded a node, trajectory or recording. A unique
 index on (task, variant, parent, signature) backs the dedupe rule across
@@ -32,7 +32,7 @@ processes: two robots can never add the same child twice.
 
 Version history: 1 trees, trajectories, recordings (with robot and owner),
 task counters; 2 a tree's tally kept by a trigger; 3 shadow agreement counts and
-approvals (:mod:`.trustsql`), so approvals travel with the fleet's trees; 4 what an
+approvals (:mod:`..trustsql`), so approvals travel with the fleet's trees; 4 what an
 approval covers (the trajectories and inferred bindings its approver saw; NULL in older rows).
 """
 
@@ -107,8 +107,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'CREATE TRIGGER trajectories_tally AFTER INSERT OR DELETE ON trajectories'
         ' FOR EACH ROW EXECUTE FUNCTION tally_trajectory()',
     ),
-    TABLES,  # 3: trust: shadow agreement counts and approvals (:mod:`.trustsql`)
-    COVERAGE,  # 4: what an approval covers (:mod:`.trustsql`)
+    TABLES,  # 3: trust: shadow agreement counts and approvals (:mod:`..trustsql`)
+    COVERAGE,  # 4: what an approval covers (:mod:`..trustsql`)
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

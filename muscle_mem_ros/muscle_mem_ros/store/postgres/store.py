@@ -16,9 +16,9 @@
 Fleet store: trajectory trees in a PostgreSQL database shared by many robots.
 
 Same tree model, dedupe rule and safe row formats as the SQLite store (the
-merge is :func:`.sqlwrites.merge`, the rows :mod:`.codec`): nothing read from the
+merge is :func:`..sqlwrites.merge`, the rows :mod:`..codec`): nothing read from the
 database is ever unpickled, so a robot that writes rows cannot run code on the
-others. The tables live in their own namespace (:mod:`.pgschema`).
+others. The tables live in their own namespace (:mod:`.schema`).
 
 Sharing:
 
@@ -39,10 +39,10 @@ loaded), steps of a recording in progress are kept in memory, and a recording
 committed meanwhile is kept in memory and committed when the server is back
 (:attr:`PostgresStore.pending`); one still pending when the store is closed is
 logged as lost, loudly. The background thread reconnects with exponential
-backoff (the connections and their state are :mod:`.pglink`);
+backoff (the connections and their state are :mod:`.link`);
 :meth:`PostgresStore.diagnostics` reports the state. The password (URL,
 ``PGPASSWORD`` or ``~/.pgpass``, as libpq reads them) never appears in a message:
-URLs are shown through :func:`~.pglink.redact`.
+URLs are shown through :func:`~.link.redact`.
 """
 
 from __future__ import annotations
@@ -52,27 +52,25 @@ from contextlib import contextmanager
 import itertools
 import json
 import logging
-import os
 import threading
 import time
 from typing import Any, ContextManager, TypeVar
 import uuid
 
+from . import recording as recordings
 from . import schema as pgschema
-from .link import is_postgres_url, PgConn, PgLink, redact
-from .recording import Offline, Pending, PgRecording
-from .. import sqlwrites, trustsql
-from ..base import (
-    Batching, check_step, NodeList, Recording, RecordingInfo, Store, tree_tallies,
-)
+from .link import PgConn, PgLink, redact
+from .recording import Offline, Pending, PgRecording, StoreSide
+from .. import sqlwrites
+from ..base import Batching, check_step, NodeList, Recording, RecordingInfo, tree_tallies
 from ..childcache import ChildCache, Key
 from ..codec import NODE_COLS, node_from_row, TRAJ_COLS, trajectory_from_row
 from ..gcpause import gc_paused
-from ..owners import HOST
+from ..trustsql import SqlTrust
 from ...errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
-from ...records import Agreement, Approval, Node, Step, TaskStats, TrajectoryInfo
+from ...records import Node, Step, TaskStats, TrajectoryInfo
 
-__all__ = ['is_postgres_url', 'PostgresStore', 'redact']
+__all__ = ['PostgresStore']
 
 _log = logging.getLogger(__name__)
 _store_ids = itertools.count(1)
@@ -83,7 +81,7 @@ _NOTIFY_LIMIT = 7000
 """Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
 
 
-class PostgresStore(Batching, Store):
+class PostgresStore(Batching, SqlTrust):
     """
     Trajectory trees in PostgreSQL, shared by a fleet; thread-safe.
 
@@ -135,6 +133,9 @@ class PostgresStore(Batching, Store):
         self._batch_tasks: set[str] = set()
         self._rec_ids = itertools.count(-1, -1)
         self.offline = Offline(url=self.url, merge=self._merge, lock=self._lock)
+        self._side = StoreSide(db=self._db, write=self._write, merge=self._merge,
+                               cached_steps=self._cached_steps, offline=self.offline,
+                               allow_pickle=self.allow_pickle)
         self.purged = 0
         self.read_only = read_only
         self._link = PgLink(
@@ -157,8 +158,16 @@ class PostgresStore(Batching, Store):
         return self._link.up
 
     def _db(self) -> ContextManager[PgConn]:
-        """Hold the lock and yield a live connection (:meth:`.pglink.PgLink.db`)."""
+        """Hold the lock and yield a live connection (:meth:`.link.PgLink.db`)."""
         return self._link.db()
+
+    def _reading(self) -> ContextManager[PgConn]:
+        """Yield a live connection to read (:class:`~..trustsql.SqlTrust` reads with it)."""
+        return self._db()
+
+    def _writing(self) -> ContextManager[PgConn]:
+        """Yield a connection in one write transaction (or the current batch's)."""
+        return self._write()
 
     def _flush(self) -> None:
         """Commit the recordings kept while the server was away (the listener calls it)."""
@@ -335,17 +344,14 @@ class PostgresStore(Batching, Store):
         try:
             with self._write() as conn:
                 sqlwrites.check_parent(conn, task, variant, parent)
-                rec_id = conn.execute(
-                    'INSERT INTO recordings (task, variant, params_json, parent, started, owner,'
-                    ' owner_pid, owner_host, robot_id) VALUES (?,?,?,?,?,?,?,?,?) RETURNING id',
-                    (task, variant, params_json, parent, time.time(), self._token, os.getpid(),
-                     HOST, self.robot_id)).fetchone()[0]
+                rec_id = recordings.insert(conn, task, variant, params_json, parent,
+                                           owner=self._token, robot_id=self.robot_id)
             remote = True
         except StoreUnavailableError:
             rec_id, remote = next(self._rec_ids), False
             _log.warning('%s: database unreachable: recording %d of task %r is kept in memory',
                          self.url, rec_id, task)
-        return PgRecording(self, remote=remote, id=rec_id, task=task, variant=variant,
+        return PgRecording(self._side, remote=remote, id=rec_id, task=task, variant=variant,
                            params_json=params_json, parent=parent)
 
     def _merge(self, task: str, variant: str, params_json: str, parent: int | None,
@@ -354,7 +360,7 @@ class PostgresStore(Batching, Store):
             info, touched = sqlwrites.merge(conn, task, variant, params_json, parent, steps,
                                             robot_id=self.robot_id)
             if recording is not None:
-                self._delete_rows(conn, recording)
+                recordings.delete(conn, recording)
             self._notify(conn, 'add', task, touched)
             if self._batch_depth:
                 self._batch_merges += 1
@@ -385,14 +391,6 @@ class PostgresStore(Batching, Store):
     ) -> TrajectoryInfo:
         """Merge a complete list of steps in one transaction."""
         return self._merge(task, variant, params_json, parent, [check_step(s) for s in steps])
-
-    def _delete_rows(self, conn: PgConn, recording_id: int) -> None:
-        conn.execute('DELETE FROM recording_steps WHERE recording = ?', (recording_id,))
-        conn.execute('DELETE FROM recordings WHERE id = ?', (recording_id,))
-
-    def _delete_recording(self, recording_id: int) -> None:
-        with self._write() as conn:
-            self._delete_rows(conn, recording_id)
 
     def _batch_done(self, conn: PgConn) -> None:
         """Tell the other stores which tasks the batch touched (they reload them)."""
@@ -512,51 +510,10 @@ class PostgresStore(Batching, Store):
                 f' ON CONFLICT (task) DO UPDATE SET {column} = task_stats.{column} + 1,'
                 ' last_used = excluded.last_used', (task, time.time()))
 
-    def note_shadow(self, *, task: str, trajectory_id: int, agreed: bool,
-                    bindings: Sequence[tuple[int, str, bool]] = ()) -> None:
-        """Count one shadow run (:func:`.trustsql.note_shadow`)."""
-        with self._write() as conn:
-            trustsql.note_shadow(conn, task, trajectory_id, agreed, bindings)
-
-    def agreement(self, *, task: str) -> tuple[dict[int, Agreement],
-                                               dict[tuple[int, str], Agreement]]:
-        """Return a task's shadow counts (every robot's)."""
-        with self._db() as conn:
-            return trustsql.agreement(conn, task)
-
-    def approve(self, *, task: str, trajectory_id: int = 0, who: str,
-                covers: Sequence[int] = (),
-                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
-        """Approve a task or one of its trajectories, for every robot of the fleet."""
-        if trajectory_id:
-            self.trajectory(trajectory_id)  # raises when unknown
-        with self._write() as conn:
-            return trustsql.approve(conn, task, trajectory_id, who, time.time(), covers,
-                                    bindings)
-
-    def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
-        """Withdraw an approval."""
-        with self._write() as conn:
-            return trustsql.revoke(conn, task, trajectory_id)
-
-    def approvals(self, *, task: str | None = None) -> list[Approval]:
-        """Return approvals, oldest first."""
-        with self._db() as conn:
-            return trustsql.approvals(conn, task)
-
     def incomplete_recordings(self) -> list[RecordingInfo]:
         """Return recordings never committed; ``live`` while their store is still connected."""
         with self._db() as conn:
-            rows = conn.execute(
-                'SELECT r.id, r.task, r.variant, r.parent, r.started,'
-                ' (SELECT count(*) FROM recording_steps s WHERE s.recording = r.id),'
-                ' r.owner, r.owner_pid, r.owner_host, r.robot_id,'
-                ' r.owner IN (SELECT substr(application_name, 16) FROM pg_stat_activity'
-                " WHERE application_name LIKE 'muscle_mem_ros:%%')"
-                ' FROM recordings r ORDER BY r.id').fetchall()
-        return [RecordingInfo(id=r[0], task=r[1], variant=r[2], parent=r[3], started=r[4],
-                              step_count=r[5], live=bool(r[10]),
-                              owner=f'robot {r[9]!r}, pid {r[7]} on host {r[8]}') for r in rows]
+            return recordings.incomplete(conn)
 
     def purge_abandoned(self, *, older_than: float = 0.0) -> int:
         """Delete incomplete recordings whose store disconnected, begun ``older_than`` s ago."""
@@ -566,7 +523,7 @@ class PostgresStore(Batching, Store):
         if doomed:
             with self._write() as conn:
                 for rec_id in doomed:
-                    self._delete_rows(conn, rec_id)
+                    recordings.delete(conn, rec_id)
             _log.info('%s: purged %d abandoned incomplete recording(s)', self.url, len(doomed))
         return len(doomed)
 
