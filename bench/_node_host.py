@@ -32,7 +32,13 @@ does not exist (the node changed), that probe is left out and the benchmark says
 Unless ``MM_BENCH_PARTS=0``, five more probes split a replayed step into its parts:
 ``SensorHub.capture``, ``SensorJudge.pick`` (pre-check: capture and match),
 ``walk.candidates_at`` (store lookup), ``SensorJudge.post_check`` (wait, capture,
-compare) and ``BehaviorCacheNode.publish_event``; a few microseconds each. All of them
+compare) and ``BehaviorCacheNode.publish_event``; a few microseconds each. Two more follow the
+check during a replayed action goal (``watch``): ``replay.make_watch`` (building a
+step's watch; its record also holds how many elements the watch judges, -1 when the step
+is not watched, and the most samples one sensor of the step's trace holds) and
+``StepWatch.sample`` (judging one poll of the sensors). A ``SensorHub.capture`` made by the
+node's sampler thread (the polls at ``watch_rate`` while a step is traced or watched) is
+recorded as ``poll``, apart from the snapshots of the checks. All of them
 are named in :data:`PROBES`; a test checks that each still names something.
 A diagnostic, off in the benchmark: ``MM_BENCH_WHATIF=result_timeout=N`` runs the node with
 its proxies' action servers keeping finished goals N s (the report then says that the node
@@ -60,9 +66,17 @@ PROBES: tuple[tuple[str, str, str, str], ...] = (
     ('candidates', 'muscle_mem_ros.replay.walk', '', 'candidates_at'),
     ('post', 'muscle_mem_ros.ros.execution.judge', 'SensorJudge', 'post_check'),
     ('event', 'muscle_mem_ros.ros.node.cache_node', 'BehaviorCacheNode', 'publish_event'),
+    ('watch', 'muscle_mem_ros.ros.execution.replay', '', 'make_watch'),
+    ('judge', 'muscle_mem_ros.ros.execution.watch', 'StepWatch', 'sample'),
 )
 """Each probe: its kind, the module, the class ('' for a module function), the attribute.
 The first two always run; the others unless ``MM_BENCH_PARTS=0``."""
+
+
+_SAMPLER = 'muscle_mem sampler'
+"""Name of the node's sampler thread (``muscle_mem_ros.ros.capture.trace.Sampler``)."""
+_SAMPLER_KINDS = {'capture': 'poll'}
+"""A probe's kind when the sampler thread makes the call."""
 
 
 def probe_owner(module: str, cls: str) -> object | None:
@@ -88,9 +102,22 @@ def _probe(owner: object, name: str, kind: str) -> bool:
         try:
             return original(*args, **kwargs)
         finally:
-            _records.append([kind, start, time.monotonic_ns()])
+            _records.append([_SAMPLER_KINDS.get(kind, kind)
+                             if threading.current_thread().name == _SAMPLER else kind,
+                             start, time.monotonic_ns()])
 
-    setattr(owner, name, timed)
+    @functools.wraps(original)
+    def watched(node: Any, *args: Any, **kwargs: Any) -> Any:
+        start = time.monotonic_ns()
+        watch = original(node, *args, **kwargs)
+        trace = node.step.trace
+        samples = -1 if trace is None else max(
+            (len(series.times) for series in trace.sensors.values()), default=0)
+        _records.append([kind, start, time.monotonic_ns(),
+                         -1 if watch is None else len(watch.labels), samples])
+        return watch
+
+    setattr(owner, name, watched if kind == 'watch' else timed)
     return True
 
 

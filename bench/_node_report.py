@@ -56,6 +56,7 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
     rows.append(f'| 3. node CPU, idle, 1 kHz JointState + 40 Hz LaserScan | < 10% of one core '
                 f"| {100 * cpu['node']:.1f}% (over {cpu['window']:.1f} s) "
                 f"| {verdict(cpu['node'], 0.10)} |")
+    rows.append(hold_row(res))
     r = res['replays']
     lines = [
         '# Node benchmark',
@@ -92,7 +93,10 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         '`SensorHub.wait_newer` and `ActionProxy.call` with timers and changes nothing else) '
         'and the benchmark itself. The node checks both sensors (joints `abs` 0.01 rad, '
         'scan `rms` 0.05 m, max_age 0.5 s) and proxies the one action; store: SQLite in a '
-        'temporary directory. The controller keeps finished goals for '
+        'temporary directory; the check during a step on (`watch: true`, the default: '
+        f'`watch_rate` 40 Hz); `step_timeout` {max(5.0, args.hold + 10.0):g} s (the held goal '
+        'of part 4 must not time out). For part 4 a second cache node (`watch: false`, the '
+        'same store) starts after the first one stopped. The controller keeps finished goals for '
         f"{args.result_timeout} s (`result_timeout`; rclpy's default of 10 s would make every "
         'client parse a status array of hundreds of goals per message at back-to-back rates, '
         'growing through the run). Clients in the benchmark are plain rclpy: `send_goal_async`, '
@@ -116,8 +120,11 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         f"`~/execute_task`]; {len(r['execute_other']['total'])} ExecuteTask replays after "
         f'{args.other} trajectories of {args.other_steps} steps under other params of the same '
         f'task were written to the store (from this process, while the node ran: '
-        f"{res['other_write_s']:.2f} s); then {args.cpu_warmup:g} s of quiet and the CPU "
-        'window.',
+        f"{res['other_write_s']:.2f} s); a task of one goal held {args.hold} s learned through "
+        f'the proxy and replayed {args.hold_replays} times by ExecuteTask (part 4); then '
+        f'{args.cpu_warmup:g} s of quiet and the idle CPU window; then the node stopped and a '
+        'second one started with `watch: false` on the same store, which replayed the held '
+        f'task {args.hold_replays_off} time(s) after {args.cpu_warmup:g} s.',
         '',
         '## 1. Replay: per-step overhead',
         '',
@@ -148,8 +155,8 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
             f'| {label}: interval - sensor wait | {stats(step)} |',
             f'| **{label}: overhead = interval - wait - direct p50** | {stats(over[path])} |',
         ]
+    lines += ['', *watch_during_overhead(res), '']
     lines += [
-        '',
         "Inside the node (probes): the replayed call (send, accept, result; the node's own "
         "client, served by its proxy node's single-threaded executor thread) against the "
         'direct round trip, and the rest of each step (time between two calls minus the call '
@@ -169,7 +176,11 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
              ('candidates', 'store lookup of the candidates (`walk.candidates_at`)'),
              ('post_logic', 'post-check without its sensor wait (snapshot, compare)'),
              ('capture', 'one snapshot (`SensorHub.capture`; part of the two above)'),
-             ('event', 'one event published (`publish_event`)'))
+             ('event', 'one event published (`publish_event`)'),
+             ('watch', "building the step's watch (`make_watch`: tube from the trace)"),
+             ('poll', 'one poll by the sampler thread (`SensorHub.capture` in it, 40 Hz '
+                      'while a step runs)'),
+             ('judge', 'judging one poll against the tube (`StepWatch.sample`)'))
     if any(parts.get(k) for k, _ in names):
         lines += [
             '',
@@ -285,6 +296,8 @@ def render(res: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str
         f'| floor: a process subscribed to both topics that never takes a message '
         f"(`_peers.py listen`) | {100 * cpu['floor']:.1f} |",
         '',
+        *hold_section(res, args),
+        '',
         'The benchmark is not a test and asserts nothing about time; the pass/fail column '
         'only compares the figures with the targets of the issue.',
         '',
@@ -345,7 +358,145 @@ def reading(res: dict[str, Any]) -> list[str]:
         f'- Idle: node {100 * idle:.1f}% of a core; a process that only holds the two '
         f"subscriptions (never takes a message) {100 * res['cpu']['floor']:.1f}%.",
     ]
+    hold = res['hold']
+    on = [100 * one['cpu'] for one in hold['watch']]
+    off = [100 * one['cpu'] for one in hold['off']]
+    if on:
+        out.append(
+            '- Watching a motion: while a replayed goal is held and watched, the node uses '
+            f"{', '.join(f'{c:.1f}%' for c in on)} of a core, against "
+            f"{', '.join(f'{c:.1f}%' for c in off) or '(not run)'} for the same replay with "
+            f'`watch: false` and {100 * idle:.1f}% idle: the watch (a 40 Hz poll of both '
+            'sensors, each judged on the 7 joint positions) costs about '
+            f'{sum(on) / len(on) - (sum(off) / len(off) if off else 100 * idle):.1f} points '
+            'of a core.')
     return out
+    return out
+
+
+def hold_row(res: dict[str, Any]) -> str:
+    """Return the target row of part 4: the node's CPU while a replay watches a held goal."""
+    hold = res['hold']
+    on = hold['watch']
+    worst = max(one['cpu'] for one in on)
+    ok = all(one['ok'] and one['inside'] and one['watched'] for one in on)
+    off = ', '.join(f"{100 * one['cpu']:.1f}%" for one in hold['off']) or 'not run'
+    return ('| 4. node CPU, a replay watching (watch on) a held goal, 1 kHz JointState + 40 Hz '
+            'LaserScan | < 10% of one core | '
+            + ', '.join(f"{100 * one['cpu']:.1f}%" for one in on)
+            + f" (over {on[0]['seconds']:.1f} s each; same replay with `watch: false`: {off}; "
+            f"idle: {100 * res['cpu']['node']:.1f}%) | "
+            + ('pass' if worst < 0.10 and ok else 'FAIL' if ok else 'FAIL (see part 4)') + ' |')
+
+
+def watch_during_overhead(res: dict[str, Any]) -> list[str]:
+    """Say whether the replays of part 1 were watched, step by step, and what that adds."""
+    figs = res['watching'].values()
+    made = sum(fig['made'] for fig in figs)
+    watched = sum(fig['watched_steps'] for fig in figs)
+    polls = sum(fig['polls'] for fig in figs)
+    build = res['parts'].get('watch') or [float('nan')]
+    head = ('The watch in these replays (`watch: true`, the default; probes around `make_watch` '
+            'and `StepWatch.sample`): each step of the learned task was recorded through the '
+            'proxy with a trace (from its pre to its post snapshot, the sampler polling every '
+            '25 ms from one period after the goal is sent). ')
+    if watched == 0:
+        body = (f'None of the {made} replayed steps was watched: the controller ends each goal '
+                'at once, so each was recorded shorter than one sampling period, and such a '
+                'step is judged by its post-check only (a replay of it would be polled once at '
+                'most, after it ended). The overhead includes deciding that (`make_watch`: '
+                f'{ms(pct(build, 50))} ms p50) and nothing else of the watch; part 4 measures '
+                'a watched motion.')
+    else:
+        said = ('every replayed step was watched' if watched == made
+                else f'{watched} of {made} replayed steps were watched')
+        body = (f"{said}, on the joints' positions (the scan has more than 16 elements: never "
+                f'watched). **The overhead above therefore includes the watch**: building each '
+                f"step's watch (a tube from its trace: {ms(pct(build, 50))} ms p50), handing it "
+                f'to the sampler thread, which polls every 25 ms until the goal ends '
+                f'({polls / max(1, made):.1f} polls per step here), judging those polls, and '
+                "the GIL the sampler thread takes from the walk's thread meanwhile.")
+    out = [
+        head + body,
+        '',
+        '| path | steps | watched | elements watched | trace samples per step (min / p50 / max) '
+        '| polls in the replays | polls judged |',
+        '|---|---:|---:|---:|---:|---:|---:|',
+    ]
+    for path, label in (('execute', 'ExecuteTask'), ('service', '`~/replay`'),
+                        ('execute_other', 'ExecuteTask, other variants stored')):
+        fig = res['watching'][path]
+        samples = fig['samples'] or [0]
+        elements = sorted(set(fig['elements'])) or ['-']
+        out.append(f"| {label} | {fig['made']} | {fig['watched_steps']} "
+                   f"| {', '.join(str(e) for e in elements)} "
+                   f'| {min(samples)} / {pct(samples, 50):.0f} / {max(samples)} '
+                   f"| {fig['polls']} | {fig['judged']} |")
+    return out
+
+
+def hold_section(res: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    """Part 4: the node's CPU while a replay watches a goal the controller holds."""
+    hold = res['hold']
+    out = [
+        '## 4. CPU while a replay watches a motion',
+        '',
+        f"A task of one goal that the controller holds {args.hold} s (the trajectory's "
+        "`header.frame_id` is `hold`; the controller succeeds it when its last point's "
+        '`time_from_start` has passed, and a cancel would end it early) was learned through '
+        f"the proxy (teach round trip {hold['learn']:.2f} s), so its step was recorded with a "
+        'trace of the watched sensors at `watch_rate` (40 Hz). It was then replayed by '
+        "ExecuteTask; the node's CPU (`/proc/<pid>/stat`, as in part 3) was taken from "
+        f'{args.hold_margin:g} s after the ExecuteTask goal was accepted to {args.hold_margin:g} '
+        f"s before the held goal's end, while this process slept (nothing in it spins). "
+        "'Inside the hold' checks the window against the goal's arrival at the controller. "
+        'The sensors publish constant values (the joints do not move), so the watch judges '
+        'every poll and never trips; judging a moving value costs the same. The controller '
+        'sends no feedback. The node with `watch: false` is a second start of the node on the '
+        'same store (the recorded trace is kept, not used: no sampler runs).',
+        '',
+        '| replay | node CPU, % of one core | window | inside the hold | polls (per s) '
+        '| polls judged | JointState / LaserScan achieved | STEP_OK watched | unwatched |',
+        '|---|---:|---:|---|---:|---:|---:|---|---|',
+    ]
+    for mode, runs in (('watch on', hold['watch']), ('watch off', hold['off'])):
+        for i, one in enumerate(runs, 1):
+            watched = one['watched']
+            said = 'no STEP_OK' if watched is None else ', '.join(watched) or '(none)'
+            unwatched = one['unwatched'] or []
+            end = '' if one['ok'] else f" (replay failed: {one['message']})"
+            out.append(
+                f"| {mode} #{i}{end} | {100 * one['cpu']:.1f} | {one['seconds']:.1f} s "
+                f"| {'yes' if one['inside'] else 'NO'} "
+                f"| {one['polls']} ({one['polls'] / max(1e-9, one['span']):.1f}) "
+                f"| {one['judged']} | {one['joint_hz']:.0f} / {one['scan_hz']:.1f} Hz "
+                f"| {said} | {', '.join(unwatched) or '-'} |")
+    on = hold['watch']
+    idle = res['cpu']['node']
+    polls = [x for one in on for x in one['poll_s']]
+    judged = [x for one in on for x in one['judge_s']]
+    samples = [s for one in on for s in one['samples']]
+    failed = [d for one in (*on, *hold['off']) for d in one['failed']]
+    out += [
+        '',
+        f'Idle (part 3, same node with the watch on, no step running): {100 * idle:.1f}%. '
+        f"The held step's trace holds {max(samples, default=0)} samples of the joints. "
+        f'One poll by the sampler (a `SensorHub.capture` of both sensors: the newest '
+        f'JointState and LaserScan deserialized and reduced to their features) takes '
+        f'{_p50_us(polls)} µs p50 and judging it {_p50_us(judged)} µs p50.',
+        '',
+        'The LaserScan (1080 beams) is not watched: a sensor of more than 16 elements never is '
+        '(`MAX_WATCHED`), and it is not in the trace. It is still sampled: each poll captures '
+        'every configured sensor, so its cost is in the figure above. The scan stays checked '
+        'before and after each step as before.',
+    ]
+    if failed:
+        out += ['', 'CHECK_FAILED during the held replays: ' + '; '.join(failed)]
+    return out
+
+
+def _p50_us(xs: list[float]) -> str:
+    return f'{1e6 * pct(xs, 50):.0f}' if xs else '-'
 
 
 def _version(dist: str) -> str:

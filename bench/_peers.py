@@ -19,11 +19,14 @@ The node benchmark's peers, each run as its own process by ``bench/node.py``.
 ``server``: a zero-duration controller. Serves
 ``muscle_mem_demo_interfaces/action/FollowJointTrajectory`` (shaped like control_msgs') at
 ``/<prefix>/arm/follow_joint_trajectory``
-and succeeds every goal at once. It notes the ``time.monotonic_ns()`` at which each
-goal request reaches its goal callback (CLOCK_MONOTONIC is one clock for every process on
-the machine, so the benchmark can line these up with its own and the node's times) and
-hands them over, then forgets them, on each ``std_srvs/srv/Trigger`` call to
-``/<prefix>/arrivals`` (JSON list in the response's message).
+and succeeds every goal at once, except a goal whose trajectory's ``header.frame_id`` is
+:data:`HOLD`: that one it holds for its last point's ``time_from_start`` (a motion that
+takes that long, for a watched replay), then succeeds; a cancel ends the hold. It notes the
+``time.monotonic_ns()`` at which each goal request reaches its goal callback
+(CLOCK_MONOTONIC is one clock for every process on the machine, so the benchmark can line
+these up with its own and the node's times) and hands them over, then forgets them, on
+each ``std_srvs/srv/Trigger`` call to ``/<prefix>/arrivals`` (JSON list in the response's
+message).
 
 ``sensors``: publishes ``sensor_msgs/msg/JointState`` (7 joints) on ``/<prefix>/joint_states``
 and ``sensor_msgs/msg/LaserScan`` (1080 beams) on ``/<prefix>/scan`` from one loop on an
@@ -57,16 +60,28 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 import rclpy
-from rclpy.action import ActionServer, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 from sensor_msgs.msg import JointState, LaserScan
 from std_srvs.srv import Trigger
 
 JOINTS = [f'joint_{i}' for i in range(1, 8)]
 HOME = [0.0, -0.4, 0.0, -1.8, 0.0, 1.4, 0.8]
 BEAMS = 1080
+HOLD = 'hold'
+"""A goal whose trajectory's frame_id is this is held for its last point's time_from_start."""
+
+
+def hold_seconds(goal: Any) -> float:
+    """Return how long the controller holds ``goal`` (0: it succeeds at once)."""
+    trajectory = goal.trajectory
+    if trajectory.header.frame_id != HOLD or not trajectory.points:
+        return 0.0
+    end = trajectory.points[-1].time_from_start
+    return float(end.sec) + 1e-9 * end.nanosec
 
 
 def run_server(prefix: str, result_timeout: int) -> None:
@@ -77,9 +92,30 @@ def run_server(prefix: str, result_timeout: int) -> None:
         arrivals.append(time.monotonic_ns())
         return GoalResponse.ACCEPT
 
-    def execute(goal_handle: Any) -> Any:
+    async def execute(goal_handle: Any) -> Any:
+        hold = hold_seconds(goal_handle.request)
+        if hold > 0.0 and not await held(goal_handle, hold):
+            goal_handle.canceled()
+            return FollowJointTrajectory.Result(error_string='canceled during the hold')
         goal_handle.succeed()
         return FollowJointTrajectory.Result(error_code=FollowJointTrajectory.Result.SUCCESSFUL)
+
+    async def held(goal_handle: Any, seconds: float) -> bool:
+        """Wait ``seconds`` without blocking the executor; False when canceled first."""
+        done: Future = Future()
+        end = time.monotonic() + seconds
+
+        def tick() -> None:
+            if goal_handle.is_cancel_requested:
+                done.set_result(False)
+            elif time.monotonic() >= end:
+                done.set_result(True)
+
+        timer = node.create_timer(0.02, lambda: None if done.done() else tick())
+        try:
+            return bool(await done)
+        finally:
+            node.destroy_timer(timer)
 
     def dump(_request: Any, response: Any) -> Any:
         taken = arrivals[:]
@@ -89,7 +125,8 @@ def run_server(prefix: str, result_timeout: int) -> None:
         return response
 
     ActionServer(node, FollowJointTrajectory, f'/{prefix}/arm/follow_joint_trajectory', execute,
-                 goal_callback=on_goal, result_timeout=result_timeout)
+                 goal_callback=on_goal, cancel_callback=lambda _h: CancelResponse.ACCEPT,
+                 result_timeout=result_timeout)
     node.create_service(Trigger, f'/{prefix}/arrivals', dump)
     executor = SingleThreadedExecutor()
     executor.add_node(node)

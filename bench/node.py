@@ -14,16 +14,17 @@
 # limitations under the License.
 
 """
-Behavior-cache node: replay overhead per step, proxy overhead per goal, idle CPU.
+Behavior-cache node: replay overhead per step, proxy overhead per goal, CPU idle and watching.
 
 Five processes on loopback (real rclpy, Fast DDS, SQLite), all started by this script:
 
 * the controller (``_peers.py server``): a zero-duration
   ``muscle_mem_demo_interfaces/action/FollowJointTrajectory`` server that succeeds every goal at
-  once and notes when each goal request arrives (``time.monotonic_ns``). It keeps finished
-  goals for ``--result-timeout`` (1 s; rclpy's default is 10 s): every action status message
-  lists all goals the server keeps, and with back-to-back goals a 10 s window makes every
-  client deserialize hundreds of entries per message, a cost that grows through the run and
+  once (but holds a goal marked ``hold`` for its last point's ``time_from_start``) and
+  notes when each goal request arrives (``time.monotonic_ns``). It keeps finished goals for
+  ``--result-timeout`` (1 s; rclpy's default is 10 s): every action status message lists all
+  goals the server keeps, and with back-to-back goals a 10 s window makes every client
+  deserialize hundreds of entries per message, a cost that grows through the run and
   would swamp what is measured here;
 * a minimal relay (``_peers.py relay``), for reference: the least any rclpy action proxy
   costs on the machine;
@@ -32,7 +33,7 @@ Five processes on loopback (real rclpy, Fast DDS, SQLite), all started by this s
 * the cache node (``_node_host.py``): the real ``behavior_cache`` main with two timing
   probes (the post-check sensor wait, and the replayed call); checks on both sensors
   (joints ``abs`` 0.01 rad, scan ``rms`` 0.05 m, max_age 0.5 s), one proxied action, a
-  SQLite store in a temporary directory;
+  SQLite store in a temporary directory, the check during a step on (``watch``, the default);
 * this process: a plain rclpy ``ActionClient`` (``send_goal_async`` + ``get_result_async``,
   each awaited with ``spin_until_future_complete`` on a single-threaded executor), used
   both directly against the controller and through the cache's proxy, plus the service and
@@ -43,9 +44,15 @@ learning one task of ``--steps`` goals through the proxy (StartRecording, goals,
 StopRecording); ``--rounds`` rounds of [``--steps`` direct goals at the replay's pace, one
 replay by the ``~/replay`` service, one replay by ``~/execute_task``]; the same ExecuteTask replay
 after ``--other`` trajectories of other parameter variants of the same task were written
-to the store; idle CPU of the node over ``--cpu-seconds``.
+to the store; a task of one goal held ``--hold`` s, learned through the proxy (so its step
+is recorded with a trace) and replayed ``--hold-replays`` times by ExecuteTask while the
+node's CPU is measured over the held goal (the replay watches the joints; the scan is
+sampled, not watched: more than 16 elements); idle CPU of the node over ``--cpu-seconds``;
+then a second node with ``watch: false`` on the same store replays the held task once more,
+measured the same way.
 
-Usage: bench/node [--steps 100] [--rounds 5] [--cpu-seconds 10] [--out bench/node.md]
+Usage: bench/node [--steps 100] [--rounds 5] [--cpu-seconds 10] [--hold 10]
+                  [--out bench/node.md]
 """
 
 from __future__ import annotations
@@ -65,12 +72,13 @@ from typing import Any
 import uuid
 
 from _node_report import render
-from _peers import HOME, JOINTS
+from _peers import HOLD, HOME, JOINTS
 from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
@@ -78,6 +86,7 @@ from muscle_mem_ros.store import SqliteStore
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import serialize_message
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -85,6 +94,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 TASK = 'inspect_rack'
+HOLD_TASK = 'hold_pose'
 ARM_TYPE = 'muscle_mem_demo_interfaces/action/FollowJointTrajectory'
 WAIT = 30.0
 
@@ -116,6 +126,14 @@ def make_goal(i: int) -> Any:
     return FollowJointTrajectory.Goal(
         trajectory=JointTrajectory(joint_names=JOINTS, points=points),
         goal_tolerance=[JointTolerance(name=name, position=0.01) for name in JOINTS])
+
+
+def make_hold_goal(seconds: int) -> Any:
+    """Return a goal the controller holds ``seconds`` s (a motion that long; ``_peers.HOLD``)."""
+    goal = make_goal(0)
+    goal.trajectory.header.frame_id = HOLD
+    goal.trajectory.points[-1].time_from_start = Duration(sec=seconds)
+    return goal
 
 
 class Peer:
@@ -246,11 +264,47 @@ class Client:
             raise RuntimeError('ExecuteTask goal rejected')
         return self.wait(handle.get_result_async(), 120.0, owner=self.execute).result
 
+    def execute_of(self, cache: str, role: str) -> ActionClient:
+        """Return an ExecuteTask client of the node ``cache``, discovered."""
+        action = self._action(ExecuteTask, f'{cache}/execute_task', role)
+        deadline = time.monotonic() + 90.0
+        while not action.server_is_ready():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f'{cache}/execute_task not discovered')
+            self.executor_of(action).spin_once(timeout_sec=0.05)
+        return action
 
-def node_params(*, prefix: str, node: str, store: Path) -> dict[str, Any]:
+    def events_of(self, cache: str, role: str) -> EventLog:
+        """Start keeping the events of the node ``cache`` (taken by :meth:`EventLog.take`)."""
+        node = self._node(role)
+        return EventLog(node, self.executor_of(node), f'{cache}/events')
+
+
+class EventLog:
+    """The cache's ``~/events``, kept by the subscription until taken (nothing spins between)."""
+
+    def __init__(self, node: Node, executor: SingleThreadedExecutor, topic: str) -> None:
+        self._executor = executor
+        self._events: list[Any] = []
+        qos = QoSProfile(depth=2000, history=HistoryPolicy.KEEP_LAST,
+                         reliability=ReliabilityPolicy.RELIABLE)
+        node.create_subscription(CacheEvent, topic, self._events.append, qos)
+
+    def take(self, settle: float = 0.3) -> list[Any]:
+        """Return the events received so far (waiting ``settle`` s for the last ones)."""
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline:
+            self._executor.spin_once(timeout_sec=0.05)
+        taken, self._events[:] = self._events[:], []
+        return taken
+
+
+def node_params(*, prefix: str, node: str, store: Path, watch: bool = True,
+                step_timeout: float = 5.0) -> dict[str, Any]:
     return {node: {'ros__parameters': {
         'store_path': str(store), 'agent_action': '', 'cache_mode': 'learn',
-        'step_timeout': 5.0, 'post_check_timeout': 1.0, 'agent_timeout': 30.0,
+        'step_timeout': step_timeout, 'post_check_timeout': 1.0, 'agent_timeout': 30.0,
+        'watch': watch,
         'sensors': {
             'joints': {'topic': f'/{prefix}/joint_states', 'type': 'sensor_msgs/msg/JointState',
                        'fields': ['position'], 'tolerance': [0.01], 'mode': 'abs',
@@ -263,9 +317,20 @@ def node_params(*, prefix: str, node: str, store: Path) -> dict[str, Any]:
     }}}
 
 
-def read_timings(path: Path) -> tuple[dict[str, bool], list[tuple[str, int, int]]]:
+Watches = list[tuple[int, int, int, int]]
+"""Watches made: start_ns, end_ns, elements watched (-1: none), trace samples (-1: no trace)."""
+
+
+def read_timings(path: Path) -> tuple[dict[str, bool], list[tuple[str, int, int]], Watches]:
+    """
+    Return the probes present, the timed records and the watches made.
+
+    A watch made: (start_ns, end_ns, elements watched or -1 when unwatched, the most
+    samples one sensor of the step's trace holds or -1 when it has no trace).
+    """
     probes: dict[str, bool] = {}
     records = []
+    watches = []
     for line in path.read_text().splitlines():
         item = json.loads(line)
         if item[0] == 'probes':
@@ -274,7 +339,9 @@ def read_timings(path: Path) -> tuple[dict[str, bool], list[tuple[str, int, int]
             probes['whatif: ' + ', '.join(item[1])] = False
         else:
             records.append((item[0], int(item[1]), int(item[2])))
-    return probes, records
+            if item[0] == 'watch':
+                watches.append((int(item[1]), int(item[2]), int(item[3]), int(item[4])))
+    return probes, records, watches
 
 
 def analyse_replay(arrivals: list[int], window: tuple[int, int],
@@ -317,6 +384,60 @@ def add_other_variants(store_path: Path, count: int, steps: int, server: str) ->
     return time.perf_counter() - t0
 
 
+def learn_hold(client: Client, hold: int) -> float:
+    """Learn HOLD_TASK through the proxy: one goal held ``hold`` s; return its round trip."""
+    answer = client.call(client.start, StartRecording.Request(task=HOLD_TASK))
+    if not answer.success:
+        raise RuntimeError(f'start_recording ({HOLD_TASK}): {answer.message}')
+    took = client.round_trip(client.proxy, make_hold_goal(hold))
+    answer = client.call(client.stop, StopRecording.Request(save=True))
+    if not answer.success or answer.steps != 1:
+        raise RuntimeError(f'stop_recording ({HOLD_TASK}): {answer.message}')
+    client.take_arrivals()
+    return took
+
+
+def hold_replay(client: Client, action: ActionClient, *, cache: Peer, sensors: Peer,
+                events: EventLog, hold: int, margin: float) -> dict[str, Any]:
+    """
+    Replay HOLD_TASK once by ExecuteTask; measure the node's CPU while its goal is held.
+
+    The window opens ``margin`` s after the ExecuteTask goal was accepted and closes
+    ``margin`` s before ``hold`` s after that; ``inside`` says whether it lay within the
+    controller's hold (from the goal's arrival there). Nothing in this process spins
+    during the window. The sensors report their counts at both ends (achieved rates).
+    """
+    handle = client.wait(action.send_goal_async(ExecuteTask.Goal(task=HOLD_TASK)), owner=action)
+    if handle is None or not handle.accepted:
+        raise RuntimeError(f'ExecuteTask goal ({HOLD_TASK}) rejected')
+    accepted = time.monotonic()
+    time.sleep(margin)
+    os.kill(sensors.proc.pid, signal.SIGUSR1)
+    c0, w0 = cache.cpu_seconds(), time.monotonic_ns()
+    time.sleep(max(0.0, accepted + hold - margin - time.monotonic()))
+    c1, w1 = cache.cpu_seconds(), time.monotonic_ns()
+    os.kill(sensors.proc.pid, signal.SIGUSR1)
+    result = client.wait(handle.get_result_async(), hold + 60.0, owner=action).result
+    arrivals = client.take_arrivals()
+    first = json.loads(sensors.lines.get(timeout=5))
+    last = json.loads(sensors.lines.get(timeout=5))
+    span = last['t'] - first['t']
+    seen = events.take()
+    step_ok = [e for e in seen if e.type == CacheEvent.STEP_OK and e.step == 0]
+    failed = [e for e in seen if e.type == CacheEvent.CHECK_FAILED]
+    return {
+        'ok': bool(result.success and result.cache_hit and result.steps_replayed == 1),
+        'message': result.message, 'cpu': (c1 - c0) / ((w1 - w0) / 1e9),
+        'window': (w0, w1), 'seconds': (w1 - w0) / 1e9,
+        'inside': len(arrivals) == 1 and arrivals[0] <= w0 <= w1 <= arrivals[0] + hold * 1e9,
+        'joint_hz': (last['joint_states'] - first['joint_states']) / span,
+        'scan_hz': (last['scan'] - first['scan']) / span,
+        'watched': list(step_ok[0].watched) if step_ok else None,
+        'unwatched': list(step_ok[0].unwatched) if step_ok else None,
+        'failed': [e.detail for e in failed],
+    }
+
+
 def _cpu_all(cache: Peer, server: Peer) -> dict[str, float]:
     """CPU seconds so far of the node, the controller and this process, and the time."""
     own = os.times()
@@ -333,8 +454,11 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     prefix, node_name = f'nb{tag}', f'mm_bench_{tag}'
     store = work / 'cache.db'
     params_file = work / 'params.yaml'
-    params_file.write_text(yaml.safe_dump(node_params(prefix=prefix, node=node_name, store=store)))
+    step_timeout = max(5.0, args.hold + 10.0)  # the held goal must not time out
+    params_file.write_text(yaml.safe_dump(node_params(
+        prefix=prefix, node=node_name, store=store, step_timeout=step_timeout)))
     timings = work / 'timings.jsonl'
+    timings_off = work / 'timings_off.jsonl'
     py = sys.executable
     peers = HERE / '_peers.py'
     res: dict[str, Any] = {'loadavg_start': os.getloadavg()}
@@ -349,6 +473,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                            f'__node:={node_name}', '--params-file', str(params_file)],
                  work / 'cache.log', env={**os.environ, 'MM_BENCH_TIMINGS': str(timings)})
     peers_all = (server, relay, sensors, cache)
+    cache_off: Peer | None = None
     rclpy.init()
     client = Client(prefix=prefix, cache=f'/{node_name}')
     try:
@@ -464,6 +589,16 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 'arrivals': arrivals, 'window': (t0, t1),
                 'cpu': _cpu_delta(cpu0, _cpu_all(cache, server))})
 
+        # A watched motion: one goal held --hold s, learned through the proxy (traced), then
+        # replayed while the node's CPU is measured over the held goal.
+        events = client.events_of(f'/{node_name}', 'events')
+        res['hold'] = {'learn': learn_hold(client, args.hold), 'watch': [], 'off': []}
+        events.take()
+        for _round in range(args.hold_replays):
+            res['hold']['watch'].append(hold_replay(
+                client, client.execute, cache=cache, sensors=sensors, events=events,
+                hold=args.hold, margin=args.hold_margin))
+
         # Idle CPU: nothing runs; the node only receives the sensor streams. A listener that
         # never takes a message gives the floor (DDS receive threads) in the same window.
         listen = Peer('listen', [py, str(peers), 'listen', '--prefix', prefix],
@@ -487,16 +622,41 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for peer in peers_all:
             if not peer.alive():
                 raise RuntimeError(f'{peer.name} exited during the run')
+
+        # The same held replay on a node with the watch off (same store, same peers).
+        cache.stop()
+        off_name = f'{node_name}_off'
+        off_params = work / 'params_off.yaml'
+        off_params.write_text(yaml.safe_dump(node_params(
+            prefix=prefix, node=off_name, store=store, watch=False, step_timeout=step_timeout)))
+        cache_off = Peer('cache, watch off', [
+            py, str(HERE / '_node_host.py'), '--ros-args', '-r', f'__node:={off_name}',
+            '--params-file', str(off_params)], work / 'cache_off.log',
+            env={**os.environ, 'MM_BENCH_TIMINGS': str(timings_off)})
+        execute_off = client.execute_of(f'/{off_name}', 'task_off')
+        events_off = client.events_of(f'/{off_name}', 'events_off')
+        time.sleep(args.cpu_warmup)  # discovery of the controller, first sensor data
+        for _round in range(args.hold_replays_off):
+            res['hold']['off'].append(hold_replay(
+                client, execute_off, cache=cache_off, sensors=sensors, events=events_off,
+                hold=args.hold, margin=args.hold_margin))
     finally:
         client.destroy()
         rclpy.try_shutdown()
-        for peer in (cache, sensors, relay, server):
+        for peer in (cache, *([cache_off] if cache_off else []), sensors, relay, server):
             peer.stop()
     time.sleep(0.3)
     if args.keep_timings is not None:
         args.keep_timings.write_bytes(timings.read_bytes())
-    res['probes'], records = read_timings(timings)
+    res['probes'], records, watches = read_timings(timings)
     res['windows'] = [one['window'] for runs in res['replays'].values() for one in runs]
+    res['watching'] = {path: watching([one['window'] for one in runs], records, watches)
+                       for path, runs in res['replays'].items()}
+    for one in res['hold']['watch']:
+        one.update(watching([one['window']], records, watches, made_before=True))
+    _, records_off, _ = read_timings(timings_off)
+    for one in res['hold']['off']:
+        one.update(watching([one['window']], records_off, [], made_before=True))
     for path, runs in res['replays'].items():
         merged: dict[str, list[float]] = {}
         for one in runs:
@@ -510,6 +670,28 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return res
 
 
+def watching(windows: list[tuple[int, int]], records: list[tuple[str, int, int]],
+             watches: Watches, *,
+             made_before: bool = False) -> dict[str, Any]:
+    """
+    Return what the watch did inside the windows: watches made, polls, polls judged.
+
+    :param made_before: Count the watches made in the 5 s before a window too (the held
+        goal's watch is made before its CPU window opens).
+    """
+    def inside(start: int, before: float = 0.0) -> bool:
+        return any(lo - before <= start <= hi for lo, hi in windows)
+
+    made = [w for w in watches if inside(w[0], 5e9 if made_before else 0.0)]
+    span = sum(hi - lo for lo, hi in windows) / 1e9
+    polls = [(e - s) / 1e9 for k, s, e in records if k == 'poll' and inside(s)]
+    judged = [(e - s) / 1e9 for k, s, e in records if k == 'judge' and inside(s)]
+    return {'made': len(made), 'watched_steps': sum(1 for w in made if w[2] >= 0),
+            'elements': [w[2] for w in made if w[2] >= 0],
+            'samples': [w[3] for w in made], 'polls': len(polls), 'judged': len(judged),
+            'poll_s': polls, 'judge_s': judged, 'span': span}
+
+
 def step_parts(windows: list[tuple[int, int]],
                records: list[tuple[str, int, int]]) -> dict[str, list[float]]:
     """
@@ -521,7 +703,7 @@ def step_parts(windows: list[tuple[int, int]],
     waits = [(s, e) for k, s, e in inside if k == 'wait']
     parts: dict[str, list[float]] = {}
     for kind, s, e in inside:
-        if kind in ('capture', 'choose', 'candidates', 'event'):
+        if kind in ('capture', 'choose', 'candidates', 'event', 'watch', 'poll', 'judge'):
             parts.setdefault(kind, []).append((e - s) / 1e9)
         elif kind == 'post':
             wait = sum(we - ws for ws, we in waits if s <= ws <= e)
@@ -547,9 +729,19 @@ def main() -> int:
                         help="the controller's result_timeout, s (see the docstring)")
     parser.add_argument('--cpu-seconds', type=float, default=10.0)
     parser.add_argument('--cpu-warmup', type=float, default=3.0)
+    parser.add_argument('--hold', type=int, default=10,
+                        help='seconds the controller holds the goal of the watched replay (<= 25)')
+    parser.add_argument('--hold-margin', type=float, default=1.0,
+                        help='seconds left out of the CPU window at each end of the held goal')
+    parser.add_argument('--hold-replays', type=int, default=2,
+                        help='replays of the held task with the watch on')
+    parser.add_argument('--hold-replays-off', type=int, default=1,
+                        help='replays of the held task by a second node with the watch off')
     parser.add_argument('--out', type=Path, default=HERE / 'node.md')
     parser.add_argument('--keep-timings', type=Path, default=None,
                         help="copy the node's probe records (JSON lines) here")
+    parser.add_argument('--keep-results', type=Path, default=None,
+                        help='write the raw results (JSON) here before rendering them')
     args = parser.parse_args()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix='mm_bench_node_') as tmp:
@@ -559,6 +751,8 @@ def main() -> int:
             for log in sorted(Path(tmp).glob('*.log')):
                 sys.stderr.write(f'--- {log.name}\n{log.read_text()[-3000:]}\n')
             raise
+    if args.keep_results is not None:
+        args.keep_results.write_text(json.dumps(res))
     text = render(res, args, time.monotonic() - t0)
     args.out.write_text(text)
     sys.stdout.write(text)

@@ -44,6 +44,7 @@ from muscle_mem_demo.processes import (
     NodeProcessError,
 )
 from muscle_mem_demo.report import (
+    describe_knock,
     describe_substitutions,
     format_row,
     HEADER,
@@ -62,7 +63,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description='MuJoCo arm + behavior cache + planning agent: a scripted story showing '
         'a miss, replays, a nudge within tolerance, a mid-task bump with handoff, the '
         'learned branch replayed, a replay retargeted to a moved cube, one to another place '
-        "target, and a cube beyond the bindings' range going to the agent.",
+        "target, a cube beyond the bindings' range going to the agent, and a cube knocked "
+        'during a replayed motion, which the cache cancels mid-motion.',
     )
     parser.add_argument('--think-time', type=float, default=1.5,
                         help="the agent's think time per step, seconds (default 1.5)")
@@ -145,6 +147,8 @@ def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[Run
                             else 'a learned branch matched, agent not called'
                         )
                         say(f'      cache noticed: {outcome.check_failure}; {then}')
+                    if outcome.spec.knock is not None:
+                        say(f'      watch: {describe_knock(outcome)}')
                     if outcome.substituted and outcome.spec.expect.substitutes:
                         say(f'      cache substituted: {describe_substitutions(outcome)}')
                     children.check()
@@ -178,6 +182,10 @@ def _summary(outcomes: Sequence[RunOutcome]) -> list[dict[str, object]]:
             'held': o.held,
             'failures': list(o.failures),
             'check_failure': o.check_failure,
+            'canceled': [list(c) for c in o.canceled],
+            'knock': None if o.knock is None else dict(
+                vars(o.knock), reaction=o.knock.reaction, stopped_short=o.knock.stopped_short,
+                after_knock=o.knock.after_knock),
             'message': o.message,
         }
         for o in outcomes

@@ -16,7 +16,7 @@
 The demo's ROS client: resets and changes the world, runs the task, observes what happened.
 
 :class:`StoryDriver` is an rclpy node spun in a background thread. It talks only to public
-interfaces: the sim robot's ``~/reset`` and ``~/move_object``, the cache's
+interfaces: the sim robot's ``~/reset``, ``~/move_object`` and ``~/knocks``, the cache's
 ``/muscle_mem/execute_task`` and ``/muscle_mem/events``, the agent's ``/demo_agent/calls``,
 and ``/joint_states`` / ``/object_pose``.
 """
@@ -32,7 +32,8 @@ from typing import Any
 
 from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo import kinematics
-from muscle_mem_demo.story import RunOutcome, RunSpec
+from muscle_mem_demo.story import KNOCK_DELAY, KnockReport, RunOutcome, RunSpec
+from muscle_mem_demo_interfaces.msg import Knock
 from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
@@ -48,7 +49,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-__all__ = ['DriverError', 'StoryDriver', 'substitution_record']
+__all__ = ['DriverError', 'StoryDriver', 'knock_report', 'substitution_record']
 
 TASK = 'pick_and_place'
 
@@ -81,6 +82,7 @@ class StoryDriver(Node):
         self._trace_positions: list[tuple[float, ...]] = []
         self._calls: list[dict[str, Any]] = []
         self._events: list[CacheEvent] = []
+        self._knocks: list[Knock] = []
         self._task = ActionClient(self, ExecuteTask, cache_action, callback_group=group)
         self._cache_node = cache_action.rsplit('/', 1)[0]
         self._cache_sees_agent = AgentSeen(self, self._cache_node)
@@ -89,7 +91,10 @@ class StoryDriver(Node):
         self._reset = self.create_client(Trigger, f'{robot}/reset', callback_group=group)
         self._move = self.create_client(MoveObject, f'{robot}/move_object',
                                         callback_group=group)
-        self.create_subscription(JointState, '/joint_states', self._on_joints, 1000,
+        # 30 deep (0.25 s at 120 Hz), not more: a loaded machine's executor that falls
+        # behind then drops old states instead of judging a run on seconds-old ones (1000
+        # deep, the joints lagged 4-5 s behind the object pose under two CPU hogs)
+        self.create_subscription(JointState, '/joint_states', self._on_joints, 30,
                                  callback_group=group)
         self.create_subscription(PoseStamped, '/object_pose', self._on_object, 10,
                                  callback_group=group)
@@ -97,6 +102,8 @@ class StoryDriver(Node):
         self.create_subscription(String, self._calls_topic, self._on_call, 10,
                                  callback_group=group)
         self.create_subscription(CacheEvent, cache_events, self._on_event, 50,
+                                 callback_group=group)
+        self.create_subscription(Knock, f'{robot}/knocks', self._on_knock, 10,
                                  callback_group=group)
         self._executor = MultiThreadedExecutor(num_threads=3)
         self._executor.add_node(self)
@@ -137,6 +144,10 @@ class StoryDriver(Node):
     def _on_event(self, msg: CacheEvent) -> None:
         with self._lock:
             self._events.append(msg)
+
+    def _on_knock(self, msg: Knock) -> None:
+        with self._lock:
+            self._knocks.append(msg)
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -195,6 +206,8 @@ class StoryDriver(Node):
                     self._move_object(spec.nudge, after_goals=0)
                 if spec.bump is not None:
                     self._move_object(spec.bump, after_goals=1)
+                if spec.knock is not None:
+                    self._move_object(spec.knock, after_goals=0, delay=KNOCK_DELAY)
             except TimeoutError as err:
                 last = str(err)
                 continue
@@ -202,8 +215,10 @@ class StoryDriver(Node):
             return
         raise DriverError(f'could not prepare the world: {last}')
 
-    def _move_object(self, position: tuple[float, float, float], *, after_goals: int) -> None:
+    def _move_object(self, position: tuple[float, float, float], *, after_goals: int,
+                     delay: float = 0.0) -> None:
         request = MoveObject.Request()
+        request.delay = delay
         request.pose.position.x, request.pose.position.y, request.pose.position.z = position
         request.pose.orientation.w = 1.0
         request.after_goals = after_goals
@@ -226,6 +241,7 @@ class StoryDriver(Node):
                 outcome.object_start = (p.x, p.y, p.z)
             self._calls.clear()
             self._events.clear()
+            self._knocks.clear()
             self._trace_times, self._trace_positions = [], []
             self._trace_start = self.get_clock().now().nanoseconds * 1e-9
             self._trace_end = math.inf
@@ -254,7 +270,7 @@ class StoryDriver(Node):
             done_at = self.get_clock().now().nanoseconds
             with self._lock:
                 self._trace_end = done_at * 1e-9
-        self._wait_settled(timeout=10.0)
+        self._wait_settled(timeout=10.0, knock=spec.knock is not None)
         try:
             obj = self._wait_fresh(done_at, timeout=5.0)
             p = obj.pose.position
@@ -266,11 +282,17 @@ class StoryDriver(Node):
             self._recording = False
             outcome.trace_times = self._trace_times
             outcome.trace_positions = self._trace_positions
+            outcome.trace_origin = self._trace_start
             outcome.agent_calls = tuple(
                 int(c.get('resume_from_step', -1)) for c in self._calls
                 if c.get('event') == 'start'
             )
             failed = [e for e in self._events if e.type == CacheEvent.CHECK_FAILED]
+            knocks = list(self._knocks)
+        outcome.canceled = tuple((int(e.step), float(e.time_into_step)) for e in failed
+                                 if getattr(e, 'time_into_step', -1.0) >= 0.0)
+        if knocks:
+            outcome.knock = knock_report(knocks[0], sent_at=started)
         if failed:
             e = failed[0]
             outcome.check_failure = e.detail or (
@@ -282,12 +304,13 @@ class StoryDriver(Node):
 
     _CLOSING = (CacheEvent.HIT, CacheEvent.BRANCH_LEARNED, CacheEvent.ERROR)
 
-    def _wait_settled(self, *, timeout: float) -> None:
+    def _wait_settled(self, *, timeout: float, knock: bool = False) -> None:
         """
         Wait (bounded) until the run's last announcements and events have arrived.
 
         They travel on topics, unordered with the result: the cache's closing event
-        (hit, branch learned or error) and an "end" for every agent call that started.
+        (hit, branch learned or error), an "end" for every agent call that started, and
+        the robot's Knock when ``knock``.
         A run that produced neither (canceled, timed out) is judged after ``timeout``.
         """
         def settled() -> bool:
@@ -295,7 +318,8 @@ class StoryDriver(Node):
                 starts = sum(c.get('event') == 'start' for c in self._calls)
                 ends = sum(c.get('event') == 'end' for c in self._calls)
                 closed = any(e.type in self._CLOSING for e in self._events)
-            return closed and ends >= starts
+                knocked = bool(self._knocks) or not knock
+            return closed and ends >= starts and knocked
 
         deadline = time.monotonic() + timeout
         while not settled() and time.monotonic() < deadline:
@@ -358,6 +382,18 @@ def substitution_record(msg: Any) -> dict[str, object]:
             value = getattr(msg, name)
             record[name] = value if isinstance(value, (int, float, str)) else str(value)
     return record
+
+
+def knock_report(msg: Any, *, sent_at: float = math.nan) -> KnockReport:
+    """Return a ``muscle_mem_demo_interfaces/msg/Knock`` as a :class:`KnockReport`."""
+    def xyz(point: Any) -> tuple[float, float, float]:
+        return (float(point.x), float(point.y), float(point.z))
+
+    return KnockReport(knocked_at=float(msg.knocked_at), cancel_at=float(msg.cancel_at),
+                       outcome=str(msg.outcome), time_into_goal=float(msg.time_into_goal),
+                       target=xyz(msg.goal_target), at_knock=xyz(msg.grasp_at_knock),
+                       at_cancel=xyz(msg.grasp_at_cancel), at_end=xyz(msg.grasp_at_end),
+                       sent_at=sent_at)
 
 
 def _ns(stamp: Any) -> int:

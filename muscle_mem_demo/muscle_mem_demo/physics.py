@@ -47,6 +47,7 @@ __all__ = [
     'OBJECT_START',
     'SETTLE_TIME',
     'ArmSim',
+    'Knock',
     'default_model_path',
 ]
 
@@ -83,6 +84,30 @@ class _Bump:
     remaining: int
     position: tuple[float, float, float]
     orientation: tuple[float, float, float, float]
+    delay: float = 0.0
+    """> 0: a knock this many simulated seconds after the next goal starts, not at an end."""
+    goal: _Tracking | None = None
+    """The goal a knock waits on, once it started."""
+    relative: bool = False
+    """A knock's position is an offset from where the cube is then."""
+
+
+@dataclass(frozen=True)
+class Knock:
+    """A delayed object move (a knock) that happened during a goal: when, and the arm then."""
+
+    monotonic: float
+    """time.monotonic() when the object moved."""
+    time_into_goal: float
+    """Simulated seconds from the goal's start."""
+    grasp: tuple[float, ...]
+    """The grasp point (x, y, z) at that moment, world frame, metres."""
+    motion: Motion
+    """The goal's motion."""
+    object_before: tuple[float, ...] = ()
+    """The cube's centre just before the knock."""
+    object_after: tuple[float, ...] = ()
+    """The cube's centre just after it."""
 
 
 class ArmSim:
@@ -130,6 +155,7 @@ class ArmSim:
         self._gripper_ends_at = 0.0
         self._gripper_closed = False
         self._bumps: list[_Bump] = []
+        self._knocks: list[Knock] = []
         self._finished_goals = 0
         self.reset()
 
@@ -268,6 +294,12 @@ class ArmSim:
             )
             motion.desired = tuple(float(v) for v in start)
             motion.actual = motion.desired
+            for bump in self._bumps:
+                if bump.delay > 0.0 and bump.goal is None:
+                    if bump.remaining > 0:
+                        bump.remaining -= 1
+                    else:
+                        bump.goal = self._tracking
         return motion
 
     def cancel(self, motion: Motion) -> None:
@@ -299,13 +331,20 @@ class ArmSim:
         position: Sequence[float],
         orientation: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
         after_goals: int = 0,
+        delay: float = 0.0,
+        relative: bool = False,
     ) -> None:
         """
         Teleport the cube now, or when the ``after_goals``-th trajectory goal from now ends.
 
+        With ``delay`` > 0 the cube is knocked ``delay`` simulated seconds after a goal
+        starts, while it runs (or when the delay is over, if it ended first): the next goal,
+        or the one after ``after_goals`` more; ``relative`` makes ``position`` an offset from
+        where the cube is then. :meth:`knock_during` tells when and where the arm was.
         A moved cube is released from the gripper. Orientation is (w, x, y, z), normalized.
 
-        :raises ValueError: non-finite numbers, a zero quaternion or a negative after_goals.
+        :raises ValueError: non-finite numbers, a zero quaternion, a negative after_goals or
+            delay, or relative without a delay.
         """
         pos = tuple(float(v) for v in position)
         quat = np.array([float(v) for v in orientation])
@@ -316,12 +355,22 @@ class ArmSim:
             raise ValueError(f'object orientation must be a non-zero quaternion, got {quat}')
         if after_goals < 0:
             raise ValueError(f'after_goals must be >= 0, got {after_goals}')
+        if not (math.isfinite(delay) and delay >= 0.0) or (relative and delay == 0.0):
+            raise ValueError(f'delay must be >= 0 (> 0 when relative), got {delay}')
         rot = tuple(float(v) for v in quat / norm)
         with self._lock:
-            if after_goals == 0:
+            if delay > 0.0:
+                self._bumps.append(_Bump(remaining=after_goals, position=pos, orientation=rot,
+                                         delay=float(delay), relative=relative))
+            elif after_goals == 0:
                 self._teleport(pos, rot)
             else:
                 self._bumps.append(_Bump(remaining=after_goals, position=pos, orientation=rot))
+
+    def knock_during(self, motion: Motion) -> Knock | None:
+        """Return the knock that happened while ``motion`` ran, if any."""
+        with self._lock:
+            return next((k for k in self._knocks if k.motion is motion), None)
 
     def reset(self) -> None:
         """
@@ -336,6 +385,7 @@ class ArmSim:
                 self._gripper_motion.finish(MotionOutcome.PREEMPTED, 'reset')
                 self._gripper_motion = None
             self._bumps.clear()
+            self._knocks.clear()
             self._release()
             d = self._data
             home = np.array(kinematics.HOME + (kinematics.GRIPPER_OPEN,) * 2)
@@ -387,6 +437,8 @@ class ArmSim:
             return
         self._finished_goals += 1
         for bump in list(self._bumps):
+            if bump.delay > 0.0:
+                continue
             bump.remaining -= 1
             if bump.remaining <= 0:
                 self._bumps.remove(bump)
@@ -417,6 +469,7 @@ class ArmSim:
                         f'{name} error {errors[worst]:.4f} rad > tolerance '
                         f'{tracking.tolerance[worst]:.4f}',
                     )
+        self._knock_if_due(now)
         gripper = self._gripper_motion
         if gripper is not None and now >= self._gripper_ends_at:
             self._gripper_motion = None
@@ -428,3 +481,22 @@ class ArmSim:
                 )
             gripper.finish(MotionOutcome.SUCCEEDED, message)
         mujoco.mj_step(self._model, d)
+
+    def _knock_if_due(self, now: float) -> None:
+        for bump in list(self._bumps):
+            goal = bump.goal
+            if goal is None or now < goal.started_at + bump.delay:
+                continue
+            self._bumps.remove(bump)
+            d = self._data
+            grasp = tuple(float(v) for v in d.site_xpos[self._grasp_site])
+            before = tuple(float(v) for v in d.xpos[self._object_body])
+            position, orientation = bump.position, bump.orientation
+            if bump.relative:
+                position = tuple(b + o for b, o in zip(before, position, strict=True))
+                orientation = tuple(float(v) for v in d.xquat[self._object_body])
+            self._teleport(position, orientation)
+            self._knocks = self._knocks[-9:] + [Knock(
+                monotonic=time.monotonic(), time_into_goal=now - goal.started_at,
+                grasp=grasp, motion=goal.motion, object_before=before,
+                object_after=tuple(float(v) for v in d.xpos[self._object_body]))]

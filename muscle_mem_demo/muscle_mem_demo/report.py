@@ -15,10 +15,12 @@
 """
 The demo's output: the story table, printed a row at a time, and the PNG.
 
-The figure has three panels: each run's wall time (coloured by how it was carried out, with
+The figure has four panels: each run's wall time (coloured by how it was carried out, with
 its speedup over run 1 and its placement error), a top view of the table with each run's
-cube start, place target and where the cube ended, and the arm's joint traces of the agent's
-first run against its replay, on a common time axis from the moment the task was sent.
+cube start, place target and where the cube ended, the arm's joint traces of the agent's
+first run against its replay, on a common time axis from the moment the task was sent, and
+the grasp point's distance from where the recorded approach ends, in a replay and in the
+run whose cube is knocked during the approach: the arm stops short when the cache cancels.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from muscle_mem_demo.kinematics import ARM_JOINTS
+from muscle_mem_demo.kinematics import ARM_JOINTS, forward
 from muscle_mem_demo.story import RunMode, RunOutcome
 
-__all__ = ['HEADER', 'describe_substitutions', 'format_row', 'rule', 'write_figure']
+__all__ = ['HEADER', 'describe_knock', 'describe_substitutions', 'format_row', 'rule',
+           'write_figure']
 
 _COLUMNS = (
     ('#', 2, '>'),
@@ -116,6 +119,27 @@ def describe_substitutions(outcome: RunOutcome) -> str:
     return '; '.join(clauses) or 'nothing changed'
 
 
+def describe_knock(outcome: RunOutcome) -> str:
+    """
+    Return what the cache did about a knock during a step, from the robot's report.
+
+    Example: ``step 0 canceled 0.23 s into the motion, 78 ms after the knock (robot's clock);
+    the arm stopped 16.9 cm short of the recorded approach (moved 1.2 cm after the knock)``.
+    """
+    knock = outcome.knock
+    if knock is None:
+        return 'the robot reported no knock'
+    moved = f'moved {knock.after_knock * 100:.1f} cm after the knock'
+    if knock.outcome != 'canceled':
+        return (f'the goal was not canceled ({knock.outcome}); the arm ended '
+                f'{knock.stopped_short * 100:.1f} cm from its target ({moved})')
+    into = ', '.join(f'step {step} canceled {at:.2f} s into the motion'
+                     for step, at in outcome.canceled) or 'the goal canceled'
+    return (f"{into}, {knock.reaction * 1000:.0f} ms after the knock (robot's clock); the arm "
+            f'stopped {knock.stopped_short * 100:.1f} cm short of the recorded approach '
+            f'({moved})')
+
+
 _MODE_COLOURS = {
     RunMode.MISS: '#d62728',
     RunMode.HANDOFF: '#ff7f0e',
@@ -132,8 +156,8 @@ def write_figure(outcomes: Sequence[RunOutcome], path: Path) -> Path:
     from matplotlib import pyplot as plt
     from matplotlib.patches import Patch
 
-    fig = plt.figure(figsize=(11, 12))
-    grid = fig.add_gridspec(2, 2, height_ratios=[1, 1.2], width_ratios=[1.6, 1])
+    fig = plt.figure(figsize=(11, 16))
+    grid = fig.add_gridspec(3, 2, height_ratios=[1, 1.2, 0.9], width_ratios=[1.6, 1])
     bars = fig.add_subplot(grid[0, 0])
     table = fig.add_subplot(grid[0, 1])
     traces = fig.add_subplot(grid[1, :])
@@ -174,6 +198,7 @@ def write_figure(outcomes: Sequence[RunOutcome], path: Path) -> Path:
     traces.set_title('the same motion: agent run (dashed, thinking between steps) vs replay')
     if agent is not None or replay is not None:
         traces.legend(fontsize=7, ncol=4, loc='upper center', bbox_to_anchor=(0.5, -0.13))
+    _stopping_short(fig.add_subplot(grid[2, :]), outcomes, replay)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -201,3 +226,43 @@ def _top_view(axes: Any, outcomes: Sequence[RunOutcome]) -> None:
     axes.set_ylabel('y, m')
     axes.set_title('top view: cube start (o), target (+), end (x)', fontsize=9)
     axes.grid(True, linewidth=0.3)
+
+
+def _stopping_short(axes: Any, outcomes: Sequence[RunOutcome],
+                    replay: RunOutcome | None) -> None:
+    """Draw the grasp point's distance from the recorded approach's end: replay vs knocked."""
+    knocked = next((o for o in outcomes if o.knock is not None and o.trace_times), None)
+    axes.set_title('watched replay: the cube knocked during the approach, the arm stops short',
+                   fontsize=9)
+    if knocked is None or knocked.knock is None:
+        axes.text(0.5, 0.5, 'no knocked run', ha='center', transform=axes.transAxes)
+        return
+    knock = knocked.knock
+    end, top = 0.0, 1.0
+    for outcome, style, who in ((replay, '-', 'replay'), (knocked, '-', 'knocked')):
+        if outcome is None:
+            continue
+        distance = [100.0 * _distance(forward(row), knock.target)
+                    for row in outcome.trace_positions]
+        axes.plot(outcome.trace_times, distance, style, linewidth=1.6,
+                  label=f'run {outcome.spec.number}: {outcome.spec.title} ({who})')
+        end = max(end, outcome.trace_times[-1] if outcome.trace_times else 0.0)
+        top = max(top, distance[0] * 1.3 if distance else 0.0)
+    axes.set_ylim(0.0, top)
+    marks = [('knock', knock.knocked_at, 'tab:red')]
+    if math.isfinite(knock.cancel_at):
+        marks.append(('cancel reaches the arm', knock.cancel_at, 'black'))
+    for what, at, colour in marks:
+        if math.isfinite(knock.sent_at):
+            axes.axvline(at - knock.sent_at, color=colour, linestyle=':', linewidth=1.2,
+                         label=f'{what} ({at - knock.sent_at:.2f} s)')
+    axes.axhline(100.0 * knock.stopped_short, color='grey', linewidth=0.6)
+    axes.set_xlim(0.0, min(end, (knock.knocked_at - knock.sent_at) + 3.0)
+                  if math.isfinite(knock.sent_at) else end)
+    axes.set_xlabel('seconds since the task was sent')
+    axes.set_ylabel('cm from the end of the recorded approach')
+    axes.legend(fontsize=7, loc='upper right')
+
+
+def _distance(point: Any, target: Sequence[float]) -> float:
+    return math.dist((point.x, point.y, point.z), target)

@@ -26,8 +26,12 @@ a ``multi_dof_trajectory`` is refused), the Cartesian move ``arm/move_to_pose``
 (muscle_mem_demo_interfaces/action/MoveToPose: the grasp point to a position, gripper down,
 through the arm's inverse kinematics), the gripper ``gripper/set`` (std_srvs/srv/SetBool,
 true closes), and for demos and tests ``~/move_object``
-(muscle_mem_demo_interfaces/srv/MoveObject) and ``~/reset`` (std_srvs/srv/Trigger). All
-names are relative, so namespaces and remapping apply.
+(muscle_mem_demo_interfaces/srv/MoveObject) and ``~/reset`` (std_srvs/srv/Trigger). A
+MoveObject with a delay knocks the cube during the next arm goal; when that goal ends the
+node publishes on ``~/knocks`` (muscle_mem_demo_interfaces/msg/Knock) when the knock and the
+goal's cancel happened (monotonic clock, comparable across processes of the machine) and
+where the grasp point was: the reaction time of whoever watches the world. All names are
+relative, so namespaces and remapping apply.
 
 Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
 ``object_pose_rate`` (Hz, 30.0), ``joint_noise`` (rad, standard deviation, 0.0),
@@ -36,18 +40,22 @@ Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import math
 import sys
 import threading
 import time
+from typing import TypeVar
 
-from geometry_msgs.msg import PoseStamped
+from action_msgs.msg import GoalStatus
+from geometry_msgs.msg import Point, PoseStamped
 from muscle_mem_demo import kinematics
 from muscle_mem_demo.motion import Motion, MotionOutcome
 from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_demo.physics import ArmSim
 from muscle_mem_demo.trajectory import JointPath
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
+from muscle_mem_demo_interfaces.msg import Knock
 from muscle_mem_demo_interfaces.srv import MoveObject
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -89,6 +97,8 @@ class SimRobotNode(Node):
         self._joint_pub = self.create_publisher(JointState, 'joint_states', 10)
         self._ee_pub = self.create_publisher(PoseStamped, 'ee_pose', 10)
         self._object_pub = self.create_publisher(PoseStamped, 'object_pose', 10)
+        self._knock_pub = self.create_publisher(Knock, '~/knocks', 10)
+        self._cancels: dict[bytes, tuple[float, tuple[float, ...]]] = {}
         self._publish_lock = threading.Lock()
         self._action = ActionServer(
             self,
@@ -96,7 +106,7 @@ class SimRobotNode(Node):
             'arm/follow_joint_trajectory',
             execute_callback=self._execute,
             goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            cancel_callback=self._on_cancel,
             callback_group=group,
         )
         self._move_action = ActionServer(
@@ -105,7 +115,7 @@ class SimRobotNode(Node):
             'arm/move_to_pose',
             execute_callback=self._execute_move,
             goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            cancel_callback=self._on_cancel,
             callback_group=group,
         )
         self.create_service(SetBool, 'gripper/set', self._on_gripper, callback_group=group)
@@ -227,8 +237,8 @@ class SimRobotNode(Node):
         while not motion.wait(_FEEDBACK_PERIOD):
             if self._stop.is_set() or goal_handle.is_cancel_requested or (
                     not goal_handle.is_active):
-                return self._end_early(goal_handle, motion, result,
-                                       FollowJointTrajectory.Result)
+                return self._reported(goal_handle, motion, _trajectory_end(names, path), (
+                    self._end_early(goal_handle, motion, result, FollowJointTrajectory.Result)))
             feedback.header.stamp = self.get_clock().now().to_msg()
             desired, actual = list(motion.desired), list(motion.actual)
             feedback.desired.positions = desired
@@ -248,7 +258,7 @@ class SimRobotNode(Node):
         else:
             result.error_code = FollowJointTrajectory.Result.INVALID_GOAL
             goal_handle.abort()
-        return result
+        return self._reported(goal_handle, motion, _trajectory_end(names, path), result)
 
     def _execute_move(self, goal_handle: ServerGoalHandle) -> MoveToPose.Result:
         target = goal_handle.request.target
@@ -277,7 +287,8 @@ class SimRobotNode(Node):
         while not motion.wait(_FEEDBACK_PERIOD):
             if self._stop.is_set() or goal_handle.is_cancel_requested or (
                     not goal_handle.is_active):
-                return self._end_early(goal_handle, motion, result, MoveToPose.Result)
+                return self._reported(goal_handle, motion, _point(target.pose.position), (
+                    self._end_early(goal_handle, motion, result, MoveToPose.Result)))
             point = kinematics.forward(motion.actual)
             feedback.current.header.stamp = self.get_clock().now().to_msg()
             position = feedback.current.pose.position
@@ -294,6 +305,32 @@ class SimRobotNode(Node):
                                  if motion.outcome is MotionOutcome.TOLERANCE_VIOLATED
                                  else MoveToPose.Result.INVALID_GOAL)
             goal_handle.abort()
+        return self._reported(goal_handle, motion, _point(target.pose.position), result)
+
+    def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
+        """Accept a cancel; note when it arrived and where the grasp point was."""
+        self._cancels[bytes(goal_handle.goal_id.uuid)] = (time.monotonic(),
+                                                          self._sim.grasp_point())
+        return CancelResponse.ACCEPT
+
+    def _reported(self, goal_handle: ServerGoalHandle, motion: Motion,
+                  target: tuple[float, ...], result: _R) -> _R:
+        """Publish the Knock of a goal that ended, if the cube was knocked during it."""
+        cancel = self._cancels.pop(bytes(goal_handle.goal_id.uuid), None)
+        knock = self._sim.knock_during(motion)
+        if knock is None:
+            return result
+        nan = (math.nan,) * 3
+        msg = Knock(knocked_at=knock.monotonic, ended_at=time.monotonic(),
+                    time_into_goal=knock.time_into_goal,
+                    cancel_at=cancel[0] if cancel else math.nan,
+                    outcome=_OUTCOMES.get(goal_handle.status, str(goal_handle.status)),
+                    goal_target=_msg_point(target), grasp_at_knock=_msg_point(knock.grasp),
+                    grasp_at_cancel=_msg_point(cancel[1] if cancel else nan),
+                    grasp_at_end=_msg_point(self._sim.grasp_point()),
+                    object_before=_msg_point(knock.object_before),
+                    object_after=_msg_point(knock.object_after))
+        self._knock_pub.publish(msg)
         return result
 
     def _end_early(self, goal_handle: ServerGoalHandle, motion: Motion, result: object,
@@ -339,15 +376,19 @@ class SimRobotNode(Node):
                 position=(p.x, p.y, p.z),
                 orientation=(q.w, q.x, q.y, q.z),
                 after_goals=int(request.after_goals),
+                delay=float(request.delay),
+                relative=bool(request.relative),
             )
         except ValueError as err:
             response.success = False
             response.message = str(err)
             return response
-        if request.after_goals == 0:
+        if request.after_goals == 0 and request.delay == 0.0:
             self._publish_object()
         response.success = True
         when = 'now' if request.after_goals == 0 else f'after {request.after_goals} goal(s)'
+        if request.delay > 0.0:
+            when = f'{request.delay:g} s into arm goal {request.after_goals + 1} from now'
         response.message = f'object moves to ({p.x:.3f}, {p.y:.3f}, {p.z:.3f}) {when}'
         return response
 
@@ -358,6 +399,28 @@ class SimRobotNode(Node):
         response.success = True
         response.message = 'arm at home, object at its start pose'
         return response
+
+
+_R = TypeVar('_R')
+
+_OUTCOMES = {GoalStatus.STATUS_SUCCEEDED: 'succeeded', GoalStatus.STATUS_CANCELED: 'canceled',
+             GoalStatus.STATUS_ABORTED: 'aborted'}
+
+
+def _point(position: object) -> tuple[float, ...]:
+    return (position.x, position.y, position.z)  # type: ignore[attr-defined]
+
+
+def _msg_point(xyz: Sequence[float]) -> Point:
+    return Point(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
+
+
+def _trajectory_end(names: Sequence[str], path: JointPath) -> tuple[float, ...]:
+    """Return the grasp point at a trajectory's last waypoint (NaN unless all arm joints)."""
+    if tuple(names) != kinematics.ARM_JOINTS:
+        return (math.nan,) * 3
+    point = kinematics.forward(path.final)
+    return (point.x, point.y, point.z)
 
 
 def _seconds(duration: object) -> float:

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-The demo's scripted story: eight runs of the pick-and-place, what each expects, the verdict.
+The demo's scripted story: nine runs of the pick-and-place, what each expects, the verdict.
 
 ROS-free: :mod:`muscle_mem_demo.driver` performs a :class:`RunSpec` over ROS and returns a
 :class:`RunOutcome`; :func:`judge` decides whether it held. The simulation is the judge of
@@ -21,7 +21,8 @@ the result: a run whose cube did not end on its own place target failed, whateve
 reported. Every run gives the place target as the task parameter ``place``; runs 6 and 7
 show the cache's bindings (the cube moved beyond the literal tolerance, another target) and
 must place within :data:`BOUND_PLACE_TOLERANCE`; run 8 moves the cube beyond the bindings'
-range and must go to the agent.
+range and must go to the agent; run 9 knocks the cube during the replay's first motion, which
+the cache must cancel mid-motion (no other run may be canceled so).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ __all__ = [
     'BOUND_PLACE_TOLERANCE',
     'BUMP_POSITION',
     'FAR_POSITION',
+    'KNOCK_DELAY',
+    'KNOCK_POSITION',
+    'MIN_STOPPED_SHORT',
     'MOVED_PLACE_TARGET',
     'NUDGE_POSITION',
     'PLACE_TOLERANCE',
@@ -44,6 +48,7 @@ __all__ = [
     'SHIFT_POSITION',
     'STORY',
     'Expectation',
+    'KnockReport',
     'RunMode',
     'RunOutcome',
     'RunSpec',
@@ -84,6 +89,18 @@ grasp point's x at home (0.284): the cache then cannot tell that the move home s
 x anew, keeps the place step's x shift, and the post-check of the move home fails."""
 
 
+KNOCK_POSITION: tuple[float, float, float] = (OBJECT_START[0] + 0.05, OBJECT_START[1] - 0.05,
+                                              OBJECT_START[2])
+"""Run 9's cube: knocked 7.1 cm from its start during the approach (step 0) of a replay."""
+
+KNOCK_DELAY = 0.15
+"""Simulated seconds into the approach (0.8 s) at which run 9's cube is knocked: early, so
+the arm is far from the cube when the cache cancels the motion, even at rtf 4."""
+
+MIN_STOPPED_SHORT = 0.03
+"""Run 9: the arm must stop at least this far from where the recorded approach ends, m."""
+
+
 class RunMode(enum.Enum):
     """How a run was carried out, read from the cache's ExecuteTask result."""
 
@@ -92,7 +109,8 @@ class RunMode(enum.Enum):
     REPLAY = 'replay'
     """Every step came from the cache; the agent was not called."""
     HANDOFF = 'replay -> agent'
-    """The cache replayed a prefix, a check failed, the agent finished the task."""
+    """The cache replayed a prefix (or canceled a step mid-motion), a check failed, the
+    agent finished the task."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +130,48 @@ class Expectation:
     from, each at least once, as its ExecuteTask result reports."""
     place_tolerance: float = PLACE_TOLERANCE
     """Largest horizontal distance of the cube from the run's target afterwards, metres."""
+    canceled_step: int | None = None
+    """The step the cache must cancel mid-motion (a check during it failed); None: no step
+    may be canceled so."""
+
+
+@dataclass(frozen=True)
+class KnockReport:
+    """
+    The robot's account of a knock during a goal (its Knock message), ROS-free.
+
+    Times are monotonic seconds of the machine; points are grasp points (x, y, z), metres.
+    """
+
+    knocked_at: float
+    cancel_at: float
+    """NaN when the goal was not canceled."""
+    outcome: str
+    """How the goal ended: succeeded, canceled, aborted."""
+    time_into_goal: float
+    """Simulated seconds from the goal's start to the knock."""
+    target: tuple[float, float, float]
+    """Where the goal sends the grasp point: where the recorded approach ends."""
+    at_knock: tuple[float, float, float]
+    at_cancel: tuple[float, float, float]
+    at_end: tuple[float, float, float]
+    sent_at: float = math.nan
+    """When the run's task was sent (monotonic), to place the knock on the run's time axis."""
+
+    @property
+    def reaction(self) -> float:
+        """Seconds from the knock to the cancel reaching the robot (NaN: not canceled)."""
+        return self.cancel_at - self.knocked_at
+
+    @property
+    def stopped_short(self) -> float:
+        """Distance from where the arm stopped to where the goal would have taken it, m."""
+        return math.dist(self.at_end, self.target)
+
+    @property
+    def after_knock(self) -> float:
+        """Distance the grasp point travelled (straight line) from the knock to its stop, m."""
+        return math.dist(self.at_end, self.at_knock)
 
 
 @dataclass(frozen=True)
@@ -128,6 +188,9 @@ class RunSpec:
     """Move the cube here before the run (after the reset)."""
     bump: tuple[float, float, float] | None = None
     """Knock the cube here when the run's first arm goal ends (MoveObject after_goals=1)."""
+    knock: tuple[float, float, float] | None = None
+    """Knock the cube here :data:`KNOCK_DELAY` s into the run's first arm goal (MoveObject
+    delay), while the arm moves."""
     place: tuple[float, float] = PLACE_TARGET
     """The place target, sent as the task parameter ``place``."""
 
@@ -159,8 +222,11 @@ STORY: tuple[RunSpec, ...] = (
                                place_tolerance=BOUND_PLACE_TOLERANCE)),
     RunSpec(number=8, title='cube moved 16 cm: beyond max_shift', nudge=FAR_POSITION,
             expect=Expectation(mode=RunMode.MISS, replayed=0, by_agent=8, agent_calls=(0,))),
+    RunSpec(number=9, title='cube knocked 7 cm during step 0', knock=KNOCK_POSITION,
+            expect=Expectation(mode=RunMode.HANDOFF, replayed=0, by_agent=8, agent_calls=(0,),
+                               canceled_step=0)),
 )
-"""The eight runs the demo performs, in order, each from a reset world."""
+"""The nine runs the demo performs, in order, each from a reset world."""
 
 
 @dataclass
@@ -194,10 +260,17 @@ class RunOutcome:
     keys step, tool, field, source, recorded, value."""
     check_failure: str = ''
     """The cache's first failed check of the run, if any (from its events)."""
+    canceled: tuple[tuple[int, float], ...] = ()
+    """(step, seconds into the step) of every check that failed during a step (the cache
+    canceled the step mid-motion), from its CHECK_FAILED events."""
+    knock: KnockReport | None = None
+    """The robot's account of the run's knock, if the run had one and it was reported."""
     trace_times: list[float] = field(default_factory=list)
     """Seconds since the goal was sent, one per joint_states message."""
     trace_positions: list[tuple[float, ...]] = field(default_factory=list)
     """Arm joint positions, one row per joint_states message."""
+    trace_origin: float = math.nan
+    """ROS time (seconds) the trace times count from: when the task was sent."""
     failures: tuple[str, ...] = ()
     """Why the run does not hold (filled in by :func:`judge`); empty when it holds."""
 
@@ -208,7 +281,7 @@ class RunOutcome:
             return None
         if self.cache_hit or self.by_agent == 0:
             return RunMode.REPLAY
-        return RunMode.HANDOFF if self.replayed > 0 else RunMode.MISS
+        return RunMode.HANDOFF if self.replayed > 0 or self.canceled else RunMode.MISS
 
     @property
     def placement_error(self) -> float:
@@ -263,6 +336,7 @@ def judge(outcome: RunOutcome) -> RunOutcome:
         if not any(source.startswith(prefix) for source in sources):
             failures.append(f'nothing substituted from {prefix} (substituted from: '
                             f'{", ".join(sources) or "nothing"})')
+    failures += _judge_cancel(outcome)
     if not outcome.placed:
         where = f'unknown: {outcome.unobserved}' if outcome.final_object is None else (
             f'{outcome.placement_error * 1000:.1f} mm from the target '
@@ -272,3 +346,22 @@ def judge(outcome: RunOutcome) -> RunOutcome:
         failures.append(f'object not placed ({where})')
     outcome.failures = tuple(failures)
     return outcome
+
+
+def _judge_cancel(outcome: RunOutcome) -> list[str]:
+    """Return why the run's mid-motion cancels (and its knock) do not hold, if they do not."""
+    expect = outcome.spec.expect.canceled_step
+    steps = [step for step, _ in outcome.canceled]
+    if expect is None:
+        return [f'step {steps[0]} canceled mid-motion, no step expected canceled'] if steps else []
+    failures = []
+    if steps != [expect]:
+        failures.append(f'steps canceled mid-motion {steps}, expected [{expect}]')
+    knock = outcome.knock
+    if outcome.spec.knock is not None and (knock is None or knock.outcome != 'canceled'):
+        failures.append('the knocked goal was not canceled (robot: '
+                        f'{knock.outcome if knock else "no knock reported"})')
+    elif knock is not None and not knock.stopped_short >= MIN_STOPPED_SHORT:
+        failures.append(f'the arm stopped {knock.stopped_short * 100:.1f} cm from the end of '
+                        f'the recorded motion, expected >= {MIN_STOPPED_SHORT * 100:.0f} cm')
+    return failures

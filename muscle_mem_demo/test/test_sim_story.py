@@ -13,12 +13,15 @@
 # limitations under the License.
 
 """
-The whole demo story end to end (sim robot + behavior cache + agent), in fast mode.
+The whole demo story end to end (sim robot + behavior cache + agent), with a short think time.
 
-Runs ``python -m muscle_mem_demo.demo`` as the README does, with a short think time and a
-real-time factor above 1, then checks each run's mode, the agent's calls and where the
-simulation says the object ended, from the JSON summary the demo writes. The judging logic
-itself is checked ROS-free below.
+Runs ``python -m muscle_mem_demo.demo`` as the README does, with a short think time at the
+demo's real-time factor 1 (the cache watches replayed motions against their recorded timing;
+at rtf 4 a motion takes 0.2 s, the arm's feedback comes at 20 Hz, and the story is not
+the one the README shows), then checks each run's mode, the agent's calls and where the
+simulation says the object ended, from the JSON summary the demo writes: no run but the 9th
+is canceled mid-motion, and the 9th (the cube knocked during the approach) is, with the arm
+stopped short. The judging logic itself is checked ROS-free below.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from muscle_mem_demo.story import (
     BOUND_PLACE_TOLERANCE,
     FAR_POSITION,
     judge,
+    KnockReport,
+    MIN_STOPPED_SHORT,
     MOVED_PLACE_TARGET,
     PLACE_TARGET,
     RunMode,
@@ -54,13 +59,14 @@ EXPECTED = [
     ('replay', 8, 0, []),
     ('replay', 8, 0, []),
     ('miss -> agent', 0, 8, [0]),
+    ('replay -> agent', 0, 8, [0]),
 ]
 
 
 def run_demo(out, *extra: str):
     proc = subprocess.run(
         [sys.executable, '-m', 'muscle_mem_demo.demo', '--think-time', '0.05',
-         '--rtf', '4', '--output-dir', str(out), *extra],
+         '--rtf', '1', '--output-dir', str(out), *extra],
         capture_output=True, text=True, timeout=300)
     summary_path = out / 'sim_demo.json'
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
@@ -89,7 +95,7 @@ def test_the_story_holds_and_the_demo_exits_0(story):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert HEADER in proc.stdout
     assert 'the story held' in proc.stdout
-    assert summary is not None and len(summary) == 8
+    assert summary is not None and len(summary) == 9
 
 
 def test_each_run_has_the_expected_mode_and_agent_calls(story):
@@ -163,6 +169,20 @@ def test_the_bump_is_noticed_right_after_step_0(story):
     assert 'object' in summary[3]['check_failure']
 
 
+def test_only_the_knocked_run_is_canceled_mid_motion(story):
+    proc, summary, out = story
+    assert summary is not None
+    assert [r['run'] for r in summary if r['canceled']] == [9], cache_log_tail(out)
+    run = summary[8]
+    assert [step for step, _ in run['canceled']] == [0]
+    assert 'during step 0' in run['check_failure'] and 'object' in run['check_failure']
+    knock = run['knock']
+    assert knock['outcome'] == 'canceled'
+    assert 0.0 < knock['reaction'] < 1.0
+    assert knock['stopped_short'] >= MIN_STOPPED_SHORT
+    assert 'ms after the knock' in proc.stdout and 'short of the recorded approach' in proc.stdout
+
+
 def test_the_figure_is_a_png(story):
     _, _, out = story
     png = out / 'sim_demo.png'
@@ -180,8 +200,10 @@ def test_the_story_again_on_a_store_that_knows_it_does_not_hold(story, store, tm
     assert summary[0]['mode'] == 'replay' and not summary[0]['held']
     assert summary[0]['agent_calls'] == []
     # everything else replays from the store (run 8's spot too: it was learned) and still
-    # places the object on each run's own target
-    assert all(run['mode'] == 'replay' for run in summary), proc.stdout + cache_log_tail(tmp_path)
+    # places the object on each run's own target; the knock still cancels run 9's approach
+    assert all(run['mode'] == 'replay' for run in summary[:8]), (
+        proc.stdout + cache_log_tail(tmp_path))
+    assert summary[8]['mode'] == 'replay -> agent' and summary[8]['agent_calls'] == [0]
     assert all(math.hypot(r['final_object'][0] - r['place_target'][0],
                           r['final_object'][1] - r['place_target'][1]) < 0.03 for r in summary)
 
@@ -189,8 +211,15 @@ def test_the_story_again_on_a_store_that_knows_it_does_not_hold(story, store, tm
 # -- judging, ROS-free ---------------------------------------------------------------------
 
 
+KNOCKED = KnockReport(knocked_at=10.0, cancel_at=10.07, outcome='canceled', time_into_goal=0.15,
+                      target=(0.4, 0.2, 0.15), at_knock=(0.3, 0.1, 0.3),
+                      at_cancel=(0.31, 0.11, 0.29), at_end=(0.32, 0.12, 0.28))
+
+
 def outcome_like_expected(spec, **changes) -> RunOutcome:
     e = spec.expect
+    if e.canceled_step is not None:
+        changes = dict({'canceled': ((e.canceled_step, 0.2),), 'knock': KNOCKED}, **changes)
     outcome = RunOutcome(spec=spec, success=True, cache_hit=e.mode is RunMode.REPLAY,
                          replayed=e.replayed, by_agent=e.by_agent,
                          agent_calls=e.agent_calls, wall_time=3.0,
@@ -304,3 +333,24 @@ def test_a_substitution_message_becomes_a_plain_record():
     assert substitution_record(msg) == {
         'step': 3, 'tool': 'arm_pose', 'field': 'target.pose.position.y',
         'source': 'sensor:object[1]', 'origin': 'declared', 'recorded': 0.2, 'value': 0.24}
+
+
+def test_a_knocked_run_must_be_canceled_at_its_step_and_stop_short():
+    run9 = STORY[8]
+    assert run9.knock is not None and run9.expect.canceled_step == 0
+    assert outcome_like_expected(run9).held
+    missed = outcome_like_expected(run9, canceled=(), knock=KnockReport(
+        **dict(vars(KNOCKED), outcome='succeeded', cancel_at=math.nan)))
+    assert not missed.held
+    assert 'steps canceled mid-motion [], expected [0]' in missed.failures
+    assert any('was not canceled (robot: succeeded)' in f for f in missed.failures)
+    late = outcome_like_expected(run9, knock=KnockReport(
+        **dict(vars(KNOCKED), at_end=(0.4, 0.2, 0.16))))
+    assert not late.held
+    assert any('stopped 1.0 cm from the end' in f for f in late.failures), late.failures
+
+
+def test_any_other_run_canceled_mid_motion_fails():
+    outcome = outcome_like_expected(STORY[1], canceled=((4, 0.08),))
+    assert not outcome.held
+    assert 'step 4 canceled mid-motion, no step expected canceled' in outcome.failures

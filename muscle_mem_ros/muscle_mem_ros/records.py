@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+import math
 from typing import Any
 
 from .resume import FailureKind
@@ -35,11 +36,13 @@ __all__ = [
     'CompareMode',
     'Node',
     'SensorSpec',
+    'Series',
     'Snapshot',
     'Step',
     'StepStatus',
     'TaskStats',
     'ToolKind',
+    'Trace',
     'TrajectoryInfo',
 ]
 
@@ -128,6 +131,42 @@ class Snapshot:
 
 
 @dataclass(frozen=True, eq=False)
+class Series:
+    """
+    One vector sampled while a step ran.
+
+    :ivar times: Seconds since the goal was accepted (ascending); a sample taken between
+        sending the goal and its acceptance has a small negative time.
+    :ivar values: One vector per time, all of the same length.
+    """
+
+    times: tuple[float, ...]
+    values: tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """
+    What the watched sensors, and the action's feedback, did while a step ran.
+
+    A replay of the step is judged against it while it runs (:mod:`.checks.tube`): the
+    world must stay within the checks' tolerance of what was recorded around the same
+    time into the step.
+
+    :ivar rate: Hz the sensors were sampled at (a sensor's series is thinned to it).
+    :ivar sensors: Sensor name -> its series (the feature vector of the sensor).
+    :ivar feedback: The action's numeric feedback leaves as one series, or None (a
+        service, no feedback, or more leaves than are watched).
+    :ivar feedback_leaves: The leaf paths of ``feedback``'s elements, in order.
+    """
+
+    rate: float
+    sensors: dict[str, Series] = field(default_factory=dict)
+    feedback: Series | None = None
+    feedback_leaves: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
 class Step:
     """
     One call of one tool, as recorded.
@@ -148,6 +187,8 @@ class Step:
     :ivar post: Snapshot taken just after the call, or None if unchecked.
     :ivar status: How the call ended.
     :ivar duration: Seconds the call took.
+    :ivar trace: What the watched sensors and the feedback did during the call (an
+        action recorded with sensors to watch), or None.
     """
 
     tool: str
@@ -159,6 +200,7 @@ class Step:
     post: Snapshot | None = None
     status: StepStatus = StepStatus.SUCCEEDED
     duration: float = 0.0
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -295,6 +337,12 @@ class CheckFailure:
         STALE, MISSING (also: not comparable) or UNCHECKED (no pre-check recorded).
     :ivar source: When a binding refused the candidate: its source (``sensor:object[0]``,
         ``param:place[1]``), whose shift or absence the reason describes; '' for a check.
+    :ivar element: A check during a step: the element of ``sensor`` that left the tube
+        (-1 otherwise). ``sensor`` is then a sensor name, or ``feedback:<leaf>``.
+    :ivar value: Its value then (nan otherwise).
+    :ivar expected: The nearest value the tube allowed then (nan otherwise).
+    :ivar at: Seconds into the step (since the goal was accepted) it left the tube (nan
+        otherwise).
     """
 
     sensor: str
@@ -304,6 +352,10 @@ class CheckFailure:
     reason: str
     kind: FailureKind = FailureKind.MISSING
     source: str = ''
+    element: int = -1
+    value: float = math.nan
+    expected: float = math.nan
+    at: float = math.nan
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,9 @@ class FailureKind(Enum):
     """Learned steps exist but none passed its pre-check."""
     POST_CHECK = 'post_check'
     """A replayed step's post-check failed and no learned child of that step passed."""
+    DURING_CHECK = 'during_check'
+    """While a replayed action goal ran, the world left what its recording explains
+    (the goal was canceled; the agent redoes that step)."""
     OUT_OF_TOLERANCE = 'out_of_tolerance'
     """A sensor reading deviates from the recorded one by more than its tolerance."""
     STALE = 'stale'

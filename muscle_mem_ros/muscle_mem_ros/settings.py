@@ -40,7 +40,7 @@ from .errors import ConfigError
 from .records import CompareMode
 
 __all__ = ['BindingOptions', 'FlatSettings', 'Kind', 'read_bind', 'read_binding',
-           'read_binding_options', 'read_mode', 'read_tolerance', 'SettingsReader']
+           'read_binding_options', 'read_mode', 'read_tolerance', 'read_watch', 'SettingsReader']
 
 
 class Kind(enum.Enum):
@@ -282,6 +282,21 @@ def read_bind(reader: SettingsReader, prefix: str) -> str | None:
     if value not in ('', 'auto', 'never'):
         raise ConfigError(f'{name}: {value!r} is not auto|never (or empty: by size)')
     return value or None
+
+
+def read_watch(reader: SettingsReader, prefix: str) -> bool:
+    """
+    Read a sensor's ``<prefix>.watch``: ``auto`` (the default) or ``never``.
+
+    :return: True for ``auto``: traced and watched during action steps when its vector has
+        at most :data:`~muscle_mem_ros.checks.tube.MAX_WATCHED` elements.
+    :raises ConfigError: any other value, naming the setting.
+    """
+    name = f'{prefix}.watch'
+    value = reader.string(name, 'auto').strip().lower()
+    if value not in ('auto', 'never'):
+        raise ConfigError(f'{name}: {value!r} is not auto|never')
+    return value == 'auto'
 
 
 def read_mode(reader: SettingsReader, prefix: str) -> CompareMode:

@@ -165,6 +165,11 @@ def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
     ({'replay_requires': 'shadow:zero'}, 'replay_requires', 'shadow:N'),
     ({'replay_requires': 'trust me'}, 'replay_requires', 'approval'),
     ({'actions.fib.agreement': -0.1}, 'actions.fib.agreement', '>= 0'),
+    ({'watch': 'often'}, 'watch', 'true or false'),
+    ({'watch_rate': 0.0}, 'watch_rate', '> 0'),
+    ({'watch_rate': 5000.0}, 'watch_rate', '1000'),
+    ({'watch_tolerance_scale': 0.0}, 'watch_tolerance_scale', '> 0'),
+    ({'sensors.joints.watch': 'always'}, 'sensors.joints.watch', 'auto|never'),
 ])
 def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     names = Names.unique()
@@ -383,6 +388,19 @@ def test_a_sensor_says_whether_inference_may_bind_to_it(tmp_path):
     config = load_values(tmp_path, params(names, store=tmp_path / 'c.db',
                                           **{'sensors.joints.bind': 'never'}))
     assert {s.name: s.spec.bind for s in config.sensors} == {'joints': 'never', 'object': None}
+
+
+def test_what_is_watched_follows_the_switches(tmp_path):
+    names = Names.unique()
+    config = load_values(tmp_path, params(names, store=tmp_path / 'c.db'))
+    assert config.watch and config.watched == {'joints', 'object'}
+    assert (config.watch_rate, config.watch_tolerance_scale) == (40.0, 1.0)
+    config = load_values(tmp_path, params(names, store=tmp_path / 'c.db', **{
+        'sensors.joints.watch': 'never', 'watch_rate': 25.0, 'watch_tolerance_scale': 2.0}))
+    assert config.watched == {'object'}
+    assert (config.watch_rate, config.watch_tolerance_scale) == (25.0, 2.0)
+    config = load_values(tmp_path, params(names, store=tmp_path / 'c.db', watch=False))
+    assert config.watched == frozenset()
 
 
 def test_a_number_described_above_0_has_a_range_that_refuses_0():

@@ -28,6 +28,7 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.srv import ListTasks, Replay, StartRecording, StopRecording
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.store import SqliteStore
 from node_helpers import (
     Harness, Names, OBJECT_HOME, params, plan, run_cache_to_exit, wait_until,
 )
@@ -153,6 +154,14 @@ def test_learns_from_events_then_replays_without_the_agent(world, side):
     assert [s.kind for s in steps] == ['action', 'service', 'action', 'action']
     assert '"order":5' in steps[3].goal_json
     assert all(sorted(s.pre_sensors) == ['joints', 'object'] for s in steps)
+    # An action step seen in the events is traced as a proxied one (sensors, no feedback:
+    # the events carry none), from its pre to its post snapshot.
+    with SqliteStore(path=h.tmp / 'cache.db', read_only=True) as store:
+        traced = [n.step for n in store.path(run.result.trajectory_id)]
+    assert [s.trace is not None for s in traced] == [True, False, True, True]
+    first = traced[0]
+    assert set(first.trace.sensors) == {'joints', 'object'} and first.trace.feedback is None
+    assert first.trace.sensors['joints'].values[-1] == first.post.features['joints']
     recorded_arm = h.robot.arm_goals[arm:]
     recorded_grip = h.robot.gripper_requests[grip:]
     recorded_fib = h.robot.fib_goals[fib:]

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 import logging
 import multiprocessing
 import time
@@ -144,7 +145,7 @@ def test_a_version_3_database_keeps_its_approvals_covering_what_existed_then(url
     with psycopg.connect(url, autocommit=True) as conn:
         versions = conn.execute(f'SELECT version FROM {ns}.schema_version ORDER BY version')
         assert [v[0] for v in versions.fetchall()] == [*range(1, pgschema.SCHEMA_VERSION + 1)]
-    assert pgschema.SCHEMA_VERSION == 4
+    assert pgschema.SCHEMA_VERSION == 5
 
 
 def test_foreign_tables_in_the_namespace_are_refused(url):
@@ -367,3 +368,63 @@ def test_a_read_only_open_writes_nothing_and_the_cli_reads_through_it(url, capsy
         assert [s.hits for s in again.tasks() if s.name == 'pick'] == [0]
     assert main(['tasks', url, '--json']) == 0
     assert '"pick"' in capsys.readouterr().out
+
+
+def traced(shift: float = 0.0):
+    """Return a trace of two sensors of different widths and feedback, a sample before t=0."""
+    from muscle_mem_ros.records import Series, Trace
+    times = (-0.01, 0.015, 0.04)
+    return Trace(rate=40.0, sensors={'arm': Series(times, ((shift, 1.0, 2.0), (0.1, 1.1, 2.0),
+                                                           (0.2, 1.2, 1.9))),
+                                     'grip': Series(times[1:], ((0.0, 1.0), (0.5, 1.0)))},
+                 feedback=Series(times[1:], ((3.0,), (4.0,))), feedback_leaves=('partial.x',))
+
+
+def numbers(trace):
+    """Return the trace's numbers, comparable with ==, or None."""
+    if trace is None:
+        return None
+    series = [*trace.sensors.items(), ('feedback', trace.feedback)]
+    return (trace.rate, trace.feedback_leaves,
+            [(k, s.times, s.values) for k, s in series if s is not None])
+
+
+def test_a_step_trace_is_shared_by_the_fleet_and_kept_across_a_restart(url):
+    a = PostgresStore(url=url, robot_id='A')
+    b = PostgresStore(url=url, robot_id='B')
+    try:
+        assert b.wait_listening(WAIT)
+        first = record(a, [replace(step('a'), trace=traced()), step('b')])
+        assert [numbers(n.step.trace) for n in b.path(first.id)] == [numbers(traced()), None]
+        record(a, [replace(step('x'), trace=traced(5.0))])  # b's cache: NOTIFY
+        wait_for(lambda: tools(b) == ['a', 'x'], "B's cached root children gain A's new step")
+        assert numbers(b.children(task='t', variant='', parent=None)[1].step.trace) == \
+            numbers(traced(5.0))
+        rec = a.begin(task='t', variant='', params_json='{}')
+        rec.append(replace(step('c'), trace=traced(7.0)))
+        assert [numbers(s.trace) for s in b.recording_steps(rec.id)] == [numbers(traced(7.0))]
+    finally:
+        a.close()
+        b.close()
+    with PostgresStore(url=url) as again:
+        assert [numbers(n.step.trace) for n in again.path(first.id)] == \
+            [numbers(traced()), None]
+
+
+def test_a_version_4_database_gains_the_trace_column_and_keeps_its_steps(url):
+    with PostgresStore(url=url) as store:
+        old = record(store, [step('a')])
+    import psycopg
+    ns = pgschema.NAMESPACE
+    with psycopg.connect(url, autocommit=True) as conn:  # as schema 4 left it
+        conn.execute(f'ALTER TABLE {ns}.nodes DROP COLUMN trace')
+        conn.execute(f'ALTER TABLE {ns}.recording_steps DROP COLUMN trace')
+        conn.execute(f'DELETE FROM {ns}.schema_version WHERE version > 4')
+    with PostgresStore(url=url) as store:
+        assert [n.step.trace for n in store.path(old.id)] == [None]
+        new = record(store, [replace(step('b'), trace=traced())])
+    with PostgresStore(url=url) as store:
+        assert numbers(store.path(new.id)[0].step.trace) == numbers(traced())
+    with psycopg.connect(url, autocommit=True) as conn:
+        versions = conn.execute(f'SELECT version FROM {ns}.schema_version ORDER BY version')
+        assert [v[0] for v in versions.fetchall()] == [1, 2, 3, 4, 5]

@@ -52,7 +52,7 @@ from ..resume import FailureKind
 
 __all__ = [
     'advance', 'binding_failure', 'BindingJudge', 'Bound', 'changes', 'checked', 'Compared',
-    'Observation', 'PlanSource', 'resolve',
+    'During', 'Observation', 'PlanSource', 'resolve',
     'SENSORS', 'SensorSenses', 'Senses', 'Shift',
 ]
 
@@ -217,6 +217,12 @@ class Shift:
     def __bool__(self) -> bool:
         return any(self._scopes.values())
 
+    def copy(self) -> Shift:
+        """Return an independent copy, to look ahead without moving this shift."""
+        other = Shift()
+        other._scopes = {scope: dict(moved) for scope, moved in self._scopes.items()}
+        return other
+
     def expected(self, recorded: Snapshot | None, replaced: Mapping[str, float] | None = None,
                  *, senses: Senses | SensorSenses | None = None,
                  scope: Hashable | None = SENSORS) -> Snapshot | None:
@@ -269,6 +275,25 @@ class Bound:
     source: str = ''
     excess: float = 0.0
     limit: float = 0.0
+
+
+@dataclass(frozen=True)
+class During:
+    """
+    What a step's recording is expected to look like while it runs under a walk's shift.
+
+    :ivar pre: The recorded pre snapshot moved as the pre-check expected it.
+    :ivar post: The recorded post snapshot moved as the post-check will expect it.
+    :ivar unpredictable: Element keys whose path under the shift cannot be predicted: on a
+        retargeted step, the elements of sensors the step moved at recording that follow
+        none of its fields (the joints of a Cartesian move sent elsewhere).
+    :ivar retargeted: The step is sent with a changed field (a binding, an edit).
+    """
+
+    pre: Snapshot | None
+    post: Snapshot | None
+    unpredictable: frozenset[str] = frozenset()
+    retargeted: bool = False
 
 
 def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
@@ -510,6 +535,25 @@ class BindingJudge:
         """Return ``node``'s recorded post snapshot moved by the shift."""
         return self.shift.expected(node.step.post, senses=self._senses,
                                    scope=self._senses.scope(node, True))
+
+    def during(self, node: Node) -> During:
+        """Return what ``node``'s recording is expected to look like while it runs (it passed)."""
+        bound = self._bound.get(node.id)
+        plan = self._plans.get(node.id)
+        senses = self._senses
+        pre = self.shift.expected(node.step.pre, bound.sources if bound else None,
+                                  senses=senses, scope=senses.scope(node, False))
+        after = self.shift.copy()
+        if bound is not None or after:
+            advance(after, node, plan=plan, bound=bound, senses=senses)
+        post = after.expected(node.step.post, senses=senses, scope=senses.scope(node, True))
+        retargeted = bound is not None and (bool(bound.values) or any(bound.shifts.values()))
+        if not retargeted:
+            return During(pre, post)
+        followed = {key for key, _ in (plan.follows if plan is not None else ())}
+        settled = senses.settled(node, senses.elements(node.step.pre),
+                                 senses.elements(node.step.post))
+        return During(pre, post, frozenset(k for k in settled if k not in followed), True)
 
     def ran(self, node: Node) -> None:
         """Move the shift by what ``node`` did (it succeeded)."""

@@ -16,20 +16,31 @@
 A behavior tree document as BehaviorTree.CPP v4 XML (the format Nav2 and Groot2 read).
 
 The same shape as :mod:`.tree` with BT.CPP's control nodes (``Fallback`` for a
-selector, ``Sequence``) and four leaf types, declared with their ports in the
-``TreeNodesModel`` so Groot2 shows them and a host program can register them:
+selector, ``Sequence``, ``Parallel``) and five leaf types, declared with their ports in
+the ``TreeNodesModel`` so Groot2 shows them and a host program can register them:
 
 * ``MuscleMemPreCheck`` (condition): ``step``, ``expected`` (the recorded pre snapshot,
   ``name=v1;v2;...`` per sensor, ``|`` between sensors), ``tolerance`` (per sensor);
 * ``MuscleMemCall`` (action): ``step``, ``tool``, ``kind``, ``type``, ``goal`` (the
   goal as JSON), ``bindings`` (``field<-source+offset`` separated by ``;``);
 * ``MuscleMemPostCheck`` (condition): ``step``, ``expected``, ``tolerance``;
-* ``MuscleMemAskAgent`` (action): ``task``, ``params`` (JSON).
+* ``MuscleMemAskAgent`` (action): ``task``, ``params`` (JSON);
+* ``MuscleMemWatch`` (action): ``step``, ``sensors`` (the traced sensors, ``;`` between
+  them), ``tolerance``, ``trace`` (the recorded trace as JSON, the mapping of
+  :mod:`.traces`). RUNNING while the world stays in the recording's tube, FAILURE the
+  moment it left it.
 
-A leaf's goal and bindings are data for the host's implementation of these four
+An action step recorded with a trace runs its call watched, as in :mod:`.tree`:
+``<Parallel success_count="1" failure_count="1">`` over its ``MuscleMemCall`` and its
+``MuscleMemWatch`` (BT.CPP v4's ports: the call's success ends it, and halts the watch;
+the watch's failure fails it, and halts the call, whose halt must cancel the goal).
+
+A leaf's goal and bindings are data for the host's implementation of these five
 types: the tree says what to send and check, the host how (over its own ROS node).
 The expected snapshots are those of the document as edited
-(:func:`~.document.as_run`): an edited goal's consequences are in them.
+(:func:`~.document.as_run`): an edited goal's consequences are in them. A watch's trace
+is what an import keeps of it (:func:`~.traces.imported_trace`: the sensors an edit
+moves are left out), so the host judges it as recorded, with no shift to apply.
 """
 
 from __future__ import annotations
@@ -39,7 +50,8 @@ from typing import Any
 from xml.etree import ElementTree
 
 from .document import as_run, AsRun, BtDocument, BtStep
-from ..records import Snapshot
+from .traces import imported_trace, trace_data
+from ..records import Snapshot, ToolKind
 
 __all__ = ['LEAVES', 'to_xml']
 
@@ -48,6 +60,7 @@ LEAVES: dict[str, tuple[str, tuple[str, ...]]] = {
     'MuscleMemCall': ('Action', ('step', 'tool', 'kind', 'type', 'goal', 'bindings')),
     'MuscleMemPostCheck': ('Condition', ('step', 'expected', 'tolerance')),
     'MuscleMemAskAgent': ('Action', ('task', 'params')),
+    'MuscleMemWatch': ('Action', ('step', 'sensors', 'tolerance', 'trace')),
 }
 """Leaf ID -> (BT.CPP node category, input ports)."""
 
@@ -123,6 +136,16 @@ def _call_and_post(step: BtStep, tolerance: str,
         kind=step.kind.value, type=step.type_name,
         goal=json.dumps(step.goal, separators=(',', ':')),
         bindings=';'.join(f'{b.field}<-{b.source}{b.offset:+g}' for b in step.bindings))
+    trace = imported_trace(step, runs[step.id]) if step.kind is ToolKind.ACTION else None
+    if trace is not None:  # the call watched: in parallel with its watch (see the docstring)
+        watch = ElementTree.Element(
+            'MuscleMemWatch', name=f'watch {step.id}', step=str(step.id),
+            sensors=';'.join(trace.sensors), tolerance=tolerance,
+            trace=json.dumps(trace_data(trace), separators=(',', ':')))
+        parallel = ElementTree.Element('Parallel', name='watched', success_count='1',
+                                       failure_count='1')
+        parallel.extend([call, watch])
+        call = parallel
     return [call, _check('MuscleMemPostCheck', 'post-check', step,
                          _vectors(runs[step.id].post), tolerance)]
 

@@ -42,6 +42,9 @@ Layout (``format: muscle_mem_bt/1``)::
       unpredictable     post elements the step moved that follow no field: where an
                         edited goal leaves them is not known (checked as recorded)
       pre, post         the recorded sensor snapshots the checks compare with
+      trace             an action step's recorded trace: what the watched sensors and its
+                        feedback did while it ran (:mod:`.traces`); a replay of the step is
+                        watched against it and canceled the moment the world leaves it
       then              the steps that follow it (branches, best first)
       end               true when a learned trajectory ends here
 
@@ -74,7 +77,7 @@ from ..bindings.variants import BOUND, canonical, Variant
 from ..checks.tolerance import ToleranceCheck
 from ..errors import ConfigError
 from ..records import (
-    CompareMode, Node, SensorSpec, Snapshot, Step, StepStatus, ToolKind, TrajectoryInfo,
+    CompareMode, Node, SensorSpec, Snapshot, Step, StepStatus, ToolKind, Trace, TrajectoryInfo,
 )
 from ..replay.ranking import rank_key
 from ..replay.shadow import SnapshotSenses
@@ -106,6 +109,8 @@ class BtStep:
     learned: dict[str, Any] | None = None
     """The goal's bindable leaves as recorded (None: the goal is as recorded)."""
     unpredictable: tuple[str, ...] = ()
+    trace: Trace | None = None
+    """What the watched sensors and the feedback did while it was recorded (None: unwatched)."""
 
     def node(self, depth: int, parent: int | None) -> Node:
         """Return the step as the judge sees it (a store node; the payload is not needed)."""
@@ -113,7 +118,7 @@ class BtStep:
         step = Step(tool=self.tool, kind=self.kind, type_name=self.type_name,
                     payload=goal.encode(), payload_json=goal,
                     pre=_snapshot(self.pre), post=_snapshot(self.post),
-                    status=StepStatus.SUCCEEDED)
+                    status=StepStatus.SUCCEEDED, trace=self.trace)
         return Node(self.id, parent, depth, step, success_count=self.successes,
                     terminal=self.end)
 
@@ -392,7 +397,7 @@ def _bt_step(node: Node, plan: Plan | None, trajectories: Sequence[int], end: bo
         bindings=plan.bindings if plan else (), ahead=plan.ahead if plan else (),
         follows=tuple(follows), trajectories=tuple(trajectories),
         successes=node.success_count, end=end, then=then, learned=learned,
-        unpredictable=unpredictable)
+        unpredictable=unpredictable, trace=node.step.trace)
 
 
 def _vectors(snapshot: Snapshot | None) -> dict[str, list[float]] | None:

@@ -29,6 +29,15 @@ Shape, for the steps that may come at one point of the task (a *choice*)::
           AskAgent                         a failed check or call: hand off
       AskAgent                             no learned step passes: hand off
 
+An action step recorded with a trace runs watched: its ``Call`` is in a ``Parallel
+"watched"`` with a :class:`Watch` leaf (policy: succeed when the Call succeeds; any child's
+failure fails it). The Watch is RUNNING while the world stays in the tube of the step's
+recording (:mod:`muscle_mem_ros.checks.tube`) and FAILURE the moment it left it: the
+Parallel fails, the Call is terminated (which cancels its goal) and the agent is asked
+from this step, which is not counted as done, as the cache hands over after a check
+during a step. A service (it cannot be canceled) and a step recorded before traces keep
+the plain Call.
+
 The leaves call a :class:`Runtime` (the robot side: :mod:`muscle_mem_ros.cli.runbt`
 over rclpy, or a test double), and the pre-checks and bound values come from the same
 :class:`~muscle_mem_ros.bindings.judge.BindingJudge` a replay uses, so the tree decides as the
@@ -46,14 +55,15 @@ from typing import Protocol
 
 import py_trees
 from py_trees.behaviour import Behaviour
-from py_trees.common import Status
+from py_trees.common import ParallelPolicy, Status
 
 from .document import BtDocument, BtStep
 from ..bindings.judge import BindingJudge, Bound
-from ..records import Node, Snapshot
+from ..checks.tube import left_tube
+from ..records import CheckFailure, Node, Snapshot, ToolKind
 from ..resume import Resume
 
-__all__ = ['build_tree', 'Progress', 'Runtime']
+__all__ = ['build_tree', 'Progress', 'Runtime', 'watched']
 
 
 class Runtime(Protocol):
@@ -70,6 +80,12 @@ class Runtime(Protocol):
 
     def call_status(self) -> Status:
         """Return RUNNING until the call ended, then SUCCESS or FAILURE."""
+
+    def cancel_call(self) -> None:
+        """Cancel the call in flight (its leaf was interrupted); nothing when none runs."""
+
+    def watch_failure(self) -> CheckFailure | None:
+        """Return what left the running call's recorded tube; None while it stays in it."""
 
     def post_status(self, node: Node, expected: Snapshot | None) -> Status:
         """Return RUNNING until fresh data came, then whether it matches ``expected``."""
@@ -148,6 +164,26 @@ class Call(_Leaf):
             self.progress.reason = f'step {self.progress.done}: {self.node.step.tool} failed'
         return status
 
+    def terminate(self, new_status: Status) -> None:
+        if new_status is Status.INVALID and self.status is Status.RUNNING:
+            self.runtime.cancel_call()  # interrupted: its watch failed, or the run stops
+
+
+class Watch(_Leaf):
+    """RUNNING while the world stays in the step's recorded tube; FAILURE once it left it."""
+
+    def __init__(self, node: Node, runtime: Runtime, progress: Progress) -> None:
+        super().__init__(f'watch {node.id}', runtime, progress)
+        self.node = node
+
+    def update(self) -> Status:
+        failure = self.runtime.watch_failure()
+        if failure is None:
+            return Status.RUNNING
+        self.progress.reason = (f'check during step {self.progress.done} '
+                                f'({self.node.step.tool}) failed: {left_tube(failure)}')
+        return Status.FAILURE
+
 
 class PostCheck(_Leaf):
     """Pass when the sensors after the step match its recording (moved by the shift)."""
@@ -182,6 +218,11 @@ class AskAgent(_Leaf):
         return Status.FAILURE if self.skip else self.runtime.agent_status()
 
 
+def watched(node: Node) -> bool:
+    """Return whether ``node`` runs watched: an action recorded with a trace."""
+    return node.step.kind is ToolKind.ACTION and node.step.trace is not None
+
+
 def build_tree(doc: BtDocument, runtime: Runtime, progress: Progress) -> Behaviour:
     """
     Return the root of the py_trees tree of ``doc`` (see the module docstring).
@@ -210,11 +251,11 @@ def _choice(steps: list[BtStep], depth: int, nodes: dict[int, Node], runtime: Ru
 def _branch(step: BtStep, depth: int, nodes: dict[int, Node], runtime: Runtime,
             progress: Progress) -> Behaviour:
     node = nodes[step.id]
-    run: list[Behaviour] = [Call(node, runtime, progress), PostCheck(node, runtime, progress)]
+    run: list[Behaviour] = [_call(node, runtime, progress), PostCheck(node, runtime, progress)]
     while len(step.then) == 1 and not step.end:  # one way on: no choice to make, same run
         step, depth = step.then[0], depth + 1
         run += [PreCheck(nodes[step.id], runtime, progress),
-                Call(nodes[step.id], runtime, progress),
+                _call(nodes[step.id], runtime, progress),
                 PostCheck(nodes[step.id], runtime, progress)]
     run.append(_choice(step.then, depth + 1, nodes, runtime, progress, end=step.end))
     then = py_trees.composites.Selector('then', memory=True, children=[
@@ -223,3 +264,13 @@ def _branch(step: BtStep, depth: int, nodes: dict[int, Node], runtime: Runtime,
     return py_trees.composites.Sequence(
         f'{node.step.tool} (learned step {node.id})', memory=True,
         children=[PreCheck(node, runtime, progress), then])
+
+
+def _call(node: Node, runtime: Runtime, progress: Progress) -> Behaviour:
+    """Return the step's Call, in parallel with its Watch when it runs watched."""
+    call = Call(node, runtime, progress)
+    if not watched(node):
+        return call
+    policy = ParallelPolicy.SuccessOnSelected(children=[call])
+    return py_trees.composites.Parallel('watched', policy=policy,
+                                        children=[call, Watch(node, runtime, progress)])

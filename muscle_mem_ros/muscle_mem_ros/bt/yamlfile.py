@@ -19,6 +19,8 @@ The layout of ``format: muscle_mem_bt/1`` is described in :mod:`.document`. :fun
 comment above each step (its trajectories, success count and bindings) and a head
 comment saying what may be edited; :func:`load` checks the shape, names a bad step by its
 path and id, and refuses an edit of a bound field (:meth:`.document.BtStep.refused_edit`).
+A step's ``trace`` (what run-bt watches its goal against) is written last, in the form of
+:mod:`.traces`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 import yaml
 
 from .document import bound_leaves, BtDocument, BtStep
+from .traces import load_trace, trace_data
 from ..bindings.rules import Binding, is_number, param_leaves
 from ..bindings.variants import Variant
 from ..errors import ConfigError
@@ -52,6 +55,9 @@ def dump(doc: BtDocument) -> str:
              '# where they end. Leave learned as it is (edits are measured against it). A',
              '# field with a binding is computed at run time: edit params or the offset of',
              '# a sensor binding, not the goal (such an edit is refused).',
+             "# A step's trace is what its sensors did while it was recorded: run-bt watches",
+             '# its goal against it and cancels it when the world leaves it (delete the trace',
+             '# to run the step unwatched).',
              *_params_comment(doc),
              _yaml(head).rstrip(), 'steps:']
     for depth, step, _ in doc.walk():
@@ -92,6 +98,8 @@ def _step_lines(step: BtStep, depth: int) -> list[str]:
         body['unpredictable'] = list(step.unpredictable)
     body.update({'pre': step.pre, 'post': step.post, 'successes': step.successes,
                  'trajectories': list(step.trajectories), 'end': step.end})
+    if step.trace is not None:
+        body['trace'] = trace_data(step.trace)
     text = _yaml(body).rstrip().split('\n')
     out = [f'{pad}# step {depth}: {step.tool}, trajectory {trajectories}, succeeded '
            f'{step.successes} times; bound: {bound}',
@@ -182,6 +190,14 @@ def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
         pre, post = _load_vectors(data.get('pre')), _load_vectors(data.get('post'))
     except (KeyError, TypeError, ValueError) as err:
         raise bad(f'bindings, ahead, follows, pre or post: {err!r}') from err
+    trace = None
+    if data.get('trace') is not None:
+        try:
+            trace = load_trace(data['trace'])
+        except (TypeError, ValueError) as err:
+            raise bad(f'trace: {err}') from err
+        if tool_kind is not ToolKind.ACTION:
+            raise bad('trace: only an action step is watched while it runs')
     learned = data.get('learned')
     if learned is not None and not (isinstance(learned, dict) and all(
             isinstance(v, str) or is_number(v) for v in learned.values())):
@@ -194,7 +210,8 @@ def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
                   goal=data['goal'], pre=pre, post=post, bindings=bindings, ahead=ahead,
                   follows=follows, trajectories=tuple(data.get('trajectories') or ()),
                   successes=int(data.get('successes') or 0), end=bool(data.get('end')),
-                  then=children, learned=learned, unpredictable=unpredictable)
+                  then=children, learned=learned, unpredictable=unpredictable,
+                  trace=trace)
 
 
 def _load_vectors(value: Any) -> dict[str, list[float]] | None:

@@ -29,7 +29,9 @@ set from its params, and the snapshots moved by its edits (the post elements tha
 followed an edited field, at that step and after), so the cache's replays of the
 imported tree expect what the edits do. It is filed as a run with its params looks
 trees up: under the document's variant when that binds parameters and the params fit
-it, else under the params' own (literal) tree.
+it, else under the params' own (literal) tree. Each action step keeps its trace (what
+the cache's replays of it are watched against), less the sensors the document's edits
+move (:func:`~muscle_mem_ros.bt.traces.imported_trace`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from ..bindings.rules import element_tolerances, sensor_sources
 from ..bindings.variants import canonical, Variant
 from ..bt.btcpp import to_xml
 from ..bt.document import as_run, BtDocument, build
+from ..bt.traces import imported_trace
 from ..bt.yamlfile import dump, load
 from ..errors import ConfigError, MuscleMemError
 from ..records import Step, StepStatus, ToolKind
@@ -152,7 +155,8 @@ def goal_steps(doc: BtDocument) -> dict[int, Step]:
     Return every step of ``doc`` as a store step, as the document runs it (:func:`as_run`).
 
     Its goal is built as a message of its type with the bound fields set from the
-    document's params; its snapshots are moved by the document's edits.
+    document's params; its snapshots are moved by the document's edits, and its trace
+    keeps what they leave as recorded.
 
     :raises ConfigError: a goal that does not deserialize to its type, or a step whose
         bindings refuse the recorded world under the document's params (naming the step).
@@ -178,7 +182,8 @@ def goal_steps(doc: BtDocument) -> dict[int, Step]:
                               f'{step.type_name}: {err}') from err
         built[step.id] = Step(tool=step.tool, kind=step.kind, type_name=step.type_name,
                               payload=payload, payload_json=message_to_json(message),
-                              pre=run.pre, post=run.post, status=StepStatus.SUCCEEDED)
+                              pre=run.pre, post=run.post, status=StepStatus.SUCCEEDED,
+                              trace=imported_trace(step, run))
     return built
 
 

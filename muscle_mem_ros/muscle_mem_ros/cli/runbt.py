@@ -23,6 +23,15 @@ the cache's proxies) and, when no learned step passes, sends the task to the age
 with the resume point, as the cache would. The tree decides with the cache's own
 binding judge (:mod:`muscle_mem_ros.bt.tree`).
 
+It watches as the cache does: an action step recorded with a trace (the document's
+``trace``) is judged while its goal runs, with the node's own parts (the sampler of
+:mod:`muscle_mem_ros.ros.capture.trace` at ``watch_rate``, the watch of
+:mod:`muscle_mem_ros.ros.execution.watch` under the params file's ``watch`` settings, the
+shift of a retargeted step from the binding judge). The moment the world leaves the
+recording's tube the goal is canceled at the server and the task handed to the agent
+from that step (``resume_from_step`` = the step, the reason ``check during step k
+...``), as the cache hands it over.
+
 With no store there is no approval or shadow count to ask: when the params file's
 ``replay_requires`` is not ``none``, run-bt refuses (one line naming it) unless the
 operator states the review with ``--reviewed-by WHO`` ("I reviewed this file; run it
@@ -35,6 +44,7 @@ import argparse
 from collections.abc import Sequence
 import json
 import sys
+import threading
 import time
 from typing import Any
 
@@ -45,12 +55,15 @@ from muscle_mem_ros.bt.document import BtDocument
 from muscle_mem_ros.bt.tree import build_tree, Progress
 from muscle_mem_ros.bt.yamlfile import load
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
+from muscle_mem_ros.checks.tube import left_tube
 from muscle_mem_ros.errors import ConfigError, MuscleMemError
-from muscle_mem_ros.records import Node as Learned, Snapshot, ToolKind
+from muscle_mem_ros.records import CheckFailure, Node as Learned, Snapshot, ToolKind
 from muscle_mem_ros.replay.gates import unreviewed
 from muscle_mem_ros.replay.shadow import SnapshotSenses
 from muscle_mem_ros.resume import Resume
 from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.capture.trace import Sampler
+from muscle_mem_ros.ros.execution.watch import make_watch, StepWatch
 from muscle_mem_ros.ros.messages.convert import resume_goal
 from muscle_mem_ros.ros.messages.fromdata import message_from_data
 from muscle_mem_ros.ros.messages.goalfields import set_fields
@@ -60,6 +73,7 @@ from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig, ToolConfig
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.shutdown import init_without_signal_handlers, Spinner
+from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from py_trees.common import Status
 import py_trees.trees
 import rclpy
@@ -84,7 +98,9 @@ class BtRuntime:
         self._config = config
         self.hub = SensorHub(node=node, sensors=config.sensors,
                              on_error=self._warn)
-        specs = [s.spec for s in config.sensors]
+        specs = self._specs = [s.spec for s in config.sensors]
+        self.sampler = Sampler(self.hub, config.watch_rate, on_error=self._warn) \
+            if config.watched else None
         self._check = ToleranceCheck(sensors=specs) if specs else None
         self._senses = SnapshotSenses(self._check, element_tolerances(specs), doc.params)
         self._judge = BindingJudge(plans=doc.plans(), params=doc.params, senses=self._senses)
@@ -116,7 +132,9 @@ class BtRuntime:
     def start_call(self, node: Learned, bound: Bound | None) -> None:
         """Send the learned step's goal, bound fields set (the document's goal as edited)."""
         tool = self._tools.get(node.step.tool)
-        pending = self._call = _Pending()
+        if self._call is not None:
+            self._close(self._call)
+        pending = self._call = _Pending(node)
         if tool is None:
             pending.fail(f'{node.step.tool} is not an action or service of the params file')
             return
@@ -140,8 +158,7 @@ class BtRuntime:
             if not client.wait_for_server(timeout_sec=5.0):
                 pending.fail(f'{tool.server} is not available')
                 return
-            client.send_goal_async(message).add_done_callback(
-                lambda f: self._accepted(f, tool, pending))
+            self._send(client, message, tool, pending, node)
         else:
             if not client.wait_for_service(timeout_sec=5.0):
                 pending.fail(f'{tool.server} is not available')
@@ -150,22 +167,83 @@ class BtRuntime:
                 lambda f: pending.end(f.result() is not None and not answered(
                     f.result(), tool.success), f'{tool.server} refused'))
 
+    def _send(self, client: Any, message: Any, tool: ToolConfig, pending: _Pending,
+              node: Learned) -> None:
+        """Send an action goal, watched when its step runs watched (as the node's proxy)."""
+        watch = pending.watch = self._watching(node)
+        if watch is not None and self.sampler is not None:
+            self.log.append(f'{_step(node)}: watched on {_elements(watch.labels)}'
+                            + (f'; not watched: {_elements(watch.unwatched)}'
+                               if watch.unwatched else ''))
+            watch.begin(time.monotonic())
+            self.sampler.add(pending)
+        send = client.send_goal_async(message, feedback_callback=pending.feedback
+                                      if watch is not None else None)
+        send.add_done_callback(lambda f: self._accepted(f, tool, pending))
+
+    def _watching(self, node: Learned) -> StepWatch | None:
+        """Return the watch of ``node``, about to be sent (None: it is not watched)."""
+        if self.sampler is None:
+            return None
+        return make_watch(node, sensors=self._specs, watch=self._config.watched,
+                          during=self._judge.during(node),
+                          scale=self._config.watch_tolerance_scale, cancel=CancelToken(),
+                          period=1.0 / self._config.watch_rate)
+
     def _accepted(self, future: Any, tool: ToolConfig, pending: _Pending) -> None:
+        if pending.watch is not None:
+            pending.watch.accepted(time.monotonic())
         handle = future.result()
         if handle is None or not handle.accepted:
             pending.fail(f'{tool.server} rejected the goal')
             return
+        pending.accepted(handle)
         handle.get_result_async().add_done_callback(
             lambda f: pending.end(f.result() is not None and f.result().status == 4 and
                                   not refusal_reason(f.result().result, tool.success),
                                   f'{tool.server} did not succeed'))
 
     def call_status(self) -> Status:
-        """Return the last call's status (its end time is the post-check's 'since')."""
-        status = self._call.status if self._call is not None else Status.FAILURE
-        if status is not Status.RUNNING:
-            self._ended = self.hub.now()
-        return status
+        """
+        Return the last call's status (its end time is the post-check's 'since').
+
+        A call whose watch tripped before it ended stays RUNNING: its Watch leaf fails the
+        step (the node's rule: a tripped watch makes the step a check during it, whatever
+        the server answered after the cancel).
+        """
+        call = self._call
+        if call is None:
+            return Status.FAILURE
+        if call.status is Status.RUNNING:
+            return Status.RUNNING
+        if self._close(call) is not None:
+            return Status.RUNNING
+        self._ended = self.hub.now()
+        return call.status
+
+    def cancel_call(self) -> None:
+        """Cancel the goal in flight (its leaf was interrupted) and stop watching it."""
+        call = self._call
+        if call is None:
+            return
+        failure = self._close(call)
+        if failure is None and call.status is not Status.RUNNING:
+            return
+        call.cancel()  # the watch canceled it already when it tripped: once is enough
+        where = _step(call.node) if call.node is not None else 'the call'
+        self.log.append(f'{where}: goal canceled' + (
+            f', the world left its recording: {left_tube(failure)}' if failure else ''))
+
+    def watch_failure(self) -> CheckFailure | None:
+        """Return what left the running call's tube (None: it stays in, or is not watched)."""
+        return self._call.tripped() if self._call is not None else None
+
+    def _close(self, call: _Pending) -> CheckFailure | None:
+        """Stop watching ``call``; return its watch's verdict, now fixed."""
+        verdict = call.close()
+        if self.sampler is not None and call.watch is not None:
+            self.sampler.remove(call)
+        return verdict
 
     def post_status(self, node: Learned, expected: Snapshot | None) -> Status:
         """Wait (ticking) for data newer than the step's end, then compare with ``expected``."""
@@ -210,11 +288,79 @@ class BtRuntime:
 
 
 class _Pending:
-    """A call in flight: RUNNING until a callback ends it."""
+    """
+    A call in flight: RUNNING until a callback ends it; its goal handle and watch.
 
-    def __init__(self) -> None:
+    While its goal runs watched it is the sampler's listener (and the goal's feedback
+    callback): the moment its watch trips it cancels the goal at the server, from the
+    thread that saw the reading, not at the next tick.
+    """
+
+    def __init__(self, node: Learned | None = None) -> None:
+        self.node = node
         self.status = Status.RUNNING
         self.reason = ''
+        self.watch: StepWatch | None = None
+        self._lock = threading.Lock()
+        self._handle: Any = None
+        self._canceled = False
+        self._closed = False
+        self._verdict: CheckFailure | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Return the sensors its watch reads."""
+        return self.watch.names if self.watch is not None else frozenset()
+
+    def sample(self, snapshot: Snapshot) -> None:
+        """Judge one poll of the sensors (the sampler's thread)."""
+        if self.watch is not None and not self._closed:
+            self.watch.sample(snapshot)
+            self._cancel_if_tripped()
+
+    def feedback(self, message: Any) -> None:
+        """Judge one feedback message of the goal."""
+        if self.watch is not None and not self._closed:
+            self.watch.feedback(message.feedback)
+            self._cancel_if_tripped()
+
+    def _cancel_if_tripped(self) -> None:
+        if self.watch is not None and self.watch.failure is not None:
+            self.cancel()
+
+    def accepted(self, handle: Any) -> None:
+        """Keep the goal's handle (a cancel asked before it came is sent now)."""
+        with self._lock:
+            self._handle = handle
+            canceled = self._canceled
+        if canceled:
+            handle.cancel_goal_async()
+
+    def cancel(self) -> bool:
+        """Cancel the goal (once; when it is accepted, if it is not yet); True the first time."""
+        with self._lock:
+            if self._canceled:
+                return False
+            self._canceled = True
+            handle = self._handle
+        if handle is not None:
+            handle.cancel_goal_async()
+        return True
+
+    def close(self) -> CheckFailure | None:
+        """Stop judging; return what the watch saw leave the tube before (None: nothing)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._verdict = self.watch.failure if self.watch is not None else None
+            return self._verdict
+
+    def tripped(self) -> CheckFailure | None:
+        """Return what the watch saw leave the tube (fixed once the call is closed)."""
+        with self._lock:
+            if self._closed:
+                return self._verdict
+        return self.watch.failure if self.watch is not None else None
 
     def end(self, ok: bool, why: str) -> None:
         self.status = Status.SUCCESS if ok else Status.FAILURE
@@ -227,6 +373,23 @@ class _Pending:
 def _step(node: Learned, tool: str = '') -> str:
     """Name a step as the run counts it (its ExecuteTask index), its learned id labelled."""
     return f'step {node.depth} (learned step {node.id}{", " + tool if tool else ""})'
+
+
+def _elements(labels: Sequence[str]) -> str:
+    """Say which elements, briefly: 'joints[0..2], object[0, 2], 3 feedback leaves'."""
+    sensors: dict[str, list[int]] = {}
+    feedback = 0
+    for label in labels:
+        name, _, index = label.partition('[')
+        if label.startswith('feedback:') or not index.rstrip(']').isdigit():
+            feedback += 1
+            continue
+        sensors.setdefault(name, []).append(int(index.rstrip(']')))
+    out = [f'{name}[{i[0]}..{i[-1]}]' if len(i) > 2 and i == list(range(i[0], i[-1] + 1))
+           else f'{name}[{", ".join(map(str, i))}]' for name, i in sensors.items()]
+    if feedback:
+        out.append(f'{feedback} feedback leaves' if feedback > 1 else '1 feedback leaf')
+    return ', '.join(out)
 
 
 def check_goals(doc: BtDocument, config: NodeConfig) -> None:
@@ -304,6 +467,8 @@ def run(node: Node, doc: BtDocument, *, timeout: float = 600.0,
             runtime.log.append(f'timed out after {timeout:g} s')
         return tree.root.status is Status.SUCCESS, progress, '\n'.join(runtime.log)
     finally:
+        if runtime.sampler is not None:
+            runtime.sampler.close()
         runtime.hub.close()
 
 

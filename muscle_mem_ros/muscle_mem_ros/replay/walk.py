@@ -43,6 +43,11 @@ The rules (the only place they are written down):
   recovery branch replays. If none passes, the walk stops with resume step k+1
   under node k (kind POST_CHECK), even at a terminal node: the world is not
   what the recorded run left, so the task is not done.
+* A step whose check during the motion failed (the front end canceled it the moment
+  the world left its recording's tube, outcome kind ``DURING_CHECK``) stops the walk
+  with ``CHECK_FAILED`` and resume step k under P: the agent redoes step k from the
+  world as it is. (A goal that succeeded before its cancel arrived ran to its end: the
+  front end reports it succeeded, and its post-check judges the world it left.)
 * A failed step (raised, aborted, rejected, timed out, server missing) stops
   the walk with resume step k under P (the agent redoes step k); a canceled
   one stops it as CANCELED.
@@ -134,8 +139,9 @@ class Outcome(Protocol):
     How an executed step ended (the proxy's ``CallOutcome`` is one).
 
     An outcome may also carry ``kind``, a :class:`FailureKind` saying why a failed
-    step failed beyond the server's own answer (``TIMEOUT``, ``SERVER_LOST``); the
-    walk stops with ``STEP_FAILED`` when it has none.
+    step failed beyond the server's own answer (``TIMEOUT``, ``SERVER_LOST``,
+    ``DURING_CHECK``, then with ``failure``, the :class:`CheckFailure`); the walk
+    stops with ``STEP_FAILED`` when it has none.
     """
 
     @property
@@ -358,6 +364,12 @@ def walk(
             out = executor.execute(node, depth, cancel)
         if out.status is StepStatus.CANCELED and cancel.cancelled:
             return stop(FailureKind.CANCELED, 'canceled', depth)
+        if getattr(out, 'kind', None) is FailureKind.DURING_CHECK:
+            reason = f'check during step {depth} ({node.step.tool}) failed: {out.detail}'
+            failure = getattr(out, 'failure', None)
+            reporter.event(kind=StepEvent.CHECK_FAILED, step=depth, trajectory_id=on,
+                           detail=reason, failure=failure)
+            return stop(FailureKind.DURING_CHECK, reason, depth, failure)
         if out.status is not StepStatus.SUCCEEDED:
             reason = f'step {depth} ({node.step.tool}) failed: {out.detail}'
             reporter.event(kind=StepEvent.STEP_FAILED, step=depth, trajectory_id=on,

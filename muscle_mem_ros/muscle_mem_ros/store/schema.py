@@ -43,7 +43,8 @@ dedupe index; 3 no pickles (snapshots and Python calls in the safe format of
 of a tree's trajectories and their tally kept by triggers (learning reads only those
 committed since it last read, and knows without a scan that nothing else changed); 5
 shadow agreement counts and approvals (:mod:`.trustsql`); 6 what an approval covers (the
-trajectories and inferred bindings its approver saw; NULL in older rows).
+trajectories and inferred bindings its approver saw; NULL in older rows); 7 a step's trace
+(what its watched sensors and feedback did while it ran; NULL in older rows and untraced steps).
 """
 
 from __future__ import annotations
@@ -122,6 +123,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     TABLES,  # 5: trust: shadow agreement counts and approvals (:mod:`.trustsql`)
     COVERAGE,  # 6: what an approval covers (:mod:`.trustsql`)
+    (  # 7: what the watched sensors did while a step ran (:func:`.codec.encode_trace`)
+        'ALTER TABLE nodes ADD COLUMN trace BLOB',
+        'ALTER TABLE recording_steps ADD COLUMN trace BLOB',
+    ),
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

@@ -77,7 +77,8 @@ from typing import Any
 from . import sqlwrites
 from .base import Batching, check_step, NodeList, Recording, RecordingInfo
 from .childcache import ChildCache, Key
-from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
+from .codec import (NODE_COLS, node_from_row, STEP_COLS, step_row, TRAJ_COLS,
+                    trajectory_from_row)
 from .gcpause import gc_paused
 from .legacy import Dropped
 from .owners import HOST, Owner
@@ -107,8 +108,8 @@ class _SqliteRecording(Recording):
         store = self._store
         with store._lock, store._write():
             store._conn.execute(
-                'INSERT INTO recording_steps (recording, seq, tool, kind, type_name, payload,'
-                ' payload_json, pre, post, status, duration) VALUES (?,?,?,?,?,?,?,?,?,?,?)',
+                f'INSERT INTO recording_steps (recording, seq, {STEP_COLS})'
+                ' VALUES (?,?,?,?,?,?,?,?,?,?,?,?)',
                 (self.id, len(self.steps), *step_row(step, store.allow_pickle)))
         self.steps.append(step)
 

@@ -29,7 +29,8 @@ from dataclasses import replace
 import json
 from typing import Any, Protocol
 
-from .codec import NODE_COLS, node_from_row, step_row, TRAJ_COLS, trajectory_from_row
+from .codec import (NODE_COLS, node_from_row, STEP_COLS, step_row, TRAJ_COLS,
+                    trajectory_from_row)
 from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
 from ..records import Step, TaskStats, TrajectoryInfo
@@ -106,10 +107,9 @@ class _SqlTree:
     def add_node(self, parent: int | None, depth: int, step: Step, sig: str | None,
                  now: float) -> int:
         return int(self._conn.execute(
-            'INSERT INTO nodes (task, variant, parent, depth, tool, kind, type_name,'
-            ' payload, payload_json, pre, post, status, duration, sig, success_count,'
-            f' last_used, terminal{self._robot_col})'
-            f' VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0{self._robot_mark}) RETURNING id',
+            f'INSERT INTO nodes (task, variant, parent, depth, {STEP_COLS}, sig,'
+            f' success_count, last_used, terminal{self._robot_col})'
+            f' VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,0{self._robot_mark}) RETURNING id',
             (self._task, self._variant, parent, depth, *step_row(step, self._allow_pickle),
              sig, now, *self._robot)).fetchone()[0])
 
@@ -280,6 +280,6 @@ def recording_steps(conn: Connection, recording_id: int,
     """Return the steps an (incomplete) recording wrote, in order."""
     rows = conn.execute(
         'SELECT 0, 0, 0, tool, kind, type_name, payload, payload_json, pre, post,'
-        ' status, duration, 0, 0, 0 FROM recording_steps WHERE recording = ?'
+        " status, duration, 0, 0, 0, '', '', trace FROM recording_steps WHERE recording = ?"
         ' ORDER BY seq', (recording_id,)).fetchall()
     return [node_from_row(r, allow_pickle).step for r in rows]

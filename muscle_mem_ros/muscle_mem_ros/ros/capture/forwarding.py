@@ -58,17 +58,20 @@ clients.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
+
+from muscle_mem_ros.checks.tube import left_tube
 from muscle_mem_ros.errors import MuscleMemError
-from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
+from muscle_mem_ros.records import CheckFailure, Snapshot, Step, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.recorder import Recorder, Session
 from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.capture.trace import Sampler, TraceTaker
 from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from muscle_mem_ros.ros.messages.goalfields import set_fields
 from muscle_mem_ros.ros.messages.introspection import message_to_json
@@ -81,7 +84,8 @@ from rclpy.node import Node as RosNode
 from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.task import Future
 
-__all__ = ['CallOutcome', 'ended', 'lost', 'SERVER_WAIT', 'ToolProxy', 'with_reason']
+__all__ = ['CallOutcome', 'ended', 'lost', 'SERVER_WAIT', 'ToolProxy', 'Watching',
+           'with_reason']
 
 SERVER_WAIT = 2.0
 """Seconds to wait for a server that is not discovered yet."""
@@ -98,7 +102,9 @@ class CallOutcome:
     :ivar ended: Monotonic time the result arrived (or the wait ended).
     :ivar response: The result message (action) or response (service), or None.
     :ivar kind: Why a failed call failed when it is more than the server's own answer:
-        ``TIMEOUT`` or ``SERVER_LOST``; None otherwise (the walk then says ``STEP_FAILED``).
+        ``TIMEOUT``, ``SERVER_LOST`` or ``DURING_CHECK`` (its watch canceled it); None
+        otherwise (the walk then says ``STEP_FAILED``).
+    :ivar failure: What its watch saw leave the tube (kind ``DURING_CHECK``), else None.
     """
 
     status: StepStatus
@@ -107,6 +113,27 @@ class CallOutcome:
     ended: float
     response: Any = None
     kind: FailureKind | None = None
+    failure: CheckFailure | None = None
+
+
+class Watching(Protocol):
+    """The check during one replayed goal (:class:`~..execution.watch.StepWatch`)."""
+
+    token: CancelToken
+    failure: CheckFailure | None
+    names: frozenset[str]
+
+    def begin(self, sent: float) -> None:
+        """Start judging: the goal was sent."""
+
+    def accepted(self, at: float) -> None:
+        """Note when the goal was accepted."""
+
+    def feedback(self, message: Any) -> None:
+        """Judge one feedback message."""
+
+    def sample(self, snapshot: Snapshot) -> None:
+        """Judge one poll of the sensors."""
 
 
 class ToolProxy:
@@ -124,6 +151,9 @@ class ToolProxy:
     :param logger: Where to log (default: ``node``'s logger).
     :param timeout: Seconds a call may take (the node's ``step_timeout``), proxied or
         replayed; None: no limit for proxied calls (replayed ones get their own).
+    :param sampler: Polls the sensors while an action step runs (its trace, its watch);
+        None: nothing is traced or watched.
+    :param traced: Names of the sensors a recorded action step's trace keeps.
     """
 
     kind: ToolKind
@@ -141,8 +171,12 @@ class ToolProxy:
         post_timeout: float,
         logger: RcutilsLogger | None = None,
         timeout: float | None = None,
+        sampler: Sampler | None = None,
+        traced: Collection[str] = (),
     ) -> None:
         self.tool = tool
+        self.sampler = sampler
+        self._traced = frozenset(traced)
         self._node = node
         self._hub = hub
         self._recorder = recorder
@@ -180,7 +214,8 @@ class ToolProxy:
         raise NotImplementedError
 
     def call(self, payload: bytes, *, timeout: float, cancel: CancelToken,
-             fields: Mapping[str, Any] | None = None) -> CallOutcome:
+             fields: Mapping[str, Any] | None = None,
+             watch: Watching | None = None) -> CallOutcome:
         """
         Replay one stored payload against the real server.
 
@@ -188,7 +223,12 @@ class ToolProxy:
         :param timeout: Seconds the call may take.
         :param cancel: Cancels it.
         :param fields: Bound fields to set before sending (leaf path -> value).
-        :return: How it ended.
+        :param watch: Judges the goal while it runs and cancels it when the world leaves
+            its recording (an action; a service is never watched).
+        :return: How it ended; a watch that tripped makes it a failure of kind
+            ``DURING_CHECK``, unless the goal succeeded before its cancel arrived: the
+            motion ran to its end, and the step is finished by its result and judged by
+            its post-check, as a step that was not watched.
         """
         now = time.monotonic()
         try:
@@ -201,11 +241,36 @@ class ToolProxy:
                 f'{self.tool.type_name}: '
                 f'{err}', now, now,
             )
-        return self._send(message, timeout=timeout, cancel=cancel)
+        out = self._send(message, timeout=timeout, cancel=cancel, watch=watch)
+        if watch is None or watch.failure is None or cancel.cancelled:
+            return out
+        if out.status is StepStatus.SUCCEEDED:
+            self._log.info(f'{self._label}: the goal succeeded before its cancel arrived '
+                           f'({left_tube(watch.failure)}); its post-check judges it')
+            return out
+        return replace(out, status=StepStatus.FAILED, detail=left_tube(watch.failure),
+                       kind=FailureKind.DURING_CHECK, failure=watch.failure)
+
+    def start_trace(self, session: Session | None, started: float,
+                    pre: Snapshot | None = None) -> TraceTaker | None:
+        """Start tracing an action step being recorded, from ``pre`` (None: not traced)."""
+        if session is None or self.sampler is None or not self._traced \
+                or self.kind is not ToolKind.ACTION:
+            return None
+        taker = TraceTaker(sensors=self._traced, rate=self.sampler.rate, started=started,
+                           pre=pre)
+        self.sampler.add(taker)
+        return taker
+
+    def end_trace(self, taker: TraceTaker | None) -> TraceTaker | None:
+        """Stop sampling for ``taker`` (the step ended); its trace ends with the post snapshot."""
+        if taker is not None and self.sampler is not None:
+            self.sampler.remove(taker)
+        return taker
 
     def _send(
         self, message: Any, *, timeout: float, cancel: CancelToken,
-        feedback: Callable[[Any], None] | None = None,
+        feedback: Callable[[Any], None] | None = None, watch: Watching | None = None,
     ) -> CallOutcome:
         """Send ``message`` to the real server, unless canceled or the server is absent."""
         started = time.monotonic()
@@ -215,7 +280,7 @@ class ToolProxy:
             return ended(started, StepStatus.FAILED,
                          f'{self._server_kind} {self.tool.server} not available')
         return self._exchange(message, started=started, timeout=timeout, cancel=cancel,
-                              feedback=feedback)
+                              feedback=feedback, watch=watch)
 
     def _wait_ready(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the real server; True once it is discovered."""
@@ -223,16 +288,17 @@ class ToolProxy:
 
     def _exchange(
         self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
-        feedback: Callable[[Any], None] | None,
+        feedback: Callable[[Any], None] | None, watch: Watching | None,
     ) -> CallOutcome:
-        """Send to the discovered server and wait for the outcome."""
+        """Send to the discovered server and wait for the outcome (a service: unwatched)."""
         raise NotImplementedError
 
     def _pre(self, session: Session | None) -> Snapshot | None:
         return self._hub.capture() if session is not None else None
 
     async def _record_aside(
-        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
+        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome,
+        taker: TraceTaker | None = None,
     ) -> None:
         """
         Run :meth:`_record` in a thread of its own and await it.
@@ -247,7 +313,7 @@ class ToolProxy:
 
         def work() -> None:
             try:
-                self._record(session, message, pre, out)
+                self._record(session, message, pre, out, taker)
             except Exception as err:  # logged; the call itself succeeded
                 self._log.error(f'{self.tool.proxy}: recording the step failed: {err!r}')
             finally:
@@ -257,7 +323,8 @@ class ToolProxy:
         await done
 
     def record(
-        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
+        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome,
+        taker: TraceTaker | None = None,
     ) -> Snapshot | None:
         """
         Record a call the agent made straight to the server (seen in introspection events).
@@ -268,12 +335,14 @@ class ToolProxy:
         :param message: The goal or request.
         :param pre: Snapshot taken when the call was seen starting.
         :param out: How it ended (``started``/``ended`` on the monotonic clock).
+        :param taker: What the sensors did while it ran (:meth:`start_trace`, ended).
         :return: The post snapshot if the step was appended, else None.
         """
-        return self._record(session, message, pre, out)
+        return self._record(session, message, pre, out, taker)
 
     def _record(
-        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome
+        self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome,
+        taker: TraceTaker | None = None,
     ) -> Snapshot | None:
         """Append the call to ``session`` if still active and succeeded; return its post."""
         if session is None:
@@ -299,6 +368,7 @@ class ToolProxy:
             post=post if post.features else None,
             status=out.status,
             duration=out.ended - out.started,
+            trace=taker.trace(post) if taker is not None else None,
         )
         try:
             appended = session is self._recorder.active and session.append(step)

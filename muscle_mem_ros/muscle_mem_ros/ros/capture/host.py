@@ -23,7 +23,7 @@ tool with ``record_from: introspection`` a tap on its introspection events (:mod
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 import threading
 
 from muscle_mem_ros.ros.capture.forwarding import ToolProxy
@@ -31,6 +31,7 @@ from muscle_mem_ros.ros.capture.proxies import make_proxy
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.tap import Ledger, make_tap, Tap
+from muscle_mem_ros.ros.capture.trace import Sampler
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -66,8 +67,9 @@ class ProxyHost:
             pass
 
     def proxies(self, *, tools: Sequence[ToolConfig], hub: SensorHub, recorder: Recorder,
-                post_timeout: float, timeout: float,
-                logger: RcutilsLogger) -> dict[str, ToolProxy]:
+                post_timeout: float, timeout: float, logger: RcutilsLogger,
+                sampler: Sampler | None = None,
+                traced: Collection[str] = ()) -> dict[str, ToolProxy]:
         """
         Make a proxy of each tool on this node, each in a reentrant callback group of its own.
 
@@ -77,13 +79,15 @@ class ProxyHost:
         :param post_timeout: Max seconds a recording's post snapshot waits for fresh data.
         :param timeout: Seconds one replayed step may take.
         :param logger: The node's logger.
+        :param sampler: Polls the sensors while an action step runs (None: no trace, no watch).
+        :param traced: The sensors a recorded action step's trace keeps.
         :return: The proxies by server name.
         """
         return {
             tool.server: make_proxy(
                 node=self.node, tool=tool, hub=hub, recorder=recorder,
                 callback_group=ReentrantCallbackGroup(), post_timeout=post_timeout,
-                logger=logger, timeout=timeout,
+                logger=logger, timeout=timeout, sampler=sampler, traced=traced,
             )
             for tool in tools
         }

@@ -25,9 +25,10 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.forwarding import (
-    CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, with_reason,
+    CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, Watching, with_reason,
 )
 from muscle_mem_ros.ros.capture.recorder import Session
+from muscle_mem_ros.ros.capture.trace import TraceTaker
 from muscle_mem_ros.ros.messages.success import answered, refusal_reason
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
@@ -135,7 +136,9 @@ class ActionProxy(ToolProxy):
         forward = _Forward(goal=goal, session=self._recorder.active)
         forward.pre = self._pre(forward.session)
         forward.started = time.monotonic()
+        forward.taker = self.start_trace(forward.session, forward.started, forward.pre)
         forward.sent = self._client.send_goal_async(goal, feedback_callback=forward.feedback)
+        _on_accept(forward.sent, forward.taker)
         return forward
 
     async def _serve(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> Any:
@@ -177,10 +180,11 @@ class ActionProxy(ToolProxy):
             wrapped = _done(result)
             out = CallOutcome(_status(wrapped.status), '', forward.started, time.monotonic(),
                               wrapped.result)
+            taker = self.end_trace(forward.taker)
             if out.status is StepStatus.SUCCEEDED:
                 # a "no" is not learned
                 if not refusal_reason(wrapped.result, self.tool.success):
-                    await self._record_aside(forward.session, goal, forward.pre, out)
+                    await self._record_aside(forward.session, goal, forward.pre, out, taker)
                 goal_handle.succeed()
             elif out.status is StepStatus.CANCELED and goal_handle.is_cancel_requested:
                 goal_handle.canceled()
@@ -195,6 +199,8 @@ class ActionProxy(ToolProxy):
         finally:
             with self._handles_lock:
                 self._handles.pop(key, None)
+            if forward is not None:
+                self.end_trace(forward.taker)
 
     def _give_up(self, goal_handle: ServerGoalHandle[Any, Any, Any], reason: str) -> Any:
         """Abort the proxied goal: the real server is gone or did not answer in time."""
@@ -209,10 +215,31 @@ class ActionProxy(ToolProxy):
 
     def _exchange(
         self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
-        feedback: Callable[[Any], None] | None,
+        feedback: Callable[[Any], None] | None, watch: Watching | None,
     ) -> CallOutcome:
+        sampler = self.sampler
+        if watch is None or sampler is None:
+            send = self._client.send_goal_async(message, feedback_callback=feedback)
+            return self._finish(send, started=started, timeout=timeout, cancel=cancel)
+
+        def judged(msg: Any) -> None:
+            watch.feedback(msg.feedback)
+            if feedback is not None:
+                feedback(msg)
+
+        watch.begin(started)
+        sampler.add(watch)
+        try:
+            send = self._client.send_goal_async(message, feedback_callback=judged)
+            _on_accept(send, watch)
+            return self._finish(send, started=started, timeout=timeout, cancel=watch.token)
+        finally:
+            sampler.remove(watch)
+
+    def _finish(self, send: Future[ClientGoalHandle[Any, Any, Any]], *, started: float,
+                timeout: float, cancel: CancelToken) -> CallOutcome:
+        """Wait for the goal sent (``send``) to be accepted and to end; cancel it if told."""
         server = self.tool.server
-        send = self._client.send_goal_async(message, feedback_callback=feedback)
         end = wait_watched(send, timeout=timeout, cancel=cancel, present=self.ready)
         if end is not WaitEnd.DONE:
             cancel_when_accepted(send)
@@ -237,14 +264,17 @@ class ActionProxy(ToolProxy):
                              kind=FailureKind.SERVER_LOST)
             end = wait_watched(result, timeout=_CANCEL_GRACE, cancel=CancelToken(),
                                present=self.ready)
-            response = _done(result).result if end is WaitEnd.DONE else None
-            if cancel.cancelled:
-                return ended(started, StepStatus.CANCELED, 'canceled', response)
-            return ended(
-                started, StepStatus.FAILED,
-                f'{server} timed out after {timeout:g} s (goal canceled)',
-                response, kind=FailureKind.TIMEOUT,
-            )
+            done = _done(result) if end is WaitEnd.DONE else None
+            if done is None or _status(done.status) is not StepStatus.SUCCEEDED:
+                response = done.result if done is not None else None
+                if cancel.cancelled:
+                    return ended(started, StepStatus.CANCELED, 'canceled', response)
+                return ended(
+                    started, StepStatus.FAILED,
+                    f'{server} timed out after {timeout:g} s (goal canceled)',
+                    response, kind=FailureKind.TIMEOUT,
+                )
+            # it succeeded before the cancel arrived: the motion ran to its end
         wrapped = _done(result)
         status = _status(wrapped.status)
         detail = {StepStatus.SUCCEEDED: '', StepStatus.CANCELED: f'{server} canceled the goal',
@@ -270,10 +300,13 @@ class _Forward:
         self.pre: Snapshot | None = None
         self.started = 0.0
         self.sent: Future[ClientGoalHandle[Any, Any, Any]] | None = None
+        self.taker: TraceTaker | None = None
         self._handle: ServerGoalHandle[Any, Any, Any] | None = None
         self._early: list[Any] = []
 
     def feedback(self, message: Any) -> None:
+        if self.taker is not None:
+            self.taker.feedback(message.feedback)
         if self._handle is None:
             self._early.append(message.feedback)
         else:
@@ -284,6 +317,12 @@ class _Forward:
         for feedback in self._early:
             goal_handle.publish_feedback(feedback)
         self._early.clear()
+
+
+def _on_accept(sent: Future[Any], noter: TraceTaker | Watching | None) -> None:
+    """Tell ``noter`` when the goal's answer arrives (its zero: time into the step)."""
+    if noter is not None:
+        sent.add_done_callback(lambda _f: noter.accepted(time.monotonic()))
 
 
 def _done(future: Future[T]) -> T:
@@ -367,7 +406,7 @@ class ServiceProxy(ToolProxy):
 
     def _exchange(
         self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
-        feedback: Callable[[Any], None] | None,
+        feedback: Callable[[Any], None] | None, watch: Watching | None,
     ) -> CallOutcome:
         server = self.tool.server
         future = self._client.call_async(message)

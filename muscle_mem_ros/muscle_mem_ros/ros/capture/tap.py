@@ -84,6 +84,7 @@ from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
 from muscle_mem_ros.ros.capture.forwarding import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.capture.recorder import Recorder, Session
 from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.capture.trace import TraceTaker
 from muscle_mem_ros.ros.messages.success import answered, refusal_reason
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.impl.rcutils_logger import RcutilsLogger
@@ -126,6 +127,7 @@ class _Call:
     ended: float = float('inf')
     post: Snapshot | None = None
     posted: threading.Event = field(default_factory=threading.Event)
+    taker: TraceTaker | None = None
 
 
 class Ledger:
@@ -264,20 +266,23 @@ class Tap:
                 self.own_calls += 1
                 return
             for stale in [k for k, c in self._pending.items() if c.session is not session]:
-                del self._pending[stale]  # calls of an ended recording that never ended
+                self._proxy.end_trace(self._pending.pop(stale).taker)  # never ended
         pre = self._hub.capture()
         previous = self._ledger.previous(session)
         after = previous if previous is not None and _older(pre, previous.ended) else None
         with self._cond:
             self._pending[key] = _Call(session=session, message=message, pre=pre, started=at,
-                                       after=after)
+                                       after=after,
+                                       taker=self._proxy.start_trace(session, at, pre))
 
     def _drop(self, key: _Key) -> None:
         """End a call without a step (a rejected goal)."""
         with self._cond:
-            self._pending.pop(key, None)
+            call = self._pending.pop(key, None)
             self._done.put(key, None)
             self._cond.notify_all()
+        if call is not None:
+            self._proxy.end_trace(call.taker)
 
     def _end(self, key: _Key, status: StepStatus, detail: str, at: float, response: Any) -> None:
         """End a call: record it (in a thread of its own: the post snapshot waits)."""
@@ -288,6 +293,7 @@ class Tap:
                 return
             self._recording += 1
             call.ended = at
+        self._proxy.end_trace(call.taker)
         self._ledger.ended(call)
         out = CallOutcome(status, detail, call.started, at, response)
         threading.Thread(target=self._record, args=(call, out),
@@ -299,7 +305,7 @@ class Tap:
             if call.after is not None:  # see Ledger; waiting also keeps the steps in order
                 call.after.posted.wait(self._settle_timeout)
                 pre = call.after.post or pre
-            call.post = self._proxy.record(call.session, call.message, pre, out)
+            call.post = self._proxy.record(call.session, call.message, pre, out, call.taker)
         except Exception as err:  # logged; the agent's call is not affected
             self._log.error(f'{self.tool.server}: recording the step failed: {err!r}')
         finally:

@@ -22,6 +22,7 @@ soon as the step is recorded.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+import math
 import threading
 from typing import Any, Protocol
 
@@ -49,26 +50,39 @@ class EventSink(Protocol):
     def __call__(
         self, *, kind: int, task: str, step: int, trajectory_id: int = 0, detail: str = '',
         failure: CheckFailure | None = None, substituted: Sequence[Any] = (),
+        watched: Watched = ((), ()),
     ) -> None:
         """Publish a ``kind`` event about ``step`` of ``task``; ``substituted``: messages."""
 
 
+Watched = tuple[Sequence[str], Sequence[str]]
+"""The elements a step was watched on while it ran, and those traced but not watched."""
+
+
 def cache_event(*, stamp: Any, kind: int, task: str, step: int, trajectory_id: int = 0,
                 detail: str = '', failure: CheckFailure | None = None,
-                substituted: Sequence[Any] = ()) -> CacheEvent:
+                substituted: Sequence[Any] = (), watched: Watched = ((), ())) -> CacheEvent:
     """
     Return one CacheEvent, with the sensor failure behind it when there is one.
 
     :param stamp: When (a ``builtin_interfaces/Time``).
     :param kind: The event's type (``CacheEvent.HIT``, ...).
     :param substituted: The step's substitutions, as messages.
+    :param watched: What the step was watched on while it ran, and what not.
     """
     msg = CacheEvent(stamp=stamp, type=kind, task=task, step=step, trajectory_id=trajectory_id,
-                     detail=detail, substituted=list(substituted))
+                     detail=detail, substituted=list(substituted), element=-1,
+                     time_into_step=-1.0, watched=list(watched[0]),
+                     unwatched=list(watched[1]))
     if failure is not None:
         msg.sensor = failure.sensor
         msg.deviation = float(failure.deviation)
         msg.tolerance = float(failure.tolerance)
+        if not math.isnan(failure.at):
+            msg.element = failure.element
+            msg.value = float(failure.value)
+            msg.expected = float(failure.expected)
+            msg.time_into_step = float(failure.at)
     return msg
 
 
@@ -88,6 +102,7 @@ class EventReporter:
         self._feedback = feedback
         self._total = -1
         self._pending: dict[int, tuple[list[Substitution], list[Any]]] = {}
+        self._watched: dict[int, Watched] = {}
         self.substitutions: list[Substitution] = []
         """Every substitution of the walk, in order (the ExecuteTask result lists them)."""
         self.messages: list[Any] = []
@@ -101,15 +116,20 @@ class EventReporter:
         subs, msgs = self._pending.pop(step, ([], [])) if kind is StepEvent.STEP_OK else ([], [])
         if subs:
             detail += ' (' + ', '.join(s.describe() for s in subs) + ')'
+        watched = self._watched.pop(step, ((), ()))
         self._sink(kind=_EVENTS[kind], task=self._task, step=step,
                    trajectory_id=trajectory_id, detail=detail, failure=failure,
-                   substituted=msgs)
+                   substituted=msgs, watched=watched)
 
     def progress(self, *, step: int, total: int, detail: str) -> None:
         """Publish feedback, when there is a channel for it."""
         self._total = total
         if self._feedback is not None:
             self._feedback(step, total, detail)
+
+    def watched(self, step: int, watched: Sequence[str], unwatched: Sequence[str]) -> None:
+        """Note what a step is watched on while it runs (its STEP_OK or CHECK_FAILED says)."""
+        self._watched[step] = (tuple(watched), tuple(unwatched))
 
     def substituted(self, step: int, subs: Sequence[Substitution]) -> None:
         """Note a bound step's substitutions; feedback says them before the goal is sent."""

@@ -54,6 +54,7 @@ from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.forwarding import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.execution.judge import describe_failure, SensorJudge, WalkJudge
+from muscle_mem_ros.ros.execution.watch import make_watch, StepWatch
 from muscle_mem_ros.ros.node.health import StoreHealth
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.store import Store
@@ -74,29 +75,42 @@ class DryRun:
     """The trajectory the first step belongs to (see replay.walk); 0 if none."""
 
 
+Send = Callable[[Node, CancelToken, Mapping[str, Any] | None, StepWatch | None], CallOutcome]
+"""Sends a node's payload: ``send(node, cancel, fields, watch)``."""
+
+
 class ProxyExecutor:
     """
     The Executor of one walk: a chosen step sent through its tool, its bound fields set.
 
     :param judge: The walk's judge (what its bindings send, and that a step ran).
-    :param send: Sends a node's payload with fields set: ``send(node, cancel, fields)``.
+    :param send: Sends a node's payload with fields set and its watch (:data:`Send`).
     :param on_substituted: Called with a step's substitutions before it is sent.
+    :param watching: Returns the watch of a step about to be sent, or None (not watched).
+    :param on_watched: Called with a watched step's (watched, not watched) element labels.
     """
 
-    def __init__(self, *, judge: WalkJudge,
-                 send: Callable[[Node, CancelToken, Mapping[str, Any] | None], CallOutcome],
-                 on_substituted: Callable[[int, Sequence[Substitution]], None]) -> None:
+    def __init__(self, *, judge: WalkJudge, send: Send,
+                 on_substituted: Callable[[int, Sequence[Substitution]], None],
+                 watching: Callable[[Node, CancelToken], StepWatch | None] | None = None,
+                 on_watched: Callable[[int, Sequence[str], Sequence[str]], None] | None = None,
+                 ) -> None:
         self._bindings = judge.bindings
         self._send = send
         self._on_substituted = on_substituted
+        self._watching = watching
+        self._on_watched = on_watched
 
     def execute(self, node: Node, step: int, cancel: CancelToken) -> CallOutcome:
-        """Send the step with its bound fields set; then move the shift by what it did."""
+        """Send the step with its bound fields set and its watch; then move the shift."""
         bound = self._bindings.sending(node)
         if bound is not None and bound.substitutions:
             self._on_substituted(step, bound.substitutions)
+        watch = self._watching(node, cancel) if self._watching is not None else None
+        if watch is not None and self._on_watched is not None:
+            self._on_watched(step, watch.labels, watch.unwatched)
         out = self._send(node, cancel, bound.values if bound is not None and bound.values
-                         else None)
+                         else None, watch)
         if out.status is StepStatus.SUCCEEDED:
             self._bindings.ran(node)
         return out
@@ -122,6 +136,10 @@ class Replayer:
     :param binding_max_shift: ``max_shift`` of inferred numeric bindings.
     :param gate: ``replay_requires``: what a learned trajectory must have earned before
         any walk or dry run here replays it.
+    :param watched: Names of the sensors a replayed action goal is watched on while it runs
+        (empty: no goal is watched; the tools' proxies need a sampler for it).
+    :param watch_scale: Factor on every tolerance while a step is watched.
+    :param watch_rate: Hz at which the sampler polls the sensors of a watched step.
     """
 
     def __init__(
@@ -140,8 +158,15 @@ class Replayer:
         infer_bindings: bool = True,
         binding_max_shift: float = DEFAULT_MAX_SHIFT,
         gate: Gate = Gate(),
+        watched: frozenset[str] = frozenset(),
+        watch_scale: float = 1.0,
+        watch_rate: float = 40.0,
     ) -> None:
         self._store = store
+        self._specs = tuple(sensors)
+        self._watched = watched
+        self._scale = watch_scale
+        self._period = 1.0 / watch_rate
         self.gate = gate
         self._tools = dict(tools)
         self.sensing = SensorJudge(
@@ -269,7 +294,9 @@ class Replayer:
         judge.gate(trust.nodes, trust.reason())
         executor = ProxyExecutor(
             judge=judge, send=self.send,
-            on_substituted=getattr(reporter, 'substituted', lambda step, subs: None))
+            on_substituted=getattr(reporter, 'substituted', lambda step, subs: None),
+            watching=partial(self.watch, judge) if self._watched else None,
+            on_watched=getattr(reporter, 'watched', None))
         result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=judge,
                       executor=executor, reporter=reporter, cancel=cancel, path=path, tree=tree)
         if result.complete and result.trajectory_id:
@@ -298,8 +325,15 @@ class Replayer:
                          check=self.sensing.check, tolerance=self.trees.tolerance,
                          agreement=agreement, describe=describe_failure)
 
+    def watch(self, judge: WalkJudge, node: Node, cancel: CancelToken) -> StepWatch | None:
+        """Return the watch of ``node``, about to be sent in ``judge``'s walk (None: unwatched)."""
+        return make_watch(node, sensors=self._specs, watch=self._watched,
+                          during=judge.bindings.during(node), scale=self._scale, cancel=cancel,
+                          period=self._period)
+
     def send(self, node: Node, cancel: CancelToken,
-             fields: Mapping[str, Any] | None = None) -> CallOutcome:
+             fields: Mapping[str, Any] | None = None,
+             watch: StepWatch | None = None) -> CallOutcome:
         """Send ``node``'s payload, with ``fields`` set, and wait (at most ``step_timeout``)."""
         return self._tools[node.step.tool].call(node.step.payload, timeout=self.step_timeout,
-                                                cancel=cancel, fields=fields)
+                                                cancel=cancel, fields=fields, watch=watch)

@@ -97,8 +97,9 @@ from muscle_mem_ros.ros.capture.host import ProxyHost
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.tap import Tap
+from muscle_mem_ros.ros.capture.trace import Sampler
 from muscle_mem_ros.ros.execution.calibrator import Calibrator
-from muscle_mem_ros.ros.execution.events import cache_event
+from muscle_mem_ros.ros.execution.events import cache_event, Watched
 from muscle_mem_ros.ros.execution.goals import TaskGoals
 from muscle_mem_ros.ros.execution.replay import Replayer
 from muscle_mem_ros.ros.execution.services import CacheServices
@@ -292,12 +293,18 @@ class BehaviorCacheNode(LifecycleNode):
         active = _Active()
         self._active = active
         active.hub = SensorHub(node=self, sensors=config.sensors, on_error=self._sensor_error)
+        if config.watched:
+            active.sampler = Sampler(active.hub, config.watch_rate, on_error=self._sensor_error)
+            self.get_logger().info(
+                f"watch: {', '.join(sorted(config.watched))} traced while an action step is "
+                f'recorded and watched while one is replayed ({config.watch_rate:g} Hz; '
+                'a sensor of more than 16 elements is not)')
         if config.tools:
             host = self._proxy_host = ProxyHost(self)
             active.proxies = host.proxies(
                 tools=config.tools, hub=active.hub, recorder=recorder,
                 post_timeout=config.post_check_timeout, timeout=config.step_timeout,
-                logger=self.get_logger())
+                logger=self.get_logger(), sampler=active.sampler, traced=config.watched)
             active.taps = host.taps(
                 proxies=active.proxies, tools=config.tools, hub=active.hub, recorder=recorder,
                 post_timeout=config.post_check_timeout, logger=self.get_logger())
@@ -309,6 +316,8 @@ class BehaviorCacheNode(LifecycleNode):
             sensor_startup_timeout=config.sensor_startup_timeout, health=parts.health,
             declared=config.bindings, infer_bindings=config.infer_bindings,
             binding_max_shift=config.binding_max_shift, gate=config.replay_requires,
+            watched=config.watched if active.sampler is not None else frozenset(),
+            watch_scale=config.watch_tolerance_scale, watch_rate=config.watch_rate,
         )
         if config.agent_action:
             active.agent = ActionClient(
@@ -382,6 +391,8 @@ class BehaviorCacheNode(LifecycleNode):
         if self._proxy_host is not None:
             self._proxy_host.stop(active.proxies.values())
             self._proxy_host = None
+        if active.sampler is not None:
+            active.sampler.close()
         if active.hub is not None:
             active.hub.close()
         self._active = None
@@ -460,6 +471,7 @@ class BehaviorCacheNode(LifecycleNode):
     def publish_event(
         self, *, kind: int, task: str, step: int, trajectory_id: int = 0, detail: str = '',
         failure: CheckFailure | None = None, substituted: Sequence[Any] = (),
+        watched: Watched = ((), ()),
     ) -> None:
         """Publish one CacheEvent on ``~/events`` (while active); ``substituted``: messages."""
         parts = self._configured
@@ -468,7 +480,7 @@ class BehaviorCacheNode(LifecycleNode):
         parts.events.publish(cache_event(
             stamp=self.get_clock().now().to_msg(), kind=kind, task=task, step=step,
             trajectory_id=trajectory_id, detail=detail, failure=failure,
-            substituted=substituted))
+            substituted=substituted, watched=watched))
 
     def _sensor_error(self, message: str) -> None:
         self.get_logger().error(message)
@@ -549,6 +561,7 @@ class _Active:
     """What activate made; deactivate undoes it."""
 
     hub: SensorHub | None = None
+    sampler: Sampler | None = None
     proxies: dict[str, ToolProxy] = field(default_factory=dict)
     taps: list[Tap] = field(default_factory=list)
     replayer: Replayer | None = None

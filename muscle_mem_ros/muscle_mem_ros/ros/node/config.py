@@ -104,7 +104,7 @@ from muscle_mem_ros.ros.node.nodeconfig import (
 from muscle_mem_ros.ros.node.parameters import ParameterReader
 from muscle_mem_ros.ros.node.paramnames import describe, layout, name_list
 from muscle_mem_ros.settings import (
-    read_bind, read_binding, read_binding_options, read_mode, read_tolerance,
+    read_bind, read_binding, read_binding_options, read_mode, read_tolerance, read_watch,
 )
 from muscle_mem_ros.store import DEFAULT_ABANDONED_RETENTION
 from rcl_interfaces.srv import ListParameters
@@ -178,6 +178,7 @@ def _sensor(reader: ParameterReader, name: str) -> SensorConfig:
         msg_type=msg_type,
         extractors=tuple(extractors), tolerance=tolerance, mode=mode, max_age=max_age,
         joints=joints, by_name=by_name, bind=read_bind(reader, prefix),
+        watch=read_watch(reader, prefix),
     )
 
 
@@ -300,6 +301,9 @@ def load_config(node: RosNode) -> NodeConfig:
         binding_max_shift=options.max_shift,
         robot_id=robot_id,
         replay_requires=Gate.parse(reader.string('replay_requires', 'none')),
+        watch=reader.boolean('watch', True),
+        watch_rate=reader.number('watch_rate', 40.0, maximum=1000.0),
+        watch_tolerance_scale=reader.number('watch_tolerance_scale', 1.0),
     )
 
 

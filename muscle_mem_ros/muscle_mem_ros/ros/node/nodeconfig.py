@@ -98,6 +98,8 @@ class SensorConfig:
         (set when ``joints`` is).
     :ivar bind: ``auto`` or ``never``: may inferred bindings read it; None: by its size
         (:func:`~muscle_mem_ros.bindings.rules.sensor_sources`).
+    :ivar watch: ``watch: auto``: traced and watched during action steps (up to
+        :data:`~muscle_mem_ros.checks.tube.MAX_WATCHED` elements); False for ``never``.
     """
 
     name: str
@@ -111,6 +113,7 @@ class SensorConfig:
     joints: tuple[str, ...] = ()
     by_name: NamedFields | None = None
     bind: str | None = None
+    watch: bool = True
 
     @property
     def size(self) -> int | None:
@@ -186,6 +189,17 @@ class NodeConfig:
     """Who this node records for in a shared (PostgreSQL) store."""
     replay_requires: Gate = Gate()
     """What a trajectory must have earned before it replays (replay.gates)."""
+    watch: bool = True
+    """Trace action steps while recording and watch them while replaying (checks.tube)."""
+    watch_rate: float = 40.0
+    """Hz at which the sensors are sampled while an action step runs."""
+    watch_tolerance_scale: float = 1.0
+    """Factor on every sensor tolerance while a step is watched."""
+
+    @property
+    def watched(self) -> frozenset[str]:
+        """Return the names of the sensors traced and watched; none when ``watch`` is off."""
+        return frozenset(s.name for s in self.sensors if s.watch) if self.watch else frozenset()
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:

@@ -34,9 +34,10 @@ _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
     'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift', 'robot_id',
-    'replay_requires',
+    'replay_requires', 'watch', 'watch_rate', 'watch_tolerance_scale',
 )
-_SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind')
+_SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind',
+                'watch')
 _TOOL_KEYS = ('server', 'type', 'proxy', 'record_from', 'success_field', 'success_when',
               'agreement')
 _BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset')
@@ -76,6 +77,12 @@ _DESCRIPTIONS = {
     'sensors.*.fields': 'Field paths concatenated into the feature vector.',
     'sensors.*.bind': ('auto | never: may inferred bindings read this sensor (default: '
                        'auto up to 16 elements, never for more, e.g. a scan).'),
+    'sensors.*.watch': ('auto | never: is it traced while an action step is recorded and '
+                        'watched while one is replayed (auto: up to 16 elements).'),
+    'watch': ('Watch replayed action goals while they run against their recorded trace; '
+              'cancel one the moment the world leaves it (false: neither traced nor watched).'),
+    'watch_rate': 'Hz at which sensors are sampled while an action step runs (0 < rate <= 1000).',
+    'watch_tolerance_scale': 'Factor on every sensor tolerance while a step is watched (> 0).',
     'sensors.*.joints': 'Element names read from the message name array, in order.',
     'sensors.*.tolerance': 'One tolerance, or one per feature element (>= 0).',
     'sensors.*.mode': 'How deviations compare: abs | norm | rms | exact | angle.',

@@ -38,17 +38,23 @@ __all__ = ['CancelToken', 'TaskGuard', 'cancel_when_accepted', 'wait_future']
 
 
 class CancelToken:
-    """A one-shot cancel flag that wakes the waits registered with it."""
+    """
+    A one-shot cancel flag that wakes the waits registered with it.
 
-    def __init__(self) -> None:
+    :param parent: A token whose cancel cancels this one too (a step's watch under its
+        walk); this one's cancel leaves the parent alone.
+    """
+
+    def __init__(self, parent: CancelToken | None = None) -> None:
         self._lock = threading.Lock()
         self._cancelled = False
         self._events: set[threading.Event] = set()
+        self._parent = parent
 
     @property
     def cancelled(self) -> bool:
-        """Return True once :meth:`cancel` was called."""
-        return self._cancelled
+        """Return True once :meth:`cancel` was called (here or on the parent)."""
+        return self._cancelled or (self._parent is not None and self._parent.cancelled)
 
     def cancel(self) -> None:
         """Set the flag and wake every registered wait."""
@@ -60,6 +66,8 @@ class CancelToken:
 
     def register(self, event: threading.Event) -> None:
         """Set ``event`` on cancel (at once if already cancelled)."""
+        if self._parent is not None:
+            self._parent.register(event)
         with self._lock:
             self._events.add(event)
             cancelled = self._cancelled
@@ -68,6 +76,8 @@ class CancelToken:
 
     def unregister(self, event: threading.Event) -> None:
         """Stop waking ``event``."""
+        if self._parent is not None:
+            self._parent.unregister(event)
         with self._lock:
             self._events.discard(event)
 

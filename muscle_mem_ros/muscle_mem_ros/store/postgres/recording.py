@@ -39,7 +39,7 @@ from typing import Any, ContextManager
 
 from .link import PgConn
 from ..base import check_step, Recording, RecordingInfo
-from ..codec import step_row
+from ..codec import STEP_COLS, step_row
 from ..owners import HOST
 from ...errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
 from ...records import Step, TrajectoryInfo
@@ -105,9 +105,8 @@ class PgRecording(Recording):
             try:
                 with self._store.db() as conn:
                     conn.execute(
-                        'INSERT INTO recording_steps (recording, seq, tool, kind, type_name,'
-                        ' payload, payload_json, pre, post, status, duration)'
-                        ' VALUES (?,?,?,?,?,?,?,?,?,?,?)', (self.id, len(self.steps), *row))
+                        f'INSERT INTO recording_steps (recording, seq, {STEP_COLS})'
+                        ' VALUES (?,?,?,?,?,?,?,?,?,?,?,?)', (self.id, len(self.steps), *row))
             except StoreUnavailableError:
                 self._remote = False
                 _log.warning('recording %d of task %r: database unreachable, its steps are '

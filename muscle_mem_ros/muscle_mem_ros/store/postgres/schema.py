@@ -33,7 +33,8 @@ processes: two robots can never add the same child twice.
 Version history: 1 trees, trajectories, recordings (with robot and owner),
 task counters; 2 a tree's tally kept by a trigger; 3 shadow agreement counts and
 approvals (:mod:`..trustsql`), so approvals travel with the fleet's trees; 4 what an
-approval covers (the trajectories and inferred bindings its approver saw; NULL in older rows).
+approval covers (the trajectories and inferred bindings its approver saw; NULL in older rows);
+5 a step's trace (what its watched sensors and feedback did while it ran; NULL in older rows).
 """
 
 from __future__ import annotations
@@ -109,6 +110,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     TABLES,  # 3: trust: shadow agreement counts and approvals (:mod:`..trustsql`)
     COVERAGE,  # 4: what an approval covers (:mod:`..trustsql`)
+    (  # 5: what the watched sensors did while a step ran (:func:`..codec.encode_trace`);
+        # IF NOT EXISTS: a database whose version rows were set back runs it again harmlessly
+        'ALTER TABLE nodes ADD COLUMN IF NOT EXISTS trace BYTEA',
+        'ALTER TABLE recording_steps ADD COLUMN IF NOT EXISTS trace BYTEA',
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

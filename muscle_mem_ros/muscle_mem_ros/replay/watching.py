@@ -1,0 +1,153 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What a replayed step is watched on while it runs, and what it is expected to do there.
+
+One rule for the node and run-bt. A step is watched when it was recorded with a
+trace (an action step, see :class:`~muscle_mem_ros.records.Trace`); its elements are:
+
+* every element of every watched sensor in the trace, expected where the
+  recording had it, moved by the walk's shift: by the shift before the step at
+  its start and by the post-check's shift at its end, anything between in the
+  middle (:mod:`muscle_mem_ros.checks.tube`);
+* except the elements whose path under the shift cannot be predicted, named in
+  the events as not watched: on a retargeted step (a bound or edited field sent
+  changed) those of sensors the step moved that follow none of its fields
+  (:attr:`~muscle_mem_ros.bindings.judge.During.unpredictable`: a Cartesian move
+  sent elsewhere moves its joints by no constant amount); and on any step, every
+  element of a sensor the step moved whose start and end the shift moves by
+  amounts more than half a tolerance apart (in any element): a motion from a
+  moved start to an unmoved end (the carry from a moved cube to a fixed place) is
+  not the recorded path moved, its shape changes (a joint-space move's arc bulges
+  differently, in x when the start moved in y, measured 2 cm in bench/watch), so
+  no offset explains it. The cube the arm goes to, the sensors it does not move,
+  stay watched;
+* the action's feedback leaves, only on a step sent as recorded into the world as
+  recorded (no shift moves its pre or post: a retargeted goal's feedback, or that
+  of a goal sent from a moved start, is not the recording's), each with
+  a tolerance of ``feedback_tolerance`` times the larger of its recorded range
+  and its largest magnitude: feedback has no configured tolerance, and a leaf
+  that moved 40 cm may differ more than one that stayed at 1.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+import math
+
+import numpy as np
+
+from ..bindings.judge import During
+from ..checks.tube import FEEDBACK, Watched
+from ..records import CompareMode, Node, SensorSpec, Snapshot
+
+__all__ = ['watched_elements']
+
+
+def watched_elements(node: Node, *, sensors: Sequence[SensorSpec], watch: Collection[str],
+                     during: During | None, feedback_tolerance: float | None,
+                     ) -> tuple[tuple[Watched, ...], tuple[str, ...]]:
+    """
+    Return the elements ``node`` is watched on while it runs, and those it is not.
+
+    :param node: The step about to be sent.
+    :param sensors: The configured sensors' specs.
+    :param watch: The names of the sensors that may be watched (``watch: auto``).
+    :param during: What the walk's shift expects of the step (None: as recorded).
+    :param feedback_tolerance: Fraction for the feedback leaves' tolerance; None: the
+        feedback is not watched.
+    :return: (watched elements, labels of the traced elements not watched).
+    """
+    trace = node.step.trace
+    if trace is None:
+        return (), ()
+    step = node.step
+    expected_pre = during.pre if during is not None else step.pre
+    expected_post = during.post if during is not None else step.post
+    unpredictable = during.unpredictable if during is not None else frozenset()
+    out: list[Watched] = []
+    skipped: list[str] = []
+    for spec in sensors:
+        series = trace.sensors.get(spec.name)
+        if spec.name not in watch or series is None or not series.values:
+            continue
+        before = _offsets(spec.name, step.pre, expected_pre)
+        after = _offsets(spec.name, step.post, expected_post)
+        width = len(series.values[0])
+        reshaped = _moved_by_step(spec, step.pre, step.post) and any(
+            abs(_at(before, i) - _at(after, i)) > _tolerance(spec, i) / 2 for i in range(width))
+        for i in range(width):
+            label = f'{spec.name}[{i}]'
+            low, high = sorted((_at(before, i), _at(after, i)))
+            tolerance = _tolerance(spec, i)
+            if reshaped or f'sensor:{label}' in unpredictable:
+                skipped.append(label)
+                continue
+            out.append(Watched(spec.name, i, tolerance, spec.mode is CompareMode.ANGLE,
+                               low, high, label))
+    feedback = trace.feedback
+    if feedback is not None and feedback.values:
+        labels = [f'feedback:{leaf}' for leaf in trace.feedback_leaves]
+        if feedback_tolerance is None or _moved(step.pre, expected_pre) or \
+                _moved(step.post, expected_post):
+            skipped.extend(labels)
+        else:
+            values = np.asarray(feedback.values, dtype=float)
+            span = np.ptp(values, axis=0)
+            peak = np.max(np.abs(values), axis=0)
+            for j, label in enumerate(labels):
+                tolerance = feedback_tolerance * max(float(span[j]), float(peak[j])) + 1e-9
+                out.append(Watched(FEEDBACK, j, tolerance, name=label))
+    return tuple(out), tuple(skipped)
+
+
+def _offsets(name: str, recorded: Snapshot | None, expected: Snapshot | None,
+             ) -> tuple[float, ...]:
+    """Return how far the shift moves each element of one sensor (0 where unknown)."""
+    if recorded is None or expected is None or recorded is expected:
+        return ()
+    was = recorded.features.get(name)
+    now = expected.features.get(name)
+    if was is None or now is None or len(was) != len(now):
+        return ()
+    return tuple(b - a if math.isfinite(b - a) else 0.0 for a, b in zip(was, now))
+
+
+def _at(offsets: tuple[float, ...], i: int) -> float:
+    return offsets[i] if i < len(offsets) else 0.0
+
+
+def _tolerance(spec: SensorSpec, i: int) -> float:
+    return spec.tolerance[i] if len(spec.tolerance) > 1 else spec.tolerance[0]
+
+
+def _moved_by_step(spec: SensorSpec, pre: Snapshot | None, post: Snapshot | None) -> bool:
+    """Return True when the step moved the sensor at recording (an element beyond tolerance)."""
+    if pre is None or post is None:
+        return False
+    was, now = pre.features.get(spec.name), post.features.get(spec.name)
+    if was is None or now is None or len(was) != len(now):
+        return False
+    tolerance = spec.tolerance if len(spec.tolerance) == len(was) else \
+        spec.tolerance[:1] * len(was)
+    return any(abs(b - a) > t for a, b, t in zip(was, now, tolerance))
+
+
+def _moved(recorded: Snapshot | None, expected: Snapshot | None) -> bool:
+    """Return True when the shift moves any element of ``recorded``."""
+    if recorded is None or expected is None or recorded is expected:
+        return False
+    return any(expected.features.get(name, vector) != vector
+               for name, vector in recorded.features.items())

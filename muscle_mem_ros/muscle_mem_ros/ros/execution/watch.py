@@ -1,0 +1,184 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The check during a replayed action goal: judge the world while it runs, cancel when it leaves.
+
+A :class:`StepWatch` is made for one replayed goal whose step was recorded with a
+trace (:func:`make_watch`). The sampler (:mod:`..capture.trace`) hands it each
+poll of the sensors; each new reading of a watched sensor is judged against the
+recording's tube (:class:`~muscle_mem_ros.checks.tube.Tube`) at its receive time
+into the step, and each feedback message as it arrives. The first reading outside
+the tube trips the watch: its cancel token fires, which cancels the goal at the
+server (the proxy's wait ends at once), and the failure says which sensor element,
+its value, what the tube allowed and when.
+
+A watched sensor that goes quiet for longer than its ``max_age`` while the step
+runs trips the watch too (kind STALE): the cache cannot see the world the robot
+moves in, and finishing the motion blind to look at the post-check afterwards is
+what the watch exists to avoid. Only a poll that came on time judges that: a poll
+two periods late says the cache's own process was starved (a loaded machine), and
+what it has not taken yet is not the sensor's silence.
+
+Services are not watched: a request cannot be canceled once sent, so a service
+step is judged when it returns (its post-check), as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+import math
+import threading
+import time
+from typing import Any
+
+from muscle_mem_ros.bindings.judge import During
+from muscle_mem_ros.checks.tube import FEEDBACK, Tube
+from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, ToolKind
+from muscle_mem_ros.replay.watching import watched_elements
+from muscle_mem_ros.resume import FailureKind
+from muscle_mem_ros.ros.capture.trace import feedback_leaves
+from muscle_mem_ros.ros.rclfix.sync import CancelToken
+
+__all__ = ['FEEDBACK_TOLERANCE', 'make_watch', 'StepWatch']
+
+FEEDBACK_TOLERANCE = 0.25
+"""A feedback leaf's tolerance, as a share of its recorded range (or magnitude), before
+``watch_tolerance_scale``. Feedback has no configured tolerance, and runs of a simulated
+arm at 4x real time gave feedback paths 14% of their range apart (bench/watch): a quarter
+catches a motion pushed off its path without canceling one that runs as recorded."""
+
+
+class StepWatch:
+    """
+    Judge one replayed goal against its recording while it runs.
+
+    :param tube: The recording's tube.
+    :param max_age: Sensor name -> seconds after which its reading is stale.
+    :param cancel: The walk's cancel; :attr:`token` fires with it too.
+    :param leaves: The feedback leaves the tube watches, in order.
+    :param unwatched: Labels of traced elements left out (said in the events).
+    :param period: The sampler's period: a poll later than two of them comes from a starved
+        process, whose quiet sensors are not judged quiet by it.
+    """
+
+    def __init__(self, *, tube: Tube, max_age: Mapping[str, float | None], cancel: CancelToken,
+                 leaves: Sequence[str] = (), unwatched: Sequence[str] = (),
+                 period: float = 0.025) -> None:
+        self.tube = tube
+        self.token = CancelToken(parent=cancel)
+        """Cancels the goal: when the walk is canceled, or the world leaves the tube."""
+        self.failure: CheckFailure | None = None
+        self.tripped_at = math.nan
+        """Monotonic time the watch tripped (the goal's cancel was requested), or nan."""
+        self.labels = tuple(w.label for w in tube.watched)
+        self.unwatched = tuple(unwatched)
+        self._max_age = dict(max_age)
+        self._leaves = tuple(leaves)
+        self._sensors = tuple(s for s in tube.series if s != FEEDBACK)
+        self.names = frozenset(self._sensors)
+        """The sensors it reads (what the sampler captures for it)."""
+        self._period = period
+        self._polled = math.nan
+        self._zero = math.nan
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def begin(self, sent: float) -> None:
+        """Start judging: the goal was sent at ``sent`` (the zero until it is accepted)."""
+        self._zero = sent
+
+    def accepted(self, at: float) -> None:
+        """Note when the goal was accepted: times into the step count from there."""
+        self._zero = at
+
+    def sample(self, snapshot: Snapshot) -> None:
+        """Judge the new readings of the watched sensors in one poll."""
+        zero = self._zero
+        if math.isnan(zero) or self.failure is not None:
+            return
+        now = snapshot.taken_at
+        on_time = not now - self._polled > 2 * self._period
+        self._polled = now
+        for name in self._sensors:
+            stamp = snapshot.stamps.get(name)
+            limit = self._max_age.get(name)
+            if stamp is None or (on_time and limit is not None and now - stamp > limit):
+                age = 'sent nothing' if stamp is None else f'sent nothing for {now - stamp:.2f} s'
+                self.trip(CheckFailure(name, math.inf, 0.0, math.inf,
+                                       f'{age} while the step ran (max_age {limit:g} s)'
+                                       if limit is not None else f'{age} while the step ran',
+                                       FailureKind.STALE, at=now - zero))
+                return
+            if stamp <= self._last.get(name, -math.inf):
+                continue
+            self._last[name] = stamp
+            failure = self.tube.judge(name, stamp - zero, snapshot.features[name])
+            if failure is not None:
+                self.trip(failure)
+                return
+
+    def feedback(self, message: Any) -> None:
+        """Judge one feedback message (the action's ``Feedback``) as it arrives."""
+        zero = self._zero
+        if not self._leaves or math.isnan(zero) or self.failure is not None:
+            return
+        leaves = feedback_leaves(message) or {}
+        values = [float(leaves.get(name, math.nan)) for name in self._leaves]
+        failure = self.tube.judge(FEEDBACK, time.monotonic() - zero, values)
+        if failure is not None:
+            self.trip(failure)
+
+    def trip(self, failure: CheckFailure) -> None:
+        """Note the first failure and cancel the goal."""
+        with self._lock:
+            if self.failure is not None:
+                return
+            self.failure = failure
+            self.tripped_at = time.monotonic()
+        self.token.cancel()
+
+
+def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[str],
+               during: During | None, scale: float, cancel: CancelToken,
+               period: float = 0.025) -> StepWatch | None:
+    """
+    Return the watch of one replayed step, or None when it is not watched.
+
+    Not watched: a service, a step recorded without a trace (before traces, or with
+    ``watch`` off), one recorded shorter than one sampling period (its replay would be
+    polled once at most, after it ended: its post-check judges it, and a replay of 25 ms
+    steps does not pay a watch per step), or one whose trace holds none of the watched
+    sensors.
+
+    :param node: The step about to be sent.
+    :param sensors: The configured sensors' specs.
+    :param watch: Names of the sensors that may be watched.
+    :param during: What the walk's shift expects of the step (None: as recorded).
+    :param scale: Factor on every tolerance (``watch_tolerance_scale``).
+    :param cancel: The walk's cancel.
+    :param period: The sampler's period (seconds).
+    """
+    step = node.step
+    if step.kind is not ToolKind.ACTION or step.trace is None or step.duration < period:
+        return None
+    elements, unwatched = watched_elements(
+        node, sensors=sensors, watch=watch, during=during,
+        feedback_tolerance=FEEDBACK_TOLERANCE)
+    if not elements:
+        return None
+    tube = Tube(step.trace, elements, scale=scale)
+    leaves = step.trace.feedback_leaves if FEEDBACK in tube.series else ()
+    return StepWatch(tube=tube, max_age={s.name: s.max_age for s in sensors}, cancel=cancel,
+                     leaves=leaves, unwatched=unwatched, period=period)
