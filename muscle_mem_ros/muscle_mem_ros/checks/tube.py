@@ -184,7 +184,8 @@ class Tube:
             (np.arange(first, first + len(low))[:, None] >= path.at - 1)
         if not on.any(axis=0).all():
             return None
-        return first + np.argmax(on, axis=0)
+        earliest: np.ndarray = first + np.argmax(on, axis=0)
+        return earliest
 
     @staticmethod
     def _failure(series: str, path: _Path, live: np.ndarray, first: int,

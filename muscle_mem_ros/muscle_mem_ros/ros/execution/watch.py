@@ -45,7 +45,7 @@ from typing import Any
 
 from muscle_mem_ros.bindings.judge import During
 from muscle_mem_ros.checks.tube import FEEDBACK, Tube
-from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, ToolKind
+from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, Step, ToolKind
 from muscle_mem_ros.replay.watching import watched_elements
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.trace import feedback_leaves
@@ -171,7 +171,7 @@ def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[st
     :param period: The sampler's period (seconds).
     """
     step = node.step
-    if step.kind is not ToolKind.ACTION or step.trace is None or step.duration < period:
+    if step.kind is not ToolKind.ACTION or step.trace is None or _recorded(step) < period:
         return None
     elements, unwatched = watched_elements(
         node, sensors=sensors, watch=watch, during=during,
@@ -182,3 +182,11 @@ def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[st
     leaves = step.trace.feedback_leaves if FEEDBACK in tube.series else ()
     return StepWatch(tube=tube, max_age={s.name: s.max_age for s in sensors}, cancel=cancel,
                      leaves=leaves, unwatched=unwatched, period=period)
+
+
+def _recorded(step: Step) -> float:
+    """Return how long the step took at recording (a document's step: its trace's span)."""
+    if step.duration > 0 or step.trace is None:
+        return step.duration
+    return max((series.times[-1] for series in step.trace.sensors.values() if series.times),
+               default=0.0)
