@@ -176,10 +176,7 @@ class Tube:
     @staticmethod
     def _match(path: _Path, live: np.ndarray, first: int, last: int) -> np.ndarray | None:
         """Return each element's earliest allowed segment in [first, last) it lies on, or None."""
-        low, high = path.low[first:last], path.high[first:last]
-        middle = (low + high) / 2.0
-        turned = np.where(path.angle, middle + np.remainder(live - middle + math.pi, 2 * math.pi)
-                          - math.pi, live)
+        low, high, turned = _spans(path, live, first, last)
         on = (np.maximum(low - turned, turned - high) <= path.tolerance) & \
             (np.arange(first, first + len(low))[:, None] >= path.at - 1)
         if not on.any(axis=0).all():
@@ -191,10 +188,7 @@ class Tube:
     def _failure(series: str, path: _Path, live: np.ndarray, first: int,
                  at: float) -> CheckFailure:
         """Return the failure of a reading off the path: its element furthest from it."""
-        low, high = path.low[first:], path.high[first:]
-        middle = (low + high) / 2.0
-        turned = np.where(path.angle, middle + np.remainder(live - middle + math.pi, 2 * math.pi)
-                          - math.pi, live)
+        low, high, turned = _spans(path, live, first, len(path.low))
         outside = np.maximum(np.maximum(low - turned, turned - high), 0.0)
         outside = np.where(np.isfinite(turned), outside, math.inf)
         rows = np.arange(first, first + len(low))[:, None]
@@ -214,6 +208,20 @@ class Tube:
             float(path.tolerance[worst]), float(scores[worst]), 'left the recorded path',
             FailureKind.OUT_OF_TOLERANCE, element=w.index, value=float(live[worst]),
             expected=expected, at=at)
+
+
+def _spans(path: _Path, live: np.ndarray, first: int,
+           last: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """
+    Return the segments' spans in [first, last) and the reading beside each.
+
+    An angle is moved by whole turns next to each span's middle; other elements are as read.
+    """
+    low, high = path.low[first:last], path.high[first:last]
+    middle = (low + high) / 2.0
+    turned = np.where(path.angle, middle + np.remainder(live - middle + math.pi, 2 * math.pi)
+                      - math.pi, live)
+    return low, high, turned
 
 
 def left_tube(failure: CheckFailure) -> str:
