@@ -2,7 +2,9 @@
 # Set up (venv, ROS wheels, build) if needed, then run the end-to-end demo: the
 # MuJoCo arm, the behavior cache and the demo planning agent, through a scripted
 # story (miss, replay, nudge, mid-task bump and handoff, learned branch, a moved cube and
-# another place target replayed through bindings, a cube beyond their range handed to the agent).
+# another place target replayed through bindings, a cube beyond their range handed to the agent,
+# a cube knocked during a replayed motion), then tasks the agent decomposes into subtasks (pick,
+# place: a skill learned under one task replayed under another, the agent not asked for it).
 # Arguments go to the demo, e.g. scripts/demo.sh --think-time 0.5 --rtf 2.
 set -eo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

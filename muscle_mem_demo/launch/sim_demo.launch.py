@@ -24,6 +24,12 @@ Then send the task to the cache (the agent is called on a miss):
     ros2 action send_goal /muscle_mem/execute_task muscle_mem_interfaces/action/ExecuteTask \
         '{task: pick_and_place, params_json: "{\"place\": [0.3, -0.3]}"}'
 
+Or a task the agent decomposes into subtasks (pick, then place), which it sends to the
+cache's /muscle_mem/execute_subtask:
+
+    ros2 action send_goal /muscle_mem/execute_task muscle_mem_interfaces/action/ExecuteTask \
+        '{task: restock}'
+
 The same three nodes start without ROS launch through `sim_demo`, which also runs the
 scripted story. The cache's parameters are the package's config/sim_demo.yaml.
 """
@@ -82,6 +88,7 @@ def generate_launch_description():
                 'arm_action': '/muscle_mem/arm/follow_joint_trajectory',
                 'pose_action': '/muscle_mem/arm/move_to_pose',
                 'gripper_service': '/muscle_mem/gripper/set',
+                'subtask_action': '/muscle_mem/execute_subtask',
             }],
             output='screen',
         ),

@@ -27,6 +27,18 @@ goals then carry exactly these x, y). The resume context is honoured: with
 ``resume_from_step`` k the steps before k are taken as done and the rest is planned from the
 current state, numbered from k.
 
+The same work as skills: ``pick`` (approach, descend, close, lift: the cube ends in the
+jaws at hover height) and ``place`` (params ``{"place": [x, y]}``: carry, lower, open,
+return home; it fails when nothing is held). And two tasks the agent decomposes into them,
+``restock`` (the cube to the shelf, :data:`planner.SHELF`) and ``tidy`` (to the bin,
+:data:`planner.BIN`), either taking ``{"place": [x, y]}`` instead: the agent does not move
+the arm for these, it sends each subtask (one "think" each) as an ExecuteTask goal to
+``subtask_action``, the behavior cache's ``~/execute_subtask``, which replays the skill
+if it has learned it or sends it back to this agent, and learns it on its own. A step of a
+parent is one subtask call. This server therefore takes a second goal while one runs,
+provided every running goal waits for a subtask (the one arriving is that subtask); any
+other concurrent goal is rejected. Canceling a parent cancels the subtask it waits for.
+
 Each call is announced on ``~/calls`` (std_msgs/String, JSON: event start|end, task,
 resume_from_step, steps, success) so demos and tests can count the agent's calls.
 
@@ -34,22 +46,36 @@ Parameters: ``think_time`` (s, 1.5), ``arm_action`` ('arm/follow_joint_trajector
 ``pose_action`` ('arm/move_to_pose'), ``gripper_service`` ('gripper/set'),
 ``place_x``/``place_y`` (m, 0.3/-0.3),
 ``move_time``/``vertical_time`` (s of robot motion, 0.8/0.5), ``step_timeout`` (s, 30.0),
-``max_steps`` (16), ``goal_tolerance`` (rad, 0.005).
+``max_steps`` (16), ``goal_tolerance`` (rad, 0.005), ``subtask_action``
+('muscle_mem/execute_subtask': the cache node ``muscle_mem`` in this node's namespace).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import json
 import sys
 import threading
 import time
 from typing import Any
 
+from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo import kinematics
 from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
-from muscle_mem_demo.planner import next_step, PickPlaceSpec, PlannedStep, StepKind, WorldView
+from muscle_mem_demo.planner import (
+    next_pick_step,
+    next_place_step,
+    next_step,
+    next_subtask,
+    PARENT_PLACES,
+    PickPlaceSpec,
+    PlannedStep,
+    PlanningError,
+    StepKind,
+    WorldView,
+)
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
 from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
@@ -65,10 +91,24 @@ from std_msgs.msg import String
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-__all__ = ['DemoAgentNode', 'TASK_NAME', 'main']
+__all__ = ['DemoAgentNode', 'SKILLS', 'TASK_NAME', 'TASKS', 'main']
 
 TASK_NAME = 'pick_and_place'
-"""The one task the demo agent knows."""
+"""The task the demo agent does in one piece."""
+
+SKILLS: dict[str, Callable[[WorldView, PickPlaceSpec], PlannedStep | None]] = {
+    TASK_NAME: next_step,
+    'pick': next_pick_step,
+    'place': next_place_step,
+}
+"""The tasks the agent does step by step, with their planner."""
+
+TASKS: tuple[str, ...] = (*SKILLS, *PARENT_PLACES)
+"""Every task the demo agent knows: the skills, then the tasks it decomposes."""
+
+EXECUTOR_THREADS = 8
+"""Threads of the agent's executor: a parent goal and its subtask goal each hold one while
+they wait, the rest serve results, feedback and sensors."""
 
 _SHUTDOWN_WAIT = 5.0
 """Seconds shutdown waits for the running task's result to reach its client."""
@@ -104,6 +144,7 @@ class DemoAgentNode(Node):
         place_y = declare_number(self, 'place_y', -0.3)
         move_time = declare_number(self, 'move_time', 0.8, minimum=0.0, exclusive=True)
         vertical_time = declare_number(self, 'vertical_time', 0.5, minimum=0.0, exclusive=True)
+        subtask_action = declare_string(self, 'subtask_action', 'muscle_mem/execute_subtask')
         try:
             self._spec = PickPlaceSpec(place_x=place_x, place_y=place_y, move_time=move_time,
                                        vertical_time=vertical_time)
@@ -113,7 +154,8 @@ class DemoAgentNode(Node):
         self._lock = threading.Lock()
         self._joints: JointState | None = None
         self._object: PoseStamped | None = None
-        self._busy = False
+        self._running = 0
+        self._waiting = 0
         self._stopping = threading.Event()
         self.create_subscription(JointState, 'joint_states', self._on_joints, 10,
                                  callback_group=self._group)
@@ -123,6 +165,8 @@ class DemoAgentNode(Node):
                                  callback_group=self._group)
         self._pose = ActionClient(self, MoveToPose, pose_action, callback_group=self._group)
         self._gripper = self.create_client(SetBool, gripper, callback_group=self._group)
+        self._subtasks = ActionClient(self, ExecuteTask, subtask_action,
+                                      callback_group=self._group)
         self._calls = self.create_publisher(String, '~/calls', 10)
         self._server = ActionServer(
             self,
@@ -135,7 +179,8 @@ class DemoAgentNode(Node):
         )
         self.get_logger().info(
             f'demo agent up: think {self._think_time} s/step, arm -> {self._arm._action_name}, '
-            f'pose -> {self._pose._action_name}, gripper -> {self._gripper.srv_name}'
+            f'pose -> {self._pose._action_name}, gripper -> {self._gripper.srv_name}, '
+            f'subtasks -> {self._subtasks._action_name}'
         )
 
     def shutdown(self) -> None:
@@ -200,10 +245,12 @@ class DemoAgentNode(Node):
 
     def _on_goal(self, goal: ExecuteTask.Goal) -> GoalResponse:
         with self._lock:
-            if self._busy:
-                self.get_logger().warning('rejecting a task: one is already running')
+            # a goal while every running one waits for a subtask is that subtask
+            if self._running > self._waiting:
+                self.get_logger().warning(
+                    f'rejecting task {goal.task!r}: one is already running')
                 return GoalResponse.REJECT
-            self._busy = True
+            self._running += 1
         return GoalResponse.ACCEPT
 
     def _execute(self, goal_handle: ServerGoalHandle) -> ExecuteTask.Result:
@@ -211,51 +258,30 @@ class DemoAgentNode(Node):
         result = ExecuteTask.Result()
         start_step = max(0, int(goal.resume_from_step))
         self._announce(event='start', task=goal.task, resume_from_step=start_step, steps=0)
-        done = 0
+        progress = [0]  # steps done, kept by the task's loop
         try:
             spec = self._task_spec(goal.task, goal.params_json)
             if goal.resume_reason:
                 self.get_logger().info(f'resuming at step {start_step}: {goal.resume_reason}')
-            # plan only from data stamped after the task arrived: on a handoff the world may
-            # have changed just before (a bump the cache's post-check caught)
-            since = self.get_clock().now().nanoseconds
-            while True:
-                thinking_since = time.monotonic()
-                view = self._perceive(after=since, timeout=self._step_timeout)
-                step = self._plan(view, spec)
-                if step is None:
-                    break
-                if done >= self._max_steps:
-                    raise _TaskFailed(f'not finished after {done} steps')
-                index = start_step + done
-                self.get_logger().info(
-                    f'step {index}: {step.label} (object at '
-                    f'{_fmt(view.object_position)}, grasp point at '
-                    f'{_fmt(kinematics.forward(view.joints))}, '
-                    f'jaws {"closed" if view.gripper_closed else "open"})'
-                )
-                self._feedback(goal_handle, index, f'step {index}: thinking about {step.label}')
-                self._stopping.wait(
-                    max(0.0, self._think_time - (time.monotonic() - thinking_since)))
-                self._check_stopping()
-                if goal_handle.is_cancel_requested:
-                    goal_handle.canceled()
-                    result.message = f'canceled before step {index}'
-                    result.steps_by_agent = done
-                    return result
-                self._feedback(goal_handle, index, f'step {index}: {step.label}')
-                self._send(step, goal_handle)
-                since = self.get_clock().now().nanoseconds
-                done += 1
+            if goal.task in PARENT_PLACES:
+                canceled = self._decompose(goal_handle, spec, start_step, progress)
+            else:
+                canceled = self._act(goal_handle, SKILLS[goal.task], spec, start_step, progress)
+            if canceled:
+                goal_handle.canceled()
+                result.message = f'canceled before step {start_step + progress[0]}'
+                result.steps_by_agent = progress[0]
+                return result
             result.success = True
-            result.message = f'pick_and_place done: {done} step(s) from step {start_step}'
+            result.message = (f'{goal.task} done: {progress[0]} step(s) from step '
+                              f'{start_step}')
             goal_handle.succeed()
         except _TaskCanceled:
-            result.message = f'canceled during step {start_step + done}'
+            result.message = f'canceled during step {start_step + progress[0]}'
             goal_handle.canceled()
         except _TaskFailed as err:
             result.success = False
-            result.message = f'step {start_step + done}: {err}'
+            result.message = f'step {start_step + progress[0]}: {err}'
             if self._stopping.is_set():  # a shutdown, not a failure of the task
                 self.get_logger().warning(result.message)
             else:
@@ -263,22 +289,97 @@ class DemoAgentNode(Node):
             goal_handle.abort()
         finally:
             with self._lock:
-                self._busy = False
+                self._running -= 1
             self._announce(event='end', task=goal.task, resume_from_step=start_step,
-                           steps=done, success=result.success)
-        result.steps_by_agent = done
+                           steps=progress[0], success=result.success)
+        result.steps_by_agent = progress[0]
         return result
 
+    def _act(self, goal_handle: ServerGoalHandle,
+             planner: Callable[[WorldView, PickPlaceSpec], PlannedStep | None],
+             spec: PickPlaceSpec, start_step: int, progress: list[int]) -> bool:
+        """
+        Plan and send the task's steps until it is done; return True when canceled between.
+
+        :raises _TaskFailed: a step could not be planned or done.
+        :raises _TaskCanceled: canceled during a step.
+        """
+        # plan only from data stamped after the task arrived: on a handoff the world may
+        # have changed just before (a bump the cache's post-check caught)
+        since = self.get_clock().now().nanoseconds
+        while True:
+            thinking_since = time.monotonic()
+            view = self._perceive(after=since, timeout=self._step_timeout)
+            step = self._plan(planner, view, spec)
+            if step is None:
+                return False
+            if progress[0] >= self._max_steps:
+                raise _TaskFailed(f'not finished after {progress[0]} steps')
+            index = start_step + progress[0]
+            self.get_logger().info(
+                f'step {index}: {step.label} (object at '
+                f'{_fmt(view.object_position)}, grasp point at '
+                f'{_fmt(kinematics.forward(view.joints))}, '
+                f'jaws {"closed" if view.gripper_closed else "open"})'
+            )
+            if self._think(goal_handle, index, step.label, thinking_since):
+                return True
+            self._send(step, goal_handle)
+            since = self.get_clock().now().nanoseconds
+            progress[0] += 1
+
+    def _decompose(self, goal_handle: ServerGoalHandle, spec: PickPlaceSpec, start_step: int,
+                   progress: list[int]) -> bool:
+        """
+        Send the parent's subtasks to the cache until it is done; True when canceled between.
+
+        :raises _TaskFailed: a subtask failed or was refused (its message says why).
+        :raises _TaskCanceled: canceled while a subtask ran (that subtask was canceled).
+        """
+        since = self.get_clock().now().nanoseconds
+        while True:
+            thinking_since = time.monotonic()
+            view = self._perceive(after=since, timeout=self._step_timeout)
+            name = next_subtask(view, spec)
+            if name is None:
+                return False
+            if progress[0] >= self._max_steps:
+                raise _TaskFailed(f'not finished after {progress[0]} subtasks')
+            index = start_step + progress[0]
+            params: dict[str, Any] = {}
+            if name == 'place':
+                params['place'] = [spec.place_x, spec.place_y]
+            label = f'subtask {name} {json.dumps(params)}'
+            self.get_logger().info(f'step {index}: {label} (object at '
+                                   f'{_fmt(view.object_position)})')
+            if self._think(goal_handle, index, label, thinking_since):
+                return True
+            self._run_subtask(name, params, goal_handle)
+            since = self.get_clock().now().nanoseconds
+            progress[0] += 1
+
+    def _think(self, goal_handle: ServerGoalHandle, index: int, label: str,
+               since: float) -> bool:
+        """Spend the think time on step ``index``; return True when canceled meanwhile."""
+        self._feedback(goal_handle, index, f'step {index}: thinking about {label}')
+        self._stopping.wait(max(0.0, self._think_time - (time.monotonic() - since)))
+        self._check_stopping()
+        if goal_handle.is_cancel_requested:
+            return True
+        self._feedback(goal_handle, index, f'step {index}: {label}')
+        return False
+
     def _task_spec(self, task: str, params_json: str) -> PickPlaceSpec:
-        if task != TASK_NAME:
-            raise _TaskFailed(f'unknown task {task!r} (this agent knows {TASK_NAME!r})')
+        if task not in TASKS:
+            raise _TaskFailed(f'unknown task {task!r} (this agent knows '
+                              f'{", ".join(repr(t) for t in TASKS)})')
         try:
             params = json.loads(params_json) if params_json.strip() else {}
         except json.JSONDecodeError as err:
             raise _TaskFailed(f'params_json is not JSON: {err}') from err
         if not isinstance(params, dict):
             raise _TaskFailed('params_json must be a JSON object')
-        place = params.get('place')
+        place = params.get('place', PARENT_PLACES.get(task))
         if place is None:
             return self._spec
         try:
@@ -288,10 +389,12 @@ class DemoAgentNode(Node):
         except (TypeError, ValueError) as err:
             raise _TaskFailed(f'params "place" must be [x, y] within reach: {err}') from err
 
-    def _plan(self, view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
+    @staticmethod
+    def _plan(planner: Callable[[WorldView, PickPlaceSpec], PlannedStep | None],
+              view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
         try:
-            return next_step(view, spec)
-        except kinematics.UnreachableError as err:
+            return planner(view, spec)
+        except (kinematics.UnreachableError, PlanningError) as err:
             raise _TaskFailed(str(err)) from err
 
     def _feedback(self, goal_handle: ServerGoalHandle, step: int, detail: str) -> None:
@@ -300,6 +403,7 @@ class DemoAgentNode(Node):
         feedback.step = step
         feedback.total = -1
         feedback.detail = detail
+        feedback.task = goal_handle.request.task
         goal_handle.publish_feedback(feedback)
 
     def _announce(self, **fields: Any) -> None:
@@ -366,6 +470,43 @@ class DemoAgentNode(Node):
         if code != 0:  # SUCCESSFUL in both FollowJointTrajectory and MoveToPose
             raise _TaskFailed(f'{step.label}: error {code} {response.result.error_string}')
 
+    def _run_subtask(self, name: str, params: dict[str, Any], task: ServerGoalHandle) -> None:
+        """
+        Send one subtask to the cache, wait for its result (canceled with the task).
+
+        While it waits, this goal counts as waiting, so the subtask's goal, which the cache
+        may send back to this agent, is accepted.
+        """
+        if not self._subtasks.wait_for_server(timeout_sec=self._step_timeout):
+            raise _TaskFailed(f'action server {self._subtasks._action_name} not available')
+        goal = ExecuteTask.Goal(task=name, params_json=json.dumps(params, sort_keys=True))
+        with self._lock:
+            self._waiting += 1
+        try:
+            handle = self._wait(self._subtasks.send_goal_async(goal), 'subtask acceptance')
+            if not handle.accepted:
+                raise _TaskFailed(f'subtask {name}: goal rejected')
+            result = handle.get_result_async()
+            deadline = time.monotonic() + self._step_timeout * (self._max_steps + 1)
+            while not result.done():
+                if task.is_cancel_requested:
+                    handle.cancel_goal_async()
+                    self._wait(result, f'the canceled subtask {name} to end')
+                    raise _TaskCanceled()
+                if time.monotonic() > deadline or self._stopping.is_set():
+                    handle.cancel_goal_async()
+                    self._check_stopping()
+                    raise _TaskFailed(f'subtask {name}: no result in time')
+                time.sleep(0.02)
+        finally:
+            with self._lock:
+                self._waiting -= 1
+        response = self._wait(result, f'subtask {name} result')
+        if response.status == GoalStatus.STATUS_CANCELED and task.is_cancel_requested:
+            raise _TaskCanceled()
+        if not response.result.success:
+            raise _TaskFailed(f'subtask {name} failed: {response.result.message}')
+
     def _call_gripper(self, step: PlannedStep) -> None:
         if not self._gripper.wait_for_service(timeout_sec=self._step_timeout):
             raise _TaskFailed(f'service {self._gripper.srv_name} not available')
@@ -405,7 +546,8 @@ def _fmt(point: object) -> str:
 
 def main(args: list[str] | None = None) -> int:
     """Run the demo agent until interrupted; exit code 1 on bad parameters."""
-    return spin_node(DemoAgentNode, name='demo_agent', args=args, on_exit=DemoAgentNode.shutdown)
+    return spin_node(DemoAgentNode, name='demo_agent', args=args, on_exit=DemoAgentNode.shutdown,
+                     num_threads=EXECUTOR_THREADS)
 
 
 if __name__ == '__main__':

@@ -17,8 +17,11 @@
 
 Starts the three nodes as child processes (no ``ros2 launch`` needed), then runs the story of
 :mod:`muscle_mem_demo.story`, printing one table row per run, and writes
-``<output-dir>/sim_demo.png``. Exit code 0 only when every run held; 1 when a run did not;
-2 when the demo could not run (a node did not start, bad option).
+``<output-dir>/sim_demo.png`` and ``sim_demo.json``; then its second part,
+:mod:`muscle_mem_demo.skill_story` (tasks the agent decomposes into subtasks sent through the
+cache), a table of its own and ``sim_demo_skills.json`` (``--skip-subtasks`` leaves it out).
+Exit code 0 only when every run held; 1 when a run did not; 2 when the demo could not run
+(a node did not start, bad option).
 
 The ROS environment is inherited (ROS_DOMAIN_ID, RMW); ROS_AUTOMATIC_DISCOVERY_RANGE is set to
 LOCALHOST unless already set.
@@ -27,7 +30,7 @@ LOCALHOST unless already set.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 import json
 import math
 import os
@@ -35,7 +38,7 @@ from pathlib import Path
 import sys
 import tempfile
 import time
-from typing import TextIO
+from typing import TextIO, TYPE_CHECKING
 
 from muscle_mem_demo.processes import (
     ChildProcesses,
@@ -47,11 +50,17 @@ from muscle_mem_demo.report import (
     describe_knock,
     describe_substitutions,
     format_row,
+    format_skill_row,
     HEADER,
     rule,
+    SKILL_HEADER,
     write_figure,
 )
+from muscle_mem_demo.skill_story import SKILL_STORY, skill_summary
 from muscle_mem_demo.story import judge, RunMode, RunOutcome, STORY
+
+if TYPE_CHECKING:
+    from muscle_mem_demo.driver import StoryDriver as StoryDriverLike
 
 __all__ = ['main', 'parse_args', 'run_story']
 
@@ -64,7 +73,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         'a miss, replays, a nudge within tolerance, a mid-task bump with handoff, the '
         'learned branch replayed, a replay retargeted to a moved cube, one to another place '
         "target, a cube beyond the bindings' range going to the agent, and a cube knocked "
-        'during a replayed motion, which the cache cancels mid-motion.',
+        'during a replayed motion, which the cache cancels mid-motion; then tasks the agent '
+        'decomposes into subtasks through the cache, a skill learned under one replayed '
+        'under another.',
     )
     parser.add_argument('--think-time', type=float, default=1.5,
                         help="the agent's think time per step, seconds (default 1.5)")
@@ -79,6 +90,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--params-file', type=Path, default=None,
                         help="the cache's ROS params file (default: the package's "
                         'config/sim_demo.yaml)')
+    parser.add_argument('--skip-subtasks', action='store_true',
+                        help="leave out the story's second part (subtasks)")
     parser.add_argument('--startup-timeout', type=float, default=60.0,
                         help='seconds to wait for the nodes to come up (default 60)')
     args = parser.parse_args(argv)
@@ -153,6 +166,10 @@ def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[Run
                         say(f'      cache substituted: {describe_substitutions(outcome)}')
                     children.check()
                 say(rule())
+                if not args.skip_subtasks:
+                    skills = _run_skills(driver, children, say, timeout=run_timeout)
+                    outcomes += skills
+                    say(skill_summary(skills))
             finally:
                 children.stop()  # first, so no message arrives while the driver closes
                 driver.close()
@@ -160,6 +177,29 @@ def run_story(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> list[Run
         rclpy.try_shutdown()
         if scratch is not None:
             scratch.cleanup()
+    return outcomes
+
+
+def _run_skills(driver: StoryDriverLike, children: ChildProcesses,
+                say: Callable[[str], None], *, timeout: float) -> list[RunOutcome]:
+    """Perform the story's second part (subtasks), printing its table; return the outcomes."""
+    say('')
+    say('tasks made of subtasks: the agent decomposes restock and tidy into pick and place, '
+        "sent through the cache's ~/execute_subtask")
+    say(SKILL_HEADER)
+    say(rule(SKILL_HEADER))
+    outcomes = []
+    for spec in SKILL_STORY:
+        children.check()
+        driver.prepare(spec)
+        outcome = judge(driver.execute(spec, timeout=timeout))
+        outcomes.append(outcome)
+        say(format_skill_row(outcome))
+        for failure in outcome.failures:
+            say(f'      ! {failure}')
+        if outcome.message and not outcome.held:
+            say(f'      cache: {outcome.message}')
+    say(rule(SKILL_HEADER))
     return outcomes
 
 
@@ -172,8 +212,12 @@ def _summary(outcomes: Sequence[RunOutcome]) -> list[dict[str, object]]:
             'steps_replayed': o.replayed,
             'steps_by_agent': o.by_agent,
             'agent_calls': list(o.agent_calls),
+            'task': o.spec.task,
+            'agent_tasks': list(o.agent_tasks),
+            'from_cache': list(o.from_cache),
+            'hits': [list(h) for h in o.hits],
             'wall_time': o.wall_time,
-            'params': json.loads(o.spec.params_json),
+            'params': json.loads(o.spec.params_json or '{}'),
             'place_target': list(o.spec.place),
             'object_start': list(o.object_start) if o.object_start else None,
             'final_object': o.final_object,
@@ -204,9 +248,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RuntimeError, TimeoutError, FileNotFoundError) as err:
         print(f'sim_demo: {err} (node logs in {args.output_dir / "logs"})', file=sys.stderr)
         return 2
-    held = len(outcomes) == len(STORY) and all(o.held for o in outcomes)
-    png = write_figure(outcomes, args.output_dir / 'sim_demo.png')
-    (args.output_dir / 'sim_demo.json').write_text(json.dumps(_summary(outcomes), indent=2))
+    expected = len(STORY) + (0 if args.skip_subtasks else len(SKILL_STORY))
+    held = len(outcomes) == expected and all(o.held for o in outcomes)
+    story, skills = outcomes[:len(STORY)], outcomes[len(STORY):]
+    png = write_figure(story, args.output_dir / 'sim_demo.png')
+    (args.output_dir / 'sim_demo.json').write_text(json.dumps(_summary(story), indent=2))
+    if not args.skip_subtasks:
+        (args.output_dir / 'sim_demo_skills.json').write_text(
+            json.dumps(_summary(skills), indent=2))
     total = time.monotonic() - started
     verdict = 'the story held' if held else 'the story did NOT hold'
     print(f'{verdict}; {total:.0f} s in all; figure: {png}')

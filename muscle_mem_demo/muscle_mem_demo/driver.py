@@ -32,7 +32,7 @@ from typing import Any
 
 from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo import kinematics
-from muscle_mem_demo.story import KNOCK_DELAY, KnockReport, RunOutcome, RunSpec
+from muscle_mem_demo.story import KNOCK_DELAY, KnockReport, RunOutcome, RunSpec, TASK
 from muscle_mem_demo_interfaces.msg import Knock
 from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
@@ -50,8 +50,6 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 __all__ = ['DriverError', 'StoryDriver', 'knock_report', 'substitution_record']
-
-TASK = 'pick_and_place'
 
 
 class DriverError(MuscleMemError, RuntimeError):
@@ -248,7 +246,7 @@ class StoryDriver(Node):
             self._recording = True
         started = time.monotonic()
         try:
-            goal = ExecuteTask.Goal(task=TASK, params_json=spec.params_json)
+            goal = ExecuteTask.Goal(task=spec.task or TASK, params_json=spec.params_json)
             handle = self._wait(self._task.send_goal_async(goal),
                                 timeout=30.0, what='goal acceptance')
             if not handle.accepted:
@@ -287,6 +285,10 @@ class StoryDriver(Node):
                 int(c.get('resume_from_step', -1)) for c in self._calls
                 if c.get('event') == 'start'
             )
+            outcome.agent_tasks = tuple(str(c.get('task', '')) for c in self._calls
+                                        if c.get('event') == 'start')
+            outcome.hits = tuple((e.task, int(getattr(e, 'depth', 0))) for e in self._events
+                                 if e.type == CacheEvent.HIT)
             failed = [e for e in self._events if e.type == CacheEvent.CHECK_FAILED]
             knocks = list(self._knocks)
         outcome.canceled = tuple((int(e.step), float(e.time_into_step)) for e in failed
@@ -308,8 +310,9 @@ class StoryDriver(Node):
         """
         Wait (bounded) until the run's last announcements and events have arrived.
 
-        They travel on topics, unordered with the result: the cache's closing event
-        (hit, branch learned or error), an "end" for every agent call that started, and
+        They travel on topics, unordered with the result: the cache's closing event of the
+        run's own task (hit, branch learned or error at depth 0; a subtask's comes before),
+        an "end" for every agent call that started, and
         the robot's Knock when ``knock``.
         A run that produced neither (canceled, timed out) is judged after ``timeout``.
         """
@@ -317,7 +320,8 @@ class StoryDriver(Node):
             with self._lock:
                 starts = sum(c.get('event') == 'start' for c in self._calls)
                 ends = sum(c.get('event') == 'end' for c in self._calls)
-                closed = any(e.type in self._CLOSING for e in self._events)
+                closed = any(e.type in self._CLOSING and getattr(e, 'depth', 0) == 0
+                             for e in self._events)
                 knocked = bool(self._knocks) or not knock
             return closed and ends >= starts and knocked
 

@@ -95,7 +95,7 @@ def _as_value_error(name: str) -> Iterator[None]:
 
 def spin_node(
     make_node: Callable[[], N], *, name: str, args: list[str] | None = None,
-    on_exit: Callable[[N], None] | None = None,
+    on_exit: Callable[[N], None] | None = None, num_threads: int = 4,
 ) -> int:
     """
     Create a node, spin it on a multi-threaded executor until interrupted, clean up.
@@ -105,6 +105,7 @@ def spin_node(
     :param args: Command-line arguments for ``rclpy.init``.
     :param on_exit: Called with the node after a shutdown signal, before the executor stops and
         the node is destroyed: end its running work and stop its threads.
+    :param num_threads: Threads of the executor.
     :return: The exit code: 0 (also after SIGINT or SIGTERM, however often they come), 1 for a bad
         parameter, 2 if the executor failed.
     """
@@ -115,7 +116,7 @@ def spin_node(
     code = 0
     try:
         node = make_node()
-        executor = MultiThreadedExecutor(num_threads=4)
+        executor = MultiThreadedExecutor(num_threads=num_threads)
         executor.add_node(node)
         built = node
 

@@ -30,10 +30,20 @@ answer depends only on the current state, the same function resumes a task anywh
 cube was knocked away after the first step, the next answer is "move above the object" at its
 new position. :func:`plan` rolls the sequence forward on the ideal outcome of each step, for
 previews and tests.
+
+The agent also knows the pick-and-place as two skills and two tasks made of them.
+:func:`next_pick_step` plans ``pick`` (approach, descend, close, lift: it ends holding the
+cube at hover height), :func:`next_place_step` plans ``place`` (carry, lower, open, return
+home: it needs the cube in the jaws, or already at the target). :func:`next_subtask` is the
+decomposition of the parents of :data:`PARENT_PLACES` (``restock``: the cube to the shelf,
+``tidy``: the cube to the bin): ``pick`` while the cube is not held, ``place`` while it is,
+nothing once it rests at the target with the arm home; like :func:`next_step`, it decides
+from the current state only, so a parent resumes anywhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 import enum
 import math
@@ -42,13 +52,34 @@ from muscle_mem_demo import kinematics
 from muscle_mem_demo.kinematics import GraspPoint
 
 __all__ = [
+    'BIN',
+    'PARENT_PLACES',
     'PickPlaceSpec',
+    'PlanningError',
+    'SHELF',
     'PlannedStep',
     'StepKind',
     'WorldView',
+    'next_pick_step',
+    'next_place_step',
     'next_step',
+    'next_subtask',
     'plan',
 ]
+
+SHELF: tuple[float, float] = (0.3, -0.3)
+"""Where ``restock`` puts the cube (the agent's default place target), metres."""
+
+BIN: tuple[float, float] = (0.3, -0.15)
+"""Where ``tidy`` puts the cube, metres: 15 cm from the shelf along y."""
+
+PARENT_PLACES: dict[str, tuple[float, float]] = {'restock': SHELF, 'tidy': BIN}
+"""The tasks the agent decomposes into ``pick`` and ``place`` subtasks, with their place
+target (a task parameter ``place`` overrides it)."""
+
+
+class PlanningError(Exception):
+    """The task cannot go on from this state (for ``place``: nothing is held)."""
 
 
 class StepKind(enum.Enum):
@@ -172,6 +203,67 @@ def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
             return PlannedStep(kind=StepKind.MOVE, label='return home',
                                joints=tuple(kinematics.HOME), duration=spec.move_time)
         return None
+    return _approach(grasp, cube, spec)
+
+
+def next_pick_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
+    """
+    Return the next step of ``pick`` from ``view``, or None when the cube is held up high.
+
+    :raises kinematics.UnreachableError: the cube is out of the arm's reach.
+    """
+    grasp = kinematics.forward(view.joints)
+    ox, oy, oz = view.object_position
+    cube = GraspPoint(x=ox, y=oy, z=oz)
+    if _held(view, grasp, spec):
+        if grasp.z < spec.hover_height - spec.height_tolerance:
+            return _move('lift the object', replace(cube, z=spec.hover_height),
+                         spec.vertical_time)
+        return None
+    if view.gripper_closed:
+        return PlannedStep(kind=StepKind.GRIPPER, label='open the gripper', close=False)
+    return _approach(grasp, cube, spec)
+
+
+def next_place_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
+    """
+    Return the next step of ``place`` from ``view``, or None when placed with the arm home.
+
+    :raises PlanningError: the cube is neither held nor at the target.
+    :raises kinematics.UnreachableError: the target is out of the arm's reach.
+    """
+    grasp = kinematics.forward(view.joints)
+    if not _held(view, grasp, spec) and not _placed(view, spec) and not view.gripper_closed:
+        ox, oy, oz = view.object_position
+        raise PlanningError(f'place: the object is not held (it is at ({ox:.3f}, {oy:.3f}, '
+                            f'{oz:.3f})): pick it first')
+    return next_step(view, spec)
+
+
+def next_subtask(view: WorldView, spec: PickPlaceSpec) -> str | None:
+    """Return the next subtask of a parent placing at ``spec.place``: pick, place or None."""
+    grasp = kinematics.forward(view.joints)
+    if _held(view, grasp, spec):
+        return 'place'
+    if _placed(view, spec) and not view.gripper_closed:
+        away = max(abs(a - b) for a, b in zip(view.joints, kinematics.HOME, strict=True))
+        return 'place' if away > spec.home_tolerance else None
+    return 'pick'
+
+
+def _held(view: WorldView, grasp: GraspPoint, spec: PickPlaceSpec) -> bool:
+    return view.gripper_closed and math.dist(
+        (grasp.x, grasp.y, grasp.z), view.object_position) <= spec.holding_radius
+
+
+def _placed(view: WorldView, spec: PickPlaceSpec) -> bool:
+    ox, oy, oz = view.object_position
+    return GraspPoint(x=ox, y=oy, z=oz).distance_xy(spec.place) <= spec.placed_tolerance and (
+        oz < 0.035)
+
+
+def _approach(grasp: GraspPoint, cube: GraspPoint, spec: PickPlaceSpec) -> PlannedStep:
+    """Return the next step towards closing the open jaws on the cube."""
     if grasp.distance_xy(cube) > spec.align_tolerance:
         return _move('move above the object', replace(cube, z=spec.hover_height),
                      spec.move_time)
@@ -181,15 +273,19 @@ def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
     return PlannedStep(kind=StepKind.GRIPPER, label='close the gripper', close=True)
 
 
-def plan(view: WorldView, spec: PickPlaceSpec, *, max_steps: int = 16) -> list[PlannedStep]:
+def plan(view: WorldView, spec: PickPlaceSpec, *, max_steps: int = 16,
+         planner: Callable[[WorldView, PickPlaceSpec], PlannedStep | None] = next_step,
+         ) -> list[PlannedStep]:
     """
     Return the whole remaining sequence, assuming every step ends exactly at its target.
 
+    :param planner: The task's next-step function: :func:`next_step` (pick-and-place),
+        :func:`next_pick_step` or :func:`next_place_step`.
     :raises RuntimeError: no end within ``max_steps`` (a planning bug, not a world state).
     """
     steps: list[PlannedStep] = []
     while len(steps) < max_steps:
-        step = next_step(view, spec)
+        step = planner(view, spec)
         if step is None:
             return steps
         steps.append(step)

@@ -89,6 +89,7 @@ def node_commands(
             '-p', 'arm_action:=/muscle_mem/arm/follow_joint_trajectory',
             '-p', 'pose_action:=/muscle_mem/arm/move_to_pose',
             '-p', 'gripper_service:=/muscle_mem/gripper/set',
+            '-p', 'subtask_action:=/muscle_mem/execute_subtask',
         ],
     }
 

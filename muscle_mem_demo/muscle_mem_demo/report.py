@@ -21,6 +21,10 @@ cube start, place target and where the cube ended, the arm's joint traces of the
 first run against its replay, on a common time axis from the moment the task was sent, and
 the grasp point's distance from where the recorded approach ends, in a replay and in the
 run whose cube is knocked during the approach: the arm stops short when the cache cancels.
+
+The second part (tasks made of subtasks) has its own table (:data:`SKILL_HEADER`,
+:func:`format_skill_row`): which tasks the agent was asked for, counted from its ``~/calls``,
+and which the cache replayed in full, from its HIT events.
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from typing import Any
 from muscle_mem_demo.kinematics import ARM_JOINTS, forward
 from muscle_mem_demo.story import RunMode, RunOutcome
 
-__all__ = ['HEADER', 'describe_knock', 'describe_substitutions', 'format_row', 'rule',
-           'write_figure']
+__all__ = ['HEADER', 'SKILL_HEADER', 'describe_knock', 'describe_substitutions', 'format_row',
+           'format_skill_row', 'rule', 'write_figure']
 
 _COLUMNS = (
     ('#', 2, '>'),
@@ -53,9 +57,24 @@ HEADER = '  '.join(f'{name:{align}{width}}' for name, width, align in _COLUMNS)
 """The table's header line."""
 
 
-def rule() -> str:
-    """Return a separator line as wide as the table."""
-    return '-' * len(HEADER)
+_SKILL_COLUMNS = (
+    ('#', 2, '>'),
+    ('run', 30, '<'),
+    ('mode', 15, '<'),
+    ('agent asked for', 22, '<'),
+    ('replayed by the cache', 24, '<'),
+    ('wall s', 7, '>'),
+    ('off target', 10, '>'),
+    ('result', 6, '<'),
+)
+
+SKILL_HEADER = '  '.join(f'{name:{align}{width}}' for name, width, align in _SKILL_COLUMNS)
+"""The header line of the second part's table."""
+
+
+def rule(header: str = HEADER) -> str:
+    """Return a separator line as wide as the table of ``header``."""
+    return '-' * len(header)
 
 
 def format_row(outcome: RunOutcome, *, baseline: float | None) -> str:
@@ -80,6 +99,35 @@ def format_row(outcome: RunOutcome, *, baseline: float | None) -> str:
     )
     return '  '.join(
         f'{value:{align}{width}}' for value, (_, width, align) in zip(values, _COLUMNS,
+                                                                      strict=True)
+    )
+
+
+def format_skill_row(outcome: RunOutcome) -> str:
+    """
+    Return the second part's table line of one run.
+
+    'agent asked for' lists the task of each agent call in order ('none': not called);
+    'replayed by the cache' the tasks replayed in full: the run's own task, then in
+    parentheses the subtasks (``restock (pick, place)``), or the subtasks alone.
+    """
+    mode = outcome.mode.value if outcome.mode else 'FAILED'
+    asked = ', '.join(outcome.agent_tasks) or 'none'
+    own = [task for task, depth in outcome.hits if depth == 0]
+    subtasks = ', '.join(outcome.from_cache)
+    if own:
+        replayed = own[0] + (f' ({subtasks})' if subtasks else '')
+    else:
+        replayed = subtasks or 'none'
+    wall = f'{outcome.wall_time:.1f}' if math.isfinite(outcome.wall_time) else '-'
+    if outcome.final_object is None:
+        placed = 'unknown'
+    else:
+        placed = f'{outcome.placement_error * 1000:.1f} mm' + ('' if outcome.placed else '!')
+    values = (str(outcome.spec.number), outcome.spec.title, mode, asked, replayed, wall,
+              placed, 'PASS' if outcome.held else 'FAIL')
+    return '  '.join(
+        f'{value:{align}{width}}' for value, (_, width, align) in zip(values, _SKILL_COLUMNS,
                                                                       strict=True)
     )
 

@@ -23,6 +23,11 @@ show the cache's bindings (the cube moved beyond the literal tolerance, another 
 must place within :data:`BOUND_PLACE_TOLERANCE`; run 8 moves the cube beyond the bindings'
 range and must go to the agent; run 9 knocks the cube during the replay's first motion, which
 the cache must cancel mid-motion (no other run may be canceled so).
+
+The same types describe the story's second part (:mod:`muscle_mem_demo.skill_story`): runs
+of other tasks (:attr:`RunSpec.task`) judged by which tasks the agent was asked for
+(:attr:`Expectation.asked`) and which subtasks the cache replayed in full
+(:attr:`Expectation.from_cache`); an expectation left None there is not judged.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ __all__ = [
     'PLACE_TARGET',
     'SHIFT_POSITION',
     'STORY',
+    'TASK',
     'Expectation',
     'KnockReport',
     'RunMode',
@@ -54,6 +60,9 @@ __all__ = [
     'RunSpec',
     'judge',
 ]
+
+TASK = 'pick_and_place'
+"""The task of the story's nine runs."""
 
 PLACE_TARGET: tuple[float, float] = (0.3, -0.3)
 """Where the agent puts the cube (the agent's default place_x, place_y), metres."""
@@ -117,14 +126,21 @@ class RunMode(enum.Enum):
 class Expectation:
     """What a run must show for the story to hold."""
 
-    mode: RunMode
-    """How it must be carried out."""
-    replayed: int
-    """Steps replayed by the cache."""
-    by_agent: int
+    mode: RunMode | None
+    """How it must be carried out (None: not judged)."""
+    replayed: int | None
+    """Steps replayed by the cache (None: not judged, nor ``by_agent``)."""
+    by_agent: int | None
     """Steps done by the agent."""
-    agent_calls: tuple[int, ...]
-    """resume_from_step of each agent call, in order; () means the agent is not called."""
+    agent_calls: tuple[int, ...] | None
+    """resume_from_step of each agent call, in order; () means the agent is not called
+    (None: not judged)."""
+    asked: tuple[str, ...] | None = None
+    """The task of each agent call, in order (a parent, then the subtasks the cache sent
+    back to the agent); () means the agent is not called; None: not judged."""
+    from_cache: tuple[str, ...] = ()
+    """Subtasks the cache must have replayed in full (a HIT event below the run's own task),
+    each at least once."""
     substitutes: tuple[str, ...] = ()
     """Source prefixes (``sensor:object``, ``param:place``) the cache must have substituted
     from, each at least once, as its ExecuteTask result reports."""
@@ -192,11 +208,18 @@ class RunSpec:
     """Knock the cube here :data:`KNOCK_DELAY` s into the run's first arm goal (MoveObject
     delay), while the arm moves."""
     place: tuple[float, float] = PLACE_TARGET
-    """The place target, sent as the task parameter ``place``."""
+    """The place target, sent as the task parameter ``place`` (unless ``place_param`` is
+    False: then the place the task itself knows, for judging)."""
+    task: str = TASK
+    """The task sent to the cache."""
+    place_param: bool = True
+    """Send ``place`` as the task parameter; False: no parameters."""
 
     @property
     def params_json(self) -> str:
         """Return the task parameters of the run, as ExecuteTask's ``params_json``."""
+        if not self.place_param:
+            return ''
         return json.dumps({'place': [float(v) for v in self.place]})
 
 
@@ -247,6 +270,11 @@ class RunOutcome:
     """ExecuteTask result message, or why the run could not be performed."""
     agent_calls: tuple[int, ...] = ()
     """resume_from_step of each call the agent announced during the run."""
+    agent_tasks: tuple[str, ...] = ()
+    """The task of each call the agent announced during the run, in order."""
+    hits: tuple[tuple[str, int], ...] = ()
+    """(task, depth) of every full replay the cache reported (HIT events), in order:
+    depth 0 is the run's own task, 1 a subtask it called."""
     wall_time: float = math.nan
     """Seconds from sending the goal to its result."""
     object_start: tuple[float, float, float] | None = None
@@ -307,6 +335,11 @@ class RunOutcome:
         return tuple(sorted({str(s.get('source', '')) for s in self.substituted}))
 
     @property
+    def from_cache(self) -> tuple[str, ...]:
+        """Return the subtasks the cache replayed in full during the run, in order."""
+        return tuple(task for task, depth in self.hits if depth > 0)
+
+    @property
     def held(self) -> bool:
         """Return True when judged and nothing failed."""
         return not self.failures
@@ -318,19 +351,29 @@ def judge(outcome: RunOutcome) -> RunOutcome:
     failures: list[str] = []
     if not outcome.success:
         failures.append(f'task failed: {outcome.message}')
-    if outcome.mode is not expect.mode:
+    if expect.mode is not None and outcome.mode is not expect.mode:
         mode = outcome.mode.value if outcome.mode else 'none'
         failures.append(f'mode {mode}, expected {expect.mode.value}')
-    if (outcome.replayed, outcome.by_agent) != (expect.replayed, expect.by_agent):
+    if expect.replayed is not None and (
+            (outcome.replayed, outcome.by_agent) != (expect.replayed, expect.by_agent)):
         failures.append(
             f'{outcome.replayed} replayed / {outcome.by_agent} by agent, expected '
             f'{expect.replayed} / {expect.by_agent}'
         )
-    if outcome.agent_calls != expect.agent_calls:
+    if expect.agent_calls is not None and outcome.agent_calls != expect.agent_calls:
         failures.append(
             f'agent calls (resume steps) {list(outcome.agent_calls)}, expected '
             f'{list(expect.agent_calls)}'
         )
+    if expect.asked is not None and outcome.agent_tasks != expect.asked:
+        failures.append(
+            f'the agent was asked for {list(outcome.agent_tasks) or "nothing"}, expected '
+            f'{list(expect.asked) or "nothing"}'
+        )
+    for task in expect.from_cache:
+        if task not in outcome.from_cache:
+            failures.append(f'subtask {task} not replayed from the cache (replayed in full: '
+                            f'{", ".join(outcome.from_cache) or "none"})')
     sources = outcome.substituted_sources
     for prefix in expect.substitutes:
         if not any(source.startswith(prefix) for source in sources):

@@ -118,6 +118,7 @@ def test_place_target_from_the_task_params(sim):
     ('pick_and_place', '{not json', 'not JSON'),
     ('pick_and_place', '[1, 2]', 'JSON object'),
     ('pick_and_place', '{"place": [3.0, 0.0]}', 'within reach'),
+    ('place', '{"place": [0.3, -0.3]}', 'not held'),
 ])
 def test_bad_tasks_fail_with_a_reason_and_move_nothing(sim, task, params, match):
     result = sim.run_task(task, params_json=params)
@@ -125,6 +126,29 @@ def test_bad_tasks_fail_with_a_reason_and_move_nothing(sim, task, params, match)
     assert match in result.message
     assert result.steps_by_agent == 0
     assert sim.object_position() == pytest.approx(OBJECT_START, abs=2e-3)
+
+
+def test_pick_then_place_are_the_pick_and_place_in_two_tasks(sim):
+    result = sim.run_task('pick')
+    assert result.success, result.message
+    assert result.steps_by_agent == 4
+    x, y, z = sim.object_position()
+    assert math.hypot(x - OBJECT_START[0], y - OBJECT_START[1]) < 0.02 and z > 0.12  # held up
+    result = sim.run_task('place', params_json='{"place": [0.45, 0.1]}')
+    assert result.success, result.message
+    assert result.steps_by_agent == 4
+    assert placed_at(sim.object_position(), (0.45, 0.1))
+    calls = announced(sim)
+    assert [(c['event'], c['task']) for c in calls] == [
+        ('start', 'pick'), ('end', 'pick'), ('start', 'place'), ('end', 'place')]
+
+
+def test_a_second_task_while_one_runs_and_waits_for_no_subtask_is_rejected(sim):
+    first = sim.result_of(sim.agent.send_goal_async(ExecuteTask.Goal(task='pick_and_place')))
+    assert first.accepted
+    second = sim.result_of(sim.agent.send_goal_async(ExecuteTask.Goal(task='pick')))
+    assert not second.accepted
+    assert sim.result_of(first.get_result_async(), 60.0).result.success
 
 
 @pytest.mark.parametrize('param, value', [('think_time', '-1.0'), ('max_steps', '0'),

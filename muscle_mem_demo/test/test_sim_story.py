@@ -33,7 +33,16 @@ import sys
 
 from types import SimpleNamespace
 
-from muscle_mem_demo.report import describe_substitutions, format_row, HEADER, write_figure
+from muscle_mem_demo.planner import BIN
+from muscle_mem_demo.report import (
+    describe_substitutions,
+    format_row,
+    format_skill_row,
+    HEADER,
+    SKILL_HEADER,
+    write_figure,
+)
+from muscle_mem_demo.skill_story import SKILL_STORY, skill_summary
 from muscle_mem_demo.story import (
     BOUND_PLACE_TOLERANCE,
     FAR_POSITION,
@@ -181,6 +190,22 @@ def test_only_the_knocked_run_is_canceled_mid_motion(story):
     assert 0.0 < knock['reaction'] < 1.0
     assert knock['stopped_short'] >= MIN_STOPPED_SHORT
     assert 'ms after the knock' in proc.stdout and 'short of the recorded approach' in proc.stdout
+
+
+def test_the_second_part_shows_pick_learned_under_restock_replayed_under_tidy(story):
+    proc, _, out = story
+    skills = json.loads((out / 'sim_demo_skills.json').read_text())
+    assert [r['task'] for r in skills] == ['restock', 'restock', 'tidy']
+    # who the agent was asked for, from its ~/calls: the parent and both skills, then
+    # nothing (a full replay), then only the new parent (both skills replayed under it)
+    assert [r['agent_tasks'] for r in skills] == [['restock', 'pick', 'place'], [], ['tidy']]
+    assert skills[1]['mode'] == 'replay' and skills[1]['from_cache'] == ['pick', 'place']
+    assert skills[2]['from_cache'] == ['pick', 'place']
+    assert all(r['held'] for r in skills), skills
+    assert SKILL_HEADER in proc.stdout
+    assert ('pick: learned under restock in run 10 (the agent asked for it); replayed from '
+            'the cache under restock (run 11), tidy (run 12), the agent not asked for it'
+            in proc.stdout)
 
 
 def test_the_figure_is_a_png(story):
@@ -348,6 +373,48 @@ def test_a_knocked_run_must_be_canceled_at_its_step_and_stop_short():
         **dict(vars(KNOCKED), at_end=(0.4, 0.2, 0.16))))
     assert not late.held
     assert any('stopped 1.0 cm from the end' in f for f in late.failures), late.failures
+
+
+def skill_outcome(spec, **changes) -> RunOutcome:
+    e = spec.expect
+    outcome = RunOutcome(spec=spec, success=True, cache_hit=e.mode is RunMode.REPLAY,
+                         replayed=2 if e.mode is RunMode.REPLAY else 0,
+                         by_agent=0 if e.mode is RunMode.REPLAY else 2,
+                         agent_tasks=e.asked or (),
+                         hits=tuple((task, 1) for task in e.from_cache),
+                         final_object=(spec.place[0], spec.place[1], 0.02))
+    for key, value in changes.items():
+        setattr(outcome, key, value)
+    return judge(outcome)
+
+
+@pytest.mark.parametrize('spec', SKILL_STORY, ids=[s.title for s in SKILL_STORY])
+def test_judge_accepts_the_expected_skill_run(spec):
+    assert skill_outcome(spec).held
+
+
+def test_judge_fails_a_skill_run_where_the_agent_was_asked_for_the_skill():
+    outcome = skill_outcome(SKILL_STORY[2], agent_tasks=('tidy', 'pick'), hits=(('place', 1),))
+    assert not outcome.held
+    assert "the agent was asked for ['tidy', 'pick'], expected ['tidy']" in outcome.failures
+    assert any('subtask pick not replayed from the cache' in f for f in outcome.failures)
+    assert 'FAIL' in format_skill_row(outcome)
+    assert 'tidy, pick' in format_skill_row(outcome)
+
+
+def test_a_skill_run_is_judged_on_its_own_place():
+    assert SKILL_STORY[2].place == BIN and SKILL_STORY[2].params_json == ''
+    outcome = skill_outcome(SKILL_STORY[2], final_object=(0.3, -0.3, 0.02))
+    assert not outcome.held and any('not placed' in f for f in outcome.failures)
+
+
+def test_the_skill_summary_names_where_it_was_learned_and_where_it_replayed():
+    outcomes = [skill_outcome(spec) for spec in SKILL_STORY]
+    assert skill_summary(outcomes) == (
+        'pick: learned under restock in run 10 (the agent asked for it); replayed from the '
+        'cache under restock (run 11), tidy (run 12), the agent not asked for it')
+    row = format_skill_row(outcomes[1])
+    assert 'none' in row and 'pick, place' in row and 'PASS' in row
 
 
 def test_any_other_run_canceled_mid_motion_fails():

@@ -56,6 +56,9 @@ class ToolKind(Enum):
     """A request sent to a ROS service; payload is the request as CDR bytes."""
     FUNCTION = 'function'
     """A decorated Python function or method (Python API); payload is its stored arguments."""
+    SUBTASK = 'subtask'
+    """Another task run through the cache (:mod:`.replay.subtasks`); the tool is its name and
+    the payload its name and parameters as JSON."""
 
 
 class StepStatus(Enum):

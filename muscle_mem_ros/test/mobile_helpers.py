@@ -24,7 +24,9 @@ A robot unlike the demo arm: a mobile picker, for the trust scenarios.
   the goal, orientation w = 1), grip, go to the shelf of the task parameter ``bin``
   (an integer: y = 0.6 per bin, x = 1.0 for every bin; or the ``shelf`` [x, y] the task
   names), release. Its goal ``tolerance``
-  varies between runs by 3 to 8 cm for reasons no sensor sees.
+  varies between runs by 3 to 8 cm for reasons no sensor sees. It can decompose
+  (``node_helpers.Subtasks``): :func:`pick` and :func:`place` are the fetch's halves, and a
+  task given a plan of its own may call them through the cache's ``~/execute_subtask``.
 * :class:`MobileHarness`: both, a client, and the cache process configured for them.
 """
 
@@ -38,7 +40,7 @@ from geometry_msgs.msg import PoseStamped
 from muscle_mem_interfaces.action import ExecuteTask
 from nav_msgs.msg import Odometry
 from nav_msgs.srv import GetPlan
-from node_helpers import AgentCall, Harness, Names, override, wait_until
+from node_helpers import AgentCall, Harness, Names, override, SUBTASK, Subtasks, wait_until
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -129,6 +131,23 @@ class MobileRobot(Node):
         return response
 
 
+def shelf(params: dict[str, Any]) -> tuple[float, float]:
+    """Return the shelf of a task's parameters: ``shelf`` [x, y], else that of ``bin``."""
+    if 'shelf' in params:
+        return (float(params['shelf'][0]), float(params['shelf'][1]))
+    return (SHELF_X, BIN_PITCH * int(params.get('bin', 1)))
+
+
+def pick(tag: tuple[float, float], params: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Return the fetch's first half: to the tag's standoff, grip."""
+    return [('goto', (tag[0] - STANDOFF, tag[1])), ('grip', True)]
+
+
+def place(tag: tuple[float, float], params: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Return the fetch's second half: to the shelf of ``params``, release."""
+    return [('goto', shelf(params)), ('grip', False)]
+
+
 def _pose(x: float, y: float) -> PoseStamped:
     pose = PoseStamped()
     pose.header.frame_id = 'map'
@@ -153,6 +172,7 @@ class MobileAgent(Node):
         ActionServer(self, ExecuteTask, names.agent, self._execute, callback_group=group,
                      cancel_callback=lambda _h: CancelResponse.ACCEPT)
         self.tolerance = 0.3
+        self.subtasks = Subtasks(self, names, group)
 
     def _call(self, client: Any, request: Any) -> Any:
         if not client.wait_for_service(timeout_sec=10.0):
@@ -175,14 +195,12 @@ class MobileAgent(Node):
         answer = self._call(self._grip, SetBool.Request(data=bool(arg)))
         return answer is not None and answer.success
 
-    def plan(self, params: dict[str, Any]) -> list[tuple[str, Any]]:
-        """Return the fetch: to the tag's standoff, grip, to the bin's shelf, release."""
+    def plan(self, params: dict[str, Any], task: str = '') -> list[tuple[str, Any]]:
+        """Return ``task``'s own plan, else the fetch: standoff, grip, the bin's shelf, release."""
         with self._robot._lock:
-            tag = tuple(self._robot.tag)
-        shelf = (tuple(params['shelf']) if 'shelf' in params  # or a shelf named by x, y
-                 else (SHELF_X, BIN_PITCH * int(params.get('bin', 1))))
-        return [('goto', (tag[0] - STANDOFF, tag[1])), ('grip', True),
-                ('goto', shelf), ('grip', False)]
+            tag = (self._robot.tag[0], self._robot.tag[1])
+        own = self.subtasks.plan(task, tag, params)
+        return own if own is not None else pick(tag, params) + place(tag, params)
 
     def _execute(self, goal_handle: Any) -> Any:
         goal = goal_handle.request
@@ -193,8 +211,15 @@ class MobileAgent(Node):
                                float(self._rng.uniform(0.03, 0.08)), 4)
         result = ExecuteTask.Result()
         params = json.loads(goal.params_json or '{}')
-        steps = self.plan(params)[goal.resume_from_step:]
+        steps = self.plan(params, goal.task)[goal.resume_from_step:]
         for kind, arg in steps:
+            if kind == SUBTASK:
+                call = self.subtasks.call(goal.task, *arg)
+                if not call.ok and self.subtasks.on_failure == 'abort':
+                    result.message = f'subtask {arg[0]} failed: {call.message}'
+                    goal_handle.abort()
+                    return result
+                continue
             if not self.do(kind, arg):
                 result.message = f'{kind} failed'
                 goal_handle.abort()

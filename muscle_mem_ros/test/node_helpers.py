@@ -23,7 +23,9 @@ Real ROS test doubles for the behavior-cache node tests.
   when the N-th call from now finishes.
 * :class:`FakeAgent`: serves ``ExecuteTask`` and performs a fixed plan through
   the cache's proxies (arm, gripper, arm to the object, Fibonacci), skipping the
-  steps before ``resume_from_step``; logs every goal it received.
+  steps before ``resume_from_step``; logs every goal it received. It can decompose
+  (:class:`Subtasks`): a task given a plan of its own may call other tasks through the
+  cache's ``~/execute_subtask`` as steps of its plan.
 * :class:`CacheProcess`: the cache node in a subprocess
   (``python -m muscle_mem_ros.ros.node.main --ros-args --params-file ...``).
 * :class:`Harness`: all of the above plus a client node, on one executor thread.
@@ -139,6 +141,11 @@ class Names:
     def cache(self, name: str) -> str:
         """Return a name under the cache node (``~/<name>``)."""
         return f'/{self.node}/{name}'
+
+    @property
+    def subtask(self) -> str:
+        """Return the cache's subtask action (``~/execute_subtask``)."""
+        return self.cache('execute_subtask')
 
 
 def params(names: Names, *, store: Path, **overrides: Any) -> dict[str, Any]:
@@ -283,6 +290,9 @@ class FakeRobot(Node):
         self.publish_object = True
         self.arm_delay = 0.0
         self.abort_next = 0
+        self.abort_at: set[int] = set()
+        """Indices in :attr:`arm_goals` of the arm goals to abort (each once), besides
+        ``abort_next``."""
         self.bump_after: tuple[int, tuple[float, float, float]] | None = None
         self.arm_goals: list[bytes] = []
         self.fib_goals: list[bytes] = []
@@ -307,6 +317,7 @@ class FakeRobot(Node):
             self.publish_object = True
             self.arm_delay = 0.0
             self.abort_next = 0
+            self.abort_at = set()
             self.bump_after = None
         self.arm_active.clear()
         self.settle()
@@ -359,8 +370,10 @@ class FakeRobot(Node):
         self.arm_goals.append(bytes(serialize_message(goal)))
         result = FollowJointTrajectory.Result()
         with self._lock:
-            abort = self.abort_next > 0
-            self.abort_next -= int(abort)
+            at = len(self.arm_goals) - 1
+            abort = self.abort_next > 0 or at in self.abort_at
+            self.abort_next -= int(self.abort_next > 0 and at not in self.abort_at)
+            self.abort_at.discard(at)
             delay = self.arm_delay
         self.arm_active.set()
         try:
@@ -433,6 +446,101 @@ def plan(obj: tuple[float, float, float], order: int = 5) -> list[tuple[str, Any
     ]
 
 
+SUBTASK = 'subtask'
+"""A plan step's kind that calls a task through the cache; its arg is ``(task, params)``."""
+
+
+@dataclass
+class SubtaskCall:
+    """One subtask goal an agent sent to the cache's ``~/execute_subtask``, and its outcome."""
+
+    caller: str
+    """The task whose agent goal made the call."""
+    task: str
+    params_json: str
+    handle: Any = None
+    """The goal handle once the cache answered the goal (cancel it to cancel the call)."""
+    status: int = 0
+    """The goal's final status (``GoalStatus``); 0 until it ended (or when it never did)."""
+    result: Any = None
+    """The ``ExecuteTask.Result``; None until it ended."""
+    feedback: list[Any] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 4 and self.result is not None and self.result.success
+
+    @property
+    def message(self) -> str:
+        return self.result.message if self.result is not None else 'no answer'
+
+
+class Subtasks:
+    """
+    How an agent decomposes: per-task plans, and calls to the cache's ``~/execute_subtask``.
+
+    A task named in :attr:`plans` is done by its plan, whose steps may be
+    ``(SUBTASK, (task, params))``: the agent sends that subtask to the cache and waits for
+    its result (the cache replays it, or sends it back to this agent as a goal of its own,
+    which the agent's ExecuteTask server takes while the caller's goal waits: a reentrant
+    group and enough executor threads). A failed call ends the caller's goal (aborted)
+    unless :attr:`on_failure` is ``'continue'``.
+    """
+
+    def __init__(self, node: Node, names: Names, group: Any) -> None:
+        self.plans: dict[str, Callable[[Any, dict[str, Any]], list[tuple[str, Any]]]] = {}
+        """Task name -> plan (world, params) -> steps; the world is what the agent sees."""
+        self.on_failure = 'abort'
+        self.calls: list[SubtaskCall] = []
+        self.client = ActionClient(node, ExecuteTask, names.subtask, callback_group=group)
+
+    def plan(self, task: str, world: Any, params: dict[str, Any]) -> list[tuple[str, Any]] | None:
+        """Return the plan of ``task`` when it has one of its own (None: the default)."""
+        plan_of = self.plans.get(task)
+        return None if plan_of is None else plan_of(world, params)
+
+    def running(self, task: str) -> SubtaskCall | None:
+        """Return the newest call of ``task`` not ended yet, once the cache accepted it."""
+        for call in reversed(list(self.calls)):
+            if call.task == task and call.handle is not None and not call.done.is_set():
+                return call
+        return None
+
+    def call(self, caller: str, task: str, params: dict[str, Any],
+             timeout: float = 60.0) -> SubtaskCall:
+        """Send ``task`` to the cache as a subtask of ``caller``'s goal; wait for its end."""
+        record = SubtaskCall(caller=caller, task=task, params_json=json.dumps(params))
+        self.calls.append(record)
+        try:
+            if not self.client.wait_for_server(timeout_sec=10.0):
+                return record
+            goal = ExecuteTask.Goal(task=task, params_json=record.params_json)
+            handle = _wait(self.client.send_goal_async(
+                goal, feedback_callback=lambda msg: record.feedback.append(msg.feedback)),
+                10.0)
+            if handle is None or not handle.accepted:
+                return record
+            record.handle = handle
+            for _ in range(3):  # a result request is idempotent; a lost answer is asked again
+                wrapped = _wait(handle.get_result_async(), timeout / 3)
+                if wrapped is not None:
+                    record.status, record.result = wrapped.status, wrapped.result
+                    break
+            return record
+        finally:
+            record.done.set()
+
+
+def _wait(future: Any, timeout: float) -> Any:
+    """Return ``future``'s result once done (None after ``timeout``), spun by another thread."""
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    if not future.done():
+        done.wait(timeout)
+    return future.result() if future.done() else None
+
+
 class FakeAgent(Node):
     """An ExecuteTask server that performs :func:`plan` through the cache's proxies."""
 
@@ -444,6 +552,9 @@ class FakeAgent(Node):
         self.fail_next = False
         self.step_delay = 0.0
         self.canceled = 0
+        self.canceled_tasks: list[str] = []
+        """The task of each goal the agent ended as canceled."""
+        self.subtasks = Subtasks(self, names, group)
         self._arm = ActionClient(self, FollowJointTrajectory, names.proxy(names.arm),
                                  callback_group=group)
         self._fib = ActionClient(self, Fibonacci, names.proxy(names.fib), callback_group=group)
@@ -500,19 +611,27 @@ class FakeAgent(Node):
             params = json.loads(goal.params_json or '{}')
         except ValueError:
             params = {}
-        order = params.get('order', 5) if isinstance(params, dict) else 5
-        steps = plan(obj, order)[goal.resume_from_step:]
+        params = params if isinstance(params, dict) else {}
+        own = self.subtasks.plan(goal.task, obj, params)
+        full = plan(obj, params.get('order', 5)) if own is None else own
+        steps = full[goal.resume_from_step:]
         for index, (kind, arg) in enumerate(steps):
             if self.step_delay:
                 time.sleep(self.step_delay)
             if goal_handle.is_cancel_requested:
-                self.canceled += 1
-                goal_handle.canceled()
-                result.message = 'canceled'
-                return result
+                return self._canceled(goal_handle, result)
             goal_handle.publish_feedback(ExecuteTask.Feedback(
                 mode=ExecuteTask.Feedback.MODE_AGENT, step=goal.resume_from_step + index,
                 total=-1, detail=f'{kind} {arg}'))
+            if kind == SUBTASK:
+                call = self.subtasks.call(goal.task, *arg)
+                if goal_handle.is_cancel_requested:
+                    return self._canceled(goal_handle, result)
+                if not call.ok and self.subtasks.on_failure == 'abort':
+                    result.message = f'subtask {arg[0]} failed: {call.message}'
+                    goal_handle.abort()
+                    return result
+                continue
             if not self.do(kind, arg):
                 result.message = f'step {kind} failed'
                 goal_handle.abort()
@@ -521,6 +640,13 @@ class FakeAgent(Node):
         result.steps_by_agent = len(steps)
         result.message = f'agent did {len(steps)} steps'
         goal_handle.succeed()
+        return result
+
+    def _canceled(self, goal_handle: Any, result: Any) -> Any:
+        self.canceled += 1
+        self.canceled_tasks.append(goal_handle.request.task)
+        goal_handle.canceled()
+        result.message = 'canceled'
         return result
 
 
@@ -537,15 +663,18 @@ class Harness:
     """Robot, agent and a client node on one executor thread, plus the cache process."""
 
     def __init__(self, *, tmp: Path, names: Names | None = None,
-                 domain_id: int | None = None) -> None:
+                 domain_id: int | None = None, subtasks: bool = False) -> None:
         """
         Start the robot, agent and client.
 
         :param domain_id: ROS domain of this harness and its cache (None: the
             environment's); two harnesses with the same names on two domains are two
             robots of a fleet.
+        :param subtasks: The agent decomposes (:class:`Subtasks`): start_cache also waits
+            until the agent's client of the cache's ``~/execute_subtask`` is matched.
         """
         self.tmp = tmp
+        self.subtasks = subtasks
         self.names = names or Names.unique()
         self.domain_id = domain_id
         self.context = rclpy.Context()
@@ -560,7 +689,8 @@ class Harness:
         self.execute_client = FeedbackClient(
             self.client, ExecuteTask, self.names.cache('execute_task'),
             callback_group=self._group)
-        self.executor = MultiThreadedExecutor(num_threads=8, context=self.context)
+        # each level of nested subtasks holds a thread in the agent while the level below runs
+        self.executor = MultiThreadedExecutor(num_threads=16, context=self.context)
         for node in (self.robot, self.agent, self.client):
             self.executor.add_node(node)
         self.spin_error = ''
@@ -603,6 +733,9 @@ class Harness:
             raise RuntimeError(f'cache did not serve ExecuteTask:\n{cache.output()}')
         self._warm_services(cache)
         self._warm_proxies(cache)
+        if self.subtasks and not wait_for_action_matched(
+                self.agent, self.agent.subtasks.client, f'/{self.names.node}', 30.0):
+            raise RuntimeError(f'cache did not serve execute_subtask:\n{cache.output()}')
         return cache
 
     def values(self, **overrides: Any) -> dict[str, Any]:

@@ -69,7 +69,7 @@ import math
 import re
 from typing import Any, TypeGuard
 
-from ..records import SensorSpec, Snapshot, Step
+from ..records import SensorSpec, Snapshot, Step, ToolKind
 
 __all__ = [
     'BIND_AUTO_LIMIT', 'bindable_leaves', 'Binding', 'DECLARED', 'Declared', 'DEFAULT_MAX_SHIFT',
@@ -358,7 +358,9 @@ def bindable_leaves(step: Step) -> dict[str, Any]:
     * a quaternion (a message of exactly ``x, y, z, w``): a rotation does not shift as
       a sum, and its ``w`` of 1.0 equals any parameter that is 1;
     * a time (``sec, nanosec``), and every field named ``header``, ``stamp``,
-      ``frame_id`` or ``child_frame_id``: bookkeeping, not a place.
+      ``frame_id`` or ``child_frame_id``: bookkeeping, not a place;
+    * a subtask call's ``task``: which skill a step calls is what the step is (its tool),
+      never a value a parameter chooses.
 
     Booleans and non-finite values are not leaves at all.
     """
@@ -368,6 +370,8 @@ def bindable_leaves(step: Step) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     _bindable(data, '', out)
+    if step.kind is ToolKind.SUBTASK:
+        out.pop('task', None)
     return out
 
 

@@ -18,6 +18,7 @@ From cache to code: a learned task as a behavior tree a person can read, edit an
 :mod:`.document` (the document a person edits: its steps, plans and edits),
 :mod:`.yamlfile` (it as YAML, written and read back), :mod:`.traces` (a step's recorded
 trace in it, what a run watches the step against), :mod:`.tree` (it as a py_trees tree,
-deciding with the cache's own judge), :mod:`.btcpp` (it as BehaviorTree.CPP v4 XML).
+deciding with the cache's own judge), :mod:`.btcpp` (it as BehaviorTree.CPP v4 XML),
+:mod:`.subtrees` (the trees its subtask steps call, held in the same document).
 The ROS side, ticking it against real servers, is :mod:`muscle_mem_ros.cli.runbt`.
 """

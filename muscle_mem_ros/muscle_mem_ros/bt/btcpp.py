@@ -35,6 +35,16 @@ An action step recorded with a trace runs its call watched, as in :mod:`.tree`:
 ``MuscleMemWatch`` (BT.CPP v4's ports: the call's success ends it, and halts the watch;
 the watch's failure fails it, and halts the call, whose halt must cancel the goal).
 
+A subtask step (:mod:`.subtrees`) calls its subtree: ``<SubTree ID="pick" .../>`` (ports
+``step``, ``task``, ``bindings``: literals; its name says the parameters) between its pre-
+and post-check, and the file gains ``<BehaviorTree ID="pick">``, the subtask's own tree
+(each subtree once; its ask-the-agent leaves ask for the subtask with its parameters).
+A subtask the store has no tree for is a ``MuscleMemAskAgent`` of the subtask, as the
+cache asks the agent on a miss; a call the cache would refuse (a task already running
+above it, or too deep: :func:`~muscle_mem_ros.replay.subtasks.refusal`) is an
+``AlwaysFailure`` saying why (a ``SubTree`` of a tree it is in would never end: the
+host's factory recurses while it builds the tree).
+
 A leaf's goal and bindings are data for the host's implementation of these five
 types: the tree says what to send and check, the host how (over its own ROS node).
 The expected snapshots are those of the document as edited
@@ -45,6 +55,8 @@ moves are left out), so the host judges it as recorded, with no shift to apply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 import json
 from typing import Any
 from xml.etree import ElementTree
@@ -52,6 +64,7 @@ from xml.etree import ElementTree
 from .document import as_run, AsRun, BtDocument, BtStep
 from .traces import imported_trace, trace_data
 from ..records import Snapshot, ToolKind
+from ..replay.subtasks import refusal
 
 __all__ = ['LEAVES', 'to_xml']
 
@@ -66,11 +79,10 @@ LEAVES: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 def to_xml(doc: BtDocument) -> str:
-    """Return the document as BehaviorTree.CPP v4 XML."""
+    """Return the document as BehaviorTree.CPP v4 XML (its subtrees each a ``BehaviorTree``)."""
     tree_id = _identifier(doc.task)
     root = ElementTree.Element('root', BTCPP_format='4', main_tree_to_execute=tree_id)
-    behavior = ElementTree.SubElement(root, 'BehaviorTree', ID=tree_id)
-    behavior.append(_choice(doc, doc.steps, 0, end=False, runs=as_run(doc)))
+    _Writer(root, doc.subtrees, tree_id).tree(doc, tree_id, (doc.task,))
     model = ElementTree.SubElement(root, 'TreeNodesModel')
     for leaf, (category, ports) in LEAVES.items():
         element = ElementTree.SubElement(model, category, ID=leaf)
@@ -80,33 +92,89 @@ def to_xml(doc: BtDocument) -> str:
     return ElementTree.tostring(root, encoding='unicode', xml_declaration=True) + '\n'
 
 
-def _choice(doc: BtDocument, steps: list[BtStep], depth: int, *, end: bool,
-            runs: dict[int, AsRun]) -> ElementTree.Element:
+class _Writer:
+    """Writes one ``BehaviorTree`` per tree: the document's, then each subtree it calls."""
+
+    def __init__(self, root: ElementTree.Element, subtrees: dict[str, BtDocument],
+                 main: str) -> None:
+        self._root = root
+        self._subtrees = subtrees
+        self._ids: dict[str, str] = {}
+        self._used = {main}
+
+    def tree(self, doc: BtDocument, tree_id: str, chain: tuple[str, ...]) -> None:
+        """Write ``doc`` as the ``BehaviorTree`` ``tree_id``; ``chain``: the tasks running."""
+        behavior = ElementTree.SubElement(self._root, 'BehaviorTree', ID=tree_id)
+        runs = as_run(doc)
+        behavior.append(_choice(_Tree(doc, runs, lambda s: self._subtask(s, chain)),
+                                doc.steps, 0, end=False))
+
+    def _subtask(self, step: BtStep, chain: tuple[str, ...]) -> ElementTree.Element:
+        """Return a subtask step's call: a ``SubTree`` of the tree it calls (see the module)."""
+        goal = step.goal if isinstance(step.goal, dict) else {}
+        params = json.dumps(goal.get('params', {}), separators=(',', ':'))
+        why = refusal(chain, step.tool)
+        if why:  # the cache refuses it when it runs: never a SubTree of a running tree
+            return ElementTree.Element('AlwaysFailure', name=f'subtask {step.tool} refused: {why}')
+        sub = self._subtrees.get(step.subtree)
+        if sub is None or not sub.steps:  # not learned: the cache asks the agent for it
+            return ElementTree.Element('MuscleMemAskAgent', name=f'ask the agent: subtask '
+                                       f'{step.tool} (not learned)', task=step.tool,
+                                       params=params)
+        tree_id = self._ids.get(step.subtree)
+        if tree_id is None:
+            tree_id = self._ids[step.subtree] = self._free(_identifier(step.subtree))
+            self.tree(sub, tree_id, (*chain, step.tool))
+        return ElementTree.Element(
+            'SubTree', ID=tree_id, name=f'subtask {step.tool} {params} '
+                                        f'{_title(step)[len(step.tool) + 1:]}',
+            step=str(step.id), task=step.tool,
+            bindings=';'.join(f'{b.field}<-{b.source}{b.offset:+g}' for b in step.bindings))
+
+    def _free(self, wanted: str) -> str:
+        tree_id, n = wanted, 2
+        while tree_id in self._used:
+            tree_id, n = f'{wanted}_{n}', n + 1
+        self._used.add(tree_id)
+        return tree_id
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """One tree being written: its document, its steps as run, and how a subtask is called."""
+
+    doc: BtDocument
+    runs: dict[int, AsRun]
+    subtask: Callable[[BtStep], ElementTree.Element]
+
+
+def _choice(tree: _Tree, steps: list[BtStep], depth: int, *, end: bool) -> ElementTree.Element:
     if end and not steps:
         return ElementTree.Element('AlwaysSuccess', name='done')
     choice = ElementTree.Element('Fallback', name=f'step {depth}')
     for step in steps:
-        choice.append(_branch(doc, step, depth, runs))
-    choice.append(_ask(doc) if not end else ElementTree.Element('AlwaysSuccess', name='done'))
+        choice.append(_branch(tree, step, depth))
+    choice.append(_ask(tree.doc) if not end else
+                  ElementTree.Element('AlwaysSuccess', name='done'))
     return choice
 
 
-def _branch(doc: BtDocument, step: BtStep, depth: int,
-            runs: dict[int, AsRun]) -> ElementTree.Element:
+def _branch(tree: _Tree, step: BtStep, depth: int) -> ElementTree.Element:
     branch = ElementTree.Element('Sequence', name=_title(step))
-    tolerance = _tolerances(doc)
+    tolerance = _tolerances(tree.doc)
+    runs = tree.runs
     branch.append(_check('MuscleMemPreCheck', 'pre-check', step, _vectors(runs[step.id].pre),
                          tolerance))
     then = ElementTree.SubElement(branch, 'Fallback', name='then')
     run = ElementTree.SubElement(then, 'Sequence', name='run')
-    run.extend(_call_and_post(step, tolerance, runs))
+    run.extend(_call_and_post(tree, step, tolerance))
     while len(step.then) == 1 and not step.end:  # one way on: the same run (see .tree)
         step, depth = step.then[0], depth + 1
         run.append(_check('MuscleMemPreCheck', 'pre-check', step, _vectors(runs[step.id].pre),
                           tolerance))
-        run.extend(_call_and_post(step, tolerance, runs))
-    run.append(_choice(doc, step.then, depth + 1, end=step.end, runs=runs))
-    then.append(_ask(doc))
+        run.extend(_call_and_post(tree, step, tolerance))
+    run.append(_choice(tree, step.then, depth + 1, end=step.end))
+    then.append(_ask(tree.doc))
     return branch
 
 
@@ -129,8 +197,11 @@ def _vectors(snapshot: Snapshot | None) -> dict[str, list[float]] | None:
     return {name: list(vector) for name, vector in snapshot.features.items()}
 
 
-def _call_and_post(step: BtStep, tolerance: str,
-                   runs: dict[int, AsRun]) -> list[ElementTree.Element]:
+def _call_and_post(tree: _Tree, step: BtStep, tolerance: str) -> list[ElementTree.Element]:
+    runs = tree.runs
+    if step.kind is ToolKind.SUBTASK:
+        return [tree.subtask(step), _check('MuscleMemPostCheck', 'post-check', step,
+                                           _vectors(runs[step.id].post), tolerance)]
     call = ElementTree.Element(
         'MuscleMemCall', name=_title(step), step=str(step.id), tool=step.tool,
         kind=step.kind.value, type=step.type_name,

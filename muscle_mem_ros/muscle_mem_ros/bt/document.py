@@ -32,7 +32,8 @@ Layout (``format: muscle_mem_bt/1``)::
     sensors             per sensor: tolerance and mode (the checks), from the params file
     steps               the first steps, each with
       id                the learned step (its node in the store)
-      tool, kind, type  the action or service, ``action`` or ``service``, its type
+      tool, kind, type  the action or service, ``action`` or ``service``, its type (or the
+                        subtask called, ``subtask``, ``muscle_mem_interfaces/action/ExecuteTask``)
       goal              the goal or request, field by field (edit to change it)
       learned           its bindable fields as recorded: edits are measured against it
       bindings          field <- source (+ offset), max_shift: computed at tick time
@@ -47,6 +48,10 @@ Layout (``format: muscle_mem_bt/1``)::
                         watched against it and canceled the moment the world leaves it
       then              the steps that follow it (branches, best first)
       end               true when a learned trajectory ends here
+      subtree           a subtask step (kind ``subtask``, goal ``{params, task}``): the
+                        tree it calls, by its name under ``subtrees``
+    subtrees            the trees the subtask steps call, by name (:mod:`.subtrees`), each
+                        with its own task, params, variant and steps
 
 The document is this module's (its steps, their plans and edits, building it from the
 store, :func:`as_run`); its YAML text is :mod:`.yamlfile`'s, where each step carries a
@@ -111,6 +116,8 @@ class BtStep:
     unpredictable: tuple[str, ...] = ()
     trace: Trace | None = None
     """What the watched sensors and the feedback did while it was recorded (None: unwatched)."""
+    subtree: str = ''
+    """A subtask step: the name of the tree it calls in the top document's ``subtrees``."""
 
     def node(self, depth: int, parent: int | None) -> Node:
         """Return the step as the judge sees it (a store node; the payload is not needed)."""
@@ -166,6 +173,9 @@ class BtDocument:
     variant: str
     sensors: dict[str, dict[str, Any]]
     steps: list[BtStep]
+    subtrees: dict[str, BtDocument] = field(default_factory=dict)
+    """The trees its subtask steps call, by name (:mod:`.subtrees`); a subtree's own
+    subtask steps name trees here too (its own ``subtrees`` is empty)."""
 
     def walk(self) -> Iterator[tuple[int, BtStep, BtStep | None]]:
         """Yield (depth, step, parent) of every step, depth first in rank order."""

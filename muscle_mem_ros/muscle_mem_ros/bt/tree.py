@@ -38,6 +38,10 @@ from this step, which is not counted as done, as the cache hands over after a ch
 during a step. A service (it cannot be canceled) and a step recorded before traces keep
 the plain Call.
 
+A subtask step (kind ``subtask``) is a :class:`Subtask` leaf in the Call's place: it runs
+the tree the step calls (the document's ``subtrees``, :mod:`.subtrees`) with the call's
+parameters, as a tree of its own inside the leaf, and counts as one step of its caller.
+
 The leaves call a :class:`Runtime` (the robot side: :mod:`muscle_mem_ros.cli.runbt`
 over rclpy, or a test double), and the pre-checks and bound values come from the same
 :class:`~muscle_mem_ros.bindings.judge.BindingJudge` a replay uses, so the tree decides as the
@@ -50,7 +54,7 @@ numbered that way; a learned step's id in the document is always labelled
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import py_trees
@@ -60,10 +64,12 @@ from py_trees.common import ParallelPolicy, Status
 from .document import BtDocument, BtStep
 from ..bindings.judge import BindingJudge, Bound
 from ..checks.tube import left_tube
+from ..errors import MuscleMemError
 from ..records import CheckFailure, Node, Snapshot, ToolKind
+from ..replay.subtasks import refusal, subtask_call
 from ..resume import Resume
 
-__all__ = ['build_tree', 'Progress', 'Runtime', 'watched']
+__all__ = ['build_tree', 'Progress', 'Runtime', 'Subtask', 'watched']
 
 
 class Runtime(Protocol):
@@ -96,6 +102,9 @@ class Runtime(Protocol):
     def agent_status(self) -> Status:
         """Return RUNNING until the agent answered, then SUCCESS or FAILURE."""
 
+    def subtask(self, doc: BtDocument) -> Runtime:
+        """Return the runtime of a subtask's tree ``doc`` (its own judge, its own agent call)."""
+
 
 @dataclass
 class Progress:
@@ -112,6 +121,8 @@ class Progress:
     agent_asked: bool = False
     tools: list[str] = field(default_factory=list)
     last_node: int | None = None
+    subtasks_by_agent: list[str] = field(default_factory=list)
+    """The subtasks (theirs too) the agent was asked for, each time, in order."""
 
     def resume(self, reason: str) -> Resume:
         """Return the resume point of a hand-off now: the steps done, and why."""
@@ -218,46 +229,135 @@ class AskAgent(_Leaf):
         return Status.FAILURE if self.skip else self.runtime.agent_status()
 
 
+class Subtask(_Leaf):
+    """
+    Run a subtask step: the tree it calls, in the document, as the cache runs a subtask.
+
+    When it starts, the call's parameters are computed (its bound fields, as a Call's) and
+    the subtask's tree is built for them with a runtime of its own
+    (:meth:`Runtime.subtask`): its own steps, checks and bindings, its own hand-off (the
+    agent asked for the subtask, from the subtask's steps done). It counts as one step of
+    the tree that calls it, done when the subtask succeeded (by its tree or its agent). A
+    call the cache would refuse (:func:`~muscle_mem_ros.replay.subtasks.refusal`: a task
+    already running, or too deep) fails, saying why; a subtask with no tree in the
+    document is asked of the agent, as the cache asks on a miss.
+    """
+
+    def __init__(self, node: Node, runtime: Runtime, progress: Progress,
+                 tree: BtDocument | None, running: tuple[str, ...],
+                 subtrees: dict[str, BtDocument]) -> None:
+        # no parameters in the name: a ':' in it breaks the Graphviz source (export --bt dot)
+        super().__init__(f'subtask {node.step.tool} (learned step {node.id})', runtime, progress)
+        self.node = node
+        self.tree = tree
+        self.running = running
+        self.subtrees = subtrees
+        self.inner: Behaviour | None = None
+        self.inner_progress = Progress()
+        self.why = ''
+
+    def initialise(self) -> None:
+        self.inner, self.inner_progress, self.why = None, Progress(), ''
+        bound = self.runtime.judge().sending(self.node)
+        try:
+            call = subtask_call(self.node.step, bound.values if bound is not None else None)
+        except MuscleMemError as err:
+            self.why = str(err)
+            return
+        self.why = refusal(self.running, call.task)
+        if self.why:
+            return
+        doc = replace(self.tree, params=call.params) if self.tree is not None else BtDocument(
+            task=call.task, params=call.params, variant='', sensors={}, steps=[])
+        self.inner = build_tree(doc, self.runtime.subtask(doc), self.inner_progress,
+                                running=self.running, subtrees=self.subtrees)
+
+    def update(self) -> Status:
+        if self.inner is None:
+            self.progress.reason = f'step {self.progress.done}: {self.why}'
+            return Status.FAILURE
+        self.inner.tick_once()
+        status = self.inner.status
+        if status is not Status.RUNNING:
+            inner = self.inner_progress
+            self.progress.subtasks_by_agent += [self.node.step.tool] * inner.agent_asked + \
+                inner.subtasks_by_agent
+        if status is Status.SUCCESS:
+            self.runtime.judge().ran(self.node)
+            self.progress.done += 1
+            self.progress.tools.append(self.node.step.tool)
+            self.progress.last_node = self.node.id
+        elif status is Status.FAILURE:
+            inner = self.inner_progress
+            why = '; '.join(w for w in (inner.reason, 'the agent failed it' * inner.agent_asked)
+                            if w)
+            self.progress.reason = (f'step {self.progress.done}: subtask {self.node.step.tool} '
+                                    f'failed' + (f' ({why})' if why else ''))
+        return status
+
+    def terminate(self, new_status: Status) -> None:
+        if new_status is Status.INVALID and self.inner is not None and \
+                self.inner.status is Status.RUNNING:
+            self.inner.stop(Status.INVALID)  # its running call is canceled
+
+
 def watched(node: Node) -> bool:
     """Return whether ``node`` runs watched: an action recorded with a trace."""
     return node.step.kind is ToolKind.ACTION and node.step.trace is not None
 
 
-def build_tree(doc: BtDocument, runtime: Runtime, progress: Progress) -> Behaviour:
+def build_tree(doc: BtDocument, runtime: Runtime, progress: Progress, *,
+               running: tuple[str, ...] = (),
+               subtrees: dict[str, BtDocument] | None = None) -> Behaviour:
     """
     Return the root of the py_trees tree of ``doc`` (see the module docstring).
 
     When the document's params do not fit its variant (:meth:`BtDocument.misfit`), the
     cache would not run this tree with them: the root asks the agent from step 0.
+
+    :param running: The tasks running above it (a subtask's callers, outermost first).
+    :param subtrees: The trees its subtask steps call (default: ``doc.subtrees``, the top
+        document's; a subtree's tree is given its top document's).
     """
     misfit = doc.misfit()
     if misfit:
         progress.reason = f'step 0: {misfit}'
         return AskAgent(runtime, progress)
     nodes = doc.nodes()
-    return _choice(doc.steps, 0, nodes, runtime, progress, end=False)
+    build = _Build(nodes, runtime, progress, (*running, doc.task),
+                   doc.subtrees if subtrees is None else subtrees)
+    return _choice(build, doc.steps, 0, end=False)
 
 
-def _choice(steps: list[BtStep], depth: int, nodes: dict[int, Node], runtime: Runtime,
-            progress: Progress, *, end: bool) -> Behaviour:
-    branches: list[Behaviour] = [_branch(s, depth, nodes, runtime, progress) for s in steps]
+@dataclass
+class _Build:
+    """What every leaf of one tree is built with."""
+
+    nodes: dict[int, Node]
+    runtime: Runtime
+    progress: Progress
+    running: tuple[str, ...]
+    subtrees: dict[str, BtDocument]
+
+
+def _choice(b: _Build, steps: list[BtStep], depth: int, *, end: bool) -> Behaviour:
+    branches: list[Behaviour] = [_branch(b, s, depth) for s in steps]
     if end and not steps:
         return py_trees.behaviours.Success(name='done')
-    last = py_trees.behaviours.Success(name='done') if end else AskAgent(runtime, progress)
+    last = py_trees.behaviours.Success(name='done') if end else AskAgent(b.runtime, b.progress)
     return py_trees.composites.Selector(f'step {depth}', memory=True,
                                         children=[*branches, last])
 
 
-def _branch(step: BtStep, depth: int, nodes: dict[int, Node], runtime: Runtime,
-            progress: Progress) -> Behaviour:
+def _branch(b: _Build, step: BtStep, depth: int) -> Behaviour:
+    nodes, runtime, progress = b.nodes, b.runtime, b.progress
     node = nodes[step.id]
-    run: list[Behaviour] = [_call(node, runtime, progress), PostCheck(node, runtime, progress)]
+    run: list[Behaviour] = [_call(b, step), PostCheck(node, runtime, progress)]
     while len(step.then) == 1 and not step.end:  # one way on: no choice to make, same run
         step, depth = step.then[0], depth + 1
-        run += [PreCheck(nodes[step.id], runtime, progress),
-                _call(nodes[step.id], runtime, progress),
+        run += [PreCheck(nodes[step.id], runtime, progress), _call(b, step),
                 PostCheck(nodes[step.id], runtime, progress)]
-    run.append(_choice(step.then, depth + 1, nodes, runtime, progress, end=step.end))
+    run.append(_choice(b, step.then, depth + 1, end=step.end))
     then = py_trees.composites.Selector('then', memory=True, children=[
         py_trees.composites.Sequence('run', memory=True, children=run),
         AskAgent(runtime, progress)])
@@ -266,8 +366,12 @@ def _branch(step: BtStep, depth: int, nodes: dict[int, Node], runtime: Runtime,
         children=[PreCheck(node, runtime, progress), then])
 
 
-def _call(node: Node, runtime: Runtime, progress: Progress) -> Behaviour:
-    """Return the step's Call, in parallel with its Watch when it runs watched."""
+def _call(b: _Build, step: BtStep) -> Behaviour:
+    """Return the step's Call, in parallel with its Watch when it runs watched (or Subtask)."""
+    node, runtime, progress = b.nodes[step.id], b.runtime, b.progress
+    if node.step.kind is ToolKind.SUBTASK:
+        return Subtask(node, runtime, progress, b.subtrees.get(step.subtree), b.running,
+                       b.subtrees)
     call = Call(node, runtime, progress)
     if not watched(node):
         return call

@@ -20,17 +20,20 @@ comment above each step (its trajectories, success count and bindings) and a hea
 comment saying what may be edited; :func:`load` checks the shape, names a bad step by its
 path and id, and refuses an edit of a bound field (:meth:`.document.BtStep.refused_edit`).
 A step's ``trace`` (what run-bt watches its goal against) is written last, in the form of
-:mod:`.traces`.
+:mod:`.traces`. The trees subtask steps call (:mod:`.subtrees`) follow the steps, under
+``subtrees``, each with its task, params, variant and steps, in the same form.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 import yaml
 
 from .document import bound_leaves, BtDocument, BtStep
+from .subtrees import call_of, documents, key_text
 from .traces import load_trace, trace_data
 from ..bindings.rules import Binding, is_number, param_leaves
 from ..bindings.variants import Variant
@@ -59,12 +62,32 @@ def dump(doc: BtDocument) -> str:
              '# its goal against it and cancels it when the world leaves it (delete the trace',
              '# to run the step unwatched).',
              *_params_comment(doc),
-             _yaml(head).rstrip(), 'steps:']
+             *(_SUBTASKS if doc.subtrees else []),
+             _yaml(head).rstrip(), *_steps_lines(doc)]
+    if doc.subtrees:
+        lines.append('subtrees:')
+    for name, sub in doc.subtrees.items():
+        lines += [f'  # subtree {name}: task {sub.task!r}'
+                  + (', not learned: the agent is asked for it' if not sub.steps else ''),
+                  f'  {key_text(name)}:']
+        head = {'task': sub.task, 'params': sub.params, 'variant': sub.variant}
+        lines += [f'    {line}' for line in _yaml(head).rstrip().split('\n')]
+        lines += [f'    {line}' for line in _steps_lines(sub)]
+    return '\n'.join(lines) + '\n'
+
+
+_SUBTASKS = [
+    '# A subtask step (kind subtask) calls another task through the cache: its goal is the',
+    "# subtask's task and params; the tree it calls is under subtrees (by its subtree name):",
+    '# run-bt runs it there, and an import brings each subtree back as its own task.',
+]
+
+
+def _steps_lines(doc: BtDocument) -> list[str]:
+    lines = ['steps:' if doc.steps else 'steps: []']
     for depth, step, _ in doc.walk():
         lines.extend(_step_lines(step, depth))
-    if not doc.steps:
-        lines[-1] = 'steps: []'
-    return '\n'.join(lines) + '\n'
+    return lines
 
 
 def _params_comment(doc: BtDocument) -> list[str]:
@@ -100,8 +123,14 @@ def _step_lines(step: BtStep, depth: int) -> list[str]:
                  'trajectories': list(step.trajectories), 'end': step.end})
     if step.trace is not None:
         body['trace'] = trace_data(step.trace)
+    what = step.tool
+    if step.kind is ToolKind.SUBTASK:
+        body['subtree'] = step.subtree
+        params = step.goal.get('params') if isinstance(step.goal, dict) else None
+        what = (f'subtask {step.tool} {json.dumps(params, separators=(",", ":"))} '
+                f'(its tree: subtrees {step.subtree or "-"})')
     text = _yaml(body).rstrip().split('\n')
-    out = [f'{pad}# step {depth}: {step.tool}, trajectory {trajectories}, succeeded '
+    out = [f'{pad}# step {depth}: {what}, trajectory {trajectories}, succeeded '
            f'{step.successes} times; bound: {bound}',
            f'{pad}- ' + text[0]]
     out.extend(f'{pad}  {line}' for line in text[1:])
@@ -143,19 +172,47 @@ def load(text: str, *, source: str = 'the tree') -> BtDocument:
     sensors = data.get('sensors') or {}
     if not isinstance(sensors, dict):
         raise ConfigError(f'{source}: sensors: not a map')
-    seen: set[int] = set()
-    steps = [_load_step(s, f'steps[{i}]', source, seen) for i, s in enumerate(data['steps'])]
-    doc = BtDocument(task=data['task'], params=data['params'],
-                     variant=str(data.get('variant') or ''), sensors=sensors, steps=steps)
+    doc = _load_tree(data, '', source, sensors)
+    subtrees = data.get('subtrees') or {}
+    if not isinstance(subtrees, dict):
+        raise ConfigError(f'{source}: subtrees: not a map')
+    for name, sub in subtrees.items():
+        where = f'subtrees.{name}.'
+        if not isinstance(sub, dict):
+            raise ConfigError(f'{source}: {where[:-1]}: not a map')
+        for key, kind in (('task', str), ('params', dict), ('steps', list)):
+            if not isinstance(sub.get(key), kind):
+                raise ConfigError(f'{source}: {where}{key}: missing or not a {kind.__name__}')
+        param_leaves(sub['params'])
+        doc.subtrees[str(name)] = _load_tree(sub, where, source, sensors)
     try:
         doc.tolerance()
     except (TypeError, ValueError, AttributeError) as err:
         raise ConfigError(f'{source}: sensors: {err}') from err
-    for depth, step, _ in doc.walk():
-        why = step.refused_edit()
-        if why:
-            raise ConfigError(f'{source}: step {depth} (learned step {step.id}): {why}')
+    for name, tree in documents(doc):
+        for depth, step, _ in tree.walk():
+            where = f'{source}: {f"subtrees.{name}: " if name else ""}step {depth} ' \
+                    f'(learned step {step.id})'
+            why = step.refused_edit()
+            if why:
+                raise ConfigError(f'{where}: {why}')
+            if step.kind is ToolKind.SUBTASK:
+                if step.subtree and step.subtree not in doc.subtrees:
+                    raise ConfigError(f'{where}: subtree {step.subtree!r} is not under subtrees')
+                try:
+                    call_of(step)  # its goal calls its tool, with params
+                except ConfigError as err:
+                    raise ConfigError(f'{where}: {err}') from err
     return doc
+
+
+def _load_tree(data: dict[str, Any], where: str, source: str,
+               sensors: dict[str, Any]) -> BtDocument:
+    seen: set[int] = set()
+    steps = [_load_step(s, f'{where}steps[{i}]', source, seen)
+             for i, s in enumerate(data['steps'])]
+    return BtDocument(task=data['task'], params=data['params'],
+                      variant=str(data.get('variant') or ''), sensors=sensors, steps=steps)
 
 
 def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
@@ -173,7 +230,7 @@ def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
     try:
         tool_kind = ToolKind(data['kind'])
     except ValueError:
-        raise bad(f"kind: {data['kind']!r} is not action or service") from None
+        raise bad(f"kind: {data['kind']!r} is not action, service or subtask") from None
     if tool_kind is ToolKind.FUNCTION:
         raise bad('kind: a Python function step cannot run as a behavior tree')
     if 'goal' not in data:
@@ -205,13 +262,16 @@ def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
     then = data.get('then') or []
     if not isinstance(then, list):
         raise bad('then: not a list')
+    subtree = data.get('subtree') or ''
+    if not isinstance(subtree, str) or (subtree and tool_kind is not ToolKind.SUBTASK):
+        raise bad('subtree: only a subtask step names one, by its name under subtrees')
     children = [_load_step(c, f'{where}.then[{i}]', source, seen) for i, c in enumerate(then)]
     return BtStep(id=data['id'], tool=data['tool'], kind=tool_kind, type_name=data['type'],
                   goal=data['goal'], pre=pre, post=post, bindings=bindings, ahead=ahead,
                   follows=follows, trajectories=tuple(data.get('trajectories') or ()),
                   successes=int(data.get('successes') or 0), end=bool(data.get('end')),
                   then=children, learned=learned, unpredictable=unpredictable,
-                  trace=trace)
+                  trace=trace, subtree=subtree)
 
 
 def _load_vectors(value: Any) -> dict[str, list[float]] | None:

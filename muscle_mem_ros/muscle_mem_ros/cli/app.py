@@ -27,6 +27,7 @@ import argparse
 from collections.abc import Sequence
 from functools import partial
 import getpass
+import shlex
 import socket
 import sys
 from typing import Any
@@ -48,8 +49,9 @@ from .inventory import (
 )
 from .output import Output, when
 from .paramsfile import BindingSettings, read_binding_settings
-from ..errors import MuscleMemError
+from ..errors import MuscleMemError, UnknownTrajectoryError
 from ..replay.gates import approve, covered
+from ..store import Store
 
 __all__ = ['build_parser', 'main']
 
@@ -71,34 +73,76 @@ def _cmd_tasks(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def _tree_label(entry: dict[str, Any], trust: dict[int, str]) -> str:
+def _tree_label(entry: dict[str, Any], trust: dict[int, str], store: str) -> str:
     goal = entry['goal'] if len(entry['goal']) <= 50 else entry['goal'][:47] + '...'
     ends = entry['ends_trajectory']
     end = f"  -> trajectory {ends}{trust.get(ends, '')}" if ends else ''
     bound = ', '.join(f"{b['field']}<-{b['source']}" for b in entry['bindings'])
     bound = f'  bound: {bound}' if bound else ''
-    return (f"[{entry['step']}] {entry['tool']}  {goal}  "
-            f"(x{entry['successes']}, {when(entry['last_success'])}){bound}{end}")
+    what = f"{entry['tool']}  {goal}"
+    opens = ''
+    if entry.get('subtask'):
+        what = f"subtask {entry['subtask']['task']} {goal}"
+        opens = '  its tree: muscle-mem tree ' + shlex.quote(store) + ' ' + \
+            shlex.quote(entry['subtask']['task'])
+    return (f"[{entry['step']}] {what}  "
+            f"(x{entry['successes']}, {when(entry['last_success'])}){bound}{end}{opens}")
+
+
+def _subtasks(trees: list[dict[str, Any]]) -> list[str]:
+    """Return the tasks the subtask steps of ``trees`` call, in order, each once."""
+    found: list[str] = []
+    stack = [e for tree in trees for e in reversed(tree['steps'])]
+    while stack:
+        entry = stack.pop()
+        if entry.get('subtask') and entry['subtask']['task'] not in found:
+            found.append(entry['subtask']['task'])
+        stack.extend(reversed(entry['children']))
+    return found
+
+
+def _opened(store: Store, task: str, trees: list[dict[str, Any]],
+            bindings: BindingSettings | None) -> dict[str, list[dict[str, Any]] | None]:
+    """Return the trees of every subtask ``trees`` call, theirs too, each once (None: unknown)."""
+    opened: dict[str, list[dict[str, Any]] | None] = {}
+    todo = _subtasks(trees)
+    while todo:
+        name = todo.pop(0)
+        if name in opened or name == task:
+            continue
+        try:
+            opened[name] = task_tree(store, name, bindings)
+        except UnknownTrajectoryError:
+            opened[name] = None
+            continue
+        todo.extend(_subtasks(opened[name] or []))
+    return opened
 
 
 def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
     bindings = read_binding_settings(args.params, args.node_name) if args.params else None
     with open_cli_store(args.store) as store:
         trees = task_tree(store, args.task, bindings)
-        rows = trust_rows(store, args.task)
+        shown = [(args.task, trees, trust_rows(store, args.task))]
+        opened = _opened(store, args.task, trees, bindings) if args.subtasks else {}
+        shown += [(name, sub, trust_rows(store, name)) for name, sub in opened.items()
+                  if sub is not None]
     if out.json_mode:
-        out.json(trees)
+        out.json({'tree': trees, 'subtasks': opened} if args.subtasks else trees)
         return 0
-    trust = {r['trajectory']: _trust_text(r) for r in rows}
-    for tree in trees:
-        root = Tree(f"{args.task}  params {tree['params']}  "
-                    f"({len(tree['trajectories'])} trajectories)")
-        stack = [(root, entry) for entry in reversed(tree['steps'])]
-        while stack:
-            branch, entry = stack.pop()
-            node = branch.add(_tree_label(entry, trust))
-            stack.extend((node, child) for child in reversed(entry['children']))
-        out.print(root)
+    for task, task_trees, rows in shown:
+        trust = {r['trajectory']: _trust_text(r) for r in rows}
+        for tree in task_trees:
+            root = Tree(f"{'subtask ' if task != args.task else ''}{task}  params "
+                        f"{tree['params']}  ({len(tree['trajectories'])} trajectories)")
+            stack = [(root, entry) for entry in reversed(tree['steps'])]
+            while stack:
+                branch, entry = stack.pop()
+                node = branch.add(_tree_label(entry, trust, args.store))
+                stack.extend((node, child) for child in reversed(entry['children']))
+            out.print(root)
+    for name in (n for n, sub in opened.items() if sub is None):
+        out.note(f'subtask {name!r}: not learned (the cache asks the agent for it)')
     return 0
 
 
@@ -269,6 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the node's params file: declared bindings, sensor tolerances")
     cmd.add_argument('--node-name', default='muscle_mem',
                      help='top key of the params file (default muscle_mem)')
+    cmd.add_argument('--subtasks', action='store_true',
+                     help="open the subtasks: after the task's trees, the trees of every "
+                          'task its subtask steps call (theirs too, each once)')
     cmd.set_defaults(run=_cmd_tree)
     add('show', "a task's trajectories with goals (YAML) and pre/post snapshots",
         trajectory=True).set_defaults(run=_cmd_show)

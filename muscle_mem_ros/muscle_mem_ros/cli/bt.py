@@ -50,11 +50,13 @@ from ..bindings.rules import element_tolerances, sensor_sources
 from ..bindings.variants import canonical, Variant
 from ..bt.btcpp import to_xml
 from ..bt.document import as_run, BtDocument, build
+from ..bt.subtrees import attach, call_of, documents
 from ..bt.traces import imported_trace
 from ..bt.yamlfile import dump, load
 from ..errors import ConfigError, MuscleMemError
 from ..records import Step, StepStatus, ToolKind
 from ..replay.gates import approve
+from ..replay.subtasks import subtask_step
 from ..replay.treeview import Trees
 from ..store import Store
 
@@ -94,6 +96,7 @@ def export_bt(store: Store, task: str, *, kind: str, params: dict[str, Any] | No
                for s in settings.sensors}
     doc = build(store, task=task, variant=variant, plans=trees.plans(task, variant),
                 sensors=sensors, params=params, tolerance=trees.tolerance)
+    attach(store, doc, trees)
     if kind == 'py_trees':
         return dump(doc)
     if kind == 'btcpp':
@@ -171,6 +174,11 @@ def goal_steps(doc: BtDocument) -> dict[int, Step]:
     for _, step, _ in doc.walk():
         kind = 'action' if step.kind is ToolKind.ACTION else 'srv'
         run = runs[step.id]
+        if step.kind is ToolKind.SUBTASK:  # its goal is the call: task and params, as JSON
+            call = call_of(step, dict(run.values))
+            built[step.id] = subtask_step(call.task, call.params, pre=run.pre, post=run.post,
+                                          duration=0.0)
+            continue
         try:
             interface = resolve_type(step.type_name, kind=kind)
             cls = interface.Goal if step.kind is ToolKind.ACTION else interface.Request
@@ -243,12 +251,19 @@ def run_import(args: argparse.Namespace, out: Output) -> int:
     path = Path(args.file)
     doc = load(path.read_text(encoding='utf-8'), source=str(path))
     who = args.who or f'{getpass.getuser()}@{socket.gethostname()}'
-    steps = goal_steps(doc)
+    # every tree's goals are built before the store is opened: a bad one writes nothing
+    trees = [(tree, goal_steps(tree)) for name, tree in documents(doc) if not name or tree.steps]
+    subtasks: dict[str, list[int]] = {}
     with open_cli_store(args.store, write=True) as store:
-        ids = import_bt(store, doc, steps, who=who)
+        ids = import_bt(store, doc, trees[0][1], who=who)
+        for tree, steps in trees[1:]:  # each subtree as its own task's trajectories
+            subtasks.setdefault(tree.task, []).extend(import_bt(store, tree, steps, who=who))
     if out.json_mode:
-        out.json({'task': doc.task, 'trajectories': ids, 'approved_by': who})
+        out.json({'task': doc.task, 'trajectories': ids, 'approved_by': who,
+                  'subtasks': subtasks})
     else:
+        also = '; '.join(f'subtask {t!r}: {", ".join(map(str, i))}' for t, i in subtasks.items())
         out.print(f'imported {len(ids)} trajectories of task {doc.task!r} '
-                  f'({", ".join(map(str, ids))}), approved by {who}')
+                  f'({", ".join(map(str, ids))}){" and " + also if also else ""}, '
+                  f'approved by {who}')
     return 0

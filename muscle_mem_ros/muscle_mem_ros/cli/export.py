@@ -36,9 +36,12 @@ exported oldest first and a trajectory that would overlap the previous one
 starts a second after it. In one step, pre snapshot, goal and post snapshot come
 in that order.
 
-Python API steps (Python functions) have no ROS type: only their snapshots are
-exported. rclpy is imported (for serializing snapshot messages) only when a
-file is written.
+A subtask step (another task called through the cache) is its call: the
+``muscle_mem_interfaces/action/ExecuteTask_Goal`` (task and ``params_json``) its caller
+sent to the cache's ``~/execute_subtask``, on ``/muscle_mem/execute_subtask/goal`` (the
+subtask's own steps are in its own task's export). Python API steps (Python functions)
+have no ROS type: only their snapshots are exported. rclpy is imported (for serializing
+snapshot messages) only when a file is written.
 """
 
 from __future__ import annotations
@@ -57,9 +60,11 @@ from .output import Output
 from .paramsfile import read_sensor_settings, SensorSetting
 from ..errors import UnknownTrajectoryError
 from ..records import Node, Snapshot, ToolKind, TrajectoryInfo
+from ..replay.subtasks import subtask_call
 from ..store import Store
 
-__all__ = ['ExportSummary', 'SNAPSHOT_TYPE', 'add_parser', 'export_mcap', 'run', 'timeline']
+__all__ = ['ExportSummary', 'SNAPSHOT_TYPE', 'SUBTASK_TOPIC', 'add_parser', 'export_mcap', 'run',
+           'timeline']
 
 SNAPSHOT_TYPE = 'muscle_mem_interfaces/msg/Snapshot'
 """Message type of exported snapshots."""
@@ -67,6 +72,8 @@ PRE_TOPIC = '/muscle_mem/pre'
 """Topic of the snapshots taken just before each step."""
 POST_TOPIC = '/muscle_mem/post'
 """Topic of the snapshots taken just after each step."""
+SUBTASK_TOPIC = '/muscle_mem/execute_subtask/goal'
+"""Topic of the subtask steps' calls (ExecuteTask goals, as sent to the cache's action)."""
 MAX_GAP = 3600.0
 """Seconds; a longer pause between two steps' snapshots means they came from two runs."""
 TRAJECTORY_GAP = 1.0
@@ -131,6 +138,13 @@ class _Snapshots:
         self._serialize = serialize_message
         self._settings = settings
 
+    def subtask(self, node: Node) -> bytes:
+        """Return a subtask step's call as the ExecuteTask goal its caller sent (CDR)."""
+        from muscle_mem_interfaces.action import ExecuteTask
+        call = subtask_call(node.step)
+        return bytes(self._serialize(ExecuteTask.Goal(task=call.task,
+                                                      params_json=call.params_json)))
+
     def encode(self, snapshot: Snapshot, *, when_ns: int, task: str, trajectory: int,
                index: int, node: Node, phase: str) -> bytes:
         msg = self._msg(task=task, trajectory_id=trajectory, step=index, node_id=node.id,
@@ -180,7 +194,8 @@ def export_mcap(
         for node in nodes:
             step = node.step
             if step.kind is not ToolKind.FUNCTION and step.type_name not in goal_types:
-                full = payload_type(step.type_name, step.kind.value)
+                full = payload_type(step.type_name, 'action' if step.kind is ToolKind.SUBTASK
+                                    else step.kind.value)
                 goal_types[step.type_name] = (full, message_schema(full))
     snapshot_schema = message_schema(SNAPSHOT_TYPE)
     encoder = _Snapshots(settings or {})
@@ -226,6 +241,9 @@ def export_mcap(
                             step.pre, when_ns=t_pre, phase='pre', **meta), t_pre)
                     if step.kind is ToolKind.FUNCTION:
                         summary.skipped_goals += 1
+                    elif step.kind is ToolKind.SUBTASK:
+                        emit(SUBTASK_TOPIC, goal_types[step.type_name][0],
+                             encoder.subtask(node), t_goal)
                     else:
                         suffix = 'goal' if step.kind is ToolKind.ACTION else 'request'
                         emit(_topic(step.tool, suffix), goal_types[step.type_name][0],

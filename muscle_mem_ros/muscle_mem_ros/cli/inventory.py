@@ -30,8 +30,9 @@ from typing import Any
 from .paramsfile import BindingSettings
 from ..bindings.learning import learn
 from ..bindings.rules import element_tolerances, sensor_sources
-from ..errors import UnknownTrajectoryError
-from ..records import Node, Snapshot, TrajectoryInfo
+from ..errors import MuscleMemError, UnknownTrajectoryError
+from ..records import Node, Snapshot, ToolKind, TrajectoryInfo
+from ..replay.subtasks import subtask_call
 from ..replay.treeview import Trees
 from ..store import open_store, SqliteStore, Store
 
@@ -44,6 +45,7 @@ __all__ = [
     'show_task',
     'snapshot_data',
     'store_stats',
+    'subtask_of',
     'task_rows',
     'task_trajectories',
     'task_tree',
@@ -184,16 +186,30 @@ def snapshot_data(snapshot: Snapshot | None) -> dict[str, list[float]] | None:
             sorted(snapshot.features.items())}
 
 
+def subtask_of(node: Node) -> dict[str, Any] | None:
+    """Return what a subtask step calls, ``{'task': ..., 'params': {...}}`` (None: not one)."""
+    if node.step.kind is not ToolKind.SUBTASK:
+        return None
+    try:
+        call = subtask_call(node.step)
+    except MuscleMemError:
+        return None
+    return {'task': call.task, 'params': call.params}
+
+
 def _node_entry(store: Store, node: Node, plans: dict[int, Any]) -> dict[str, Any]:
     ending = store.trajectory_ending_at(node.id) if node.terminal else None
     plan = plans.get(node.id)
+    subtask = subtask_of(node)
     return {
         'node': node.id,
         'step': node.depth,
         'tool': node.step.tool,
         'kind': node.step.kind.value,
         'type': node.step.type_name,
-        'goal': goal_summary(node),
+        'goal': goal_summary(node) if subtask is None else
+        json.dumps(subtask['params'], sort_keys=True, separators=(',', ':')),
+        'subtask': subtask,
         'successes': node.success_count,
         'last_success': node.last_used,
         'ends_trajectory': ending.id if ending is not None else None,
@@ -239,8 +255,10 @@ def task_tree(
         parameter bindings are found).
     :return: ``[{'params': ..., 'trajectories': [ids], 'steps': [entry, ...]}]``; an entry
         has ``children`` (the branches after it), ``ends_trajectory`` (the id of the
-        trajectory that ends there, or None) and ``bindings`` (its goal fields bound to
-        parameters or sensors: field, source, offset, max_shift, origin).
+        trajectory that ends there, or None), ``bindings`` (its goal fields bound to
+        parameters or sensors: field, source, offset, max_shift, origin) and ``subtask``
+        (a subtask step: the task it calls and its params, whose ``goal`` is those params
+        as JSON; else None).
     :raises UnknownTrajectoryError: unknown task.
     """
     settings = bindings or BindingSettings()

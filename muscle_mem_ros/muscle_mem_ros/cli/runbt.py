@@ -32,6 +32,13 @@ recording's tube the goal is canceled at the server and the task handed to the a
 from that step (``resume_from_step`` = the step, the reason ``check during step k
 ...``), as the cache hands it over.
 
+A subtask step runs the tree it calls in the same document (its ``subtrees``), as a
+tree of its own with the call's parameters (:class:`muscle_mem_ros.bt.tree.Subtask`):
+against the same servers, with its own bindings, and, when none of its learned steps
+passes, the agent asked for the subtask alone (its task and parameters, from its own
+steps done); the caller goes on after it. Its lines in the output are prefixed with
+its name (``[pick] step 0 ...``).
+
 With no store there is no approval or shadow count to ask: when the params file's
 ``replay_requires`` is not ``none``, run-bt refuses (one line naming it) unless the
 operator states the review with ``--reviewed-by WHO`` ("I reviewed this file; run it
@@ -42,9 +49,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+import copy
 import json
 import sys
-import threading
 import time
 from typing import Any
 
@@ -52,14 +59,17 @@ from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.bindings.judge import BindingJudge, Bound
 from muscle_mem_ros.bindings.rules import element_tolerances
 from muscle_mem_ros.bt.document import BtDocument
+from muscle_mem_ros.bt.subtrees import call_of, documents
 from muscle_mem_ros.bt.tree import build_tree, Progress
 from muscle_mem_ros.bt.yamlfile import load
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.checks.tube import left_tube
+from muscle_mem_ros.cli.pendingcall import PendingCall
 from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import CheckFailure, Node as Learned, Snapshot, ToolKind
 from muscle_mem_ros.replay.gates import unreviewed
 from muscle_mem_ros.replay.shadow import SnapshotSenses
+from muscle_mem_ros.replay.subtasks import SUBTASK_TYPE
 from muscle_mem_ros.resume import Resume
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.trace import Sampler
@@ -113,10 +123,33 @@ class BtRuntime:
                 self._clients[tool.server] = node.create_client(tool.interface, tool.server)
         self._agent = ActionClient(node, ExecuteTask, config.agent_action) \
             if config.agent_action else None
-        self._call: _Pending | None = None
-        self._agent_call: _Pending | None = None
-        self._ended = 0.0
+        self._call: PendingCall | None = None
+        self._agent_call: PendingCall | None = None
+        self._ended = [0.0]  # when the last call ended (shared with subtasks' runtimes)
         self.log: list[str] = []
+        self._where = ''
+
+    def subtask(self, doc: BtDocument) -> BtRuntime:
+        """
+        Return the runtime of a subtask's tree: the same node, sensors and servers.
+
+        Its own binding judge (the subtask's plans and params), its own calls, and its
+        agent asked for the subtask (``doc``'s task and params); its log lines are prefixed
+        with the subtask's name.
+        """
+        sub = copy.copy(self)
+        sub._doc = doc
+        sub._senses = SnapshotSenses(self._check, element_tolerances(self._specs), doc.params)
+        sub._judge = BindingJudge(plans=doc.plans(), params=doc.params, senses=sub._senses)
+        sub._call = sub._agent_call = None
+        sub._where = f'{self._where}[{doc.task}] '
+        steps = sum(1 for _ in doc.walk())
+        self._say(f'subtask {doc.task} {json.dumps(doc.params, separators=(",", ":"))}: '
+                  + (f'its tree ({steps} learned steps)' if steps else 'not learned'))
+        return sub
+
+    def _say(self, text: str) -> None:
+        self.log.append(self._where + text)
 
     def _warn(self, text: str) -> None:
         self._node.get_logger().warning(text)
@@ -134,7 +167,7 @@ class BtRuntime:
         tool = self._tools.get(node.step.tool)
         if self._call is not None:
             self._close(self._call)
-        pending = self._call = _Pending(node)
+        pending = self._call = PendingCall(node)
         if tool is None:
             pending.fail(f'{node.step.tool} is not an action or service of the params file')
             return
@@ -152,7 +185,7 @@ class BtRuntime:
             said += [f'{f} edited {d:+.4g}' for f, d in bound.shifts.items()
                      if f not in bound.values and d]
         subs = ', '.join(said)
-        self.log.append(f'{_step(node)}: {tool.server}' + (f' ({subs})' if subs else ''))
+        self._say(f'{_step(node)}: {tool.server}' + (f' ({subs})' if subs else ''))
         client = self._clients[tool.server]
         if tool.kind is ToolKind.ACTION:
             if not client.wait_for_server(timeout_sec=5.0):
@@ -167,14 +200,14 @@ class BtRuntime:
                 lambda f: pending.end(f.result() is not None and not answered(
                     f.result(), tool.success), f'{tool.server} refused'))
 
-    def _send(self, client: Any, message: Any, tool: ToolConfig, pending: _Pending,
+    def _send(self, client: Any, message: Any, tool: ToolConfig, pending: PendingCall,
               node: Learned) -> None:
         """Send an action goal, watched when its step runs watched (as the node's proxy)."""
         watch = pending.watch = self._watching(node)
         if watch is not None and self.sampler is not None:
-            self.log.append(f'{_step(node)}: watched on {_elements(watch.labels)}'
-                            + (f'; not watched: {_elements(watch.unwatched)}'
-                               if watch.unwatched else ''))
+            self._say(f'{_step(node)}: watched on {_elements(watch.labels)}'
+                      + (f'; not watched: {_elements(watch.unwatched)}'
+                         if watch.unwatched else ''))
             watch.begin(time.monotonic())
             self.sampler.add(pending)
         send = client.send_goal_async(message, feedback_callback=pending.feedback
@@ -190,7 +223,7 @@ class BtRuntime:
                           scale=self._config.watch_tolerance_scale, cancel=CancelToken(),
                           period=1.0 / self._config.watch_rate)
 
-    def _accepted(self, future: Any, tool: ToolConfig, pending: _Pending) -> None:
+    def _accepted(self, future: Any, tool: ToolConfig, pending: PendingCall) -> None:
         if pending.watch is not None:
             pending.watch.accepted(time.monotonic())
         handle = future.result()
@@ -218,7 +251,7 @@ class BtRuntime:
             return Status.RUNNING
         if self._close(call) is not None:
             return Status.RUNNING
-        self._ended = self.hub.now()
+        self._ended[0] = self.hub.now()
         return call.status
 
     def cancel_call(self) -> None:
@@ -231,14 +264,14 @@ class BtRuntime:
             return
         call.cancel()  # the watch canceled it already when it tripped: once is enough
         where = _step(call.node) if call.node is not None else 'the call'
-        self.log.append(f'{where}: goal canceled' + (
+        self._say(f'{where}: goal canceled' + (
             f', the world left its recording: {left_tube(failure)}' if failure else ''))
 
     def watch_failure(self) -> CheckFailure | None:
         """Return what left the running call's tube (None: it stays in, or is not watched)."""
         return self._call.tripped() if self._call is not None else None
 
-    def _close(self, call: _Pending) -> CheckFailure | None:
+    def _close(self, call: PendingCall) -> CheckFailure | None:
         """Stop watching ``call``; return its watch's verdict, now fixed."""
         verdict = call.close()
         if self.sampler is not None and call.watch is not None:
@@ -249,19 +282,19 @@ class BtRuntime:
         """Wait (ticking) for data newer than the step's end, then compare with ``expected``."""
         if self._check is None or expected is None or not expected.features:
             return Status.SUCCESS
-        if not self.hub.wait_newer(self._ended, 0.0):
-            if self.hub.now() - self._ended < self._config.post_check_timeout:
+        if not self.hub.wait_newer(self._ended[0], 0.0):
+            if self.hub.now() - self._ended[0] < self._config.post_check_timeout:
                 return Status.RUNNING
         result = self._check.evaluate(expected, self.hub.capture(), now_time=self.hub.now())
         if not result.passed:
-            self.log.append(f'post-check of {_step(node)} failed: '
-                            f'{result.failures[0].reason if result.failures else ""}')
+            self._say(f'post-check of {_step(node)} failed: '
+                      f'{result.failures[0].reason if result.failures else ""}')
         return Status.SUCCESS if result.passed else Status.FAILURE
 
     def start_agent(self, resume: Resume) -> None:
         """Send the task to the agent from ``resume.step`` (``steps_done`` = the steps done)."""
-        pending = self._agent_call = _Pending()
-        self.log.append(f'agent asked from step {resume.step}: {resume.reason}')
+        pending = self._agent_call = PendingCall()
+        self._say(f'agent asked from step {resume.step}: {resume.reason}')
         if self._agent is None:
             pending.fail('no agent configured (agent_action is empty)')
             return
@@ -273,7 +306,7 @@ class BtRuntime:
         self._agent.send_goal_async(goal).add_done_callback(
             lambda f: self._agent_accepted(f, pending))
 
-    def _agent_accepted(self, future: Any, pending: _Pending) -> None:
+    def _agent_accepted(self, future: Any, pending: PendingCall) -> None:
         handle = future.result()
         if handle is None or not handle.accepted:
             pending.fail('the agent rejected the task')
@@ -285,89 +318,6 @@ class BtRuntime:
     def agent_status(self) -> Status:
         """Return the agent's status."""
         return self._agent_call.status if self._agent_call is not None else Status.FAILURE
-
-
-class _Pending:
-    """
-    A call in flight: RUNNING until a callback ends it; its goal handle and watch.
-
-    While its goal runs watched it is the sampler's listener (and the goal's feedback
-    callback): the moment its watch trips it cancels the goal at the server, from the
-    thread that saw the reading, not at the next tick.
-    """
-
-    def __init__(self, node: Learned | None = None) -> None:
-        self.node = node
-        self.status = Status.RUNNING
-        self.reason = ''
-        self.watch: StepWatch | None = None
-        self._lock = threading.Lock()
-        self._handle: Any = None
-        self._canceled = False
-        self._closed = False
-        self._verdict: CheckFailure | None = None
-
-    @property
-    def names(self) -> frozenset[str]:
-        """Return the sensors its watch reads."""
-        return self.watch.names if self.watch is not None else frozenset()
-
-    def sample(self, snapshot: Snapshot) -> None:
-        """Judge one poll of the sensors (the sampler's thread)."""
-        if self.watch is not None and not self._closed:
-            self.watch.sample(snapshot)
-            self._cancel_if_tripped()
-
-    def feedback(self, message: Any) -> None:
-        """Judge one feedback message of the goal."""
-        if self.watch is not None and not self._closed:
-            self.watch.feedback(message.feedback)
-            self._cancel_if_tripped()
-
-    def _cancel_if_tripped(self) -> None:
-        if self.watch is not None and self.watch.failure is not None:
-            self.cancel()
-
-    def accepted(self, handle: Any) -> None:
-        """Keep the goal's handle (a cancel asked before it came is sent now)."""
-        with self._lock:
-            self._handle = handle
-            canceled = self._canceled
-        if canceled:
-            handle.cancel_goal_async()
-
-    def cancel(self) -> bool:
-        """Cancel the goal (once; when it is accepted, if it is not yet); True the first time."""
-        with self._lock:
-            if self._canceled:
-                return False
-            self._canceled = True
-            handle = self._handle
-        if handle is not None:
-            handle.cancel_goal_async()
-        return True
-
-    def close(self) -> CheckFailure | None:
-        """Stop judging; return what the watch saw leave the tube before (None: nothing)."""
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._verdict = self.watch.failure if self.watch is not None else None
-            return self._verdict
-
-    def tripped(self) -> CheckFailure | None:
-        """Return what the watch saw leave the tube (fixed once the call is closed)."""
-        with self._lock:
-            if self._closed:
-                return self._verdict
-        return self.watch.failure if self.watch is not None else None
-
-    def end(self, ok: bool, why: str) -> None:
-        self.status = Status.SUCCESS if ok else Status.FAILURE
-        self.reason = '' if ok else why
-
-    def fail(self, why: str) -> None:
-        self.end(False, why)
 
 
 def _step(node: Learned, tool: str = '') -> str:
@@ -400,9 +350,20 @@ def check_goals(doc: BtDocument, config: NodeConfig) -> None:
         from the params file's, or whose goal does not build (the first, named by its step).
     """
     tools = {t.server: t for t in config.tools}
+    for name, tree in documents(doc):
+        _check_tree(tree, tools, f'subtree {name}: ' if name else '')
+
+
+def _check_tree(doc: BtDocument, tools: dict[str, ToolConfig], prefix: str) -> None:
     nodes = doc.nodes()
     for _, step, _ in doc.walk():
-        where = _step(nodes[step.id], step.tool)
+        where = prefix + _step(nodes[step.id], step.tool)
+        if step.kind is ToolKind.SUBTASK:  # run by its tree in the document: no server
+            if step.type_name != SUBTASK_TYPE:
+                raise ConfigError(f'{where}: a subtask step is a {SUBTASK_TYPE}, '
+                                  f'not {step.type_name}')
+            call_of(step)
+            continue
         tool = tools.get(step.tool)
         if tool is None:
             raise ConfigError(f'{where}: not an action or service of the params file '
@@ -535,6 +496,8 @@ def main(args: Sequence[str] | None = None) -> int:
     print(log)
     if ok:
         by = f', then the agent from step {progress.done}' if progress.agent_asked else ''
+        subs = progress.subtasks_by_agent
+        by += f' (the agent did subtask {", ".join(subs)})' if subs else ''
         print(f'done: {progress.done} steps by the tree{by}')
     else:
         print(f'failed after {progress.done} steps by the tree'

@@ -15,11 +15,14 @@
 """
 The recording in progress: which proxied calls become steps of which task.
 
-At most one recording is active at a time (the node runs one task at a time):
-either the agent's part of an ExecuteTask (started at a handoff, under the
-last replayed node) or a manual one (StartRecording / StopRecording, teach by
-teleop). While one is active every successful call through any proxy is
-appended to it, durably, as it finishes. Calls still in flight when it ends
+One recording is active at a time (the node runs one task at a time): either
+the agent's part of an ExecuteTask (started at a handoff, under the last replayed
+node) or a manual one (StartRecording / StopRecording, teach by teleop). A subtask
+the agent calls while its task is recorded (:mod:`..execution.subtasks`) is recorded
+on top of it (``start(nested=True)``): its own steps go to its own recording until it
+ends, then the parent's is active again and records the call as one step. While one
+is active every successful call through any proxy is appended to it, durably, as it
+finishes. Calls still in flight when it ends
 are not recorded. Calls made concurrently (an arm goal and a gripper request
 at once) are recorded in the order they finish and replayed one after another.
 
@@ -101,12 +104,13 @@ class Session:
 
 
 class Recorder:
-    """Start, hold and end the single active recording."""
+    """Start, hold and end the active recording (and those of the tasks it called)."""
 
     def __init__(self, *, store: Store) -> None:
         self._store = store
         self._lock = threading.Lock()
-        self._session: Session | None = None
+        self._sessions: list[Session] = []
+        """The open recordings, outermost first; the last one is active."""
         self._settles: list[Callable[[Session], None]] = []
 
     def add_settle(self, settle: Callable[[Session], None]) -> None:
@@ -125,34 +129,38 @@ class Recorder:
 
     @property
     def active(self) -> Session | None:
-        """Return the active session, or None."""
-        return self._session
+        """Return the active session (the innermost), or None."""
+        sessions = self._sessions
+        return sessions[-1] if sessions else None
 
     def start(
         self, *, task: str, params_json: str, parent: int | None, manual: bool,
-        variant: str | None = None, observer: Observer | None = None,
+        variant: str | None = None, observer: Observer | None = None, nested: bool = False,
     ) -> Session:
         """
         Begin recording ``task`` under node ``parent`` (None = from the root).
 
         :param variant: The tree (default ``params_json``: the tree of exactly these params).
         :param observer: Called with the steps so far after each append (see :class:`Session`).
-        :raises RecordingBusyError: Another recording is active.
+        :param nested: A subtask's recording, on top of its caller's (which resumes when
+            this one ends); otherwise no recording may be active.
+        :raises RecordingBusyError: Another recording is active (and this one is not nested).
         """
         with self._lock:
-            if self._session is not None:
+            if self._sessions and not nested:
                 raise RecordingBusyError(
-                    f"a recording of task '{self._session.task}' is already active"
+                    f"a recording of task '{self._sessions[-1].task}' is already active"
                 )
             recording = self._store.begin(
                 task=task, variant=variant or params_json, params_json=params_json,
                 parent=parent,
             )
-            self._session = Session(
+            session = Session(
                 task=task, params_json=params_json, manual=manual, parent=parent,
                 recording=recording, observer=observer,
             )
-            return self._session
+            self._sessions.append(session)
+            return session
 
     def settle(self) -> Session | None:
         """
@@ -163,18 +171,36 @@ class Recorder:
 
         :return: The active session, or None.
         """
-        session = self._session
+        session = self.active
         if session is not None:
             for settle in list(self._settles):
                 settle(session)
             session.settled = True
         return session
 
+    def unwind(self, to: Session | None) -> int:
+        """
+        Discard the recordings opened on top of ``to`` and left open (a subtask that failed).
+
+        :param to: The recording that was active when the subtask started (None: none was).
+        :return: How many were discarded.
+        """
+        count = 0
+        while self._sessions and self._sessions[-1] is not to and to in [None, *self._sessions]:
+            try:
+                self.finish(save=False)
+            except MuscleMemError:  # left incomplete in the store: never replayed
+                pass
+            count += 1
+        return count
+
     def finish(
         self, *, save: bool, filer: Filer | None = None,
     ) -> tuple[Session | None, TrajectoryInfo | None]:
         """
         End the active recording: commit it (``save``) or discard it.
+
+        The recording under it (a subtask's caller), if any, is active again.
 
         ``filer(task=, variant=, params_json=, parent=, steps=)`` may file the steps
         elsewhere: under a tree with bound parameters, or further down an existing
@@ -190,10 +216,11 @@ class Recorder:
             trajectory (None when discarded).
         :raises StoreError: The store could not write, or a step was lost (``save``).
         """
-        if save and self._session is not None and not self._session.settled:
+        active = self.active
+        if save and active is not None and not active.settled:
             self.settle()
         with self._lock:
-            session, self._session = self._session, None
+            session = self._sessions.pop() if self._sessions else None
         if session is None:
             return None, None
         with session.lock:

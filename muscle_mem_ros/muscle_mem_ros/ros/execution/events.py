@@ -61,7 +61,8 @@ Watched = tuple[Sequence[str], Sequence[str]]
 
 def cache_event(*, stamp: Any, kind: int, task: str, step: int, trajectory_id: int = 0,
                 detail: str = '', failure: CheckFailure | None = None,
-                substituted: Sequence[Any] = (), watched: Watched = ((), ())) -> CacheEvent:
+                substituted: Sequence[Any] = (), watched: Watched = ((), ()),
+                depth: int = 0) -> CacheEvent:
     """
     Return one CacheEvent, with the sensor failure behind it when there is one.
 
@@ -69,8 +70,10 @@ def cache_event(*, stamp: Any, kind: int, task: str, step: int, trajectory_id: i
     :param kind: The event's type (``CacheEvent.HIT``, ...).
     :param substituted: The step's substitutions, as messages.
     :param watched: What the step was watched on while it ran, and what not.
+    :param depth: How deep ``task`` runs (0: the task sent; 1: a subtask it called).
     """
-    msg = CacheEvent(stamp=stamp, type=kind, task=task, step=step, trajectory_id=trajectory_id,
+    msg = CacheEvent(stamp=stamp, type=kind, task=task, depth=depth, step=step,
+                     trajectory_id=trajectory_id,
                      detail=detail, substituted=list(substituted), element=-1,
                      time_into_step=-1.0, watched=list(watched[0]),
                      unwatched=list(watched[1]))

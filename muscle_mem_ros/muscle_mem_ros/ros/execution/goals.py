@@ -15,6 +15,10 @@
 """
 The ExecuteTask action's goals: accepted while active, one at a time, canceled, counted.
 
+Two servers of that type: ``~/execute_task`` for the task sent to the cache, and
+``~/execute_subtask`` for the subtasks its agent sends while it works
+(:mod:`.subtasks`, which also runs a replayed subtask step).
+
 The server (``~/execute_task``) is made at configure, as nav2 makes its action servers,
 and destroyed at cleanup: while the node is inactive it stays advertised and rejects
 every goal, so the result of a goal canceled by a deactivation still reaches its
@@ -38,7 +42,9 @@ from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.ros.capture.recorder import Recorder
+from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.execution.events import EventSink
+from muscle_mem_ros.ros.execution.subtasks import SubtaskServer, TaskStack
 from muscle_mem_ros.ros.execution.tasks import GoalHandle, TaskRunner
 from muscle_mem_ros.ros.node.nodeconfig import CacheMode
 from muscle_mem_ros.ros.rclfix.action_server import ActionServer
@@ -64,12 +70,14 @@ class TaskGoals:
     :param mode: Returns the cache mode a goal runs in (read when it starts).
     :param accepting: Returns True while goals are accepted (the node is active).
     :param runner: Returns the task runner (None: the node is not active).
+    :param hub: Returns the sensor capture (None: the node is not active).
     """
 
     def __init__(self, *, node: RosNode, guard: TaskGuard, group: CallbackGroup,
                  sink: EventSink, mode: Callable[[], CacheMode],
                  accepting: Callable[[], bool],
-                 runner: Callable[[], TaskRunner | None]) -> None:
+                 runner: Callable[[], TaskRunner | None],
+                 hub: Callable[[], SensorHub | None]) -> None:
         self._node = node
         self._guard = guard
         self._group = group
@@ -83,10 +91,20 @@ class TaskGoals:
         self._hits = 0
         self._recorder: Recorder | None = None
         self._server: ActionServer | None = None
+        self.stack = TaskStack()
+        """The tasks running now (the task sent, and its subtasks on top)."""
+        self.subtasks = SubtaskServer(node=node, group=group, stack=self.stack, sink=sink,
+                                      mode=mode, runner=runner, hub=hub)
 
-    def serve(self, *, recorder: Recorder) -> None:
-        """Make the ``~/execute_task`` server (configure); ``recorder`` is the node's."""
+    def serve(self, *, recorder: Recorder, post_timeout: float) -> None:
+        """
+        Make the ``~/execute_task`` and ``~/execute_subtask`` servers (configure).
+
+        :param recorder: The node's recorder.
+        :param post_timeout: Max seconds to wait for sensor data newer than a call's end.
+        """
         self._recorder = recorder
+        self.subtasks.serve(recorder=recorder, post_timeout=post_timeout)
         self._server = ActionServer(
             self._node, ExecuteTask, '~/execute_task', self._execute,
             goal_callback=self._accept, cancel_callback=self._cancel,
@@ -94,7 +112,8 @@ class TaskGoals:
         )
 
     def stop(self) -> None:
-        """Destroy the server (cleanup); a later :meth:`serve` makes it again."""
+        """Destroy the servers (cleanup); a later :meth:`serve` makes them again."""
+        self.subtasks.stop()
         if self._server is not None:
             self._server.destroy()
             self._server = None
@@ -118,7 +137,8 @@ class TaskGoals:
         :return: True when nothing is owed (or there is no server), False after ``timeout``.
         """
         server = self._server
-        return server is None or server.wait_results_sent(timeout)
+        return self.subtasks.wait_results_sent(timeout) and (
+            server is None or server.wait_results_sent(timeout))
 
     def _accept(self, _goal: Any) -> GoalResponse:
         """Accept ExecuteTask goals while active; reject them while inactive."""

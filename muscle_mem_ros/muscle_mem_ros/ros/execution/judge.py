@@ -57,7 +57,7 @@ from muscle_mem_ros.bindings.judge import (
 )
 from muscle_mem_ros.checks.matcher import Matcher
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
-from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot
+from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, ToolKind
 from muscle_mem_ros.replay.walk import blamed, Miss, Reporter, Verdict
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.sensors import SensorHub
@@ -114,14 +114,17 @@ class SensorJudge:
 
     def usable(self, candidates: Sequence[Node]) -> Sequence[Node]:
         """
-        Return the candidates whose tool is configured (the same list object when all are).
+        Return the candidates whose tool is configured or that call a subtask.
 
-        Keeping the store's list keeps its identity, under which the matcher
-        caches the candidates' index.
+        The same list object when all are: keeping the store's list keeps its identity,
+        under which the matcher caches the candidates' index.
         """
-        if all(c.step.tool in self._tools for c in candidates):
+        if all(self._runs(c) for c in candidates):
             return candidates
-        return [c for c in candidates if c.step.tool in self._tools]
+        return [c for c in candidates if self._runs(c)]
+
+    def _runs(self, node: Node) -> bool:
+        return node.step.tool in self._tools or node.step.kind is ToolKind.SUBTASK
 
     def warm(self, candidates: Sequence[Node]) -> int:
         """Index a candidate set for matching now, not on first use; return its usable size."""

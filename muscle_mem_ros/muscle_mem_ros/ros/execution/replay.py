@@ -43,9 +43,11 @@ from muscle_mem_ros.bindings.filing import file_steps
 from muscle_mem_ros.bindings.rules import (
     Declared, DEFAULT_MAX_SHIFT, element_tolerances, sensor_sources, Substitution,
 )
-from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Step, StepStatus
+from muscle_mem_ros.errors import MuscleMemError
+from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Step, StepStatus, ToolKind
 from muscle_mem_ros.replay.gates import Gate, gate_tree, Trusted
 from muscle_mem_ros.replay.shadow import ShadowRun
+from muscle_mem_ros.replay.subtasks import subtask_call, SubtaskCall
 from muscle_mem_ros.replay.treeview import recorded_params, Trees, TreeView
 from muscle_mem_ros.replay.walk import (
     candidates_at, choose, locate, Miss, Reporter, walk, WalkResult,
@@ -77,6 +79,8 @@ class DryRun:
 
 Send = Callable[[Node, CancelToken, Mapping[str, Any] | None, StepWatch | None], CallOutcome]
 """Sends a node's payload: ``send(node, cancel, fields, watch)``."""
+RunSubtask = Callable[[str, SubtaskCall, CancelToken], CallOutcome]
+"""Runs a subtask step of a task through the cache: ``run(parent task, call, cancel)``."""
 
 
 class ProxyExecutor:
@@ -88,13 +92,17 @@ class ProxyExecutor:
     :param on_substituted: Called with a step's substitutions before it is sent.
     :param watching: Returns the watch of a step about to be sent, or None (not watched).
     :param on_watched: Called with a watched step's (watched, not watched) element labels.
+    :param task: The task walked (a subtask step's caller).
+    :param subtasks: Runs a subtask step (None: such a step fails, saying so).
     """
 
     def __init__(self, *, judge: WalkJudge, send: Send,
                  on_substituted: Callable[[int, Sequence[Substitution]], None],
                  watching: Callable[[Node, CancelToken], StepWatch | None] | None = None,
                  on_watched: Callable[[int, Sequence[str], Sequence[str]], None] | None = None,
-                 ) -> None:
+                 task: str = '', subtasks: RunSubtask | None = None) -> None:
+        self._task = task
+        self._subtasks = subtasks
         self._bindings = judge.bindings
         self._send = send
         self._on_substituted = on_substituted
@@ -106,6 +114,11 @@ class ProxyExecutor:
         bound = self._bindings.sending(node)
         if bound is not None and bound.substitutions:
             self._on_substituted(step, bound.substitutions)
+        if node.step.kind is ToolKind.SUBTASK:
+            out = self._subtask(node, bound.values if bound is not None else None, cancel)
+            if out.status is StepStatus.SUCCEEDED:
+                self._bindings.ran(node)
+            return out
         watch = self._watching(node, cancel) if self._watching is not None else None
         if watch is not None and self._on_watched is not None:
             self._on_watched(step, watch.labels, watch.unwatched)
@@ -114,6 +127,19 @@ class ProxyExecutor:
         if out.status is StepStatus.SUCCEEDED:
             self._bindings.ran(node)
         return out
+
+    def _subtask(self, node: Node, fields: Mapping[str, Any] | None,
+                 cancel: CancelToken) -> CallOutcome:
+        """Run a subtask step through the cache (its bound parameters set)."""
+        now = time.monotonic()
+        try:
+            call = subtask_call(node.step, fields)
+        except MuscleMemError as err:
+            return CallOutcome(StepStatus.FAILED, str(err), now, now)
+        if self._subtasks is None:
+            return CallOutcome(StepStatus.FAILED, f"subtask '{call.task}': subtasks cannot "
+                               'run here', now, now)
+        return self._subtasks(self._task, call, cancel)
 
 
 class Replayer:
@@ -177,6 +203,8 @@ class Replayer:
                            max_shift=binding_max_shift, tolerance=element_tolerances(sensors),
                            sources=sensor_sources(sensors))
         self.step_timeout = step_timeout
+        self.subtasks: RunSubtask | None = None
+        """Runs a subtask step (set by the node: :meth:`..subtasks.SubtaskServer.replay_step`)."""
         self._health = health if health is not None else StoreHealth(
             logger=logging.getLogger(__name__))
 
@@ -258,8 +286,8 @@ class Replayer:
             return DryRun(False, None, miss.reason, miss.failure)
         trajectory_id, _ = locate([p for p in tree.paths(path) if p[2] not in trust.reasons],
                                   node)
-        tool = self._tools[node.step.tool]
-        if not tool.ready():
+        tool = self._tools.get(node.step.tool)
+        if tool is not None and not tool.ready():
             return DryRun(False, node, f'server {tool.tool.server} is not available',
                           trajectory_id=trajectory_id)
         return DryRun(True, node, 'the first step passes its pre-check',
@@ -296,7 +324,8 @@ class Replayer:
             judge=judge, send=self.send,
             on_substituted=getattr(reporter, 'substituted', lambda step, subs: None),
             watching=partial(self.watch, judge) if self._watched else None,
-            on_watched=getattr(reporter, 'watched', None))
+            on_watched=getattr(reporter, 'watched', None), task=tree.task,
+            subtasks=self.subtasks)
         result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=judge,
                       executor=executor, reporter=reporter, cancel=cancel, path=path, tree=tree)
         if result.complete and result.trajectory_id:

@@ -69,6 +69,7 @@ from muscle_mem_ros.ros.execution.events import (
     describe_bindings, EventReporter, EventSink, ShadowReporter,
 )
 from muscle_mem_ros.ros.execution.replay import Replayer
+from muscle_mem_ros.ros.execution.subtasks import Frame, TaskStack
 from muscle_mem_ros.ros.messages.convert import canonical_params, resume_goal
 from muscle_mem_ros.ros.node.health import StoreHealth
 from muscle_mem_ros.ros.node.nodeconfig import CacheMode, DEFAULT_AGREEMENT
@@ -91,18 +92,18 @@ _FROM_START = Resume(0, '')
 """The resume point of a task the agent does from the beginning on purpose (no walk)."""
 
 
-def _replay_feedback(goal_handle: GoalHandle, step: int, total: int, detail: str,
+def _replay_feedback(frame: Frame, step: int, total: int, detail: str,
                      substituted: Sequence[Any] = ()) -> None:
     """Publish a walk's progress (and a bound step's substitutions) as replay feedback."""
-    goal_handle.publish_feedback(ExecuteTask.Feedback(
+    frame.feedback(ExecuteTask.Feedback(
         mode=ExecuteTask.Feedback.MODE_REPLAY, step=step, total=total, detail=detail,
         substituted=list(substituted),
     ))
 
 
-def _shadow_feedback(goal_handle: GoalHandle, step: int, detail: str) -> None:
+def _shadow_feedback(frame: Frame, step: int, detail: str) -> None:
     """Publish one step's shadow verdict as feedback (the agent is in control: total -1)."""
-    goal_handle.publish_feedback(ExecuteTask.Feedback(
+    frame.feedback(ExecuteTask.Feedback(
         mode=ExecuteTask.Feedback.MODE_SHADOW, step=step, total=-1, detail=detail))
 
 
@@ -116,7 +117,11 @@ def _end_canceled(goal_handle: GoalHandle) -> None:
 
 class TaskRunner:
     """
-    Run one ExecuteTask goal (the caller guarantees one at a time).
+    Run one ExecuteTask goal (the caller guarantees one at a time), and its subtasks.
+
+    A subtask (:mod:`.subtasks`) runs here as any task does, as a frame on top of its
+    caller's: its feedback goes up to every caller, and its recording (a handoff) is
+    nested on top of its caller's.
 
     :param store: The cache.
     :param replayer: Walks the tree.
@@ -127,6 +132,8 @@ class TaskRunner:
     :param sink: Publishes events.
     :param logger: The node's logger.
     :param health: Notes failed and successful store writes (default: a fresh one).
+    :param agreement: A tool's shadow agreement (what a shadow run calls the same goal).
+    :param stack: The running tasks (default: a fresh one).
     """
 
     def __init__(
@@ -142,6 +149,7 @@ class TaskRunner:
         logger: RcutilsLogger,
         health: StoreHealth | None = None,
         agreement: Callable[[str], float] = lambda tool: DEFAULT_AGREEMENT,
+        stack: TaskStack | None = None,
     ) -> None:
         self._store = store
         self._replayer = replayer
@@ -154,9 +162,27 @@ class TaskRunner:
         self._health = health if health is not None else StoreHealth(logger=logger)
         self.steps_replayed_total = 0
         self._agreement = agreement
+        self.stack = stack if stack is not None else TaskStack()
 
-    def run(self, goal_handle: GoalHandle, *, mode: CacheMode, cancel: CancelToken) -> Any:
-        """Execute the goal; set its terminal state and return the result."""
+    def run(self, goal_handle: GoalHandle, *, mode: CacheMode, cancel: CancelToken,
+            frame: Frame | None = None) -> Any:
+        """
+        Execute the goal; set its terminal state and return the result.
+
+        :param frame: The subtask this goal is, entered by the caller (None: the task sent
+            to ``~/execute_task``, entered here).
+        """
+        if frame is not None:
+            return self._run(goal_handle, mode=mode, cancel=cancel, frame=frame)
+        frame = self.stack.root(goal_handle.request.task.strip(), cancel,
+                                goal_handle.publish_feedback)
+        try:
+            return self._run(goal_handle, mode=mode, cancel=cancel, frame=frame)
+        finally:
+            self.stack.leave(frame)
+
+    def _run(self, goal_handle: GoalHandle, *, mode: CacheMode, cancel: CancelToken,
+             frame: Frame) -> Any:
         goal = goal_handle.request
         result = ExecuteTask.Result()
         task = goal.task.strip()
@@ -171,12 +197,13 @@ class TaskRunner:
         variant = trees.variant_for(task, params, literal)
         if mode is CacheMode.OFF:
             return self._handoff(
-                goal_handle, result, cancel=cancel, task=task, variant=variant, literal=literal,
-                resume=_FROM_START, record=False,
+                goal_handle, result, frame=frame, cancel=cancel, task=task, variant=variant,
+                literal=literal, resume=_FROM_START, record=False,
             )
         if mode is CacheMode.SHADOW:
             return self._handoff(
-                goal_handle, result, cancel=cancel, task=task, variant=variant, literal=literal,
+                goal_handle, result, frame=frame, cancel=cancel, task=task, variant=variant,
+                literal=literal,
                 resume=Resume(0, 'shadow mode: the agent does the task, the cache predicts'),
                 record=True, shadow=trees.view(task, variant), params=params)
         walk = None
@@ -189,12 +216,12 @@ class TaskRunner:
                     self._count(task, hit=False)
                     return self._fail(goal_handle, result, task, f'replay_only: {reason}')
                 return self._handoff(
-                    goal_handle, result, cancel=cancel, task=task, variant=variant,
+                    goal_handle, result, frame=frame, cancel=cancel, task=task, variant=variant,
                     literal=literal, resume=Resume(0, f'{reason}; the task runs in shadow',
                                                    kind=FailureKind.NO_CANDIDATE),
                     record=True, shadow=view, params=params)
             reporter = EventReporter(task=task, sink=self._sink,
-                                     feedback=partial(_replay_feedback, goal_handle))
+                                     feedback=partial(_replay_feedback, frame))
             walk = self._replayer.walk(tree=view, reporter=reporter, cancel=cancel,
                                        params=params, trust=trust)
             self.steps_replayed_total += walk.steps_replayed
@@ -206,15 +233,18 @@ class TaskRunner:
                 return result
             if walk.complete:
                 unsaved = walk.unsaved or self._count(task, hit=True)
+                helped = ' (the agent did part of a subtask)' if frame.asked else ''
                 self._sink(
                     kind=CacheEvent.HIT, task=task, step=-1, trajectory_id=walk.trajectory_id,
-                    detail=f'replayed {walk.steps_replayed} steps',
+                    detail=f'replayed {walk.steps_replayed} steps{helped}',
                 )
                 goal_handle.succeed()
                 result.success = True
-                result.cache_hit = True
+                result.cache_hit = not frame.asked
+                result.steps_by_agent = frame.agent_steps
                 result.trajectory_id = walk.trajectory_id
-                result.message = f'cache hit: replayed {walk.steps_replayed} steps'
+                result.message = (f'replayed {walk.steps_replayed} steps{helped}' if frame.asked
+                                  else f'cache hit: replayed {walk.steps_replayed} steps')
                 if reporter.substitutions:
                     result.message += f', {len(reporter.substitutions)} goal fields rebound'
                 result.message += self._not_stored(task, unsaved)
@@ -228,20 +258,20 @@ class TaskRunner:
                     f'replay_only: {walk.reason} (the agent is not called in replay_only mode)',
                 )
         return self._handoff(
-            goal_handle, result, cancel=cancel, task=task, variant=variant, literal=literal,
-            resume=walk.resume if walk is not None else _FROM_START, record=True,
+            goal_handle, result, frame=frame, cancel=cancel, task=task, variant=variant,
+            literal=literal, resume=walk.resume if walk is not None else _FROM_START, record=True,
         )
 
     def _trusted(self, view: TreeView) -> Trusted:
         """Return what the gate lets replay in ``view`` (the Replayer's gate, as every path)."""
         return self._replayer.trusted(view)
 
-    def _shadowing(self, goal_handle: GoalHandle, view: TreeView,
+    def _shadowing(self, frame: Frame, view: TreeView,
                    params: dict[str, Any]) -> ShadowReporter:
         """Return the reporter that says each recorded step's verdict (the recording observer)."""
         return ShadowReporter(
             run=self._replayer.shadow(tree=view, params=params, agreement=self._agreement),
-            view=view, sink=self._sink, feedback=partial(_shadow_feedback, goal_handle),
+            view=view, sink=self._sink, feedback=partial(_shadow_feedback, frame),
             logger=self._log)
 
     def _shadow(self, reporter: ShadowReporter, view: TreeView, session: Session) -> str:
@@ -293,9 +323,9 @@ class TaskRunner:
         return result
 
     def _handoff(
-        self, goal_handle: GoalHandle, result: Any, *, cancel: CancelToken, task: str,
-        variant: str, literal: str, resume: Resume, record: bool, shadow: TreeView | None = None,
-        params: dict[str, Any] | None = None,
+        self, goal_handle: GoalHandle, result: Any, *, frame: Frame, cancel: CancelToken,
+        task: str, variant: str, literal: str, resume: Resume, record: bool,
+        shadow: TreeView | None = None, params: dict[str, Any] | None = None,
     ) -> Any:
         goal = goal_handle.request
         reason = resume.reason
@@ -314,13 +344,14 @@ class TaskRunner:
             return self._fail(goal_handle, result, task, (f'{reason}; ' if reason else '') +
                               f'agent {self._agent_name} is not available')
         session = None
-        shadowing = (self._shadowing(goal_handle, shadow, params or {})
+        shadowing = (self._shadowing(frame, shadow, params or {})
                      if shadow is not None else None)
         if record:
             try:
                 session = self._recorder.start(
                     task=task, params_json=literal, variant=variant, parent=resume.last_node,
                     manual=False, observer=shadowing.observe if shadowing else None,
+                    nested=frame.depth > 0,
                 )
             except RecordingBusyError as err:
                 return self._fail(goal_handle, result, task, f'cannot record: {err}')
@@ -333,10 +364,15 @@ class TaskRunner:
 
         def feedback(msg: Any) -> None:
             fb = msg.feedback
-            goal_handle.publish_feedback(ExecuteTask.Feedback(
+            frame.feedback(ExecuteTask.Feedback(
                 mode=ExecuteTask.Feedback.MODE_AGENT, step=fb.step, total=-1, detail=fb.detail,
             ))
-        outcome = self._call_agent(agent, agent_goal, feedback, cancel)
+        frame.ask_agent()
+        frame.agent, frame.session = True, session  # the agent may call subtasks meanwhile
+        try:
+            outcome = self._call_agent(agent, agent_goal, feedback, cancel)
+        finally:
+            frame.agent, frame.session = False, None
         agent_result, status_text = outcome
         if agent_result is None or not agent_result.success:
             if session is not None:
@@ -354,6 +390,7 @@ class TaskRunner:
         result.message = agent_result.message or 'done by the agent'
         if session is None:
             result.steps_by_agent = agent_result.steps_by_agent
+            frame.agent_did(result.steps_by_agent)
             if not record:
                 result.trajectory_id = agent_result.trajectory_id
             result.message += self._not_stored(task, unsaved)
@@ -373,6 +410,7 @@ class TaskRunner:
         self._health.succeeded()
         result.message += self._not_stored(task, unsaved)
         result.steps_by_agent = ended.steps if ended is not None else 0
+        frame.agent_did(result.steps_by_agent)
         if info is not None:
             result.trajectory_id = info.id
             self._sink(

@@ -193,7 +193,8 @@ class BehaviorCacheNode(LifecycleNode):
         self._goals = TaskGoals(
             node=self, guard=self._guard, group=self._group, sink=self.publish_event,
             mode=lambda: self._mode, accepting=lambda: self._active is not None,
-            runner=lambda: self._active.runner if self._active is not None else None)
+            runner=lambda: self._active.runner if self._active is not None else None,
+            hub=lambda: self._active.hub if self._active is not None else None)
         self._frozen = False
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
@@ -267,7 +268,7 @@ class BehaviorCacheNode(LifecycleNode):
         parts.events = self.create_lifecycle_publisher(CacheEvent, '~/events', 50)
         parts.diagnostics = self.create_lifecycle_publisher(
             DiagnosticArray, '/diagnostics', 10)
-        self._goals.serve(recorder=parts.recorder)
+        self._goals.serve(recorder=parts.recorder, post_timeout=config.post_check_timeout)
         report_incomplete(parts.store, self.get_logger(),
                           retention=config.abandoned_recording_retention)
         self._frozen = True
@@ -328,7 +329,9 @@ class BehaviorCacheNode(LifecycleNode):
             agent_name=config.agent_action, agent_timeout=config.agent_timeout,
             sink=self.publish_event, logger=self.get_logger(), health=parts.health,
             agreement=lambda server: tolerances.get(server, DEFAULT_AGREEMENT),
+            stack=self._goals.stack,
         )
+        active.replayer.subtasks = self._goals.subtasks.replay_step
         handlers = active.handlers = CacheServices(
             store=store, replayer=active.replayer, recorder=recorder,
             guard=self._guard, sink=self.publish_event, logger=self.get_logger(),
@@ -371,8 +374,8 @@ class BehaviorCacheNode(LifecycleNode):
             self.get_logger().warning(
                 f'deactivate: {self._guard.holder} still running after {_DEACTIVATE_WAIT:g} s')
         parts = self._configured
-        if parts is not None and parts.recorder is not None and parts.recorder.active:
-            try:
+        while parts is not None and parts.recorder is not None and parts.recorder.active:
+            try:  # a subtask's recording, then its caller's
                 parts.recorder.finish(save=False)
                 self.get_logger().info('deactivate: the open recording was discarded')
             except MuscleMemError as err:
@@ -480,7 +483,7 @@ class BehaviorCacheNode(LifecycleNode):
         parts.events.publish(cache_event(
             stamp=self.get_clock().now().to_msg(), kind=kind, task=task, step=step,
             trajectory_id=trajectory_id, detail=detail, failure=failure,
-            substituted=substituted, watched=watched))
+            substituted=substituted, watched=watched, depth=self._goals.stack.depth_of(task)))
 
     def _sensor_error(self, message: str) -> None:
         self.get_logger().error(message)

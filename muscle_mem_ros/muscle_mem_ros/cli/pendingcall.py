@@ -1,0 +1,110 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+
+"""A call ``muscle-mem run-bt`` has in flight: a goal, a request or the agent's task."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from muscle_mem_ros.records import CheckFailure, Node as Learned, Snapshot
+from muscle_mem_ros.ros.execution.watch import StepWatch
+from py_trees.common import Status
+
+__all__ = ['PendingCall']
+
+
+class PendingCall:
+    """
+    A call in flight: RUNNING until a callback ends it; its goal handle and watch.
+
+    While its goal runs watched it is the sampler's listener (and the goal's feedback
+    callback): the moment its watch trips it cancels the goal at the server, from the
+    thread that saw the reading, not at the next tick.
+    """
+
+    def __init__(self, node: Learned | None = None) -> None:
+        self.node = node
+        self.status = Status.RUNNING
+        self.reason = ''
+        self.watch: StepWatch | None = None
+        self._lock = threading.Lock()
+        self._handle: Any = None
+        self._canceled = False
+        self._closed = False
+        self._verdict: CheckFailure | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Return the sensors its watch reads."""
+        return self.watch.names if self.watch is not None else frozenset()
+
+    def sample(self, snapshot: Snapshot) -> None:
+        """Judge one poll of the sensors (the sampler's thread)."""
+        if self.watch is not None and not self._closed:
+            self.watch.sample(snapshot)
+            self._cancel_if_tripped()
+
+    def feedback(self, message: Any) -> None:
+        """Judge one feedback message of the goal."""
+        if self.watch is not None and not self._closed:
+            self.watch.feedback(message.feedback)
+            self._cancel_if_tripped()
+
+    def _cancel_if_tripped(self) -> None:
+        if self.watch is not None and self.watch.failure is not None:
+            self.cancel()
+
+    def accepted(self, handle: Any) -> None:
+        """Keep the goal's handle (a cancel asked before it came is sent now)."""
+        with self._lock:
+            self._handle = handle
+            canceled = self._canceled
+        if canceled:
+            handle.cancel_goal_async()
+
+    def cancel(self) -> bool:
+        """Cancel the goal (once; when it is accepted, if it is not yet); True the first time."""
+        with self._lock:
+            if self._canceled:
+                return False
+            self._canceled = True
+            handle = self._handle
+        if handle is not None:
+            handle.cancel_goal_async()
+        return True
+
+    def close(self) -> CheckFailure | None:
+        """Stop judging; return what the watch saw leave the tube before (None: nothing)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._verdict = self.watch.failure if self.watch is not None else None
+            return self._verdict
+
+    def tripped(self) -> CheckFailure | None:
+        """Return what the watch saw leave the tube (fixed once the call is closed)."""
+        with self._lock:
+            if self._closed:
+                return self._verdict
+        return self.watch.failure if self.watch is not None else None
+
+    def end(self, ok: bool, why: str) -> None:
+        self.status = Status.SUCCESS if ok else Status.FAILURE
+        self.reason = '' if ok else why
+
+    def fail(self, why: str) -> None:
+        self.end(False, why)
