@@ -35,6 +35,8 @@ __all__ = [
     'CheckResult',
     'CompareMode',
     'Node',
+    'ReplayBook',
+    'ReplayOutcome',
     'SensorSpec',
     'Series',
     'Snapshot',
@@ -275,6 +277,68 @@ class Agreement:
     def rate(self) -> float:
         """Return the share of runs that agreed (0 when none ran)."""
         return self.agreed / self.runs if self.runs else 0.0
+
+
+class ReplayOutcome(Enum):
+    """How one replay of a learned trajectory ended (booked per trajectory by the store)."""
+
+    COMPLETED = 'c'
+    """Every step replayed and passed its checks."""
+    FALSE_HIT = 'f'
+    """A step failed, or its post-check failed, after its pre-check had passed: the cache
+    thought the world was the one recorded and it was not."""
+    CANCELED = 'w'
+    """A check during a step canceled it (the watch): the world left the recorded path."""
+    HANDED_BACK = 'h'
+    """A later step's pre-check failed and the agent took over from there: the world changed
+    between steps, and the cache saw it before moving."""
+
+    @property
+    def failed(self) -> bool:
+        """Return True for what counts against a trajectory: a false hit or a canceled step."""
+        return self in (ReplayOutcome.FALSE_HIT, ReplayOutcome.CANCELED)
+
+
+@dataclass(frozen=True)
+class ReplayBook:
+    """
+    How the replays of one trajectory ended, and whether it stepped back.
+
+    :ivar trajectory_id: The trajectory.
+    :ivar task: Its task.
+    :ivar completed: Replays that completed.
+    :ivar false_hits: Replays in which a step, or its post-check, failed after its
+        pre-check passed.
+    :ivar canceled: Replays a check during a step canceled.
+    :ivar handed_back: Replays a later pre-check handed to the agent.
+    :ivar recent: The outcomes since it last stepped back (at most the rule's window),
+        oldest first, one :class:`ReplayOutcome` value each.
+    :ivar stepped_back: When it last stepped back (wall time; 0: never).
+    :ivar agreed_then: Its agreeing shadow runs when it stepped back (trust earned since
+        counts from there).
+    :ivar why: Why it stepped back (the replays that failed), '' if it never did.
+    """
+
+    trajectory_id: int
+    task: str
+    completed: int = 0
+    false_hits: int = 0
+    canceled: int = 0
+    handed_back: int = 0
+    recent: str = ''
+    stepped_back: float = 0.0
+    agreed_then: int = 0
+    why: str = ''
+
+    @property
+    def replays(self) -> int:
+        """Return the replays booked."""
+        return self.completed + self.false_hits + self.canceled + self.handed_back
+
+    @property
+    def false_hit_rate(self) -> float:
+        """Return the share of replays that were false hits (0 when none was booked)."""
+        return self.false_hits / self.replays if self.replays else 0.0
 
 
 @dataclass(frozen=True)

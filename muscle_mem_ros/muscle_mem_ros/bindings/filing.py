@@ -13,16 +13,20 @@
 # limitations under the License.
 
 """
-Filing a finished recording by its bindings: the same step in a moved world is not a new branch.
+Filing a finished recording: the same step again, or in a moved world, is not a new branch.
 
 When the agent, handed a task the cache could not replay, does a step that a
-learned step's bindings explain (the same tool and goal, the bound fields what
-the bindings compute from this recording's own snapshot and parameters), the
+learned step explains (the same tool and goal, numbers within the tool's
+``agreement``, the bound fields what the bindings compute from this recording's own
+snapshot and parameters, and its pre snapshot passing that step's check), the
 recording follows that step instead of starting a sibling of it; only what is
-really new becomes a branch. A new tree whose goals use parameters is filed
-under a variant with those parameters bound (:mod:`.variants`), so runs with
-other values find it: once a second value showed the goals following the
-parameter (:func:`witnessed`), or at once when the binding is declared.
+really new becomes a branch. A run that repeats a branch with the sensor noise of
+a real robot (goals a millimetre apart) folds into it: the branch counts one more
+success, and the tree grows with the situations the robot meets, not with its runs.
+A new tree whose goals use parameters is filed under a variant with those parameters
+bound (:mod:`.variants`), so runs with other values find it: once a second value showed
+the goals following the parameter (:func:`witnessed`), or at once when the binding is
+declared.
 """
 
 from __future__ import annotations
@@ -43,11 +47,13 @@ Others = Callable[[], Iterable[tuple[Mapping[str, Any], Sequence[Step]]]]
 
 
 def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], check: Any,
-             tolerance: Callable[[str], float | None], shift: Shift | None = None) -> Bound | None:
+             tolerance: Callable[[str], float | None], shift: Shift | None = None,
+             agreement: float = 0.0) -> Bound | None:
     """
     Return how ``step`` is ``node`` under its bindings (the same branch), or None.
 
-    Same tool and type; every unbound goal leaf equal; every bound leaf what the
+    Same tool and type; every unbound goal leaf equal (a number within ``agreement``,
+    the tool's: what a shadow run calls the same goal); every bound leaf what the
     binding computes from the step's own pre snapshot and parameters (within the
     source's tolerance); and the pre snapshot passes ``node``'s check, recorded
     values moved by ``shift`` (the earlier steps of the same filing) and bound
@@ -59,7 +65,7 @@ def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], chec
     goal, recorded = goal_leaves(step), goal_leaves(node.step)
     bound = {b.field for b in plan.bindings}
     if goal.keys() != recorded.keys() or any(
-            goal[k] != recorded[k] for k in goal if k not in bound):
+            not _agrees(goal[k], recorded[k], agreement) for k in goal if k not in bound):
         return None
     if not goal and step.payload != node.step.payload:
         return None
@@ -82,6 +88,15 @@ def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], chec
     moved = {f: float(goal[f] - recorded[f]) for f in resolved.shifts}  # what the agent sent
     return Bound(resolved.values, resolved.substitutions, resolved.sources, moved,
                  resolved.worst)
+
+
+def _agrees(value: Any, recorded: Any, agreement: float) -> bool:
+    """Return True for equal leaves, or numbers of the same kind within ``agreement``."""
+    if value == recorded:
+        return True
+    return (agreement > 0 and is_number(value) and is_number(recorded)
+            and isinstance(value, int) == isinstance(recorded, int)
+            and abs(value - recorded) <= agreement)
 
 
 def witnessed(steps: Sequence[Step], params: Mapping[str, Any], others: Others) -> set[str]:
@@ -127,6 +142,7 @@ def file_steps(
     children: Callable[[str, int | None], Sequence[Node]],
     check: Any, tolerance: Callable[[str], float | None], declared: Sequence[Declared] = (),
     infer: bool = True, others: Others = lambda: (),
+    agreement: Callable[[str], float] = lambda tool: 0.0,
 ) -> tuple[str, int | None, list[Step]]:
     """
     Return where a finished recording goes: (variant, parent node, steps still to store).
@@ -142,6 +158,8 @@ def file_steps(
     :param declared: Bindings from the params file.
     :param infer: Bindings are inferred.
     :param others: The task's other literal trees, one recording each (:func:`witnessed`).
+    :param agreement: A tool's agreement: how far its goal numbers may differ and still be
+        the learned step's (0: only equal ones).
     """
     if parent is None and (infer or declared) and not Variant.parse(variant).has_bound:
         by_param = bound_params(steps, params, declared=declared, infer=False)
@@ -152,11 +170,12 @@ def file_steps(
     tree = plans(variant)
     senses = SensorSenses(tolerance)
     at, i, shift = parent, 0, Shift()
-    while tree and i < len(steps):
+    while i < len(steps):
         found = None
         for child in children(variant, at):
             plan = tree.get(child.id, Plan())
-            bound = explains(plan, child, steps[i], params, check, tolerance, shift)
+            bound = explains(plan, child, steps[i], params, check, tolerance, shift,
+                             agreement(steps[i].tool))
             if bound is not None:
                 found = child
                 advance(shift, child, plan=plan, bound=bound, senses=senses)

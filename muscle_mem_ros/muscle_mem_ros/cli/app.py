@@ -35,7 +35,7 @@ from typing import Any
 from rich.tree import Tree
 import yaml
 
-from . import bt, calibrate, export
+from . import bt, calibrate, export, prune
 from .inventory import (
     binding_trust_rows,
     cli_trees,
@@ -182,8 +182,30 @@ def _cmd_stats(args: argparse.Namespace, out: Output) -> int:
          f"({data['abandoned_recordings']} abandoned)"),
         ('shadow runs (agreed)', f"{data['shadow_runs']} ({data['shadow_agreed']})"),
         ('approvals', data['approvals']),
+        ('replays booked', _book_text(data)),
+        ('false-hit rate', _share(data['false_hit_rate'])),
+        ('stepped back', data['stepped_back']),
     ], right=('value',))
+    if data['per_task']:
+        out.table(('task', 'hits', 'misses', 'hit rate', 'replays booked', 'false-hit rate'),
+                  ([t['task'], t['hits'], t['misses'], _share(t['hit_rate']), _book_text(t),
+                    _share(t['false_hit_rate'])] for t in data['per_task']),
+                  title='per task', right=('hits', 'misses', 'hit rate', 'false-hit rate'))
     return 0
+
+
+def _book_text(row: dict[str, Any]) -> str:
+    """Return "12: 9 completed, 1 false hit, 1 canceled, 1 handed back" ('-': none booked)."""
+    keys = (('completed', 'completed'), ('false_hits', 'false hits'),
+            ('canceled', 'canceled'), ('handed_back', 'handed back'))
+    total = sum(row[k] for k, _ in keys)
+    if not total:
+        return '-'
+    return f'{total}: ' + ', '.join(f'{row[k]} {name}' for k, name in keys if row[k])
+
+
+def _share(rate: float | None) -> str:
+    return '-' if rate is None else f'{rate:.1%}'
 
 
 def _trust_text(row: dict[str, Any]) -> str:
@@ -192,6 +214,10 @@ def _trust_text(row: dict[str, Any]) -> str:
         parts.append(f"shadow {row['shadow_agreed']}/{row['shadow_runs']} agreed")
     if row['approved_by']:
         parts.append(f"approved by {row['approved_by']}")
+    if row['false_hits'] + row['completed'] + row['canceled'] + row['handed_back']:
+        parts.append(f'replays {_book_text(row)}')
+    if row['held']:
+        parts.append('STEPPED BACK')
     return f" ({', '.join(parts)})" if parts else ''
 
 
@@ -205,11 +231,16 @@ def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
         out.json([{**r, 'bindings': [{k: b[k] for k in keys} for b in bound
                                      if r['trajectory'] in b['trajectories']]} for r in rows])
         return 0
-    out.table(('trajectory', 'shadow runs', 'agreed', 'rate', 'approved by', 'approved'),
+    out.table(('trajectory', 'shadow runs', 'agreed', 'rate', 'approved by', 'approved',
+               'replays', 'false hits'),
               ([r['trajectory'], r['shadow_runs'], r['shadow_agreed'],
                 _rate(r['shadow_agreed'], r['shadow_runs']),
-                r['approved_by'] or '-', when(r['approved_at']) if r['approved_at'] else '-']
+                r['approved_by'] or '-', when(r['approved_at']) if r['approved_at'] else '-',
+                _book_text(r), _share(r['false_hit_rate'])]
                for r in rows), right=('trajectory', 'shadow runs', 'agreed', 'rate'))
+    for r in rows:
+        if r['held']:
+            out.note(r['held'])
     if bound:
         out.table(('step', 'learned step', 'binding', 'trajectories', 'shadow runs', 'agreed',
                    'rate'),
@@ -325,7 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
               trajectory=True)
     cmd.add_argument('--yes', action='store_true', help='do not ask for confirmation')
     cmd.set_defaults(run=_cmd_forget)
-    add('trust', "a task's trajectories: shadow runs, agreement, approvals"
+    cmd = add('prune', 'remove trajectories unused for DAYS days, or all but the N most '
+              'recently used of each task (of TASK, or of every task)', task=False)
+    cmd.add_argument('task', metavar='TASK', nargs='?', help='only this task')
+    prune.add_parser(cmd)
+    add('trust', "a task's trajectories: shadow runs, agreement, approvals, replays booked"
         ).set_defaults(run=_cmd_trust)
     cmd = add('approve', 'approve a task (or one trajectory) for replay (replay_requires: '
               'approval): who, when and what it covers (the trajectories and inferred '

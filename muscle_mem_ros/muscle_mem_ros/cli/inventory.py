@@ -22,6 +22,7 @@ PostgreSQL store (``open_store`` with a URL) works as an SQLite file does.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 import json
 import os
 from pathlib import Path
@@ -31,7 +32,8 @@ from .paramsfile import BindingSettings
 from ..bindings.learning import learn
 from ..bindings.rules import element_tolerances, sensor_sources
 from ..errors import MuscleMemError, UnknownTrajectoryError
-from ..records import Node, Snapshot, ToolKind, TrajectoryInfo
+from ..records import Node, ReplayBook, Snapshot, ToolKind, TrajectoryInfo
+from ..replay.booking import held
 from ..replay.subtasks import subtask_call
 from ..replay.treeview import Trees
 from ..store import open_store, SqliteStore, Store
@@ -344,13 +346,27 @@ def store_stats(store: Store, spec: str) -> dict[str, Any]:
     data['shadow_runs'] = sum(a.runs for a in shadow)
     data['shadow_agreed'] = sum(a.agreed for a in shadow)
     data['approvals'] = len(store.approvals())
+    books = store.replay_books()
+    data.update(_booked(books.values()))
+    data['stepped_back'] = sum(1 for b in books.values() if b.stepped_back)
     if '://' not in spec and os.path.isfile(Path(spec).expanduser()):
         data['file_bytes'] = os.path.getsize(Path(spec).expanduser())
     data['per_task'] = [
         {'task': t.name, 'hits': t.hits, 'misses': t.misses,
-         'hit_rate': round(t.hits / (t.hits + t.misses), 4) if t.hits + t.misses else None}
+         'hit_rate': round(t.hits / (t.hits + t.misses), 4) if t.hits + t.misses else None,
+         **_booked(b for b in books.values() if b.task == t.name)}
         for t in tasks]
     return data
+
+
+def _booked(books: Iterable[ReplayBook]) -> dict[str, Any]:
+    """Return replays booked by outcome, and the false-hit rate (None: none booked)."""
+    found = list(books)
+    out = {key: sum(getattr(b, key) for b in found)
+           for key in ('completed', 'false_hits', 'canceled', 'handed_back')}
+    replays = sum(out.values())
+    out['false_hit_rate'] = round(out['false_hits'] / replays, 4) if replays else None
+    return out
 
 
 def trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
@@ -365,6 +381,7 @@ def trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
     """
     by_trajectory, _ = store.agreement(task=task)
     approvals = store.approvals(task=task)
+    books = store.replay_books(task=task)
     rows = []
     for info in store.trajectories(task=task):
         counts = by_trajectory.get(info.id)
@@ -375,7 +392,10 @@ def trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
                      'shadow_agreed': counts.agreed if counts else 0,
                      'approved_by': approval.who if approval else '',
                      'approved_at': approval.at if approval else None,
-                     'whole_task': bool(approval and approval.trajectory_id == 0)})
+                     'whole_task': bool(approval and approval.trajectory_id == 0),
+                     **_booked([books[info.id]] if info.id in books else []),
+                     'held': held(books.get(info.id), agreed=counts.agreed if counts else 0,
+                                  runs=0, approvals=approvals)})
     return rows
 
 

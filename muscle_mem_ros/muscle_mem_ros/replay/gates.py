@@ -33,7 +33,8 @@ Gates: what a learned trajectory must have earned before the cache replays it.
   arrived), needs an approval of its own, and the gate's reason names it.
 
 :func:`gate_tree` is the one place that decides for a tree: ExecuteTask, the
-Replay service and its dry run all ask it.
+Replay service and its dry run all ask it. Whatever the gate, a trajectory that stepped
+back (its recent replays failed, :mod:`.booking`) is held until it earned trust again.
 
 What a gate guarantees: nothing the gate has not let through is sent to a
 robot by the cache. What it does not: N agreeing runs are evidence in the
@@ -51,10 +52,11 @@ import datetime
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from .booking import held
 from ..bindings.learning import Plans
 from ..bindings.rules import INFERRED, Plan
 from ..errors import ConfigError, UnknownTrajectoryError
-from ..records import Agreement, Approval, TrajectoryInfo
+from ..records import Agreement, Approval, ReplayBook, TrajectoryInfo
 
 if TYPE_CHECKING:  # pragma: no cover (types only)
     from .treeview import TreeView
@@ -131,7 +133,8 @@ class Trusted:
 
 def trusted(gate: Gate, trajectories: Sequence[TrajectoryInfo], *, plans: Plans,
             agreement: tuple[Mapping[int, Agreement], Mapping[tuple[int, str], Agreement]],
-            approvals: Sequence[Approval]) -> Trusted:
+            approvals: Sequence[Approval],
+            books: Mapping[int, ReplayBook] | None = None) -> Trusted:
     """
     Return what ``gate`` lets replay among a tree's trajectories.
 
@@ -140,17 +143,26 @@ def trusted(gate: Gate, trajectories: Sequence[TrajectoryInfo], *, plans: Plans,
     :param plans: Their plans (the inferred bindings a ``shadow:N`` gate counts).
     :param agreement: The task's shadow counts (:meth:`~..store.base.Store.agreement`).
     :param approvals: The task's approvals.
+    :param books: How their replays ended (:meth:`~..store.base.Store.replay_books`): one
+        that stepped back is held whatever the gate (:func:`.booking.held`).
     """
-    if not gate.required:
+    by_trajectory, by_binding = agreement
+    stepped = {info.id: why for info in trajectories if (why := held(
+        (books or {}).get(info.id), agreed=by_trajectory.get(info.id, Agreement()).agreed,
+        runs=gate.runs, approvals=approvals))}
+    if not gate.required and not stepped:
         return Trusted(None, {})
     nodes: set[int] = set()
     reasons: dict[int, str] = {}
-    by_trajectory, by_binding = agreement
     for info in trajectories:
-        if gate.kind is GateKind.APPROVAL:
+        if info.id in stepped:
+            why = stepped[info.id]
+        elif gate.kind is GateKind.APPROVAL:
             why = _approval_reason(info, plans, approvals)
-        else:
+        elif gate.kind is GateKind.SHADOW:
             why = _shadow_reason(gate.runs, info, plans, by_trajectory, by_binding)
+        else:
+            why = ''
         if why:
             reasons[info.id] = why
         else:
@@ -270,13 +282,17 @@ def gate_tree(gate: Gate, store: Store, view: TreeView) -> Trusted:
     Return what ``gate`` lets replay in ``view``: the one place every replay path asks.
 
     ExecuteTask's walk, the Replay service and its dry run call this (through
-    :meth:`muscle_mem_ros.ros.execution.replay.Replayer.trusted`); with ``none`` it reads nothing.
+    :meth:`muscle_mem_ros.ros.execution.replay.Replayer.trusted`); with ``none`` it reads only
+    the task's replay books (a trajectory that stepped back is held whatever the gate).
     """
-    if not gate.required or not view.trajectories:
-        return trusted(gate, (), plans=view.plans, agreement=({}, {}), approvals=())
+    if not view.trajectories:
+        return Trusted(None, {})
+    books = store.replay_books(task=view.task)
+    if not gate.required and not any(b.stepped_back for b in books.values()):
+        return Trusted(None, {})
     return trusted(gate, view.trajectories, plans=view.plans,
                    agreement=store.agreement(task=view.task),
-                   approvals=store.approvals(task=view.task))
+                   approvals=store.approvals(task=view.task), books=books)
 
 
 def covered(approval: Approval) -> str:

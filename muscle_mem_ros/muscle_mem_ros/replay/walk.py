@@ -205,6 +205,10 @@ class WalkResult:
     :ivar failure: The sensor failure behind a failed check, if any.
     :ivar unsaved: Why the front end could not store the walk's bookkeeping
         (replay counters), '' when it could; the outcome stands either way.
+    :ivar on_trajectory: The trajectory the walk was on when it stopped (0: it executed no
+        step, or no tree was given): the one its outcome is booked against
+        (:mod:`.booking`).
+    :ivar stepped_back: Why that trajectory stepped back with this walk ('' if it did not).
     """
 
     complete: bool
@@ -215,6 +219,8 @@ class WalkResult:
     failed_step: int = -1
     failure: CheckFailure | None = None
     unsaved: str = ''
+    on_trajectory: int = 0
+    stepped_back: str = ''
 
     @property
     def kind(self) -> FailureKind | None:
@@ -328,13 +334,14 @@ def walk(
     parent: Node | None = None
     replayed: list[Node] = []
     post_miss: Miss | None = None
+    on = 0
 
     def stop(kind: FailureKind, reason: str, failed_step: int = -1,
              failure: CheckFailure | None = None) -> WalkResult:
         resume = Resume(len(replayed), reason, tuple(n.step.tool for n in replayed), kind,
                         None if parent is None else parent.id)
         return WalkResult(False, resume, parent, reason=reason, failed_step=failed_step,
-                          failure=failure)
+                          failure=failure, on_trajectory=on)
 
     while True:
         depth = len(replayed)
@@ -348,7 +355,8 @@ def walk(
                 info = (tree.ending_at(parent.id) if tree is not None
                         else store.trajectory_ending_at(parent.id))
                 resume = Resume(depth, '', tuple(n.step.tool for n in replayed), None, parent.id)
-                return WalkResult(True, resume, parent, info.id if info is not None else 0)
+                return WalkResult(True, resume, parent, info.id if info is not None else 0,
+                                  on_trajectory=on)
             miss = verdict.miss or Miss(FailureKind.NO_CANDIDATE,
                                         f'nothing learned for step {depth}')
             if miss.failure is not None:

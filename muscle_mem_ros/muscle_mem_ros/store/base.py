@@ -50,7 +50,9 @@ import numpy as np
 
 from .values import Blobs, pack
 from ..errors import UnsafeValueError
-from ..records import Agreement, Approval, Node, Step, TaskStats, ToolKind, TrajectoryInfo
+from ..records import (
+    Agreement, Approval, Node, ReplayBook, Step, TaskStats, ToolKind, TrajectoryInfo,
+)
 
 __all__ = [
     'Batching', 'logged', 'NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature',
@@ -388,6 +390,24 @@ class Store(abc.ABC):
         :param agreed: Every step agreed and the prediction completed that trajectory.
         :param bindings: (node id, field, agreed) of each inferred binding predicted.
         """
+
+    @abc.abstractmethod
+    def book_replay(self, *, task: str, trajectory_id: int,
+                    booker: Callable[[ReplayBook, int], ReplayBook]) -> ReplayBook:
+        """
+        Book how one replay of a trajectory ended (:mod:`muscle_mem_ros.replay.booking`).
+
+        :param task: Its task.
+        :param trajectory_id: The trajectory.
+        :param booker: ``booker(its book so far, its agreeing shadow runs now)`` returns the
+            new book (:func:`~muscle_mem_ros.replay.booking.booked`); read and written in one
+            write, so concurrent bookings (a fleet's robots) never lose one.
+        :return: The new book.
+        """
+
+    @abc.abstractmethod
+    def replay_books(self, *, task: str | None = None) -> dict[int, ReplayBook]:
+        """Return how the replays of a task's trajectories (None: every task's) ended, by id."""
 
     @abc.abstractmethod
     def agreement(self, *, task: str) -> tuple[dict[int, Agreement],

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 import itertools
 import threading
@@ -25,7 +25,7 @@ import time
 from .base import check_step, logged, NodeList, Recording, RecordingInfo, Store
 from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
-from ..records import Agreement, Approval, Node, Step, TaskStats, TrajectoryInfo
+from ..records import Agreement, Approval, Node, ReplayBook, Step, TaskStats, TrajectoryInfo
 
 __all__ = ['MemoryStore']
 
@@ -102,6 +102,7 @@ class MemoryStore(Store):
         self._bound: dict[tuple[int, str], Agreement] = {}
         self._bound_task: dict[tuple[int, str], str] = {}
         self._approvals: dict[tuple[str, int], Approval] = {}
+        self._books: dict[int, ReplayBook] = {}
         self._recordings: dict[int, _MemoryRecording] = {}
 
     def children(self, *, task: str, variant: str, parent: int | None) -> NodeList:
@@ -235,6 +236,20 @@ class MemoryStore(Store):
         with self._lock:
             return ({t: a for t, a in self._shadow.items() if self._shadow_task[t] == task},
                     {k: a for k, a in self._bound.items() if self._bound_task[k] == task})
+
+    def book_replay(self, *, task: str, trajectory_id: int,
+                    booker: Callable[[ReplayBook, int], ReplayBook]) -> ReplayBook:
+        """Book one replay of a trajectory (under the store's lock, as SQL books in a write)."""
+        with self._lock:
+            old = self._books.get(trajectory_id) or ReplayBook(trajectory_id, task)
+            new = self._books[trajectory_id] = booker(
+                old, self._shadow.get(trajectory_id, Agreement()).agreed)
+            return new
+
+    def replay_books(self, *, task: str | None = None) -> dict[int, ReplayBook]:
+        """Return how replays ended, by trajectory."""
+        with self._lock:
+            return {t: b for t, b in self._books.items() if task is None or b.task == task}
 
     def approve(self, *, task: str, trajectory_id: int = 0, who: str,
                 covers: Sequence[int] = (),

@@ -44,7 +44,8 @@ of a tree's trajectories and their tally kept by triggers (learning reads only t
 committed since it last read, and knows without a scan that nothing else changed); 5
 shadow agreement counts and approvals (:mod:`.trustsql`); 6 what an approval covers (the
 trajectories and inferred bindings its approver saw; NULL in older rows); 7 a step's trace
-(what its watched sensors and feedback did while it ran; NULL in older rows and untraced steps).
+(what its watched sensors and feedback did while it ran; NULL in older rows and untraced steps);
+8 how each trajectory's replays ended, and whether it stepped back (:mod:`.trustsql`).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ import struct
 from typing import Any
 
 from .legacy import convert_rows, Dropped
-from .trustsql import COVERAGE, TABLES
+from .trustsql import BOOKS, COVERAGE, TABLES
 from ..errors import StoreCorruptError, StoreVersionError
 
 __all__ = ['APP_ID', 'backup', 'MAGIC', 'MIGRATIONS', 'SCHEMA_VERSION', 'inspect_file',
@@ -127,6 +128,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'ALTER TABLE nodes ADD COLUMN trace BLOB',
         'ALTER TABLE recording_steps ADD COLUMN trace BLOB',
     ),
+    BOOKS,  # 8: how replays ended, per trajectory; stepping back (:mod:`.trustsql`)
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

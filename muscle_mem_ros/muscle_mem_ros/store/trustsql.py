@@ -22,6 +22,11 @@ translates them). Three tables (SQLite schema 5, PostgreSQL schema 3):
 (per task and trajectory, 0 for the whole task: who and when). They live in the
 store, so a fleet's approvals and counts travel with its trees.
 
+SQLite schema 8 and PostgreSQL schema 6 (:data:`BOOKS`) add ``replay_books``: per
+trajectory, how its replays ended and whether it stepped back (:mod:`..replay.booking`
+holds the rule; :func:`book_replay` reads, applies and writes one row in the caller's
+write transaction, the row locked first, so a fleet's robots book into it one at a time).
+
 SQLite schema 6 and PostgreSQL schema 4 (:data:`COVERAGE`) add what an approval
 covers: ``covers``, the trajectory ids as a JSON list, and ``bindings``, the
 inferred bindings as a JSON list of ``[learned step id, field, source]``. Rows from
@@ -34,16 +39,19 @@ statements: the SQLite and PostgreSQL stores differ only in how they give a conn
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 import json
 import time
 from typing import Any, ContextManager
 
 from .base import Store
-from ..records import Agreement, Approval
+from ..records import Agreement, Approval, ReplayBook
 
-__all__ = ['agreement', 'approvals', 'approve', 'COVERAGE', 'note_shadow', 'revoke',
-           'SqlTrust', 'TABLES']
+__all__ = ['agreement', 'approvals', 'approve', 'book_replay', 'BOOKS', 'Booker', 'COVERAGE',
+           'note_shadow', 'replay_books', 'revoke', 'SqlTrust', 'TABLES']
+
+Booker = Callable[[ReplayBook, int], ReplayBook]
+"""Books one replay: ``booker(book so far, agreeing shadow runs now)`` returns the new book."""
 
 TABLES = (
     'CREATE TABLE shadow_trajectories (trajectory BIGINT PRIMARY KEY, task TEXT NOT NULL,'
@@ -63,6 +71,52 @@ COVERAGE = (
     'ALTER TABLE approvals ADD COLUMN bindings TEXT',
 )
 """The statements of the migration that records what an approval covers (NULL: not recorded)."""
+
+BOOKS = (
+    'CREATE TABLE IF NOT EXISTS replay_books (trajectory BIGINT PRIMARY KEY, task TEXT NOT NULL,'
+    ' completed BIGINT NOT NULL, false_hits BIGINT NOT NULL, canceled BIGINT NOT NULL,'
+    ' handed_back BIGINT NOT NULL, recent TEXT NOT NULL,'
+    ' stepped_back DOUBLE PRECISION NOT NULL, agreed_then BIGINT NOT NULL, why TEXT NOT NULL)',
+    'CREATE INDEX IF NOT EXISTS replay_books_task ON replay_books (task)',
+)
+"""The statements of the migration that books how replays end (:mod:`..replay.booking`); IF NOT
+EXISTS: a PostgreSQL database whose version rows were set back runs it again harmlessly."""
+
+_BOOK_COLS = ('trajectory, task, completed, false_hits, canceled, handed_back, recent,'
+              ' stepped_back, agreed_then, why')
+
+
+def _book(row: Sequence[Any]) -> ReplayBook:
+    return ReplayBook(int(row[0]), str(row[1]), int(row[2]), int(row[3]), int(row[4]),
+                      int(row[5]), str(row[6]), float(row[7]), int(row[8]), str(row[9]))
+
+
+def book_replay(conn: Any, task: str, trajectory_id: int, booker: Booker) -> ReplayBook:
+    """Book one replay of a trajectory: its row read, ``booker`` applied, written back."""
+    conn.execute(f'INSERT INTO replay_books ({_BOOK_COLS}) VALUES (?, ?, 0, 0, 0, 0, ?, 0, 0, ?)'
+                 ' ON CONFLICT (trajectory) DO NOTHING', (trajectory_id, task, '', ''))
+    # Lock the row before reading it (PostgreSQL: until commit; SQLite holds its write lock).
+    conn.execute('UPDATE replay_books SET completed = completed WHERE trajectory = ?',
+                 (trajectory_id,))
+    row = conn.execute(f'SELECT {_BOOK_COLS} FROM replay_books WHERE trajectory = ?',
+                       (trajectory_id,)).fetchone()
+    shadow = conn.execute('SELECT agreed FROM shadow_trajectories WHERE trajectory = ?',
+                          (trajectory_id,)).fetchone()
+    new = booker(_book(row), int(shadow[0]) if shadow is not None else 0)
+    conn.execute('UPDATE replay_books SET completed = ?, false_hits = ?, canceled = ?,'
+                 ' handed_back = ?, recent = ?, stepped_back = ?, agreed_then = ?, why = ?'
+                 ' WHERE trajectory = ?',
+                 (new.completed, new.false_hits, new.canceled, new.handed_back, new.recent,
+                  new.stepped_back, new.agreed_then, new.why, trajectory_id))
+    return new
+
+
+def replay_books(conn: Any, task: str | None) -> dict[int, ReplayBook]:
+    """Return the books of a task's trajectories (None: of every task), by trajectory."""
+    sql = f'SELECT {_BOOK_COLS} FROM replay_books'
+    rows = (conn.execute(sql + ' WHERE task = ?', (task,)) if task is not None
+            else conn.execute(sql)).fetchall()
+    return {int(row[0]): _book(row) for row in rows}
 
 
 def note_shadow(conn: Any, task: str, trajectory_id: int, agreed: bool,
@@ -180,3 +234,13 @@ class SqlTrust(Store):
         """Return approvals, oldest first."""
         with self._reading() as conn:
             return approvals(conn, task)
+
+    def book_replay(self, *, task: str, trajectory_id: int, booker: Booker) -> ReplayBook:
+        """Book one replay of a trajectory (:func:`book_replay`)."""
+        with self._writing() as conn:
+            return book_replay(conn, task, trajectory_id, booker)
+
+    def replay_books(self, *, task: str | None = None) -> dict[int, ReplayBook]:
+        """Return how the replays of a task's trajectories (None: every task's) ended."""
+        with self._reading() as conn:
+            return replay_books(conn, task)

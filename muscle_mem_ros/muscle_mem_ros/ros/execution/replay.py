@@ -44,7 +44,10 @@ from muscle_mem_ros.bindings.rules import (
     Declared, DEFAULT_MAX_SHIFT, element_tolerances, sensor_sources, Substitution,
 )
 from muscle_mem_ros.errors import MuscleMemError
-from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Step, StepStatus, ToolKind
+from muscle_mem_ros.records import (
+    CheckFailure, Node, ReplayBook, ReplayOutcome, SensorSpec, Step, StepStatus, ToolKind,
+)
+from muscle_mem_ros.replay.booking import booked, outcome_of, StepBack
 from muscle_mem_ros.replay.gates import Gate, gate_tree, Trusted
 from muscle_mem_ros.replay.shadow import ShadowRun
 from muscle_mem_ros.replay.subtasks import subtask_call, SubtaskCall
@@ -162,6 +165,10 @@ class Replayer:
     :param binding_max_shift: ``max_shift`` of inferred numeric bindings.
     :param gate: ``replay_requires``: what a learned trajectory must have earned before
         any walk or dry run here replays it.
+    :param step_back: When a trajectory whose replays fail is held (every walk's outcome is
+        booked against its trajectory, :mod:`muscle_mem_ros.replay.booking`).
+    :param agreement: A tool's agreement: an agent's run whose goals are within it of a
+        learned branch's (and whose checks pass) folds into that branch when filed.
     :param watched: Names of the sensors a replayed action goal is watched on while it runs
         (empty: no goal is watched; the tools' proxies need a sampler for it).
     :param watch_scale: Factor on every tolerance while a step is watched.
@@ -184,6 +191,8 @@ class Replayer:
         infer_bindings: bool = True,
         binding_max_shift: float = DEFAULT_MAX_SHIFT,
         gate: Gate = Gate(),
+        step_back: StepBack = StepBack(),
+        agreement: Callable[[str], float] = lambda tool: 0.0,
         watched: frozenset[str] = frozenset(),
         watch_scale: float = 1.0,
         watch_rate: float = 40.0,
@@ -194,6 +203,10 @@ class Replayer:
         self._scale = watch_scale
         self._period = 1.0 / watch_rate
         self.gate = gate
+        self.step_back = step_back
+        self.agreement = agreement
+        self.booked: dict[ReplayOutcome, int] = {outcome: 0 for outcome in ReplayOutcome}
+        """Replays booked since the node started, by outcome (``/diagnostics``)."""
         self._tools = dict(tools)
         self.sensing = SensorJudge(
             hub=hub, tools=self._tools, sensors=sensors,
@@ -257,7 +270,8 @@ class Replayer:
             params=recorded_params(params_json), plans=partial(trees.plans, task),
             children=lambda tree, at: self._store.children(task=task, variant=tree, parent=at),
             check=self.sensing.check, tolerance=trees.tolerance, declared=trees.declared,
-            infer=trees.infer, others=partial(trees.literal_trees, task, variant))
+            infer=trees.infer, others=partial(trees.literal_trees, task, variant),
+            agreement=self.agreement)
 
     def trusted(self, tree: TreeView) -> Trusted:
         """Return what the gate lets replay in ``tree`` (:func:`...replay.gates.gate_tree`)."""
@@ -328,12 +342,33 @@ class Replayer:
             subtasks=self.subtasks)
         result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=judge,
                       executor=executor, reporter=reporter, cancel=cancel, path=path, tree=tree)
+        unsaved = ''
         if result.complete and result.trajectory_id:
             _, unsaved = self._health.bookkeep('replay counters', partial(
                 self._store.note_replay, trajectory_id=result.trajectory_id))
-            if unsaved:
-                result = replace(result, unsaved=unsaved)
+        stepped, unbooked = self._book(tree.task, result)
+        if unsaved or unbooked or stepped:
+            result = replace(result, unsaved='; '.join(t for t in (unsaved, unbooked) if t),
+                             stepped_back=stepped)
         return result
+
+    def _book(self, task: str, result: WalkResult) -> tuple[str, str]:
+        """Book how a walk ended against its trajectory; return (why it stepped back, error)."""
+        found = outcome_of(complete=result.complete, trajectory_id=result.trajectory_id,
+                           on_trajectory=result.on_trajectory, kind=result.kind)
+        if found is None:
+            return '', ''
+        trajectory_id, outcome = found
+        self.booked[outcome] += 1
+        now = time.time()
+
+        def booker(book: ReplayBook, agreed: int) -> ReplayBook:
+            return booked(book, outcome, self.step_back, now=now, agreed=agreed)
+        book, unsaved = self._health.bookkeep('replay outcome', partial(
+            self._store.book_replay, task=task, trajectory_id=trajectory_id, booker=booker))
+        if book is not None and book.stepped_back == now:
+            return f'trajectory {trajectory_id} stepped back: {book.why}', unsaved
+        return '', unsaved
 
     def _judge(self, tree: TreeView, params: Mapping[str, Any] | None) -> WalkJudge:
         """Return the judge of one walk of a tree (its bindings, the run's params)."""

@@ -209,6 +209,9 @@ class CacheServices:
                 return response
             finally:
                 self.cancel = None
+        if walk.stepped_back:
+            self._sink(kind=CacheEvent.STEPPED_BACK, task=task, step=walk.failed_step,
+                       trajectory_id=walk.on_trajectory, detail=walk.stepped_back)
         response.steps_executed = walk.steps_replayed
         response.success = walk.complete
         if response.success:

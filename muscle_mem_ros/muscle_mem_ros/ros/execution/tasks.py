@@ -224,6 +224,9 @@ class TaskRunner:
                                      feedback=partial(_replay_feedback, frame))
             walk = self._replayer.walk(tree=view, reporter=reporter, cancel=cancel,
                                        params=params, trust=trust)
+            if walk.stepped_back:
+                self._sink(kind=CacheEvent.STEPPED_BACK, task=task, step=walk.failed_step,
+                           trajectory_id=walk.on_trajectory, detail=walk.stepped_back)
             self.steps_replayed_total += walk.steps_replayed
             result.steps_replayed = walk.steps_replayed
             result.substituted = list(reporter.messages)

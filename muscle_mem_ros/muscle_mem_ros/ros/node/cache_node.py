@@ -309,6 +309,10 @@ class BehaviorCacheNode(LifecycleNode):
             active.taps = host.taps(
                 proxies=active.proxies, tools=config.tools, hub=active.hub, recorder=recorder,
                 post_timeout=config.post_check_timeout, logger=self.get_logger())
+        tolerances = {tool.server: tool.agreement for tool in config.tools}
+
+        def agreement(server: str) -> float:
+            return tolerances.get(server, DEFAULT_AGREEMENT)
         active.replayer = Replayer(
             store=store, hub=active.hub, tools=active.proxies,
             sensors=[s.spec for s in config.sensors],
@@ -317,19 +321,18 @@ class BehaviorCacheNode(LifecycleNode):
             sensor_startup_timeout=config.sensor_startup_timeout, health=parts.health,
             declared=config.bindings, infer_bindings=config.infer_bindings,
             binding_max_shift=config.binding_max_shift, gate=config.replay_requires,
+            step_back=config.step_back, agreement=agreement,
             watched=config.watched if active.sampler is not None else frozenset(),
             watch_scale=config.watch_tolerance_scale, watch_rate=config.watch_rate,
         )
         if config.agent_action:
             active.agent = ActionClient(
                 self, ExecuteTask, config.agent_action, callback_group=self._group)
-        tolerances = {tool.server: tool.agreement for tool in config.tools}
         active.runner = TaskRunner(
             store=store, replayer=active.replayer, recorder=recorder, agent=active.agent,
             agent_name=config.agent_action, agent_timeout=config.agent_timeout,
             sink=self.publish_event, logger=self.get_logger(), health=parts.health,
-            agreement=lambda server: tolerances.get(server, DEFAULT_AGREEMENT),
-            stack=self._goals.stack,
+            agreement=agreement, stack=self._goals.stack,
         )
         active.replayer.subtasks = self._goals.subtasks.replay_step
         handlers = active.handlers = CacheServices(
@@ -513,7 +516,8 @@ class BehaviorCacheNode(LifecycleNode):
                     'busy': self._guard.holder or ''},
             store=self.store, health=self.health, runs=runs, hits=hits,
             steps_saved=runner.steps_replayed_total if runner is not None else 0,
-            agent=active.agent if active is not None else None)
+            agent=active.agent if active is not None else None,
+            booked=active.replayer.booked if active is not None and active.replayer else None)
         parts.diagnostics.publish(DiagnosticArray(
             header=Header(stamp=self.get_clock().now().to_msg()), status=[status]))
 

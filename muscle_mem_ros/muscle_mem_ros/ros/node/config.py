@@ -80,6 +80,7 @@ from typing import Any
 
 from muscle_mem_ros.errors import ConfigError, TypeResolutionError
 from muscle_mem_ros.records import ToolKind
+from muscle_mem_ros.replay.booking import StepBack
 from muscle_mem_ros.replay.gates import Gate
 from muscle_mem_ros.ros.messages.introspection import (
     canonical_type_name,
@@ -301,6 +302,7 @@ def load_config(node: RosNode) -> NodeConfig:
         binding_max_shift=options.max_shift,
         robot_id=robot_id,
         replay_requires=Gate.parse(reader.string('replay_requires', 'none')),
+        step_back=StepBack.parse(reader.string('step_back', str(StepBack()))),
         watch=reader.boolean('watch', True),
         watch_rate=reader.number('watch_rate', 40.0, maximum=1000.0),
         watch_tolerance_scale=reader.number('watch_tolerance_scale', 1.0),

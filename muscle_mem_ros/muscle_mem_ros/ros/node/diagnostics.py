@@ -18,18 +18,22 @@ The node's ``/diagnostics`` status: mode, hit rate, steps saved, agent, store he
 Values (``KeyValue``): ``cache_mode``, ``store_path`` (a URL without its password),
 ``busy`` (the running activity), the store's own (a fleet store's connection),
 ``tasks``, ``trajectories``, ``hits``, ``misses``, ``hit_rate``, ``store``,
-``runs_since_start``, ``hits_since_start``, ``steps_saved`` and ``agent``
-(available, not discovered, none). The level is OK; WARN while store writes fail
+``runs_since_start``, ``hits_since_start``, ``steps_saved``, ``replays_booked`` and
+``false_hits`` since start (:mod:`muscle_mem_ros.replay.booking`: a step, or its post-check,
+failed after its pre-check passed), ``false_hit_rate`` and ``agent`` (available, not
+discovered, none). The level is OK; WARN while store writes fail
 (``store: degraded: <error>``, see :mod:`.health`) or a fleet store is unreachable;
 ERROR when the store cannot even be read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from muscle_mem_ros.errors import StoreUnavailableError
+from muscle_mem_ros.records import ReplayOutcome
 from muscle_mem_ros.ros.node.health import StoreHealth
 from muscle_mem_ros.store import Store
 from rclpy.action.client import ActionClient
@@ -39,7 +43,8 @@ __all__ = ['cache_status']
 
 def cache_status(*, name: str, hardware_id: str, values: dict[str, str], store: Store,
                  health: StoreHealth, runs: int, hits: int, steps_saved: int,
-                 agent: ActionClient[Any, Any, Any] | None) -> DiagnosticStatus:
+                 agent: ActionClient[Any, Any, Any] | None,
+                 booked: Mapping[ReplayOutcome, int] | None = None) -> DiagnosticStatus:
     """
     Return the cache's status; reading the store never raises (its trouble is the status).
 
@@ -52,9 +57,14 @@ def cache_status(*, name: str, hardware_id: str, values: dict[str, str], store: 
     :param hits: Of those, cache hits.
     :param steps_saved: Steps replayed since start.
     :param agent: The agent's action client, or None.
+    :param booked: Replays booked since start, by outcome.
     """
     status = DiagnosticStatus(name=name, hardware_id=hardware_id)
     values = dict(values)
+    replays = sum((booked or {}).values())
+    false_hits = (booked or {}).get(ReplayOutcome.FALSE_HIT, 0)
+    values.update({'replays_booked': str(replays), 'false_hits': str(false_hits),
+                   'false_hit_rate': f'{false_hits / replays:.3f}' if replays else 'n/a'})
     shared = getattr(store, 'diagnostics', None)
     if shared is not None:
         values.update(shared())

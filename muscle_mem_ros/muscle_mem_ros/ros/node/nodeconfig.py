@@ -30,6 +30,7 @@ from typing import Any
 from muscle_mem_ros.bindings.rules import Declared, DEFAULT_MAX_SHIFT
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
+from muscle_mem_ros.replay.booking import StepBack
 from muscle_mem_ros.replay.gates import Gate
 from muscle_mem_ros.ros.messages.introspection import FieldExtractor, NamedFields
 from muscle_mem_ros.ros.messages.success import SuccessRule
@@ -188,6 +189,7 @@ class NodeConfig:
     robot_id: str = ''
     """Who this node records for in a shared (PostgreSQL) store."""
     replay_requires: Gate = Gate()
+    step_back: StepBack = StepBack()
     """What a trajectory must have earned before it replays (replay.gates)."""
     watch: bool = True
     """Trace action steps while recording and watch them while replaying (checks.tube)."""

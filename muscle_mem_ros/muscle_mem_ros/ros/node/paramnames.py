@@ -34,7 +34,7 @@ _TOP_KEYS = (
     'store_path', 'agent_action', 'cache_mode', 'step_timeout', 'post_check_timeout',
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
     'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift', 'robot_id',
-    'replay_requires', 'watch', 'watch_rate', 'watch_tolerance_scale',
+    'replay_requires', 'step_back', 'watch', 'watch_rate', 'watch_tolerance_scale',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind',
                 'watch')
@@ -102,6 +102,7 @@ _DESCRIPTIONS = {
     'actions.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
     'services.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
     'replay_requires': 'none | shadow:N | approval: what a trajectory needs before it replays.',
+    'step_back': 'K/N | off: a trajectory with K failed replays among its last N is held.',
     'infer_bindings': 'Bind goal fields to parameters and sensors found in the recordings.',
     'binding_max_shift': 'How far an inferred binding may move a field from its recording.',
     'bindings.*.tool': 'The action or service (its key under actions/services) it binds.',

@@ -34,7 +34,8 @@ Version history: 1 trees, trajectories, recordings (with robot and owner),
 task counters; 2 a tree's tally kept by a trigger; 3 shadow agreement counts and
 approvals (:mod:`..trustsql`), so approvals travel with the fleet's trees; 4 what an
 approval covers (the trajectories and inferred bindings its approver saw; NULL in older rows);
-5 a step's trace (what its watched sensors and feedback did while it ran; NULL in older rows).
+5 a step's trace (what its watched sensors and feedback did while it ran; NULL in older rows);
+6 how each trajectory's replays ended, and whether it stepped back (:mod:`..trustsql`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..schema import MAGIC
-from ..trustsql import COVERAGE, TABLES
+from ..trustsql import BOOKS, COVERAGE, TABLES
 from ...errors import StoreCorruptError, StoreVersionError
 
 __all__ = ['CHANNEL', 'LOCK_CLASS', 'migrate', 'MIGRATIONS', 'NAMESPACE', 'SCHEMA_VERSION']
@@ -115,6 +116,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'ALTER TABLE nodes ADD COLUMN IF NOT EXISTS trace BYTEA',
         'ALTER TABLE recording_steps ADD COLUMN IF NOT EXISTS trace BYTEA',
     ),
+    BOOKS,  # 6: how replays ended, per trajectory; stepping back (:mod:`..trustsql`)
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
