@@ -128,8 +128,9 @@ def test_every_store_books_replays_and_a_fleet_loses_none(tmp_path, pg_server): 
                                         steps=[_step('a', 0.0)])
             store.note_shadow(task='t', trajectory_id=info.id, agreed=True)
             for outcome in (C, F, F):
-                store.book_replay(task='t', trajectory_id=info.id, booker=lambda b, agreed, o=outcome:
-                                  booked(b, o, rule, now=50.0, agreed=agreed))
+                store.book_replay(task='t', trajectory_id=info.id,
+                                  booker=lambda b, agreed, o=outcome: booked(
+                                      b, o, rule, now=50.0, agreed=agreed))
             last = store.book_replay(task='t', trajectory_id=info.id, booker=lambda b, agreed:
                                      booked(b, W, rule, now=60.0, agreed=agreed))
             assert last.stepped_back == 60.0 and last.agreed_then == 1, name
