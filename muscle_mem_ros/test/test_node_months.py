@@ -38,7 +38,10 @@ def h(request, tmp_path_factory):
     h = Harness(tmp=tmp)
     h.spec = server.new_url() if server is not None else str(tmp / 'cache.db')
     try:
-        h.start_cache(store_path=h.spec, step_back='2/3', replay_requires='shadow:2')
+        # bindings off: what folds here is noise, not a field following a sensor (the fold
+        # holds with bindings off too), and a second situation is a branch of its own
+        h.start_cache(store_path=h.spec, step_back='2/3', replay_requires='shadow:2',
+                      infer_bindings=False)
         yield h
     finally:
         h.close()
@@ -132,3 +135,27 @@ def test_replays_are_booked_and_a_failing_branch_steps_back_then_earns_its_way_b
     (info,), books, _ = _books(h, 'back')
     assert books[info.id].completed == 2 and books[info.id].false_hits == 2
     assert len(_books(h, 'back')[0]) == 1  # nothing deleted, nothing added
+
+
+def test_a_branch_learned_beside_a_trusted_one_earns_its_shadow_runs(world):
+    h = world
+    h.set_mode('shadow')
+    for _ in range(3):  # branch A (the object at home): learned, then agreed twice
+        _at(h, 0.0)
+        assert h.run_task('beside').status == GoalStatus.STATUS_SUCCEEDED
+    h.set_mode('learn')
+    _at(h, 0.0)
+    assert h.run_task('beside').result.cache_hit
+    _at(h, 0.10)  # another situation: A's checks fail; the agent does it, B is learned
+    run = h.run_task('beside')
+    assert run.status == GoalStatus.STATUS_SUCCEEDED and not run.result.cache_hit
+    infos, _, agreement = _books(h, 'beside')
+    (b,) = [i for i in infos if i.id != min(i.id for i in infos)]
+    for agreed in (1, 2):  # B is held (shadow:2): its runs are compared with it meanwhile
+        _at(h, 0.10)
+        run = h.run_task('beside')
+        assert not run.result.cache_hit and 'shadow: 4 of 4 steps agreed' in run.result.message
+        assert _books(h, 'beside')[2][b.id].agreed == agreed
+    _at(h, 0.10)
+    run = h.run_task('beside')
+    assert run.result.cache_hit and run.result.trajectory_id == b.id, run.result.message

@@ -260,9 +260,14 @@ class TaskRunner:
                     goal_handle, result, task,
                     f'replay_only: {walk.reason} (the agent is not called in replay_only mode)',
                 )
+        # A miss in a tree whose gate holds some trajectories back (not learned long enough,
+        # not approved, stepped back): the agent's run is compared with them, so a held branch
+        # earns its shadow runs while a trusted sibling replays elsewhere.
+        held = walk is not None and walk.steps_replayed == 0 and bool(trust.reasons)
         return self._handoff(
             goal_handle, result, frame=frame, cancel=cancel, task=task, variant=variant,
             literal=literal, resume=walk.resume if walk is not None else _FROM_START, record=True,
+            shadow=view if held else None, params=params,
         )
 
     def _trusted(self, view: TreeView) -> Trusted:
