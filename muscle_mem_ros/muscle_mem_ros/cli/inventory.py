@@ -22,7 +22,7 @@ PostgreSQL store (``open_store`` with a URL) works as an SQLite file does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 import json
 import os
 from pathlib import Path
@@ -32,7 +32,7 @@ from .paramsfile import BindingSettings
 from ..bindings.learning import learn
 from ..bindings.rules import element_tolerances, sensor_sources
 from ..errors import MuscleMemError, UnknownTrajectoryError
-from ..records import Node, ReplayBook, Snapshot, ToolKind, TrajectoryInfo
+from ..records import Approval, Node, ReplayBook, Snapshot, ToolKind, TrajectoryInfo
 from ..replay.booking import held
 from ..replay.subtasks import subtask_call
 from ..replay.treeview import Trees
@@ -41,6 +41,7 @@ from ..store import open_store, SqliteStore, Store
 __all__ = [
     'binding_trust_rows',
     'cli_trees',
+    'covering_approval',
     'goal_data',
     'goal_summary',
     'open_cli_store',
@@ -369,6 +370,12 @@ def _booked(books: Iterable[ReplayBook]) -> dict[str, Any]:
     return out
 
 
+def covering_approval(info: TrajectoryInfo, approvals: Sequence[Approval]) -> Approval | None:
+    """Return a trajectory's own approval, else the latest that covers it, else None."""
+    return next((a for a in approvals if a.trajectory_id == info.id), None) or next(
+        (a for a in reversed(approvals) if a.covers_trajectory(info)), None)
+
+
 def trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
     """
     Return per trajectory of ``task``: shadow runs, agreements, and its approval (or the task's).
@@ -385,9 +392,7 @@ def trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
     rows = []
     for info in store.trajectories(task=task):
         counts = by_trajectory.get(info.id)
-        # its own approval, else the latest that covers it (not one made before it was learned)
-        approval = next((a for a in approvals if a.trajectory_id == info.id), None) or next(
-            (a for a in reversed(approvals) if a.covers_trajectory(info)), None)
+        approval = covering_approval(info, approvals)
         rows.append({'trajectory': info.id, 'shadow_runs': counts.runs if counts else 0,
                      'shadow_agreed': counts.agreed if counts else 0,
                      'approved_by': approval.who if approval else '',

@@ -34,7 +34,7 @@ import sys
 import time
 from typing import Any
 
-from .inventory import open_cli_store
+from .inventory import covering_approval, open_cli_store
 from .output import Output, when
 from ..errors import MuscleMemError
 from ..records import Approval, TrajectoryInfo
@@ -76,12 +76,8 @@ def select(store: Store, *, task: str | None, unused_for: float | None = None,
                           key=lambda t: (t.last_used, t.replay_count, t.id), reverse=True)
             gone += mine[keep:]
     approvals = store.approvals(task=task)
-    return [(t, _approval(t, approvals)) for t in sorted(gone, key=lambda t: (t.task, t.id))]
-
-
-def _approval(info: TrajectoryInfo, approvals: list[Approval]) -> Approval | None:
-    return next((a for a in reversed(approvals) if a.task == info.task and (
-        a.trajectory_id == info.id or a.covers_trajectory(info))), None)
+    return [(t, covering_approval(t, [a for a in approvals if a.task == t.task]))
+            for t in sorted(gone, key=lambda t: (t.task, t.id))]
 
 
 def add_parser(cmd: argparse.ArgumentParser) -> None:
