@@ -111,6 +111,79 @@ def bench_bound(store: Any, n: int, commits: int = 30) -> dict[str, Any]:
             'samples': len(after)}
 
 
+def keep_for_restart(store: Any) -> float:
+    """
+    Do what a node does before it stops: first steps indexed and kept, plans learned and kept.
+
+    Returns the seconds it took (the node's start-up warm and its deactivate, together).
+    """
+    from muscle_mem_ros.replay.treeview import Trees
+    t0 = time.perf_counter()
+    store.preload()
+    trees = Trees(store, max_shift=0.1, tolerance=TOLERANCE, learned_with=repr(SENSORS))
+    trees.plans(TASK, '')
+    trees.keep()
+    return time.perf_counter() - t0
+
+
+def bench_restart(reopen: Any, restarts: int = 5) -> dict[str, Any]:
+    """
+    Return the timings (seconds) of the first lookups after a restart.
+
+    A restart opens the store and makes the node's Trees (plans kept with the store,
+    :mod:`muscle_mem_ros.bindings.keeping`) and Matcher anew; its first lookup is the
+    lookup of :func:`bench_bound` (the tree's plans, the root's children from their kept
+    columns, ``Matcher.select``, the chosen step's plan) while the tree is learned again
+    in the background. The second lookup builds the KD-tree the first went without;
+    the third is warm. Each restart stops its learner and closes the store after.
+    """
+    from muscle_mem_ros.replay.treeview import Trees
+    info = None
+    firsts, seconds, thirds, parts = [], [], [], []
+    for _ in range(restarts):
+        store, trees = reopen(), None
+        try:
+            if info is None:
+                listing = store.trajectories(task=TASK, variant='')
+                info = listing[len(listing) // 2]
+            pre = store.node(info.node_ids[0]).step.pre
+            now = Snapshot(features={'joints': tuple(np.array(pre.features['joints']) + 0.01),
+                                     'object': pre.features['object']})
+            store.close()
+            t0 = time.perf_counter()
+            store = reopen()
+            trees = Trees(store, max_shift=0.1, tolerance=TOLERANCE, learned_with=repr(SENSORS))
+            matcher = Matcher(check=ToleranceCheck(sensors=SENSORS))
+
+            def lookup() -> tuple[float, ...]:
+                t1 = time.perf_counter()
+                plans = trees.plans(TASK, '')
+                t2 = time.perf_counter()
+                kids = store.children(task=TASK, variant='', parent=None)
+                t3 = time.perf_counter()
+                chosen = matcher.select(kids, now)
+                t4 = time.perf_counter()
+                assert chosen.node is not None and chosen.node.id == info.node_ids[0]
+                plan = plans.get(chosen.node.id)
+                assert plan is not None and {b.field for b in plan.bindings} == {
+                    'target.x', 'target.y'}
+                return (time.perf_counter() - t1, t2 - t1, t3 - t2, t4 - t3)
+            opened = time.perf_counter() - t0
+            first = lookup()
+            firsts.append(opened + first[0])
+            parts.append((opened, *first[1:]))
+            seconds.append(lookup()[0])
+            thirds.append(lookup()[0])
+        finally:
+            if trees is not None:
+                trees.close()  # its background learner stops, as at a node's deactivate
+            store.close()
+    return {'restart_p50': pct(firsts, 50), 'restart_max': max(firsts),
+            'restart_parts': [pct([p[i] for p in parts], 50) for i in range(4)],
+            'second_p50': pct(seconds, 50), 'third_p50': pct(thirds, 50),
+            'restarts': restarts}
+
+
 def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
     """
     Return the timings (seconds) of the Engine's call right after a learned miss.

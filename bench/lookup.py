@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 
-from _bound import bench_bound, bench_engine
+from _bound import bench_bound, bench_engine, bench_restart, keep_for_restart
 from _common import cpu_name, ms, pct
 from muscle_mem_ros import (
     Matcher,
@@ -278,8 +278,11 @@ def run_bound(args: argparse.Namespace, work: Path) -> dict[str, list]:
                 spec = str(work / f'bound_{n}.db') if name == 'sqlite' else server.new_url()
                 with open_store(spec) as store:
                     found = bench_bound(store, n)
+                    found['keep'] = keep_for_restart(store)
+                found.update(bench_restart(lambda: open_store(spec)))
                 print(f'bound N={n} {name}: after a commit p50 {ms(found["p50"])} ms '
-                      f'(learning {ms(found["learn_p50"])} ms, build {found["build"]:.0f} s)',
+                      f'(learning {ms(found["learn_p50"])} ms, build {found["build"]:.0f} s); '
+                      f'first lookup after a restart p50 {ms(found["restart_p50"])} ms',
                       flush=True)
                 out[name].append((n, found))
         for n in [int(x) for x in args.engine_sizes.split(',') if x]:

@@ -294,7 +294,8 @@ class Sim:
         self.check = ToleranceCheck(sensors=list(SENSORS))
         self.tolerance = element_tolerances(SENSORS)
         self.matcher = Matcher(check=self.check)
-        self.trees = Trees(store, tolerance=self.tolerance, sources=sensor_sources(SENSORS))
+        self.trees = Trees(store, tolerance=self.tolerance, sources=sensor_sources(SENSORS),
+                           learned_with=repr(SENSORS))
         self.names = [f'task_{i:02d}' for i in range(tasks)]
         self.gates = {name: GATES[i % len(GATES)] for i, name in enumerate(self.names)}
         self.worlds = {name: make_world(seed * 1000 + i) for i, name in enumerate(self.names)}
@@ -532,6 +533,9 @@ def simulate(spec: str, path: Path | None, args: argparse.Namespace,
         'held_tasks': _held(sim),
     }
     result['prune'] = prune_figures(store, sim, end)
+    for task in sim.names:  # the node runs on after the prune, then stops: its plans are kept
+        sim.trees.plans(task, '')
+    sim.trees.keep()
     store.close()
     if path is not None:
         result['bytes_after_prune'] = store_bytes(path)
@@ -609,7 +613,8 @@ def restart(spec: str, sim: Sim, args: argparse.Namespace) -> dict[str, Any]:
     store = open_store(spec)
     out['open'] = time.perf_counter() - t0
     sim.matcher = Matcher(check=sim.check)
-    trees = Trees(store, tolerance=sim.tolerance, sources=sensor_sources(SENSORS))
+    trees = Trees(store, tolerance=sim.tolerance, sources=sensor_sources(SENSORS),
+                  learned_with=repr(SENSORS))
     out['first'], out['first_hit'] = first_lookup(store, trees, sim, sim.names[0])
     t0 = time.perf_counter()
     for task in sim.names[1:]:
@@ -617,10 +622,12 @@ def restart(spec: str, sim: Sim, args: argparse.Namespace) -> dict[str, Any]:
     out['all_first'] = out['first'] + time.perf_counter() - t0
     out['warm_again'] = pct([first_lookup(store, trees, sim, sim.names[0])[0]
                              for _ in range(50)], 50)
+    trees.close()
     store.close()
     store = open_store(spec)
     sim.matcher = Matcher(check=sim.check)
-    trees = Trees(store, tolerance=sim.tolerance, sources=sensor_sources(SENSORS))
+    trees = Trees(store, tolerance=sim.tolerance, sources=sensor_sources(SENSORS),
+                  learned_with=repr(SENSORS))
     t0 = time.perf_counter()
     store.preload()
     for task in sim.names:
@@ -628,6 +635,7 @@ def restart(spec: str, sim: Sim, args: argparse.Namespace) -> dict[str, Any]:
         trees.plans(task, '')
     out['warm_up'] = time.perf_counter() - t0
     out['after_warm'] = first_lookup(store, trees, sim, sim.names[0])[0]
+    trees.close()
     store.close()
     return out
 
@@ -738,9 +746,9 @@ def _targets(results: list[dict[str, Any]]) -> list[str]:
             f'({res["by_traj"]} trajectories) | {"met" if res["agree"] else "NOT met"} |')
         rs = res['restart']
         lines.append(
-            f'| first lookup after a restart < 200 ms and within 10x of a warm one (issue 30 '
-            f'item 5 asks it at 100,000 trajectories; not addressed in this branch; the '
-            f'store, pruned, holds {res["prune"]["left"]}) | {res["label"]} | '
+            f'| first lookup after a restart < 200 ms and within 10x of a warm one (plans '
+            f'kept; the store, pruned, holds {res["prune"]["left"]}; bench/lookup measures '
+            f'it at 100,000) | {res["label"]} | '
             f'{ms(rs["first"])} ms '
             f'vs warm {ms(rs["warm_again"])} ms ({rs["first"] / rs["warm_again"]:.0f}x) | '
             f'{"met" if rs["first"] < 0.2 and rs["first"] < 10 * rs["warm_again"] else "NOT met"}'
@@ -801,7 +809,7 @@ def _figures(res: dict[str, Any]) -> list[str]:
         + ' |')
     rs = res['restart']
     lines.append(f'| restart: open the store | {ms(rs["open"])} ms |')
-    lines.append(f'| restart: first lookup of one task, nothing warmed (learns its tree, '
+    lines.append(f'| restart: first lookup of one task, nothing warmed (its kept plans, '
                  f'indexes its first steps) | {ms(rs["first"])} ms |')
     lines.append(f'| restart: first lookup of every task, in turn | {ms(rs["all_first"])} ms |')
     lines.append(f'| restart: warming the whole store as the node does at start (preload, '

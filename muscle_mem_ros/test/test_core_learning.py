@@ -261,14 +261,15 @@ class Watched:
             len(shown), sum(shown))
         return len(shown), sum(shown)
 
-    def trajectories(self, *, task, variant, after=0):
+    def trajectories(self, *, task, variant, after=0, limit=None):
         self.listed.append(after)
-        return [t for t in self.store.trajectories(task=task, variant=variant, after=after)
-                if t.id not in self.hidden]
+        found = [t for t in self.store.trajectories(task=task, variant=variant, after=after)
+                 if t.id not in self.hidden]
+        return found[:limit]
 
-    def path(self, trajectory_id):
-        self.read.append(trajectory_id)
-        return self.store.path(trajectory_id)
+    def nodes(self, node_ids):
+        self.read.extend(node_ids)
+        return self.store.nodes(node_ids)
 
 
 def test_follow_reads_only_new_trajectories_and_starts_again_when_they_do_not_add_up(tmp_path):
@@ -292,15 +293,18 @@ def test_follow_reads_only_new_trajectories_and_starts_again_when_they_do_not_ad
     def rule(shown):
         return reference([(store.path(i), recorded[ids.index(i)][1]) for i in shown])
 
+    def steps(shown):
+        return [n for i in shown for n in store.trajectory(i).node_ids]
+
     learner = follow_now(None)
-    assert watched.read == ids[:10] and len(made) == 1
+    assert watched.read == steps(ids[:10]) and len(made) == 1
     assert dict(learner.plans) == rule(ids[:10])
     watched.read.clear(), watched.listed.clear()
     assert follow_now(learner) is learner
     assert watched.read == [] and watched.listed == []  # nothing new: no listing at all
     watched.hidden.discard(ids[10])  # one commit: one trajectory read
     assert follow_now(learner) is learner
-    assert watched.read == [ids[10]] and watched.listed == [ids[9]]
+    assert watched.read == steps([ids[10]]) and watched.listed == [ids[9]]
     assert dict(learner.plans) == rule(ids[:11])
     watched.read.clear()
     watched.hidden.discard(ids[12])
@@ -308,12 +312,12 @@ def test_follow_reads_only_new_trajectories_and_starts_again_when_they_do_not_ad
     watched.hidden.discard(ids[11])  # committed late by another robot, with a smaller id
     watched.read.clear()
     again = follow_now(learner)
-    assert again is not learner and len(made) == 2 and watched.read == ids[:13]
+    assert again is not learner and len(made) == 2 and watched.read == steps(ids[:13])
     assert dict(again.plans) == rule(ids[:13])
     watched.read.clear()
     store.forget(task='t', trajectory_id=ids[4])
     kept = ids[:4] + ids[5:13]
     third = follow_now(again)
-    assert third is not again and len(made) == 3 and watched.read == kept
+    assert third is not again and len(made) == 3 and watched.read == steps(kept)
     assert dict(third.plans) == rule(kept)
     store.close()

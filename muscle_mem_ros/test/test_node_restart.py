@@ -32,12 +32,15 @@ import sys
 import textwrap
 
 from core_helpers import subprocess_env
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Forget, Replay, StartRecording
 from muscle_mem_ros import Snapshot, SqliteStore, Step, ToolKind
 from muscle_mem_ros.store import schema
-from node_helpers import Harness, Names, params, run_cache_to_exit, wait_until
+from node_helpers import (Harness, Names, OBJECT_HOME, params, run_cache_to_exit,
+                          wait_until)
 import pytest
+from rclpy.serialization import deserialize_message
 
 
 @pytest.fixture(scope='module')
@@ -281,3 +284,35 @@ def test_a_healthy_store_in_a_read_only_directory_is_named_as_such(tmp_path):
     assert 'is read-only or not writable' in done.stderr and 'corrupt' not in done.stderr
     with SqliteStore(path=store) as s:
         assert len(s.trajectories()) == 1
+
+
+def test_a_restart_replays_a_bound_step_from_the_plans_it_kept(world, tmp_path):
+    h = world
+    store = tmp_path / 'kept.db'
+    h.start_cache(store_path=str(store))
+    for obj in (OBJECT_HOME, (OBJECT_HOME[0] + 0.05, OBJECT_HOME[1] + 0.03, OBJECT_HOME[2])):
+        h.robot.reset()
+        h.robot.move_object(obj)
+        learned = h.run_task('kept_pick')
+        assert learned.result.success and not learned.result.cache_hit
+    first = h.cache
+    assert h.stop_cache() == 0  # deactivate keeps what was learned
+    output = first.output()
+    assert 'learned plans of 1 tree(s) kept for the next start' in output, output
+    with SqliteStore(path=store) as opened:
+        kept = opened.kept_plans(task='kept_pick', variant='{}')
+        assert kept is not None and kept[0] == opened.tally(task='kept_pick', variant='{}')
+        assert kept[2] >= 1, kept  # the arm step's target follows the object
+    third = (OBJECT_HOME[0] + 0.08, OBJECT_HOME[1] + 0.01, OBJECT_HOME[2])
+    h.robot.reset()
+    h.robot.move_object(third)
+    calls = len(h.agent.calls)
+    cache = h.start_cache(store_path=str(store))
+    run = h.run_task('kept_pick')
+    assert run.result.cache_hit, run.result.message
+    assert len(h.agent.calls) == calls
+    sent = deserialize_message(h.robot.arm_goals[-1],
+                               FollowJointTrajectory.Goal).trajectory.points[0].positions
+    assert list(sent[:2]) == pytest.approx(list(third[:2]), abs=1e-3)  # rebound, not literal
+    assert "task 'kept_pick': " in cache.output() and 'read from the store' in cache.output(), (
+        output + cache.output())

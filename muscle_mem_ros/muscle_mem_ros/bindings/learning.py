@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field as dc_field
+import functools
 import math
 import threading
 from typing import Any
@@ -104,7 +105,7 @@ class Learner:
         self._declared = tuple(declared)
         self._infer = infer
         self._max_shift = max_shift
-        self._tolerance = tolerance
+        self._tolerance = functools.lru_cache(maxsize=1 << 12)(tolerance)  # asked per element
         self._elements = sensor_elements if elements is None else elements
         self._steps: dict[int, _Step] = {}
         self._own_bound = 0
@@ -244,8 +245,10 @@ class Plans(Mapping[int, Plan]):
 
     def __init__(self, learner: Learner) -> None:
         self._learner = learner
-        self.leaves = learner.leaves
-        """A learned step's goal leaves and pre sources (:meth:`Learner.leaves`)."""
+
+    def leaves(self, node_id: int) -> tuple[Mapping[str, Any], Mapping[str, float]] | None:
+        """Return a learned step's goal leaves and pre sources (:meth:`Learner.leaves`)."""
+        return self._learner.leaves(node_id)
 
     def __getitem__(self, node_id: int) -> Plan:
         plan = self._learner.plan(node_id)
@@ -309,7 +312,8 @@ def learn(
 def follow(learner: Learner | None, store: Store, *, task: str, variant: str,
            params: Callable[[TrajectoryInfo], Mapping[str, Any]],
            new: Callable[[], Learner],
-           listing: Sequence[TrajectoryInfo] | None = None) -> Learner:
+           listing: Sequence[TrajectoryInfo] | None = None,
+           between: Callable[[], None] = lambda: None) -> Learner:
     """
     Bring a tree's learner up to date with the store, reading only what is new.
 
@@ -328,6 +332,8 @@ def follow(learner: Learner | None, store: Store, *, task: str, variant: str,
     :param params: The parameters a trajectory was recorded with.
     :param new: Makes an empty learner.
     :param listing: Every trajectory of the tree, just read; None: ask the store.
+    :param between: Called between chunks of trajectories learned (a background
+        learner gives the store and the interpreter to others there).
     :return: The learner to keep (``learner`` itself unless it was replaced).
     """
     tally = (store.tally(task=task, variant=variant) if listing is None
@@ -337,16 +343,39 @@ def follow(learner: Learner | None, store: Store, *, task: str, variant: str,
     after = 0 if learner is None else learner.newest
     fresh: Sequence[TrajectoryInfo]
     if listing is None:
-        fresh = store.trajectories(task=task, variant=variant, after=after)
+        fresh = _listed(store, task, variant, after, between)
     else:
         fresh = [t for t in listing if t.id > after]
     if learner is None or _added(learner.tally, fresh) != tally:
+        if learner is not None:
+            fresh = _listed(store, task, variant, 0, between) if listing is None else listing
         learner = new()
-        fresh = (store.trajectories(task=task, variant=variant) if listing is None
-                 else listing)
-    for info in fresh:
-        learner.add(store.path(info.id), params(info), info.id)
+    for at in range(0, len(fresh), _CHUNK):  # one read per chunk; others use the store between
+        chunk = fresh[at:at + _CHUNK]
+        nodes = iter(store.nodes([i for info in chunk for i in info.node_ids]))
+        for info in chunk:
+            learner.add([next(nodes) for _ in info.node_ids], params(info), info.id)
+        between()
     return learner
+
+
+_CHUNK = 64
+"""Trajectories whose steps :func:`follow` reads at once."""
+_PAGE = 4096
+"""Trajectories :func:`follow` lists at once."""
+
+
+def _listed(store: Store, task: str, variant: str, after: int,
+            between: Callable[[], None]) -> list[TrajectoryInfo]:
+    """List a tree's trajectories newer than ``after``, a page at a time."""
+    found: list[TrajectoryInfo] = []
+    while True:
+        page = store.trajectories(task=task, variant=variant, after=after, limit=_PAGE)
+        found += page
+        if len(page) < _PAGE:
+            return found
+        after = page[-1].id
+        between()
 
 
 def _added(tally: tuple[int, int], infos: Sequence[TrajectoryInfo]) -> tuple[int, int]:

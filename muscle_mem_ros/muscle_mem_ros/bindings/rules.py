@@ -310,6 +310,7 @@ def sensor_sources(sensors: Sequence[SensorSpec]) -> Callable[[str, int], bool]:
     return may
 
 
+@functools.lru_cache(maxsize=1 << 16)  # learning asks it for every element of every step
 def split_element(key: str) -> tuple[str, int]:
     """
     Split 'sensor:object[1]' into ('object', 1): which vector an element belongs to.

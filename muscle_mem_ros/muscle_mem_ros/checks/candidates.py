@@ -30,7 +30,7 @@ old tree, and the tree is rebuilt once the unindexed tail is large.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import threading
 
 import numpy as np
@@ -38,6 +38,7 @@ from scipy.spatial import cKDTree
 
 from .tolerance import CompiledSensor
 from ..records import CompareMode, Node
+from ..store.columns import Columns
 
 __all__ = ['CandidateIndex', 'Column', 'IndexBuilder', 'tool_names']
 
@@ -138,6 +139,7 @@ class CandidateIndex:
     :ivar tools: ``step.tool`` of every row.
     :ivar masks: Cached results of :meth:`allowed`.
     :ivar rows: Where ``ids``, ``tools`` and ``invalid`` live when they have spare rows.
+    :ivar deferred: Its KD-tree is built on its second use (:meth:`IndexBuilder.kept`).
     """
 
     n: int
@@ -150,6 +152,7 @@ class CandidateIndex:
     tools: np.ndarray
     masks: dict[frozenset[str], np.ndarray] = field(default_factory=dict)
     rows: _Storage | None = None
+    deferred: bool = False
 
     def allowed(self, tools: Collection[str]) -> np.ndarray:
         """Return (and cache) which rows call one of ``tools``."""
@@ -253,10 +256,57 @@ class IndexBuilder:
         if rows.size < self._kdtree_min:
             return None, None
         data = np.hstack([c.rec_n[rows] for c in columns if c is not None])
-        return cKDTree(data), rows
+        # Unbalanced, uncompacted: built 5x faster (40 ms at 100 000 x 35), queried as fast.
+        return cKDTree(data, balanced_tree=False, compact_nodes=False), rows
+
+    def kept(self, kept: Columns) -> CandidateIndex:
+        """
+        Index the first ``kept.n`` candidates of a set from their kept columns.
+
+        What :meth:`parts` would find from the nodes (:mod:`..store.columns`), without
+        reading them. The KD-tree waits for the set's second use (:meth:`with_tree`): the
+        first lookup after a restart scores every row (milliseconds), so it does not
+        wait for a tree it may not need again.
+        """
+        n = kept.n
+        compared = np.zeros(n, dtype=np.int64)
+        odd = np.zeros(n, dtype=bool)
+        columns: list[Column | None] = []
+        for sensor in self._sensors:
+            vectors = kept.sensors.get(sensor.name)
+            if vectors is None:
+                columns.append(None)
+                continue
+            compared += vectors.has | vectors.odd
+            odd |= vectors.odd
+            if sensor.tol_for(vectors.k) is not None:
+                odd |= vectors.has
+            columns.append(Column(k=vectors.k, has=vectors.has, rec=vectors.rec,
+                                  rec_n=sensor.normalized(vectors.rec)))
+        invalid = kept.no_pre | (compared == 0)
+        odd &= ~invalid
+        tools = np.asarray(kept.tools, dtype=object)[kept.tool_of]
+        return CandidateIndex(n=n, columns=tuple(columns), invalid=invalid,
+                              odd_rows=np.flatnonzero(odd), tree=None, tree_rows=None,
+                              ids=kept.ids, tools=tools, deferred=True)
+
+    def with_tree(self, block: CandidateIndex) -> CandidateIndex:
+        """Return a deferred block with its KD-tree (:meth:`kept`)."""
+        odd = np.zeros(block.n, dtype=bool)
+        odd[block.odd_rows] = True
+        tree, tree_rows = self.tree(block.columns, block.invalid, odd)
+        return replace(block, tree=tree, tree_rows=tree_rows, masks={}, deferred=False)
 
     def build(self, candidates: Sequence[Node]) -> CandidateIndex:
-        """Index a candidate set from scratch."""
+        """Index a candidate set from scratch (from its kept columns when it has them)."""
+        kept: Columns | None = getattr(candidates, 'columns', None)
+        if kept is not None and kept.n:
+            block = self.kept(kept)
+            if len(candidates) == kept.n:
+                return block
+            grown = self.extend(block, candidates)
+            if grown is not None:
+                return grown
         columns, invalid, odd = self.parts(candidates, headroom=True)
         tree, tree_rows = self.tree(columns, invalid, odd)
         n = len(candidates)
@@ -304,9 +354,11 @@ class IndexBuilder:
         odd_rows = np.concatenate([old.odd_rows, np.flatnonzero(tail_odd) + old.n])
         tree, tree_rows = old.tree, old.tree_rows
         indexed = 0 if tree_rows is None else tree_rows.size
-        if n - indexed > max(256, n // 8) or (tree is None and n >= self._kdtree_min):
+        if not old.deferred and (n - indexed > max(256, n // 8)
+                                 or (tree is None and n >= self._kdtree_min)):
             odd = np.zeros(n, dtype=bool)
             odd[odd_rows] = True
             tree, tree_rows = self.tree(columns, invalid, odd)
         return CandidateIndex(n=n, columns=tuple(columns), invalid=invalid, odd_rows=odd_rows,
-                              tree=tree, tree_rows=tree_rows, ids=ids, tools=tools, rows=rows)
+                              tree=tree, tree_rows=tree_rows, ids=ids, tools=tools, rows=rows,
+                              deferred=old.deferred)

@@ -151,7 +151,7 @@ class Matcher:
 
     def warm(self, candidates: Sequence[Node]) -> None:
         """Build and cache the index of a candidate set now (e.g. at startup), not on first use."""
-        if len(candidates):
+        if len(candidates) and self._block(candidates).deferred:
             self._block(candidates)
 
     def clear(self) -> None:
@@ -167,10 +167,17 @@ class Matcher:
             key = ('ids', tuple(node.id for node in candidates))
         with self._lock:
             block = self._cache.get(key)
-            if block is not None:
+            if block is not None and not block.deferred:
                 self._cache.move_to_end(key)
                 return block
             previous = None if family is None else self._families.get(family)
+        if block is not None:  # its second use: the KD-tree the first one went without
+            block = self._builder.with_tree(block)
+            with self._lock:
+                self._cache[key] = block
+                if family is not None:
+                    self._families[family] = block
+            return block
         with gc_paused():
             block = None if previous is None else self._builder.extend(previous, candidates)
             if block is None:

@@ -23,7 +23,10 @@ lists the tree again. Children are read from the store, which caches them.
 
 :class:`Trees` keeps each tree's learner between runs and chooses the tree a
 run with given parameters uses (:meth:`Trees.variant_for`), from the store's
-per-tree tallies rather than a listing of the task.
+per-tree tallies rather than a listing of the task. It keeps what its learners
+found with the store (:meth:`Trees.keep`) and, after a restart, reads a tree's
+kept plans while the tree is learned again in the background
+(:mod:`..bindings.keeping`), so the first run does not wait for learning.
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import json
+import logging
 import threading
+import time
 from typing import Any
 
 from ..bindings.inference import Sources
+from ..bindings.keeping import fingerprint, KeptPlans, plan_text
 from ..bindings.learning import follow, Learner, no_plans, Plans
 from ..bindings.rules import Declared, DEFAULT_MAX_SHIFT
 from ..bindings.variants import Variant
@@ -42,6 +48,16 @@ from ..records import Step, TrajectoryInfo
 from ..store.base import Store
 
 __all__ = ['Paths', 'recorded_params', 'Trees', 'TreeView']
+
+_log = logging.getLogger(__name__)
+
+
+class _Closed(Exception):
+    """Raised in a background learner's rest once its Trees closed."""
+
+
+_FIRST_REST = 1.0
+"""Seconds a background learner waits before it starts (:meth:`Trees._learn_quietly`)."""
 
 Paths = Sequence[tuple[int, tuple[int, ...], int]]
 """(replay count, node ids, id) of the trajectories a walk may be on."""
@@ -94,12 +110,15 @@ class Trees:
     :param max_shift: ``max_shift`` of inferred sensor bindings.
     :param tolerance: Tolerance of a sensor element.
     :param sources: Which sensors inference may bind to (:func:`..bindings.rules.sensor_sources`).
+    :param learned_with: What ``tolerance`` and ``sources`` were made from (the sensors'
+        settings, as text): with it, plans are kept with the store and read after a
+        restart (:mod:`..bindings.keeping`); without it (''), nothing is kept.
     """
 
     def __init__(self, store: Store, *, declared: Sequence[Declared] = (), infer: bool = True,
                  max_shift: float | None = DEFAULT_MAX_SHIFT,
                  tolerance: Callable[[str], float | None] = lambda key: None,
-                 sources: Sources | None = None) -> None:
+                 sources: Sources | None = None, learned_with: str = '') -> None:
         self._store = store
         self.declared = tuple(declared)
         self.infer = infer
@@ -108,7 +127,15 @@ class Trees:
         self._sources = sources
         self._learners: dict[tuple[str, str], Learner] = {}
         self._lock = threading.Lock()
+        self._learning: dict[tuple[str, str], threading.Lock] = {}
+        self._kept: dict[tuple[str, str], tuple[tuple[int, int], KeptPlans]] = {}
+        self._backlog: list[tuple[str, str, float]] = []
+        self._worker: threading.Thread | None = None
+        self._closed = False
         self._none = no_plans()
+        self.fingerprint = '' if not learned_with else fingerprint(
+            declared=self.declared, infer=infer, max_shift=max_shift, learned_with=learned_with)
+        """What plans are learned with ('': they are not kept)."""
 
     @property
     def binds(self) -> bool:
@@ -128,14 +155,134 @@ class Trees:
                listing: Sequence[TrajectoryInfo] | None) -> Plans:
         if not self.binds:
             return self._none
+        if (task, variant) not in self._learners:
+            kept = self._read_kept(task, variant, listing)
+            if kept is not None:
+                return kept
+        return self._learn(task, variant, listing).plans
+
+    def _learn(self, task: str, variant: str, listing: Sequence[TrajectoryInfo] | None = None,
+               between: Callable[[], None] = lambda: None) -> Learner:
+        """Bring a tree's learner up to date (one tree learns at a time; others go on)."""
         with self._lock:
-            learner = self._learners[(task, variant)] = follow(
+            lock = self._learning.setdefault((task, variant), threading.Lock())
+        with lock:
+            learner = follow(
                 self._learners.get((task, variant)), self._store, task=task, variant=variant,
                 params=lambda t: recorded_params(t.params_json), listing=listing,
                 new=lambda: Learner(declared=self.declared, infer=self.infer,
                                     max_shift=self._max_shift, tolerance=self.tolerance,
-                                    sources=self._sources))
-        return learner.plans
+                                    sources=self._sources), between=between)
+            with self._lock:
+                self._learners[(task, variant)] = learner
+                self._kept.pop((task, variant), None)
+        return learner
+
+    def _read_kept(self, task: str, variant: str,
+                   listing: Sequence[TrajectoryInfo] | None) -> KeptPlans | None:
+        """
+        Return a tree's kept plans when they are of the tree as it is, and learn it meanwhile.
+
+        The first read starts learning the tree in a background thread; until it is
+        learned, runs read the kept plans, unless the tally moves (then they wait for it).
+        """
+        if not self.fingerprint or not self._store.keeps_plans:
+            return None
+        tally = (self._store.tally(task=task, variant=variant) if listing is None
+                 else (len(listing), sum(t.id for t in listing)))
+        with self._lock:
+            held = self._kept.get((task, variant))
+            if held is not None and held[0] != tally:
+                del self._kept[(task, variant)]  # (the learner stops resting: a run waits)
+        if held is not None:
+            return held[1] if held[0] == tally else None
+        found = self._store.kept_plans(task=task, variant=variant)
+        if found is None or found[0] != tally or found[1] != self.fingerprint:
+            return None
+        kept = KeptPlans(self._store, task=task, variant=variant, count=found[2])
+        with self._lock:
+            if (task, variant) in self._learners or (task, variant) in self._kept:
+                return kept
+            self._kept[(task, variant)] = (tally, kept)
+        _log.info(f'task {task!r}: {found[2]} plan(s) read from the store, kept at its tally '
+                  f'{tally[0]}; learning the tree again in the background')
+        with self._lock:
+            self._backlog.append((task, variant, time.monotonic()))
+            if self._worker is None and not self._closed:
+                self._worker = threading.Thread(target=self._learn_backlog, daemon=True,
+                                                name='learn kept trees')
+                self._worker.start()
+        return kept
+
+    def close(self) -> None:
+        """Stop learning in the background (before the store closes): at the next chunk."""
+        with self._lock:
+            self._closed = True
+            self._backlog.clear()
+
+    def _learn_backlog(self) -> None:
+        """Learn the trees read from kept plans, one at a time (one background thread)."""
+        while True:
+            with self._lock:
+                if not self._backlog or self._closed:
+                    self._worker = None
+                    return
+                task, variant, read_at = self._backlog.pop(0)
+            self._learn_quietly(task, variant, read_at)
+
+    def _learn_quietly(self, task: str, variant: str, read_at: float) -> None:
+        """
+        Learn a tree in the background, at most half the time: runs meanwhile read the store.
+
+        It starts a second after its kept plans were read (the run that read them is
+        then on its way, uncontended); between chunks it rests as long as the chunk took;
+        unless a run waits for it (the tree's tally moved: the kept plans no longer serve).
+        """
+        start = read_at + _FIRST_REST
+        while (task, variant) in self._kept and time.monotonic() < start and not self._closed:
+            time.sleep(0.02)
+        mark = [time.monotonic()]
+
+        def rest() -> None:
+            if (task, variant) in self._kept:
+                time.sleep(min(time.monotonic() - mark[0], 0.1))
+            if self._closed:
+                raise _Closed('closed')
+            mark[0] = time.monotonic()
+        try:
+            self._learn(task, variant, between=rest)
+        except _Closed:
+            return
+        except Exception as err:  # the store went away: the next run learns it
+            _log.info(f'task {task!r}: not learned in the background: {err!r}')
+        else:
+            _log.info(f'task {task!r}: learned again in the background in '
+                      f'{time.monotonic() - read_at:.1f} s')
+
+    def keep(self) -> int:
+        """
+        Keep what the learners found with the store, for the trees it changed for.
+
+        A tree whose learner moved while its plans were read is left for the next
+        time. Returns how many trees were kept.
+        """
+        if not self.fingerprint or not self._store.keeps_plans:
+            return 0
+        with self._lock:
+            learners = list(self._learners.items())
+        count = 0
+        for (task, variant), learner in learners:
+            tally = learner.tally
+            found = self._store.kept_plans(task=task, variant=variant)
+            if found is not None and found[:2] == (tally, self.fingerprint):
+                continue
+            plans = [(i, plan_text(p)) for i in learner.node_ids()
+                     if (p := learner.plan(i)) is not None]
+            if learner.tally == tally and self._store.keep_plans(
+                    task=task, variant=variant, tally=tally, fingerprint=self.fingerprint,
+                    plans=plans):
+                count += 1
+        return count
 
     def literal_trees(self, task: str, but: str) -> Iterator[tuple[dict[str, Any], list[Step]]]:
         """

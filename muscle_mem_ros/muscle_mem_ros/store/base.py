@@ -48,6 +48,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from .columns import Columns
 from .values import Blobs, pack
 from ..errors import UnsafeValueError
 from ..records import (
@@ -79,17 +80,25 @@ class NodeList(Sequence[Node]):
     length when the view was made: whoever keeps its own order of the children
     (:class:`~muscle_mem_ros.replay.ranking.RankOrder`) reads what changed since it last
     looked instead of every child.
+
+    After a restart a SQL store hands out a large tree's first steps from their kept
+    columns (:mod:`.columns`): ``columns`` describes the first ``columns.n`` children,
+    whose nodes are read when asked for (``load``: the store fills the positions
+    given, or every unread one for None); iterating reads them all at once.
     """
 
-    __slots__ = ('_nodes', '_n', 'key', 'family', 'changes', 'changed')
+    __slots__ = ('_nodes', '_n', 'key', 'family', 'changes', 'changed', 'columns', '_load',
+                 '_tool_kinds')
 
     def __init__(
         self,
-        nodes: Sequence[Node] = (),
+        nodes: Sequence[Node | None] = (),
         *,
         key: tuple[Any, ...],
         family: tuple[Any, ...] | None = None,
         changes: Sequence[int] | None = None,
+        columns: Columns | None = None,
+        load: Callable[[Sequence[int] | None], None] | None = None,
     ) -> None:
         """
         Build the view.
@@ -102,6 +111,8 @@ class NodeList(Sequence[Node]):
             so a matcher extends what it built for a shorter list of the family.
         :param changes: The family's log of children given new counters (ids), or None
             when the store keeps none.
+        :param columns: What matching reads of the first children, when kept.
+        :param load: Reads the unread nodes (None in ``nodes``) at the positions given.
         """
         self._nodes = nodes
         self._n = len(nodes)
@@ -109,6 +120,9 @@ class NodeList(Sequence[Node]):
         self.family = family
         self.changes = changes
         self.changed = 0 if changes is None else len(changes)
+        self.columns = columns
+        self._load = load
+        self._tool_kinds: set[tuple[str, ToolKind]] | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -121,16 +135,36 @@ class NodeList(Sequence[Node]):
 
     def __getitem__(self, index: int | slice) -> Node | tuple[Node, ...]:
         if isinstance(index, slice):
-            start, stop, stride = index.indices(self._n)
-            return tuple(self._nodes[start:stop:stride])
+            wanted = range(*index.indices(self._n))
+            if self._load is not None:
+                self._load([i for i in wanted if self._nodes[i] is None])
+            return tuple(self._nodes[i] for i in wanted)  # type: ignore[misc]
         if index < 0:
             index += self._n
         if not 0 <= index < self._n:
             raise IndexError('NodeList index out of range')
-        return self._nodes[index]
+        node = self._nodes[index]
+        if node is None:
+            assert self._load is not None, 'an unread node in a list that cannot read it'
+            self._load([index])
+            node = self._nodes[index]
+        return node  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[Node]:
-        return itertools.islice(self._nodes, self._n)
+        if self._load is not None:
+            self._load(None)
+        return itertools.islice(self._nodes, self._n)  # type: ignore[arg-type]
+
+    def tool_kinds(self) -> set[tuple[str, ToolKind]]:
+        """Return the (tool, kind) pairs the children call (unread ones from their columns)."""
+        if self._tool_kinds is None:
+            start = 0 if self.columns is None else self.columns.n
+            found = set() if self.columns is None else self.columns.tool_kinds()
+            for i in range(start, self._n):
+                step = self[i].step
+                found.add((step.tool, step.kind))
+            self._tool_kinds = found
+        return set(self._tool_kinds)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
@@ -320,9 +354,17 @@ class Store(abc.ABC):
         """Return the nodes of a trajectory, first step to last."""
         return [self.node(i) for i in self.trajectory(trajectory_id).node_ids]
 
+    def nodes(self, node_ids: Sequence[int]) -> list[Node]:
+        """
+        Return nodes by id, in the order asked (the SQL stores read many in one query).
+
+        :raises UnknownTrajectoryError: One is not a node of this store.
+        """
+        return [self.node(i) for i in node_ids]
+
     @abc.abstractmethod
     def trajectories(self, *, task: str | None = None, variant: str | None = None,
-                     after: int = 0) -> list[TrajectoryInfo]:
+                     after: int = 0, limit: int | None = None) -> list[TrajectoryInfo]:
         """
         Return every trajectory (of one task, of one of its trees), oldest first.
 
@@ -331,6 +373,7 @@ class Store(abc.ABC):
         :param after: Only those with a larger id (ids are never handed out twice): what
             was committed since a listing whose newest id this is, except what another
             writer committed late with a smaller id; :meth:`tally` tells.
+        :param limit: At most this many (the oldest): a long listing read page by page.
         """
 
     def tally(self, *, task: str, variant: str) -> tuple[int, int]:
@@ -352,6 +395,35 @@ class Store(abc.ABC):
         trajectories (cheap in the SQL stores: one index read).
         """
         return tree_tallies(self.trajectories(task=task))
+
+    keeps_plans = False
+    """Whether :meth:`keep_plans` keeps anything (a store that outlives its process)."""
+
+    def keep_plans(self, *, task: str, variant: str, tally: tuple[int, int],
+                   fingerprint: str, plans: Sequence[tuple[int, str]]) -> bool:
+        """
+        Keep what learning found for a tree (:mod:`muscle_mem_ros.bindings.keeping`).
+
+        Replaces what was kept for the tree. A store that does not outlive its process
+        keeps nothing (this default) and returns False.
+
+        :param tally: The tree's :meth:`tally` the plans were learned at.
+        :param fingerprint: What they were learned with.
+        :param plans: (learned step id, plan as JSON) of the steps that have one.
+        """
+        return False
+
+    def kept_plans(self, *, task: str, variant: str) -> tuple[tuple[int, int], str, int] | None:
+        """Return (tally, fingerprint, how many) of a tree's kept plans, None when none are."""
+        return None
+
+    def kept_plan(self, *, task: str, variant: str, node_id: int) -> str | None:
+        """Return one learned step's kept plan (JSON), None when it has none."""
+        return None
+
+    def kept_plan_ids(self, *, task: str, variant: str) -> list[int]:
+        """Return the learned steps of a tree that have a kept plan."""
+        return []
 
     @abc.abstractmethod
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:

@@ -30,6 +30,7 @@ import itertools
 from typing import Any
 
 from .base import logged, NodeList
+from .columns import Columns
 from ..records import Node
 
 __all__ = ['ChildCache', 'Key']
@@ -42,7 +43,7 @@ Key = tuple[str, str, 'int | None']
 class _Kids:
     """Cached children of one tree node."""
 
-    nodes: list[Node]
+    nodes: list[Node | None]
     index: dict[int, int] = field(default_factory=dict)
     gen: int = 0
     lineage: int = 0
@@ -50,6 +51,9 @@ class _Kids:
     view: NodeList | None = None
     log: list[int] = field(default_factory=list)
     """Ids of children given new counters (:attr:`.base.NodeList.changes`)."""
+    columns: Columns | None = None
+    """What matching reads of the first children, kept (their nodes None until read)."""
+    load: Callable[[list[Node | None], Sequence[int] | None], None] | None = None
 
 
 class ChildCache:
@@ -77,10 +81,48 @@ class ChildCache:
     def put(self, key: Key, nodes: list[Node]) -> None:
         """Cache ``nodes`` (oldest first) as the children of ``key``."""
         gen = next(self._gens)
-        self._kids[key] = _Kids(nodes=nodes, index={n.id: i for i, n in enumerate(nodes)},
+        held: list[Node | None] = nodes  # type: ignore[assignment]  # (the list is the cache's)
+        self._kids[key] = _Kids(nodes=held, index={n.id: i for i, n in enumerate(nodes)},
                                 gen=gen, lineage=gen)
         for n in nodes:
             self._where[n.id] = key
+
+    def put_kept(self, key: Key, columns: Columns, tail: list[Node],
+                 load: Callable[[list[Node | None], Sequence[int] | None], None]) -> None:
+        """
+        Cache the children of ``key`` from their kept columns and the rows after them.
+
+        :param columns: The first children's columns (:mod:`.columns`), nodes unread.
+        :param tail: The children after them, read.
+        :param load: ``load(nodes, positions)`` reads the unread nodes of ``nodes`` at
+            ``positions`` (None: all), under the store's lock (:meth:`fill`).
+        """
+        gen = next(self._gens)
+        nodes: list[Node | None] = [None] * columns.n
+        nodes.extend(tail)
+        index = dict(zip(columns.ids.tolist(), range(columns.n)))
+        index.update((n.id, columns.n + i) for i, n in enumerate(tail))
+        self._kids[key] = _Kids(nodes=nodes, index=index, gen=gen, lineage=gen,
+                                columns=columns, load=load)
+        for n in tail:
+            self._where[n.id] = key
+
+    def fill(self, nodes: list[Node | None], ids: Sequence[int], positions: Sequence[int] | None,
+             read: Callable[[Sequence[int]], list[Node]]) -> None:
+        """
+        Read the unread nodes of a kept list (its ``ids``) at ``positions`` (None: all).
+
+        A node read meanwhile (by another reader, or given new counters) is kept as it is.
+        """
+        wanted = [i for i in (range(len(ids)) if positions is None else positions)
+                  if i < len(ids) and nodes[i] is None]
+        if not wanted:
+            return
+        found = {n.id: n for n in read([int(ids[i]) for i in wanted])}
+        for i in wanted:
+            node = found.get(int(ids[i]))
+            if node is not None and nodes[i] is None:
+                nodes[i] = node
 
     def size(self, key: Key) -> int:
         """Return how many children of ``key`` are cached (it must be cached)."""
@@ -90,9 +132,24 @@ class ChildCache:
         """Return the cached children of ``key`` as a NodeList (the same one until they change)."""
         kids = self._kids[key]
         if kids.view is None:
-            kids.view = NodeList(kids.nodes, key=(self._uid, *key, kids.gen),
-                                 family=(self._uid, *key, kids.lineage), changes=kids.log)
+            load, nodes = kids.load, kids.nodes
+            kids.view = NodeList(nodes, key=(self._uid, *key, kids.gen),
+                                 family=(self._uid, *key, kids.lineage), changes=kids.log,
+                                 columns=kids.columns,
+                                 load=None if load is None else lambda at: load(nodes, at))
         return kids.view
+
+    def whole(self, key: Key) -> list[Node] | None:
+        """Return the cached children of ``key`` when every one is read, else None."""
+        kids = self._kids.get(key)
+        if kids is None or any(n is None for n in kids.nodes):
+            return None
+        return kids.nodes  # type: ignore[return-value]
+
+    def kept(self, key: Key) -> Columns | None:
+        """Return the kept columns the children of ``key`` were cached from, if any."""
+        kids = self._kids.get(key)
+        return None if kids is None else kids.columns
 
     def node(self, node_id: int) -> Node | None:
         """Return a cached node, or None."""
@@ -100,7 +157,7 @@ class ChildCache:
         if key is None:
             return None
         kids = self._kids[key]
-        return kids.nodes[kids.index[node_id]]
+        return kids.nodes[kids.index[node_id]]  # (None: not read yet, as if not cached)
 
     def place(self, rows: Sequence[tuple[Any, ...]], decode: Callable[[tuple[Any, ...]], Node],
               *, leaves: Callable[[Key], bool] = lambda key: False) -> None:
@@ -144,7 +201,8 @@ class ChildCache:
         """Forget the cached children of every tree of ``task``."""
         for key in [k for k in self._kids if k[0] == task]:
             for node in self._kids.pop(key).nodes:
-                self._where.pop(node.id, None)
+                if node is not None:
+                    self._where.pop(node.id, None)
 
     def fresh_key(self, key: Key) -> tuple[Any, ...]:
         """Return a list key used once (an uncached answer)."""

@@ -159,13 +159,14 @@ class MemoryStore(Store):
                 raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id}') from None
 
     def trajectories(self, *, task: str | None = None, variant: str | None = None,
-                     after: int = 0) -> list[TrajectoryInfo]:
+                     after: int = 0, limit: int | None = None) -> list[TrajectoryInfo]:
         """Return every trajectory (of one task, of one tree, newer than ``after``)."""
         if variant is not None and task is None:
             raise ValueError('a variant names a tree of a task: give the task too')
         with self._lock:
-            return [t for t in self._trajs.values() if t.id > after
-                    and task in (None, t.task) and variant in (None, t.variant)]
+            found = [t for t in self._trajs.values() if t.id > after
+                     and task in (None, t.task) and variant in (None, t.variant)]
+        return found if limit is None else found[:limit]
 
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""

@@ -45,7 +45,8 @@ committed since it last read, and knows without a scan that nothing else changed
 shadow agreement counts and approvals (:mod:`.trustsql`); 6 what an approval covers (the
 trajectories and inferred bindings its approver saw; NULL in older rows); 7 a step's trace
 (what its watched sensors and feedback did while it ran; NULL in older rows and untraced steps);
-8 how each trajectory's replays ended, and whether it stepped back (:mod:`.trustsql`).
+8 how each trajectory's replays ended, and whether it stepped back (:mod:`.trustsql`); 9
+what learning found, kept for a restart (:mod:`.keptsql`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ import sqlite3
 import struct
 from typing import Any
 
+from .keptsql import KEPT
 from .legacy import convert_rows, Dropped
 from .trustsql import BOOKS, COVERAGE, TABLES
 from ..errors import StoreCorruptError, StoreVersionError
@@ -129,6 +131,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'ALTER TABLE recording_steps ADD COLUMN trace BLOB',
     ),
     BOOKS,  # 8: how replays ended, per trajectory; stepping back (:mod:`.trustsql`)
+    KEPT,  # 9: learned plans kept for a restart (:mod:`.keptsql`)
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

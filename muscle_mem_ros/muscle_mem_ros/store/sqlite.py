@@ -65,6 +65,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 import itertools
 import logging
 import os
@@ -74,12 +75,13 @@ import threading
 import time
 from typing import Any
 
-from . import sqlwrites
+from . import keptsql, sqlwrites
 from .base import Batching, check_step, NodeList, Recording, RecordingInfo
 from .childcache import ChildCache, Key
 from .codec import (NODE_COLS, node_from_row, STEP_COLS, step_row, TRAJ_COLS,
                     trajectory_from_row)
 from .gcpause import gc_paused
+from .keptsql import SqlKept
 from .legacy import Dropped
 from .owners import HOST, Owner
 from .sqlfile import open_file, transaction
@@ -134,7 +136,15 @@ class _SqliteRecording(Recording):
         self._closed = True
 
 
-class SqliteStore(Batching, SqlTrust):
+def _blob(conn: sqlite3.Connection, task: str, variant: str) -> bytes:
+    """Read a tree's kept first steps as a blob (twice as fast as a SELECT of 30 MB)."""
+    (rowid,) = conn.execute('SELECT rowid FROM kept_columns WHERE task = ? AND variant = ?',
+                            (task, variant)).fetchone()
+    with conn.blobopen('kept_columns', 'data', rowid, readonly=True) as blob:
+        return blob.read()
+
+
+class SqliteStore(Batching, SqlTrust, SqlKept):
     """
     Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
 
@@ -263,20 +273,32 @@ class SqliteStore(Batching, SqlTrust):
     def _load_kids(self, task: str, variant: str, parent: int | None) -> Key:
         key = (task, variant, parent)
         if not self._cache.has(key):
+            kept = (keptsql.kept_columns(self._conn, task, variant, _blob) if parent is None
+                    else None)
+            if kept is not None:  # a large tree's first steps, kept: read a node when asked
+                self._cache.put_kept(key, kept[0], [self._node(r) for r in kept[1]],
+                                     partial(self._fill, kept[0].ids.tolist()))
+                return key
             rows = sqlwrites.children_rows(self._conn, task, variant, parent)
             with gc_paused():
                 self._cache.put(key, [self._node(r) for r in rows])
         return key
 
     def preload(self, *, task: str | None = None) -> int:
-        """Load the first steps of every (task, variant) tree, or of one task's trees."""
+        """
+        Load the first steps of every (task, variant) tree, or of one task's trees.
+
+        Large trees' first steps are kept as columns for the next open (:mod:`.columns`).
+        """
         with self._reading() as conn:
             if task is None:
                 keys = conn.execute('SELECT DISTINCT task, variant FROM trajectories').fetchall()
             else:
                 keys = conn.execute('SELECT DISTINCT task, variant FROM trajectories'
                                     ' WHERE task = ?', (task,)).fetchall()
-            return sum(self._cache.size(self._load_kids(t, v, None)) for t, v in keys)
+            count = sum(self._cache.size(self._load_kids(t, v, None)) for t, v in keys)
+        self._keep_first_steps()
+        return count
 
     def node(self, node_id: int) -> Node:
         """Return one node."""
@@ -354,11 +376,11 @@ class SqliteStore(Batching, SqlTrust):
             return trajectory_from_row(row)
 
     def trajectories(self, *, task: str | None = None, variant: str | None = None,
-                     after: int = 0) -> list[TrajectoryInfo]:
+                     after: int = 0, limit: int | None = None) -> list[TrajectoryInfo]:
         """Return every trajectory (of one task, of one tree, newer than ``after``)."""
         with self._reading() as conn:
             return [trajectory_from_row(r) for r in sqlwrites.trajectory_rows(
-                conn, TRAJ_COLS, task, variant, after)]
+                conn, TRAJ_COLS, task, variant, after, limit)]
 
     def tally(self, *, task: str, variant: str) -> tuple[int, int]:
         """Return (count, sum of ids) of a tree's trajectories."""
@@ -464,8 +486,9 @@ class SqliteStore(Batching, SqlTrust):
             return sqlwrites.recording_steps(conn, recording_id, self._allow_pickle)
 
     def close(self) -> None:
-        """Close the connection (checkpointing the WAL)."""
+        """Close the connection (checkpointing the WAL); keep large trees' first steps."""
         with self._lock:
+            self._keep_first_steps()
             self._invalidate()
             try:
                 self._conn.close()

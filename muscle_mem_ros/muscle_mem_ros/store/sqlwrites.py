@@ -35,7 +35,8 @@ from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
 from ..records import Step, TaskStats, TrajectoryInfo
 
-__all__ = ['check_parent', 'children_rows', 'count_replay', 'forget', 'merge', 'parent_clause',
+__all__ = ['check_parent', 'children_rows', 'count_replay', 'forget', 'merge', 'node_rows',
+           'parent_clause',
            'prune', 'prune_unused', 'recording_steps', 'tally', 'task_stats',
            'trajectory_rows']
 
@@ -200,8 +201,18 @@ def children_rows(conn: Connection, task: str, variant: str,
     return rows
 
 
+def node_rows(conn: Connection, node_ids: Sequence[int]) -> list[tuple[Any, ...]]:
+    """Return the node rows (:data:`~.codec.NODE_COLS`) of ``node_ids`` (unknown ones left out)."""
+    rows: list[tuple[Any, ...]] = []
+    for at in range(0, len(node_ids), 500):
+        part = list(node_ids[at:at + 500])
+        rows += conn.execute(f'SELECT {NODE_COLS} FROM nodes WHERE id IN'
+                             f' ({",".join("?" * len(part))})', part).fetchall()
+    return rows
+
+
 def trajectory_rows(conn: Connection, columns: str, task: str | None, variant: str | None,
-                    after: int) -> list[tuple[Any, ...]]:
+                    after: int, limit: int | None = None) -> list[tuple[Any, ...]]:
     """Return the rows of the trajectories (of a task, of a variant) newer than ``after``."""
     terms = ['id > ?']
     args: list[Any] = [after]
@@ -214,7 +225,11 @@ def trajectory_rows(conn: Connection, columns: str, task: str | None, variant: s
     elif variant is not None:
         raise ValueError('a variant names a tree of a task: give the task too')
     where = ' AND '.join(terms)
-    return list(conn.execute(f'SELECT {columns} FROM trajectories WHERE {where} ORDER BY id',
+    if limit is not None:
+        where += f' ORDER BY id LIMIT {int(limit)}'
+    else:
+        where += ' ORDER BY id'
+    return list(conn.execute(f'SELECT {columns} FROM trajectories WHERE {where}',
                              args).fetchall())
 
 
@@ -257,6 +272,8 @@ def forget(conn: Connection, task: str, trajectory_id: int | None) -> int:
         n = int(conn.execute('DELETE FROM trajectories WHERE task = ?', (task,)).rowcount)
         conn.execute('DELETE FROM nodes WHERE task = ?', (task,))
         conn.execute('DELETE FROM task_stats WHERE task = ?', (task,))
+        conn.execute('DELETE FROM kept_plans WHERE task = ?', (task,))
+        conn.execute('DELETE FROM kept_trees WHERE task = ?', (task,))
         return n
     row = conn.execute('SELECT task, leaf FROM trajectories WHERE id = ?',
                        (trajectory_id,)).fetchone()

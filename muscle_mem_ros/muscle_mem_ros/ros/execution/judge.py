@@ -61,6 +61,7 @@ from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, Too
 from muscle_mem_ros.replay.walk import blamed, Miss, Reporter, Verdict
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.store.base import NodeList
 
 __all__ = ['describe_failure', 'missed', 'SensorJudge', 'WalkJudge']
 
@@ -119,12 +120,14 @@ class SensorJudge:
         The same list object when all are: keeping the store's list keeps its identity,
         under which the matcher caches the candidates' index.
         """
-        if all(self._runs(c) for c in candidates):
-            return candidates
-        return [c for c in candidates if self._runs(c)]
+        pairs = (candidates.tool_kinds() if isinstance(candidates, NodeList)
+                 else {(c.step.tool, c.step.kind) for c in candidates})
+        if all(self._runs(tool, kind) for tool, kind in pairs):
+            return candidates  # (a store's list is not read whole: it may hold unread nodes)
+        return [c for c in candidates if self._runs(c.step.tool, c.step.kind)]
 
-    def _runs(self, node: Node) -> bool:
-        return node.step.tool in self._tools or node.step.kind is ToolKind.SUBTASK
+    def _runs(self, tool: str, kind: ToolKind) -> bool:
+        return tool in self._tools or kind is ToolKind.SUBTASK
 
     def warm(self, candidates: Sequence[Node]) -> int:
         """Index a candidate set for matching now, not on first use; return its usable size."""

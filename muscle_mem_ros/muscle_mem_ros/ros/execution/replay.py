@@ -214,7 +214,7 @@ class Replayer:
             sensor_startup_timeout=sensor_startup_timeout)
         self.trees = Trees(store, declared=declared, infer=infer_bindings,
                            max_shift=binding_max_shift, tolerance=element_tolerances(sensors),
-                           sources=sensor_sources(sensors))
+                           sources=sensor_sources(sensors), learned_with=repr(self._specs))
         self.step_timeout = step_timeout
         self.subtasks: RunSubtask | None = None
         """Runs a subtask step (set by the node: :meth:`..subtasks.SubtaskServer.replay_step`)."""
@@ -236,7 +236,19 @@ class Replayer:
             count += self.sensing.warm(self._store.children(task=task, variant=variant,
                                                             parent=None))
             self.trees.plans(task, variant)
+        self.trees.keep()
         return count
+
+    def keep_learned(self, logger: RcutilsLogger) -> None:
+        """Stop learning in the background; keep the trees' plans with the store (deactivate)."""
+        self.trees.close()
+        try:
+            kept = self.trees.keep()
+        except MuscleMemError as err:  # a copy of what learning finds: the next start relearns
+            logger.warning(f'store: could not keep the learned plans: {err}')
+        else:
+            if kept:
+                logger.info(f'store: learned plans of {kept} tree(s) kept for the next start')
 
     def warm_in_background(self, *, logger: RcutilsLogger, name: str,
                            quiet: Callable[[], bool]) -> None:

@@ -377,12 +377,10 @@ class BehaviorCacheNode(LifecycleNode):
             self.get_logger().warning(
                 f'deactivate: {self._guard.holder} still running after {_DEACTIVATE_WAIT:g} s')
         parts = self._configured
-        while parts is not None and parts.recorder is not None and parts.recorder.active:
-            try:  # a subtask's recording, then its caller's
-                parts.recorder.finish(save=False)
-                self.get_logger().info('deactivate: the open recording was discarded')
-            except MuscleMemError as err:
-                self.get_logger().error(f'deactivate: discarding the recording: {err}')
+        if parts is not None and parts.recorder is not None and parts.recorder.unwind(None):
+            self.get_logger().info('deactivate: the open recording was discarded')
+        if active.replayer is not None:  # a restart reads, not relearns, what it learned
+            active.replayer.keep_learned(self.get_logger())
         if active.diag_timer is not None:
             self.destroy_timer(active.diag_timer)
         for service in active.services:
@@ -416,9 +414,8 @@ class BehaviorCacheNode(LifecycleNode):
                 parts.store.close()
             except MuscleMemError as err:
                 self.get_logger().error(f'closing the store: {err}')
-        for publisher in (parts.events, parts.diagnostics):
-            if publisher is not None:
-                self.destroy_lifecycle_publisher(publisher)
+        for publisher in filter(None, (parts.events, parts.diagnostics)):
+            self.destroy_lifecycle_publisher(publisher)
         parts.bridge.remove()
 
     # -- state shortcuts ----------------------------------------------------------------

@@ -35,13 +35,15 @@ task counters; 2 a tree's tally kept by a trigger; 3 shadow agreement counts and
 approvals (:mod:`..trustsql`), so approvals travel with the fleet's trees; 4 what an
 approval covers (the trajectories and inferred bindings its approver saw; NULL in older rows);
 5 a step's trace (what its watched sensors and feedback did while it ran; NULL in older rows);
-6 how each trajectory's replays ended, and whether it stepped back (:mod:`..trustsql`).
+6 how each trajectory's replays ended, and whether it stepped back (:mod:`..trustsql`); 7
+what learning found, kept for a restart (:mod:`..keptsql`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..keptsql import KEPT
 from ..schema import MAGIC
 from ..trustsql import BOOKS, COVERAGE, TABLES
 from ...errors import StoreCorruptError, StoreVersionError
@@ -117,6 +119,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'ALTER TABLE recording_steps ADD COLUMN IF NOT EXISTS trace BYTEA',
     ),
     BOOKS,  # 6: how replays ended, per trajectory; stepping back (:mod:`..trustsql`)
+    KEPT,  # 7: learned plans kept for a restart (:mod:`..keptsql`)
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 import itertools
 import json
 import logging
@@ -61,11 +62,12 @@ from . import recording as recordings
 from . import schema as pgschema
 from .link import PgConn, PgLink, redact
 from .recording import Offline, Pending, PgRecording, StoreSide
-from .. import sqlwrites
+from .. import keptsql, sqlwrites
 from ..base import Batching, check_step, NodeList, Recording, RecordingInfo, tree_tallies
 from ..childcache import ChildCache, Key
 from ..codec import NODE_COLS, node_from_row, TRAJ_COLS, trajectory_from_row
 from ..gcpause import gc_paused
+from ..keptsql import SqlKept
 from ..trustsql import SqlTrust
 from ...errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
 from ...records import Node, Step, TaskStats, TrajectoryInfo
@@ -81,7 +83,13 @@ _NOTIFY_LIMIT = 7000
 """Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
 
 
-class PostgresStore(Batching, SqlTrust):
+def _bytea(conn: PgConn, task: str, variant: str) -> bytes:
+    """Read a tree's kept first steps in binary (the text form is hex: twice the bytes)."""
+    return bytes(conn.raw.execute('SELECT data FROM kept_columns WHERE task = %s AND'
+                                  ' variant = %s', (task, variant), binary=True).fetchone()[0])
+
+
+class PostgresStore(Batching, SqlTrust, SqlKept):
     """
     Trajectory trees in PostgreSQL, shared by a fleet; thread-safe.
 
@@ -156,6 +164,10 @@ class PostgresStore(Batching, SqlTrust):
     def available(self) -> bool:
         """Return True while the server is reachable (as far as the last call knew)."""
         return self._link.up
+
+    def _task_writing(self, task: str) -> ContextManager[PgConn]:
+        """Write with ``task`` locked: its commits (any robot's) wait (:mod:`..keptsql`)."""
+        return self._write(task)
 
     def _db(self) -> ContextManager[PgConn]:
         """Hold the lock and yield a live connection (:meth:`.link.PgLink.db`)."""
@@ -269,6 +281,11 @@ class PostgresStore(Batching, SqlTrust):
 
     def _load(self, conn: PgConn, key: Key) -> Key:
         task, variant, parent = key
+        if not self._cache.has(key) and parent is None:
+            kept = keptsql.kept_columns(conn, task, variant, _bytea)
+            if kept is not None:  # a large tree's first steps, kept: read a node when asked
+                self._cache.put_kept(key, kept[0], [self._node(r) for r in kept[1]],
+                                     partial(self._fill, kept[0].ids.tolist()))
         if not self._cache.has(key) and parent is None and (task, variant) not in self._big:
             self._load_tree(conn, task, variant)
         if not self._cache.has(key):
@@ -303,12 +320,18 @@ class PostgresStore(Batching, SqlTrust):
             self._cache.put((task, variant, parent), members)
 
     def preload(self, *, task: str | None = None) -> int:
-        """Load the first steps of every (task, variant) tree, or of one task's trees."""
+        """
+        Load the first steps of every (task, variant) tree, or of one task's trees.
+
+        Large trees' first steps are kept as columns for the next open (:mod:`..columns`).
+        """
         with self._db() as conn:
             sql = 'SELECT DISTINCT task, variant FROM trajectories'
             keys = (conn.execute(sql).fetchall() if task is None else
                     conn.execute(sql + ' WHERE task = ?', (task,)).fetchall())
-            return sum(self._cache.size(self._load(conn, (t, v, None))) for t, v in keys)
+            count = sum(self._cache.size(self._load(conn, (t, v, None))) for t, v in keys)
+        self._keep_first_steps()
+        return count
 
     def node(self, node_id: int) -> Node:
         """Return one node, from the cache when its parent's children are loaded."""
@@ -431,7 +454,7 @@ class PostgresStore(Batching, SqlTrust):
         return self._seen([row])[0]
 
     def trajectories(self, *, task: str | None = None, variant: str | None = None,
-                     after: int = 0) -> list[TrajectoryInfo]:
+                     after: int = 0, limit: int | None = None) -> list[TrajectoryInfo]:
         """
         Return every trajectory (of one task, of one tree, newer than ``after``).
 
@@ -440,13 +463,13 @@ class PostgresStore(Batching, SqlTrust):
         try:
             with self._db() as conn:
                 rows = sqlwrites.trajectory_rows(conn, f'{TRAJ_COLS}, robot_id', task, variant,
-                                                 after)
+                                                 after, limit)
         except StoreUnavailableError as err:
             if task is None:
                 raise
             return self._last_known(err, lambda known: sorted(
                 (t for t in known if t.task == task and variant in (None, t.variant)
-                 and t.id > after), key=lambda t: t.id))
+                 and t.id > after), key=lambda t: t.id)[:limit])
         return self._seen(rows)
 
     def tally(self, *, task: str, variant: str) -> tuple[int, int]:
@@ -562,6 +585,8 @@ class PostgresStore(Batching, SqlTrust):
         """Stop listening and close; recordings still kept in memory are reported lost."""
         self._link.stop()
         with self._lock:
+            if self._link.up:
+                self._keep_first_steps()
             if self.offline.pending:
                 self.offline.close(self._link.up)
             self._invalidate()
