@@ -97,3 +97,19 @@ def test_an_empty_plan_is_a_refusal_not_a_success(h):
     assert not result.result.cache_hit
     assert len(h.agent.calls) == calls + 1  # the replayed goto failed: handed to the agent
     assert 'plan.poses' in h.agent.calls[-1].resume_reason, h.agent.calls[-1].resume_reason
+
+
+def test_a_restart_replays_the_standoff_from_the_plans_it_kept(h):
+    _, called = fetch(h, 'kept_standoff', 1)
+    assert called  # learned: the declared standoff binds the goto to the tag
+    first = h.cache
+    assert h.stop_cache() == 0
+    assert 'kept for the next start' in first.output(), first.output()
+    cache = h.start_cache()  # the same store: its plans are read, not learned again
+    moved = (TAG_HOME[0] + 0.05, TAG_HOME[1] + 0.03)
+    result, called = fetch(h, 'kept_standoff', 1, tag=moved)
+    assert not called, h.agent.calls[-1].resume_reason
+    assert any(g[:2] == pytest.approx((moved[0] - STANDOFF, moved[1]))
+               for g in h.robot.gotos[-2:]), h.robot.gotos[-2:]  # 0.4 m in front of the tag
+    assert "task 'kept_standoff': " in cache.output(), cache.output()
+    assert 'read from the store' in cache.output(), cache.output()
