@@ -184,6 +184,37 @@ def bench_restart(reopen: Any, restarts: int = 5) -> dict[str, Any]:
             'restarts': restarts}
 
 
+def driver_read(name: str, spec: str, times: int = 5) -> float:
+    """
+    Return the p50 seconds of the database driver's own read of the kept first steps.
+
+    No muscle_mem_ros code: sqlite3's blob read, psycopg's binary SELECT of the one value
+    a restart reads (the floor under "children" in the restart table).
+    """
+    found = []
+    if name == 'sqlite':
+        import sqlite3
+        conn = sqlite3.connect(spec)
+        for _ in range(times):
+            t0 = time.perf_counter()
+            (rowid,) = conn.execute('SELECT rowid FROM kept_columns WHERE task = ?',
+                                    (TASK,)).fetchone()
+            with conn.blobopen('kept_columns', 'data', rowid, readonly=True) as blob:
+                blob.read()
+            found.append(time.perf_counter() - t0)
+        conn.close()
+    else:
+        import psycopg
+        from muscle_mem_ros.store.postgres.schema import NAMESPACE
+        with psycopg.connect(spec, autocommit=True) as conn:
+            for _ in range(times):
+                t0 = time.perf_counter()
+                conn.execute(f'SELECT data FROM {NAMESPACE}.kept_columns WHERE task = %s',
+                             (TASK,), binary=True).fetchone()
+                found.append(time.perf_counter() - t0)
+    return pct(found, 50)
+
+
 def bench_engine(path: Any, n: int, calls: int = 20) -> dict[str, Any]:
     """
     Return the timings (seconds) of the Engine's call right after a learned miss.

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 import itertools
 from typing import Any
 
+import numpy as np
+
 from .base import logged, NodeList
 from .columns import Columns
 from ..records import Node
@@ -45,6 +47,7 @@ class _Kids:
 
     nodes: list[Node | None]
     index: dict[int, int] = field(default_factory=dict)
+    """Node id -> place; for kept children built when first asked (:meth:`ChildCache.place`)."""
     gen: int = 0
     lineage: int = 0
     """Set when the list is read whole; appends keep it (the NodeList's family)."""
@@ -54,6 +57,15 @@ class _Kids:
     columns: Columns | None = None
     """What matching reads of the first children, kept (their nodes None until read)."""
     load: Callable[[list[Node | None], Sequence[int] | None], None] | None = None
+
+
+def _index(kids: _Kids) -> dict[int, int]:
+    """Return the id -> place of cached children (built on first use for kept ones)."""
+    if len(kids.index) < len(kids.nodes):
+        kids.index = {n.id: i for i, n in enumerate(kids.nodes) if n is not None}
+        if kids.columns is not None:
+            kids.index.update(zip(kids.columns.ids.tolist(), range(kids.columns.n)))
+    return kids.index
 
 
 class ChildCache:
@@ -100,14 +112,12 @@ class ChildCache:
         gen = next(self._gens)
         nodes: list[Node | None] = [None] * columns.n
         nodes.extend(tail)
-        index = dict(zip(columns.ids.tolist(), range(columns.n)))
-        index.update((n.id, columns.n + i) for i, n in enumerate(tail))
-        self._kids[key] = _Kids(nodes=nodes, index=index, gen=gen, lineage=gen,
+        self._kids[key] = _Kids(nodes=nodes, index={}, gen=gen, lineage=gen,
                                 columns=columns, load=load)
         for n in tail:
             self._where[n.id] = key
 
-    def fill(self, nodes: list[Node | None], ids: Sequence[int], positions: Sequence[int] | None,
+    def fill(self, nodes: list[Node | None], ids: np.ndarray, positions: Sequence[int] | None,
              read: Callable[[Sequence[int]], list[Node]]) -> None:
         """
         Read the unread nodes of a kept list (its ``ids``) at ``positions`` (None: all).
@@ -157,7 +167,7 @@ class ChildCache:
         if key is None:
             return None
         kids = self._kids[key]
-        return kids.nodes[kids.index[node_id]]  # (None: not read yet, as if not cached)
+        return kids.nodes[_index(kids)[node_id]]
 
     def place(self, rows: Sequence[tuple[Any, ...]], decode: Callable[[tuple[Any, ...]], Node],
               *, leaves: Callable[[Key], bool] = lambda key: False) -> None:
@@ -177,7 +187,7 @@ class ChildCache:
             if kids is None:
                 continue
             node = decode(row)
-            pos = kids.index.get(node.id)
+            pos = _index(kids).get(node.id)
             if pos is None:
                 kids.index[node.id] = len(kids.nodes)
                 kids.nodes.append(node)

@@ -167,7 +167,7 @@ def decode(data: bytes | memoryview) -> Columns:
 
     :raises StoreCorruptError: not such a value, or its arrays do not fit its header.
     """
-    header, blobs = read_container(_MAGIC, data)
+    header, blobs = read_container(_MAGIC, data, views=True)
     try:
         n = int(header['rows'])
 

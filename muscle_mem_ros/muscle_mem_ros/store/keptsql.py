@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 import logging
 from typing import Any, ContextManager
 
+import numpy as np
+
 from .base import Store
 from .childcache import ChildCache, Key
 from .codec import NODE_COLS
@@ -166,7 +168,7 @@ class SqlKept(Store):
         """Yield a connection inside a write no commit to ``task`` can come between."""
         return self._writing()
 
-    def _fill(self, ids: Sequence[int], nodes: list[Node | None],
+    def _fill(self, ids: np.ndarray, nodes: list[Node | None],
               positions: Sequence[int] | None) -> None:
         """Read the unread nodes of a kept list (:meth:`.childcache.ChildCache.fill`)."""
         with self._reading() as conn, gc_paused():

@@ -277,7 +277,7 @@ class SqliteStore(Batching, SqlTrust, SqlKept):
                     else None)
             if kept is not None:  # a large tree's first steps, kept: read a node when asked
                 self._cache.put_kept(key, kept[0], [self._node(r) for r in kept[1]],
-                                     partial(self._fill, kept[0].ids.tolist()))
+                                     partial(self._fill, kept[0].ids))
                 return key
             rows = sqlwrites.children_rows(self._conn, task, variant, parent)
             with gc_paused():

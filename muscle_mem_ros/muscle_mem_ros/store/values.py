@@ -205,13 +205,15 @@ def write_container(magic: bytes, header: dict[str, Any], blobs: Blobs) -> bytes
     return b''.join((magic, _LENGTH.pack(len(text)), text, *blobs.items))
 
 
-def read_container(magic: bytes, data: bytes | memoryview) -> tuple[dict[str, Any], list[bytes]]:
+def read_container(magic: bytes, data: bytes | memoryview,
+                   views: bool = False) -> tuple[dict[str, Any], list[Any]]:
     """
     Split a container written by :func:`write_container`.
 
     :param magic: The expected 4-byte magic.
     :param data: The stored bytes.
-    :return: The header object and the blobs.
+    :param views: Return the blobs as memoryviews of ``data`` (no copy: large arrays).
+    :return: The header object and the blobs (bytes).
     :raises StoreCorruptError: wrong magic (for example a pickle), or malformed.
     """
     data = bytes(data)
@@ -231,8 +233,9 @@ def read_container(magic: bytes, data: bytes | memoryview) -> tuple[dict[str, An
     if type(lengths) is not list or not all(type(n) is int and n >= 0 for n in lengths):
         raise _bad('blob lengths')
     blobs = []
+    whole = memoryview(data) if views else data
     for n in lengths:
-        blobs.append(data[end:end + n])
+        blobs.append(whole[end:end + n])
         end += n
     if end != len(data):
         raise _bad(f'{len(data)} bytes, the header accounts for {end}')

@@ -285,7 +285,7 @@ class PostgresStore(Batching, SqlTrust, SqlKept):
             kept = keptsql.kept_columns(conn, task, variant, _bytea)
             if kept is not None:  # a large tree's first steps, kept: read a node when asked
                 self._cache.put_kept(key, kept[0], [self._node(r) for r in kept[1]],
-                                     partial(self._fill, kept[0].ids.tolist()))
+                                     partial(self._fill, kept[0].ids))
         if not self._cache.has(key) and parent is None and (task, variant) not in self._big:
             self._load_tree(conn, task, variant)
         if not self._cache.has(key):
