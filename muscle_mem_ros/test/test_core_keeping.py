@@ -36,7 +36,7 @@ from muscle_mem_ros.replay.treeview import Trees
 from muscle_mem_ros.store import MemoryStore, open_store, SqliteStore
 from muscle_mem_ros.store.columns import KEEP_FROM
 import numpy as np
-from pg_server import pg_server  # noqa: F401 (fixture)
+from pg_server import pg_private, pg_server  # noqa: F401 (fixtures)
 
 TASK = 'pick'
 SENSORS = [SensorSpec('joints', (0.05,)), SensorSpec('object', (0.01,))]
@@ -238,3 +238,25 @@ def test_a_tool_not_configured_is_seen_without_reading_the_kept_nodes(tmp_path):
     assert kids.tool_kinds() == {('/arm/move', ToolKind.ACTION),
                                  ('/gripper/close', ToolKind.ACTION)}
     store.close()
+
+
+def test_a_fleet_store_away_learns_from_what_it_loaded(pg_private):  # noqa: F811
+    url = pg_private.new_url()
+    store = open_store(url)
+    _fill(store, 6)
+    before = _trees(store)
+    learned = dict(before.plans(TASK, ''))
+    before.keep()
+    store.close()
+    store = open_store(url)
+    store.trajectories(task=TASK, variant='')  # read once: known while the server is away
+    store.children(task=TASK, variant='', parent=None)  # a small tree: loaded whole
+    pg_private.stop('immediate')
+    try:
+        trees = _trees(store)
+        plans = trees.plans(TASK, '')  # the kept plans cannot be read: learned from memory
+        assert not isinstance(plans, KeptPlans) and dict(plans) == learned
+        trees.close()
+    finally:
+        pg_private.start()
+        store.close()

@@ -105,6 +105,7 @@ class KeptPlans(Plans):
         """Return the plan of ``node_id`` (read once), else ``default``."""
         with self._lock:
             if node_id not in self._plans:
+                # (a fleet store away raises: a step whose plan cannot be read is not sent)
                 text = self._store.kept_plan(task=self._task, variant=self._variant,
                                              node_id=node_id)
                 self._plans[node_id] = None if text is None else plan_from_text(text)

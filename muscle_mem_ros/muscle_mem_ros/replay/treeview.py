@@ -44,6 +44,7 @@ from ..bindings.keeping import fingerprint, KeptPlans, plan_text
 from ..bindings.learning import follow, Learner, no_plans, Plans
 from ..bindings.rules import Declared, DEFAULT_MAX_SHIFT
 from ..bindings.variants import Variant
+from ..errors import StoreError
 from ..records import Step, TrajectoryInfo
 from ..store.base import Store
 
@@ -196,7 +197,10 @@ class Trees:
                 del self._kept[(task, variant)]  # (the learner stops resting: a run waits)
         if held is not None:
             return held[1] if held[0] == tally else None
-        found = self._store.kept_plans(task=task, variant=variant)
+        try:
+            found = self._store.kept_plans(task=task, variant=variant)
+        except StoreError:  # a fleet store away: learn from what is loaded, as before
+            return None
         if found is None or found[0] != tally or found[1] != self.fingerprint:
             return None
         kept = KeptPlans(self._store, task=task, variant=variant, count=found[2])

@@ -163,6 +163,7 @@ class SqlKept(Store):
         """Decode one node row."""
 
     _cache: ChildCache
+    _lock: Any
 
     def _task_writing(self, task: str) -> ContextManager[Any]:
         """Yield a connection inside a write no commit to ``task`` can come between."""
@@ -176,12 +177,17 @@ class SqlKept(Store):
                              lambda wanted: [self._node(r) for r in node_rows(conn, wanted)])
 
     def nodes(self, node_ids: Sequence[int]) -> list[Node]:
-        """Return nodes by id, in the order asked (the uncached ones in one read)."""
-        with self._reading() as conn:
+        """
+        Return nodes by id, in the order asked (the uncached ones in one read).
+
+        Cached ones need no connection (a fleet store's server may be away).
+        """
+        with self._lock:
             found = {i: n for i in node_ids if (n := self._cache.node(i)) is not None}
-            with gc_paused():
-                found.update((n.id, n) for n in map(self._node, node_rows(
-                    conn, [i for i in node_ids if i not in found])))
+        wanted = [i for i in node_ids if i not in found]
+        if wanted:
+            with self._reading() as conn, gc_paused():
+                found.update((n.id, n) for n in map(self._node, node_rows(conn, wanted)))
         missing = [i for i in node_ids if i not in found]
         if missing:
             raise UnknownTrajectoryError(f'no node with id {missing[0]}')
