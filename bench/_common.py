@@ -16,8 +16,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 import platform
+import sys
 from typing import Any
 
 import numpy as np
@@ -42,3 +44,16 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or 'unknown'
+
+
+def pg_server(stack: contextlib.ExitStack) -> Any:
+    """Start a PostgreSQL server as the tests do (test/pg_server.py); ``stack`` stops it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'muscle_mem_ros' / 'test'))
+    from pg_server import pg_binaries, PgServer
+    bindir, why = pg_binaries()
+    if why:
+        raise SystemExit(why)
+    server = PgServer(bindir)
+    server.start()
+    stack.callback(server.destroy)
+    return server

@@ -51,7 +51,7 @@ import tempfile
 import time
 
 from _bound import bench_bound, bench_engine, bench_restart, driver_read, keep_for_restart
-from _common import cpu_name, ms, pct
+from _common import cpu_name, ms, pct, pg_server
 from muscle_mem_ros import (
     Matcher,
     SensorSpec,
@@ -263,15 +263,7 @@ def run_bound(args: argparse.Namespace, work: Path) -> dict[str, list]:
     with contextlib.ExitStack() as stack:
         server = None
         if 'postgres' in stores:
-            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'muscle_mem_ros'
-                                   / 'test'))
-            from pg_server import pg_binaries, PgServer
-            bindir, why = pg_binaries()
-            if why:
-                raise SystemExit(why)
-            server = PgServer(bindir)
-            server.start()
-            stack.callback(server.destroy)
+            server = pg_server(stack)
         for name in stores:
             out[name] = []
             for n in [int(x) for x in args.bound_sizes.split(',') if x]:

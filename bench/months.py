@@ -72,7 +72,7 @@ import tempfile
 import time
 from typing import Any
 
-from _common import cpu_name, ms, pct
+from _common import cpu_name, ms, pct, pg_server
 from muscle_mem_ros import Matcher, SensorSpec, Snapshot, SqliteStore, Step, ToolKind
 from muscle_mem_ros.bindings.filing import file_steps
 from muscle_mem_ros.bindings.judge import BindingJudge, checked, Observation, SensorSenses
@@ -644,15 +644,7 @@ def pg_url(arg: str, stack: contextlib.ExitStack) -> str:
     """Return the PostgreSQL URL to use (``auto``: a server started here, as the tests do)."""
     if arg != 'auto':
         return arg
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'muscle_mem_ros' / 'test'))
-    from pg_server import pg_binaries, PgServer
-    bindir, why = pg_binaries()
-    if why:
-        raise SystemExit(why)
-    server = PgServer(bindir)
-    server.start()
-    stack.callback(server.destroy)
-    return server.new_url()
+    return str(pg_server(stack).new_url())
 
 
 def main() -> int:
