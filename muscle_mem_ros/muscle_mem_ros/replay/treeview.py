@@ -208,14 +208,13 @@ class Trees:
             if (task, variant) in self._learners or (task, variant) in self._kept:
                 return kept
             self._kept[(task, variant)] = (tally, kept)
-        _log.info(f'task {task!r}: {found[2]} plan(s) read from the store, kept at its tally '
-                  f'{tally[0]}; learning the tree again in the background')
-        with self._lock:
             self._backlog.append((task, variant, time.monotonic()))
             if self._worker is None and not self._closed:
                 self._worker = threading.Thread(target=self._learn_backlog, daemon=True,
                                                 name='learn kept trees')
                 self._worker.start()
+        _log.info(f'task {task!r}: {found[2]} plan(s) read from the store, kept at its tally '
+                  f'{tally[0]}; learning the tree again in the background')
         return kept
 
     def close(self) -> None:
