@@ -17,9 +17,10 @@ A real server that dies mid-goal: the proxied goal and the replayed step end, wi
 
 The dying server is a Fibonacci server in a process of its own (``fib_server.py``),
 killed with SIGKILL while it holds a goal. A killed process leaves the ROS graph
-when its DDS participant's lease runs out (Fast DDS default: 20 s); the server
-here announces a 1 s lease in its own Fast DDS profile, as a deployment that
-wants dead servers noticed quickly would. ``step_timeout`` is set far above
+when its DDS participant's lease runs out (Fast DDS default: 20 s); a server
+killed here announces a 1 s lease in its own Fast DDS profile, as a deployment
+that wants dead servers noticed quickly would (a server that is not killed keeps
+the default: a 1 s lease can run out under load while the process lives). ``step_timeout`` is set far above
 every wait of these tests, so what ends the goals is the server leaving the
 graph, not the time limit.
 """
@@ -38,6 +39,7 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.ros.rclfix.matching import wait_for_action_matched
 from node_helpers import Harness, wait_until
 import pytest
 from test_msgs.action import Fibonacci
@@ -66,9 +68,11 @@ class FibServer:
     """``fib_server.py`` in its own process; its output lines are collected as they come."""
 
     def __init__(self, *, name: str, mode: str, tmp: Path) -> None:
-        profile = tmp / 'short_lease.xml'
-        profile.write_text(SHORT_LEASE)
-        env = dict(os.environ, FASTDDS_DEFAULT_PROFILES_FILE=str(profile), PYTHONUNBUFFERED='1')
+        env = dict(os.environ, PYTHONUNBUFFERED='1')
+        if mode == 'hang':  # only a server that is killed needs its death noticed soon
+            profile = tmp / 'short_lease.xml'
+            profile.write_text(SHORT_LEASE)
+            env['FASTDDS_DEFAULT_PROFILES_FILE'] = str(profile)
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / 'fib_server.py'), name, mode],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -127,7 +131,8 @@ def send_until_served(h: Harness, server: FibServer, order: int):
     longer, so such a goal is simply sent again.
     """
     client = ActionClient(h.client, Fibonacci, h.names.proxy(ext_name(h)))
-    assert client.wait_for_server(timeout_sec=15.0)
+    # A new client: its result response could go to nobody if the cache had not matched it.
+    assert wait_for_action_matched(h.client, client, f'/{h.names.node}', 15.0)
     for _ in range(10):
         handle = h.wait(client.send_goal_async(Fibonacci.Goal(order=order)))
         assert handle.accepted
