@@ -115,10 +115,14 @@ def keep_for_restart(store: Any) -> float:
     """
     Do what a node does before it stops: first steps indexed and kept, plans learned and kept.
 
+    The first steps are kept sorted for the check's tolerances, as the node keeps them.
+
     Returns the seconds it took (the node's start-up warm and its deactivate, together).
     """
+    from muscle_mem_ros.checks.banding import band_tolerances
     from muscle_mem_ros.replay.treeview import Trees
     t0 = time.perf_counter()
+    store.order_first_steps(band_tolerances(SENSORS))  # (the node's Replayer tells its store)
     store.preload()
     trees = Trees(store, max_shift=0.1, tolerance=TOLERANCE, learned_with=repr(SENSORS))
     trees.plans(TASK, '')
@@ -134,8 +138,10 @@ def bench_restart(reopen: Any, restarts: int = 5) -> dict[str, Any]:
     :mod:`muscle_mem_ros.bindings.keeping`) and Matcher anew; its first lookup is the
     lookup of :func:`bench_bound` (the tree's plans, the root's children from their kept
     columns, ``Matcher.select``, the chosen step's plan) while the tree is learned again
-    in the background. The second lookup builds the KD-tree the first went without;
-    the third is warm. Each restart stops its learner and closes the store after.
+    in the background. The children are opened with the columns' small arrays only, and
+    the first lookup reads the vectors within the tolerance of one element
+    (:mod:`muscle_mem_ros.checks.banding`); the second reads them all and builds the
+    KD-tree; the third is warm. Each restart stops its learner and closes the store after.
     """
     from muscle_mem_ros.replay.treeview import Trees
     info = None

@@ -15,10 +15,13 @@
 """
 A ``test_msgs/action/Fibonacci`` server in a process of its own, for fault tests.
 
-Usage: ``python fib_server.py <action name> fast|hang``. ``fast`` answers every
+Usage: ``python fib_server.py <action name> fast|hang|lose``. ``fast`` answers every
 goal at once; ``hang`` accepts a goal and never finishes it (until the process
-is killed). Prints ``ready`` once serving and ``goal <order>`` when a goal
-starts executing, so a test can wait for those lines instead of sleeping.
+is killed); ``lose`` is ``fast`` whose answer to every other result request never
+leaves the process (the first of each goal's: as Fast DDS drops an answer to a
+client it has not matched yet), printing ``lost``. Prints ``ready`` once serving
+and ``goal <order>`` when a goal starts executing, so a test can wait for those
+lines instead of sleeping.
 """
 
 from __future__ import annotations
@@ -32,6 +35,19 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from test_msgs.action import Fibonacci
+
+
+class LosingServer(ActionServer):
+    """An action server whose answer to every other result request is lost."""
+
+    answers = 0
+
+    def _send_result_response(self, request_header, future):
+        LosingServer.answers += 1
+        if LosingServer.answers % 2:
+            print('lost', flush=True)
+            return
+        super()._send_result_response(request_header, future)
 
 
 def main() -> int:
@@ -50,8 +66,9 @@ def main() -> int:
         goal_handle.succeed()
         return Fibonacci.Result(sequence=seq[: goal_handle.request.order + 1])
 
-    ActionServer(node, Fibonacci, name, execute, callback_group=ReentrantCallbackGroup(),
-                 cancel_callback=lambda _h: CancelResponse.ACCEPT)
+    server = LosingServer if mode == 'lose' else ActionServer
+    server(node, Fibonacci, name, execute, callback_group=ReentrantCallbackGroup(),
+           cancel_callback=lambda _h: CancelResponse.ACCEPT)
     executor = MultiThreadedExecutor(num_threads=2)
     executor.add_node(node)
     print('ready', flush=True)

@@ -65,7 +65,7 @@ def proxy_client(h: Harness, action_type, server: str) -> FixedActionClient:
     """Return a client of a proxy, matched both ways (its feedback then reaches it)."""
     client = FixedActionClient(h.client, action_type, h.names.proxy(server))
     # the proxies' hidden node serves no parameters; the cache's node is the same process
-    assert wait_for_action_matched(h.client, client, f'/{h.names.node}', 15.0)
+    assert wait_for_action_matched(h.client, client, f'/{h.names.node}', 15.0), h.spin_error
     return client
 
 
@@ -177,14 +177,24 @@ def test_a_goal_response_that_comes_at_once_completes_the_returned_future(
     something; it fails once rclpy is fixed, and can then go).
     """
     h = world
-    client = client_type(h.client, Fibonacci, h.names.fib)
-    assert client.wait_for_server(timeout_sec=15.0)
-    client._feedback_callbacks = _SlowDict()
-    future = client.send_goal_async(Fibonacci.Goal(order=3), feedback_callback=lambda _m: None)
-    assert wait_until(future.done, timeout=5.0) is completes
-    if completes:
-        assert future.result().accepted
-    client.destroy()
+    # Made on a node nothing spins yet: rclpy's client registered with a spinning node can
+    # kill the executor thread that wakes meanwhile (the next test's), see the test below.
+    node = Node(f'goal_race_{uuid.uuid4().hex[:8]}', context=h.context)
+    client = client_type(node, Fibonacci, h.names.fib)
+    h.executor.add_node(node)
+    try:
+        assert client.wait_for_server(timeout_sec=15.0)
+        client._feedback_callbacks = _SlowDict()
+        future = client.send_goal_async(Fibonacci.Goal(order=3),
+                                        feedback_callback=lambda _m: None)
+        assert wait_until(future.done, timeout=5.0) is completes
+        if completes:
+            assert future.result().accepted
+    finally:
+        h.executor.remove_node(node)
+        client.destroy()
+        node.destroy_node()
+    assert not h.spin_error, h.spin_error
 
 
 @pytest.mark.parametrize('client_type', [FixedActionClient, ActionClient],

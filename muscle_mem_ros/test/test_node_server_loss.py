@@ -19,10 +19,10 @@ The dying server is a Fibonacci server in a process of its own (``fib_server.py`
 killed with SIGKILL while it holds a goal. A killed process leaves the ROS graph
 when its DDS participant's lease runs out (Fast DDS default: 20 s); a server
 killed here announces a 1 s lease in its own Fast DDS profile, as a deployment
-that wants dead servers noticed quickly would (a server that is not killed keeps
-the default: a 1 s lease can run out under load while the process lives). ``step_timeout`` is set far above
-every wait of these tests, so what ends the goals is the server leaving the
-graph, not the time limit.
+that wants dead servers noticed quickly would (a server that is not killed
+keeps the default: a 1 s lease can run out under load while the process
+lives). ``step_timeout`` is set far above every wait of these tests, so what
+ends the goals is the server leaving the graph, not the time limit.
 """
 
 from __future__ import annotations
@@ -198,3 +198,34 @@ def test_replayed_step_whose_server_dies_hands_off_with_the_reason(world, tmp_pa
     assert 'left the ROS graph' in call.resume_reason, call.resume_reason
     errors = [e for e in h.events[events:] if e.type == CacheEvent.ERROR]
     assert errors and 'left the ROS graph' in errors[0].detail
+
+
+def test_a_lost_result_is_asked_for_again(world, tmp_path):
+    """
+    Ask again for the result whose answer never came: the goal ends with it.
+
+    The server's first answer to each goal's result request never leaves its
+    process; without asking again, the proxied goal and the replayed step would
+    wait for ``step_timeout`` (300 s here).
+    """
+    h = world
+    task = 'lost_result_task'
+    server = FibServer(name=ext_name(h), mode='lose', tmp=tmp_path)
+    try:
+        assert h.call(StartRecording, 'start_recording', task=task, params_json='').success
+        _, result = send_until_served(h, server, 5)
+        wrapped = h.wait(result)
+        assert wrapped.status == GoalStatus.STATUS_SUCCEEDED, server.lines
+        assert list(wrapped.result.sequence) == [0, 1, 1, 2, 3, 5]
+        stopped = h.call(StopRecording, 'stop_recording', save=True)
+        assert stopped.success and stopped.steps == 1, stopped.message
+        h.robot.reset()
+        calls = len(h.agent.calls)
+        run = h.run_task(task)
+        assert run.result.success and run.result.cache_hit, run.result.message
+        assert len(h.agent.calls) == calls
+        assert server.lines.count('lost') >= 2, server.lines  # the proxied one, the replayed one
+    finally:
+        server.stop()
+    assert h.cache is not None
+    assert 'request was lost; asked again' in h.cache.output()

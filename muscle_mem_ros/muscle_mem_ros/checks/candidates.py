@@ -31,16 +31,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
+import logging
 import threading
 
 import numpy as np
 from scipy.spatial import cKDTree
 
 from .tolerance import CompiledSensor
+from ..errors import StoreError
 from ..records import CompareMode, Node
 from ..store.columns import Columns
 
 __all__ = ['CandidateIndex', 'Column', 'IndexBuilder', 'tool_names']
+
+_log = logging.getLogger(__name__)
 
 _HEADROOM_FROM = 1024
 """Sets at least this large get spare rows when first indexed."""
@@ -277,6 +281,7 @@ class IndexBuilder:
             if vectors is None:
                 columns.append(None)
                 continue
+            assert vectors.rec is not None  # (full)
             compared += vectors.has | vectors.odd
             odd |= vectors.odd
             if sensor.tol_for(vectors.k) is not None:
@@ -300,7 +305,12 @@ class IndexBuilder:
     def build(self, candidates: Sequence[Node]) -> CandidateIndex:
         """Index a candidate set from scratch (from its kept columns when it has them)."""
         kept: Columns | None = getattr(candidates, 'columns', None)
-        if kept is not None and kept.n:
+        try:
+            kept = None if kept is None or not kept.n else kept.full()
+        except StoreError as err:  # (read from the nodes instead)
+            _log.warning('kept first steps could not be read: %s', err)
+            kept = None
+        if kept is not None:
             block = self.kept(kept)
             if len(candidates) == kept.n:
                 return block

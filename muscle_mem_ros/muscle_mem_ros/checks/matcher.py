@@ -35,8 +35,10 @@ import threading
 
 import numpy as np
 
+from .banding import band_of
 from .candidates import CandidateIndex, IndexBuilder
 from .tolerance import Current, ToleranceCheck
+from ..errors import StoreError
 from ..records import CheckFailure, CheckResult, Node, Snapshot
 from ..replay.ranking import rank_key
 from ..resume import FailureKind
@@ -99,6 +101,7 @@ class Matcher:
         self._rejected_on_hit = rejected_on_hit
         self._cache: OrderedDict[Hashable, CandidateIndex] = OrderedDict()
         self._families: OrderedDict[Hashable, CandidateIndex] = OrderedDict()
+        self._band_once: OrderedDict[Hashable, None] = OrderedDict()  # sets a band answered once
         self._lock = threading.Lock()
         self._builder = IndexBuilder(sensors=check.compiled, kdtree_min=kdtree_min)
 
@@ -131,6 +134,10 @@ class Matcher:
         if n == 0:
             return Selection(None, None, ())
         current = self.check.current(now, now_time=now_time)
+        if not self._rejected_on_hit:
+            chosen = self._in_band(candidates, current, tools)
+            if chosen is not None:
+                return chosen
         block = self._block(candidates)
         scores, tree_used = self._scores(candidates, block, current)
         allowed = None if tools is None else block.allowed(tools)
@@ -149,6 +156,43 @@ class Matcher:
                                       allowed)
         return Selection(node, result, rejected)
 
+    def _in_band(self, candidates: Sequence[Node], current: Current,
+                 tools: Collection[str] | None) -> Selection | None:
+        """
+        Choose among a few of the kept candidates, the first time a set is looked up.
+
+        :mod:`.banding`: only when its first-step columns were kept, opened without their
+        vectors; a set's second lookup reads all and builds its KD-tree. None: no choice
+        here (no band, a miss, the kept value unreadable), the caller scores every row.
+        """
+        kept = getattr(candidates, 'columns', None)
+        key = getattr(candidates, 'key', None)
+        if kept is None or kept.kept is None or key is None:
+            return None
+        with self._lock:
+            if key in self._cache or key in self._band_once:
+                return None
+        try:
+            band = band_of(self.check, candidates, kept, current)
+        except StoreError:
+            return None
+        if band is None:
+            return None
+        with self._lock:
+            self._band_once[key] = None
+            while len(self._band_once) > self._cache_size:
+                self._band_once.popitem(last=False)
+        rows, columns = band
+        block = self._builder.kept(columns)
+        scores, _ = self._scores(rows, block, current)
+        if tools is not None:
+            scores[~block.allowed(tools)] = np.inf
+        passing = np.flatnonzero(scores <= 1.0)
+        if not passing.size:
+            return None
+        node = rows[self._rank(rows, passing, scores)]
+        return Selection(node, self._result(node, current), ())
+
     def warm(self, candidates: Sequence[Node]) -> None:
         """Build and cache the index of a candidate set now (e.g. at startup), not on first use."""
         if len(candidates) and self._block(candidates).deferred:
@@ -159,6 +203,7 @@ class Matcher:
         with self._lock:
             self._cache.clear()
             self._families.clear()
+            self._band_once.clear()
 
     def _block(self, candidates: Sequence[Node]) -> CandidateIndex:
         key = getattr(candidates, 'key', None)
@@ -182,6 +227,8 @@ class Matcher:
             block = None if previous is None else self._builder.extend(previous, candidates)
             if block is None:
                 block = self._builder.build(candidates)
+            if block.deferred and key in self._band_once:  # its second use: no third wait
+                block = self._builder.with_tree(block)
         with self._lock:
             self._cache[key] = block
             while len(self._cache) > self._cache_size:

@@ -36,7 +36,7 @@ which is harmless. An unpicklable user capture never dedupes.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 import hashlib
@@ -416,6 +416,15 @@ class Store(abc.ABC):
     def kept_plans(self, *, task: str, variant: str) -> tuple[tuple[int, int], str, int] | None:
         """Return (tally, fingerprint, how many) of a tree's kept plans, None when none are."""
         return None
+
+    def order_first_steps(self, tolerance: Mapping[str, Any]) -> None:
+        """
+        Tell the store the tolerances first steps are matched under (sensor -> tolerance).
+
+        A store that keeps large trees' first steps for a restart
+        (:mod:`.columns`) keeps them sorted so that a restart's first lookup reads few;
+        this default keeps nothing. Only the sensors of a box or norm check belong here.
+        """
 
     def kept_plan(self, *, task: str, variant: str, node_id: int) -> str | None:
         """Return one learned step's kept plan (JSON), None when it has none."""

@@ -25,27 +25,49 @@ replays) with these columns attached for the matcher
 (:attr:`.base.NodeList.columns`). The columns are a copy of the rows they were
 made from; a store checks they still describe the tree's first steps (their count
 and ids) before it uses them, and reads the rows otherwise.
+
+The vectors are most of the value (100 000 x 35 numbers: 28 MB), and a restart's
+first lookup needs few of them: a candidate passes a box or norm tolerance only if
+each element is within its tolerance. So the value keeps them sorted by the element
+that tells the rows apart best in tolerance units (:func:`encode` is told the
+tolerances), with every :data:`FENCE`-th key beside the small arrays; a kept list
+is opened with its small arrays only (:func:`open_columns`), and the first lookup
+reads the rows whose key lies within the tolerance of the current value
+(:meth:`Columns.band`, a few contiguous byte ranges), the second all of them
+(:meth:`Columns.full`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+import json
+import threading
+import zlib
 
 import numpy as np
 
-from .values import Blobs, read_container, write_container
-from ..errors import StoreCorruptError
+from .values import Blobs, container_head, write_container
+from ..errors import StoreCorruptError, StoreError
 from ..records import Node, ToolKind
 
-__all__ = ['Columns', 'columns_of', 'decode', 'encode', 'joined', 'KEEP_FROM', 'Vectors']
+__all__ = ['Columns', 'columns_of', 'decode', 'encode', 'Fetch', 'FENCE', 'joined', 'KEEP_FROM',
+           'open_columns', 'sorted_for', 'Vectors']
 
 KEEP_FROM = 256
 """Trees with at least this many first steps keep them as columns."""
+FENCE = 16
+"""Every FENCE-th sorted key is kept beside the small arrays."""
+_BAND_MAX = 0.25
+"""A band of more than this share of the rows is not worth reading apart."""
 
-_MAGIC = b'MMC1'
+_MAGIC = b'MMC2'
 _KINDS = tuple(ToolKind)
 _KIND_CODE = {kind: i for i, kind in enumerate(_KINDS)}
+_HEAD_GUESS = 4096
+
+Fetch = Callable[[Sequence[tuple[int, int]]], Sequence[bytes | memoryview]]
+"""``fetch(ranges)`` returns those (offset, length) byte ranges of a kept value."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,14 +77,39 @@ class Vectors:
 
     :ivar k: The most common length.
     :ivar has: Rows whose vector has length ``k``.
-    :ivar rec: (n, k) those vectors (zeros elsewhere).
+    :ivar rec: (n, k) those vectors (zeros elsewhere); None while not read
+        (:meth:`Columns.full`).
     :ivar odd: Rows whose vector has another length (a matcher scores them one by one).
     """
 
     k: int
     has: np.ndarray
-    rec: np.ndarray
+    rec: np.ndarray | None
     odd: np.ndarray
+
+
+@dataclass(eq=False)
+class _Kept:
+    """Where a kept value's vectors are, for columns opened without them."""
+
+    fetch: Fetch
+    head: bytes
+    offsets: dict[str, int]
+    key: tuple[str, int] | None
+    sorted_for: str
+    front: int
+    perm: np.ndarray | None
+    fence: np.ndarray
+    full: Columns | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def read(self, ranges: Sequence[tuple[int, int]]) -> Sequence[bytes | memoryview]:
+        """Read ``ranges``, checking the value is still the one opened (its head)."""
+        got = self.fetch([(0, len(self.head)), *ranges])
+        if len(got) != len(ranges) + 1 or bytes(got[0]) != self.head or any(
+                len(part) != n for part, (_, n) in zip(got[1:], ranges)):
+            raise StoreError('kept first steps changed since they were opened')
+        return got[1:]
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,17 +131,89 @@ class Columns:
     kinds: np.ndarray
     no_pre: np.ndarray
     sensors: dict[str, Vectors]
+    kept: _Kept | None = None
 
     @property
     def n(self) -> int:
         """Return the number of rows."""
         return int(self.ids.size)
 
+    @property
+    def key(self) -> tuple[str, int] | None:
+        """Return the (sensor, element) a kept value's vectors are sorted by, if any."""
+        return None if self.kept is None else self.kept.key
+
+    @property
+    def sorted_for(self) -> str | None:
+        """Return :func:`sorted_for` of the tolerances a kept value was written for, if kept."""
+        return None if self.kept is None else self.kept.sorted_for
+
     def tool_kinds(self) -> set[tuple[str, ToolKind]]:
         """Return the (tool, kind) pairs the rows call."""
         pairs = np.unique(np.stack([self.tool_of.astype(np.int64),
                                     self.kinds.astype(np.int64)]), axis=1)
         return {(self.tools[int(t)], _KINDS[int(k)]) for t, k in pairs.T}
+
+    def full(self) -> Columns:
+        """
+        Return these columns with every vector read (itself when they are).
+
+        :raises StoreError: the kept value cannot be read, or changed since it was opened.
+        """
+        kept = self.kept
+        if kept is None:
+            return self
+        with kept.lock:
+            if kept.full is None:
+                names = list(kept.offsets)
+                sizes = [self.n * self.sensors[name].k * 8 for name in names]
+                parts = kept.read(list(zip((kept.offsets[x] for x in names), sizes)))
+                sensors = {}
+                for name, part in zip(names, parts):
+                    v = self.sensors[name]
+                    rec = np.frombuffer(part, '<f8').reshape(self.n, v.k)
+                    if kept.perm is not None:
+                        rows = np.empty_like(rec)
+                        rows[kept.perm] = rec
+                        rec = rows
+                    sensors[name] = replace(v, rec=rec)
+                kept.full = replace(self, sensors=sensors, kept=None)
+            return kept.full
+
+    def band(self, lo: float, hi: float) -> tuple[np.ndarray, Columns] | None:
+        """
+        Return the rows that may have their key within [lo, hi], and their columns.
+
+        The rows without the key (no such vector, another length, not a number) are
+        among them; so is every row of a fence block the range touches. None when the
+        vectors are not kept sorted, or the band holds too many rows to be worth it.
+
+        :raises StoreError: the kept value cannot be read, or changed since it was opened.
+        """
+        kept = self.kept
+        if kept is None or kept.key is None or kept.perm is None or not lo <= hi:
+            return None
+        start = max(int(np.searchsorted(kept.fence, lo, 'left')) - 1, 0) * FENCE
+        stop = min(int(np.searchsorted(kept.fence, hi, 'right')) * FENCE, self.n - kept.front)
+        spans = [(0, kept.front), (kept.front + start, kept.front + max(stop, start))]
+        count = sum(b - a for a, b in spans)
+        if count > _BAND_MAX * self.n:
+            return None
+        positions = np.concatenate([np.arange(a, b) for a, b in spans])
+        rows = kept.perm[positions]
+        ranges, names = [], list(kept.offsets)
+        for name in names:
+            width = self.sensors[name].k * 8
+            ranges += [(kept.offsets[name] + a * width, (b - a) * width) for a, b in spans]
+        parts = kept.read(ranges)
+        sensors = {}
+        for i, name in enumerate(names):
+            v = self.sensors[name]
+            rec = np.concatenate([np.frombuffer(part, '<f8').reshape(-1, v.k)
+                                  for part in parts[2 * i:2 * i + 2]])
+            sensors[name] = Vectors(v.k, v.has[rows], rec, v.odd[rows])
+        return rows, Columns(self.ids[rows], self.tools, self.tool_of[rows], self.kinds[rows],
+                             self.no_pre[rows], sensors)
 
 
 def columns_of(nodes: Sequence[Node]) -> Columns:
@@ -124,7 +243,12 @@ def columns_of(nodes: Sequence[Node]) -> Columns:
 
 
 def joined(first: Columns, then: Columns) -> Columns | None:
-    """Return ``first``'s rows then ``then``'s, None when a sensor's usual length differs."""
+    """
+    Return ``first``'s rows then ``then``'s, None when a sensor's usual length differs.
+
+    :raises StoreError: ``first``'s vectors cannot be read (:meth:`Columns.full`).
+    """
+    first, then = first.full(), then.full()
     tools = dict(zip(first.tools, range(len(first.tools))))
     remap = np.array([tools.setdefault(t, len(tools)) for t in then.tools], np.int32)
     sensors = {}
@@ -145,48 +269,155 @@ def joined(first: Columns, then: Columns) -> Columns | None:
                    np.concatenate([first.no_pre, then.no_pre]), sensors)
 
 
-def encode(columns: Columns) -> bytes:
-    """Return the columns as one value (:func:`decode` reads it)."""
+def _sort_key(columns: Columns, tolerance: Mapping[str, np.ndarray],
+              ) -> tuple[str, int, np.ndarray] | None:
+    """
+    Return the (sensor, element, its values) that leaves a lookup the fewest rows to read.
+
+    Estimated on up to 256 of the rows: the share of rows within the element's tolerance
+    of each. None when no element leaves less than :data:`_BAND_MAX` of them.
+    """
+    best: tuple[float, str, int, np.ndarray] | None = None
+    rng = np.random.default_rng(0)
+    for name, v in sorted(columns.sensors.items()):
+        tol = tolerance.get(name)
+        if tol is None or tol.size not in (1, v.k) or v.rec is None:
+            continue
+        rows = np.flatnonzero(v.has)
+        if rows.size < 2:
+            continue
+        probe = rng.choice(rows, min(256, rows.size), replace=False)
+        for e in range(v.k):
+            t = float(tol[e] if tol.size > 1 else tol[0])
+            values = np.sort(v.rec[rows, e])
+            if not np.isfinite(t) or not np.isfinite(values).all():
+                continue
+            x = v.rec[probe, e]
+            share = (float(np.mean(np.searchsorted(values, x + t, 'right')
+                                   - np.searchsorted(values, x - t, 'left')))
+                     + columns.n - rows.size) / columns.n
+            if share < _BAND_MAX and (best is None or share < best[0]):
+                best = (share, name, e, v.rec[:, e])
+    return None if best is None else best[1:]
+
+
+def sorted_for(tolerance: Mapping[str, np.ndarray] | None) -> str:
+    """Return the tolerances :func:`encode` sorts by as text ('' for none): equal if equal."""
+    return json.dumps({k: np.asarray(v, np.float64).tolist()
+                       for k, v in sorted((tolerance or {}).items())}) if tolerance else ''
+
+
+def encode(columns: Columns, tolerance: Mapping[str, np.ndarray] | None = None) -> bytes:
+    """
+    Return the columns as one value (:func:`open_columns` reads it).
+
+    :param tolerance: Sensor name -> its tolerance (one for every element, or one per
+        element) under a box or norm check: the vectors are kept sorted by the element
+        that tells the rows apart best. Without it they are kept in row order.
+    """
+    columns = columns.full()
+    n = columns.n
     blobs = Blobs()
-    header = {
-        'rows': columns.n, 'tools': list(columns.tools), 'kinds_of': [k.value for k in _KINDS],
+    order = None if not tolerance else _sort_key(columns, tolerance)
+    header: dict[str, object] = {
+        'rows': n, 'tools': list(columns.tools), 'kinds_of': [k.value for k in _KINDS],
+        'sorted_for': sorted_for(tolerance),
+        'ids_crc': zlib.crc32(columns.ids.astype('<i8').tobytes()),
         'ids': blobs.add(columns.ids.astype('<i8').tobytes()),
         'tool_of': blobs.add(columns.tool_of.astype('<i4').tobytes()),
         'kinds': blobs.add(columns.kinds.astype('i1').tobytes()),
-        'no_pre': blobs.add(np.packbits(columns.no_pre).tobytes()),
-        'sensors': [[name, v.k, blobs.add(np.packbits(v.has).tobytes()),
-                     blobs.add(v.rec.astype('<f8').tobytes()),
-                     blobs.add(np.packbits(v.odd).tobytes())]
-                    for name, v in columns.sensors.items()]}
+        'no_pre': blobs.add(np.packbits(columns.no_pre).tobytes())}
+    masks = [[name, v.k, blobs.add(np.packbits(v.has).tobytes()),
+              blobs.add(np.packbits(v.odd).tobytes())] for name, v in columns.sensors.items()]
+    perm = None
+    if order is not None:
+        name, element, values = order
+        keyed = columns.sensors[name].has & np.isfinite(values)
+        front = np.flatnonzero(~keyed)
+        sorted_rows = np.flatnonzero(keyed)
+        sorted_rows = sorted_rows[np.argsort(values[sorted_rows], kind='stable')]
+        perm = np.concatenate([front, sorted_rows])
+        header.update(key=[name, element], front=int(front.size),
+                      perm=blobs.add(perm.astype('<i4').tobytes()),
+                      fence=blobs.add(values[sorted_rows[::FENCE]].astype('<f8').tobytes()))
+    for mask in masks:  # the vectors last: a reader reads the small arrays before them
+        rec = columns.sensors[str(mask[0])].rec
+        assert rec is not None  # (full)
+        mask.append(blobs.add((rec if perm is None else rec[perm]).astype('<f8').tobytes()))
+    header['sensors'] = masks
     return write_container(_MAGIC, header, blobs)
 
 
-def decode(data: bytes | memoryview) -> Columns:
+def open_columns(fetch: Fetch, later: Fetch | None = None) -> Columns:
     """
-    Return the columns :func:`encode` wrote.
+    Return kept columns with their small arrays read, their vectors read when asked.
 
+    :param fetch: Reads byte ranges of the value now.
+    :param later: Reads them later (:meth:`Columns.full`, :meth:`Columns.band`); ``fetch``
+        by default.
     :raises StoreCorruptError: not such a value, or its arrays do not fit its header.
     """
-    header, blobs = read_container(_MAGIC, data, views=True)
+    (first,) = fetch([(0, _HEAD_GUESS)])
+    head = container_head(_MAGIC, first)
+    if isinstance(head, int):
+        (first,) = fetch([(0, head)])
+        head = container_head(_MAGIC, first)
+    assert not isinstance(head, int)
+    header, start = head
     try:
+        lengths = header['n']
+        offsets = np.concatenate([[start], start + np.cumsum(lengths)]).tolist()
+        sensors_at = {int(s[4]) for s in header['sensors']}
+        small = len(lengths) - len(sensors_at)
+        if sensors_at != set(range(small, len(lengths))):
+            raise ValueError('the vectors are not last')
+        (read,) = fetch([(start, offsets[small] - start)])
+        if len(read) != offsets[small] - start:
+            raise ValueError('truncated')
+        body = memoryview(bytes(read))
+
+        def blob(index: int) -> memoryview:
+            if not 0 <= index < small:
+                raise ValueError(f'blob {index}')
+            return body[offsets[index] - start:offsets[index + 1] - start]
+
         n = int(header['rows'])
 
         def mask(index: int) -> np.ndarray:
-            return np.unpackbits(np.frombuffer(blobs[index], np.uint8), count=n).astype(bool)
+            return np.unpackbits(np.frombuffer(blob(index), np.uint8), count=n).astype(bool)
 
         kinds = np.array([_KIND_CODE[ToolKind(v)] for v in header['kinds_of']], np.int8)
-        sensors = {}
-        for name, k, has, rec, odd in header['sensors']:
-            vectors = np.frombuffer(blobs[rec], '<f8').reshape(n, int(k))
-            sensors[str(name)] = Vectors(int(k), mask(has), vectors, mask(odd))
-        columns = Columns(np.frombuffer(blobs[header['ids']], '<i8'),
-                          tuple(str(t) for t in header['tools']),
-                          np.frombuffer(blobs[header['tool_of']], '<i4'),
-                          kinds[np.frombuffer(blobs[header['kinds']], 'i1')],
-                          mask(header['no_pre']),
-                          sensors)
-        if columns.ids.size != n or columns.tool_of.size != n or columns.kinds.size != n:
+        sensors = {str(name): Vectors(int(k), mask(has), None, mask(odd))
+                   for name, k, has, odd, _ in header['sensors']}
+        ids = np.frombuffer(blob(header['ids']), '<i8')
+        if zlib.crc32(ids.tobytes()) != header['ids_crc']:
+            raise ValueError('ids do not match their checksum')
+        key = header.get('key')
+        kept = _Kept(fetch=later or fetch, head=bytes(first[:start]),
+                     offsets={str(s[0]): int(offsets[int(s[4])]) for s in header['sensors']},
+                     key=None if key is None else (str(key[0]), int(key[1])),
+                     sorted_for=str(header['sorted_for']), front=int(header.get('front', 0)),
+                     perm=None if key is None else np.frombuffer(blob(header['perm']), '<i4'),
+                     fence=np.array([]) if key is None
+                     else np.frombuffer(blob(header['fence']), '<f8'))
+        columns = Columns(ids, tuple(str(t) for t in header['tools']),
+                          np.frombuffer(blob(header['tool_of']), '<i4'),
+                          kinds[np.frombuffer(blob(header['kinds']), 'i1')],
+                          mask(header['no_pre']), sensors, kept)
+        if columns.tool_of.size != n or columns.kinds.size != n or (
+                kept.perm is not None and kept.perm.size != n) or any(
+                lengths[int(s[4])] != n * int(s[1]) * 8 for s in header['sensors']):
             raise ValueError('row counts differ')
     except (KeyError, TypeError, ValueError, IndexError) as err:
         raise StoreCorruptError(f'kept first steps are malformed: {err!r}') from err
     return columns
+
+
+def decode(data: bytes | memoryview) -> Columns:
+    """
+    Return the columns :func:`encode` wrote, every vector read.
+
+    :raises StoreCorruptError: not such a value, or its arrays do not fit its header.
+    """
+    view = memoryview(bytes(data))
+    return open_columns(lambda ranges: [view[a:a + n] for a, n in ranges]).full()

@@ -28,7 +28,7 @@ the tree.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 import logging
 from typing import Any, ContextManager
 
@@ -37,13 +37,18 @@ import numpy as np
 from .base import Store
 from .childcache import ChildCache, Key
 from .codec import NODE_COLS
-from .columns import Columns, columns_of, decode, encode, joined, KEEP_FROM
+from .columns import (Columns, columns_of, encode, Fetch, joined, KEEP_FROM, open_columns,
+                      sorted_for)
 from .gcpause import gc_paused
 from .sqlwrites import node_rows, tally
 from ..errors import StoreCorruptError, StoreError, UnknownTrajectoryError
 from ..records import Node
 
-__all__ = ['columns_to_keep', 'keep_columns', 'KEPT', 'kept_columns', 'SqlKept']
+__all__ = ['columns_to_keep', 'keep_columns', 'KEPT', 'kept_columns', 'pg_ranges', 'Read',
+           'SqlKept', 'sqlite_ranges', 'Tolerance']
+
+Tolerance = Mapping[str, np.ndarray]
+"""Sensor name -> its tolerance, for the sensors a box or norm check compares."""
 
 _log = logging.getLogger(__name__)
 
@@ -62,26 +67,53 @@ KEPT = (
 database whose version rows were set back runs it again harmlessly."""
 
 
-def _data(conn: Any, task: str, variant: str) -> Any:
-    row = conn.execute('SELECT data FROM kept_columns WHERE task = ? AND variant = ?',
+Read = Callable[[Any, str, str, Sequence[tuple[int, int]]], Sequence[bytes | memoryview]]
+"""``read(conn, task, variant, ranges)``: byte ranges of a tree's kept value (a store
+reads them its own way: SQLite's incremental blob reads, PostgreSQL's ``substring``)."""
+
+
+def sqlite_ranges(conn: Any, task: str, variant: str,
+                  ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    """Read parts of a kept value in SQLite (:data:`Read`): incremental blob reads, only those."""
+    row = conn.execute('SELECT rowid FROM kept_columns WHERE task = ? AND variant = ?',
                        (task, variant)).fetchone()
-    return row[0]
+    if row is None:
+        raise StoreError(f'kept first steps of {task!r} are gone')
+    with conn.blobopen('kept_columns', 'data', row[0], readonly=True) as blob:
+        out = []
+        for offset, length in ranges:
+            blob.seek(min(offset, len(blob)))
+            out.append(blob.read(length))
+        return out
 
 
-def kept_columns(conn: Any, task: str, variant: str,
-                 read: Callable[[Any, str, str], Any] = _data,
+def pg_ranges(conn: Any, task: str, variant: str,
+              ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    """
+    Read parts of a kept value in PostgreSQL (:data:`Read`): ``substring``, in binary.
+
+    The value is stored uncompressed (schema 8), so the server reads only those parts.
+    """
+    parts = ', '.join(['substring(data from %s for %s)'] * len(ranges))
+    row = conn.raw.execute(f'SELECT {parts} FROM kept_columns WHERE task = %s AND variant = %s',
+                           [*(v for a, n in ranges for v in (a + 1, n)), task, variant],
+                           binary=True).fetchone()
+    if row is None:
+        raise StoreError(f'kept first steps of {task!r} are gone')
+    return [bytes(part) for part in row]
+
+
+def kept_columns(conn: Any, task: str, variant: str, read: Read, later: Fetch,
                  ) -> tuple[Columns, list[tuple[Any, ...]]] | None:
     """
     Return a tree's kept first-step columns and the rows of first steps added after them.
 
-    None when none are kept, or they no longer describe the first steps they were
-    made from (one was removed: their count or ids differ), or they cannot be read
-    (logged: the rows are read instead). A tree whose tally is the one they were kept
-    at has exactly those first steps (nothing reads them to know); else they are
-    counted up to the newest kept, and the newer read.
-
-    :param read: ``read(conn, task, variant)`` returns the kept value (a store may read
-        it faster than a SELECT).
+    The columns' small arrays are read now, their vectors when a lookup asks
+    (:func:`.columns.open_columns`, with ``later``). None when none are kept, or they no
+    longer describe the first steps they were made from (one was removed: their count or
+    ids differ), or they cannot be read (logged: the rows are read instead). A tree whose
+    tally is the one they were kept at has exactly those first steps (nothing reads them
+    to know); else they are counted up to the newest kept, and the newer read.
     """
     row = conn.execute('SELECT count, id_sum, max_id, tally_count, tally_sum FROM kept_columns'
                        ' WHERE task = ? AND variant = ?', (task, variant)).fetchone()
@@ -94,11 +126,11 @@ def kept_columns(conn: Any, task: str, variant: str,
         if (int(have[0]), int(have[1] or 0)) != (int(row[0]), int(row[1])):
             return None
     try:
-        columns = decode(read(conn, task, variant))
+        columns = open_columns(lambda ranges: read(conn, task, variant, ranges), later)
     except StoreCorruptError as err:
         _log.warning('kept first steps of %r are unreadable (the rows are read): %s', task, err)
         return None
-    if columns.n != int(row[0]):
+    if columns.n != int(row[0]) or int(columns.ids.sum()) != int(row[1]):
         return None
     if same:
         return columns, []
@@ -108,10 +140,11 @@ def kept_columns(conn: Any, task: str, variant: str,
 
 
 def keep_columns(conn: Any, task: str, variant: str, columns: Columns,
-                 whole: bool = True) -> None:
+                 whole: bool = True, tolerance: Tolerance | None = None) -> None:
     """
     Replace a tree's kept first-step columns, in the caller's write.
 
+    :param tolerance: What the vectors are sorted by (:func:`.columns.encode`).
     :param whole: The columns are every first step the tree has now (counted in the same
         write, which no commit to the task can come between): its tally is kept with them,
         and a tree at that tally is known to have them without counting. False: they
@@ -122,20 +155,23 @@ def keep_columns(conn: Any, task: str, variant: str, columns: Columns,
     conn.execute('INSERT INTO kept_columns (task, variant, count, id_sum, max_id, tally_count,'
                  ' tally_sum, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
                  (task, variant, columns.n, int(columns.ids.sum()), int(columns.ids.max()),
-                  now[0], now[1], encode(columns)))
+                  now[0], now[1], encode(columns, tolerance)))
 
 
-def columns_to_keep(cache: ChildCache, key: Key) -> Columns | None:
+def columns_to_keep(cache: ChildCache, key: Key,
+                    tolerance: Tolerance | None = None) -> Columns | None:
     """
     Return the columns of cached first steps worth keeping, None when they are not.
 
-    Not: fewer than :data:`.columns.KEEP_FROM`, or exactly the kept ones. Read from the
-    nodes when every one is read, else the kept columns joined with the rows after them.
+    Not: fewer than :data:`.columns.KEEP_FROM`, or exactly the kept ones (and, when the
+    store was told ``tolerance``, sorted for it). Read from the nodes when every one is
+    read, else the kept columns joined with the rows after them.
     """
     if not cache.has(key) or cache.size(key) < KEEP_FROM:
         return None
     kept = cache.kept(key)
-    if kept is not None and kept.n == cache.size(key):
+    if kept is not None and kept.n == cache.size(key) and (
+            tolerance is None or kept.sorted_for == sorted_for(tolerance)):
         return None
     whole = cache.whole(key)
     if whole is not None:
@@ -164,6 +200,30 @@ class SqlKept(Store):
 
     _cache: ChildCache
     _lock: Any
+    _first_step_order: Tolerance | None = None
+
+    @staticmethod
+    @abc.abstractmethod
+    def _kept_ranges(conn: Any, task: str, variant: str,
+                     ranges: Sequence[tuple[int, int]]) -> Sequence[bytes | memoryview]:
+        """Read byte ranges of a tree's kept first steps (:data:`Read`)."""
+
+    def _kept(self, conn: Any, task: str, variant: str,
+              ) -> tuple[Columns, list[tuple[Any, ...]]] | None:
+        """Return a tree's kept first steps (:func:`kept_columns`) read through ``conn``."""
+        def later(ranges: Sequence[tuple[int, int]]) -> Sequence[bytes | memoryview]:
+            with self._reading() as again:
+                return self._kept_ranges(again, task, variant, ranges)
+        return kept_columns(conn, task, variant, self._kept_ranges, later)
+
+    def order_first_steps(self, tolerance: Tolerance) -> None:
+        """
+        Keep first steps sorted for a check of these tolerances (:func:`.columns.encode`).
+
+        A restart's first lookup then reads only the few within the tolerance. Kept
+        values written before keep their order until their tree changes.
+        """
+        self._first_step_order = dict(tolerance) or None
 
     def _task_writing(self, task: str) -> ContextManager[Any]:
         """Yield a connection inside a write no commit to ``task`` can come between."""
@@ -199,13 +259,16 @@ class SqlKept(Store):
             return
         try:
             for key in self._cache.keys():
-                if key[2] is None and (columns := columns_to_keep(self._cache, key)) is not None:
+                columns = None if key[2] is not None else columns_to_keep(
+                    self._cache, key, self._first_step_order)
+                if columns is not None:
                     with self._task_writing(key[0]) as conn:
                         now = conn.execute(
                             'SELECT count(*), sum(id) FROM nodes WHERE task = ? AND variant = ?'
                             ' AND parent IS NULL', key[:2]).fetchone()
                         keep_columns(conn, key[0], key[1], columns, whole=(
-                            int(now[0]), int(now[1] or 0)) == (columns.n, int(columns.ids.sum())))
+                            int(now[0]), int(now[1] or 0)) == (columns.n, int(columns.ids.sum())),
+                            tolerance=self._first_step_order)
         except StoreError as err:
             _log.warning('could not keep first steps for the next open: %s', err)
 

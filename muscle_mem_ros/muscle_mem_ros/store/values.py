@@ -56,7 +56,7 @@ import numpy as np
 
 from ..errors import StoreCorruptError, StorePickleError, UnsafeValueError
 
-__all__ = ['Blobs', 'pack', 'read_container', 'unpack', 'write_container']
+__all__ = ['Blobs', 'container_head', 'pack', 'read_container', 'unpack', 'write_container']
 
 _DTYPE = re.compile(r'^[<>|=]?(?:[biufc][1-9][0-9]?|[SU][0-9]{1,6})$')
 _LENGTH = struct.Struct('<I')
@@ -205,6 +205,33 @@ def write_container(magic: bytes, header: dict[str, Any], blobs: Blobs) -> bytes
     return b''.join((magic, _LENGTH.pack(len(text)), text, *blobs.items))
 
 
+def container_head(magic: bytes, data: bytes | memoryview) -> tuple[dict[str, Any], int] | int:
+    """
+    Read a container's header from the start of it (a reader that reads parts of a value).
+
+    :return: (the header, where its first blob starts), or how many bytes the header
+        needs when ``data`` is shorter.
+    :raises StoreCorruptError: wrong magic, or malformed.
+    """
+    if bytes(data[:4]) != magic:
+        raise StoreCorruptError(
+            f'stored value is not in the safe format (starts with {bytes(data[:4])!r}, '
+            f'expected {magic!r}); refusing to read it')
+    if len(data) < 8:
+        return 8
+    end = 8 + int(_LENGTH.unpack_from(data, 4)[0])
+    if len(data) < end:
+        return end
+    try:
+        header: dict[str, Any] = json.loads(bytes(data[8:end]))
+    except (ValueError, RecursionError) as err:
+        raise _bad(f'header: {err}') from err
+    lengths = header.get('n') if type(header) is dict else None
+    if type(lengths) is not list or not all(type(n) is int and n >= 0 for n in lengths):
+        raise _bad('blob lengths')
+    return header, end
+
+
 def read_container(magic: bytes, data: bytes | memoryview,
                    views: bool = False) -> tuple[dict[str, Any], list[Any]]:
     """
@@ -217,21 +244,11 @@ def read_container(magic: bytes, data: bytes | memoryview,
     :raises StoreCorruptError: wrong magic (for example a pickle), or malformed.
     """
     data = bytes(data)
-    if data[:4] != magic:
-        raise StoreCorruptError(
-            f'stored value is not in the safe format (starts with {data[:4]!r}, expected '
-            f'{magic!r}); refusing to read it')
-    if len(data) < 8:
+    head = container_head(magic, data)
+    if isinstance(head, int):
         raise _bad('truncated')
-    (size,) = _LENGTH.unpack_from(data, 4)
-    end = 8 + size
-    try:
-        header = json.loads(data[8:end])
-    except (ValueError, RecursionError) as err:
-        raise _bad(f'header: {err}') from err
-    lengths = header.get('n') if type(header) is dict else None
-    if type(lengths) is not list or not all(type(n) is int and n >= 0 for n in lengths):
-        raise _bad('blob lengths')
+    header, end = head
+    lengths = header['n']
     blobs = []
     whole = memoryview(data) if views else data
     for n in lengths:

@@ -34,7 +34,7 @@ from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.action_server import ActionServer
 from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken
-from muscle_mem_ros.ros.rclfix.watch import wait_watched, WaitEnd
+from muscle_mem_ros.ros.rclfix.watch import ResultAgain, wait_watched, WaitEnd
 from rclpy.action.client import ClientGoalHandle
 from rclpy.action.server import CancelResponse, GoalResponse, ServerGoalHandle
 from rclpy.client import Client
@@ -173,7 +173,9 @@ class ActionProxy(ToolProxy):
             if goal_handle.is_cancel_requested:
                 handle.cancel_goal_async()
             result = handle.get_result_async()
-            lost = await self._watch.wait(result, started=forward.started)
+            again = ResultAgain(handle, result)
+            lost = await self._watch.wait(result, started=forward.started, again=again)
+            self._asked_again(again)
             if lost:
                 handle.cancel_goal_async()  # a server that is only slow stops the goal too
                 return self._give_up(goal_handle, lost)
@@ -201,6 +203,11 @@ class ActionProxy(ToolProxy):
                 self._handles.pop(key, None)
             if forward is not None:
                 self.end_trace(forward.taker)
+
+    def _asked_again(self, again: ResultAgain) -> None:
+        if again.asked:
+            self._log.warning(f'{self.tool.proxy}: the answer of {self.tool.server} to a result '
+                              f'request was lost; asked again ({again.asked}x)')
 
     def _give_up(self, goal_handle: ServerGoalHandle[Any, Any, Any], reason: str) -> Any:
         """Abort the proxied goal: the real server is gone or did not answer in time."""
@@ -256,7 +263,10 @@ class ActionProxy(ToolProxy):
             return ended(started, StepStatus.FAILED, f'{server} rejected the goal')
         result = handle.get_result_async()
         remaining = max(0.0, timeout - (time.monotonic() - started))
-        end = wait_watched(result, timeout=remaining, cancel=cancel, present=self.ready)
+        again = ResultAgain(handle, result)
+        end = wait_watched(result, timeout=remaining, cancel=cancel, present=self.ready,
+                           again=again)
+        self._asked_again(again)
         if end is not WaitEnd.DONE:
             handle.cancel_goal_async()
             if end is WaitEnd.LOST:  # nobody is left to confirm the cancel

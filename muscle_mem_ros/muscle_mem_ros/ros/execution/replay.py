@@ -43,6 +43,7 @@ from muscle_mem_ros.bindings.filing import file_steps
 from muscle_mem_ros.bindings.rules import (
     Declared, DEFAULT_MAX_SHIFT, element_tolerances, sensor_sources, Substitution,
 )
+from muscle_mem_ros.checks.banding import band_tolerances
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import (
     CheckFailure, Node, ReplayBook, ReplayOutcome, SensorSpec, Step, StepStatus, ToolKind,
@@ -199,6 +200,7 @@ class Replayer:
     ) -> None:
         self._store = store
         self._specs = tuple(sensors)
+        store.order_first_steps(band_tolerances(sensors))  # a restart reads few of them
         self._watched = watched
         self._scale = watch_scale
         self._period = 1.0 / watch_rate

@@ -34,6 +34,12 @@ within :data:`WATCH_PERIOD`. Servers that must be noticed sooner can announce a
 shorter lease in their own DDS profile (Fast DDS: ``leaseDuration`` in the
 participant profile); ``step_timeout`` bounds the wait in every case.
 
+An action's result can also be lost on its way: Fast DDS drops a response to a
+client whose reader the server has not matched yet ("failed to send response
+(timeout)": a server started moments before its first goal), and nothing sends
+it again, so the wait would last until ``step_timeout``. :class:`ResultAgain`
+asks for a finished goal's result again (the request is idempotent).
+
 :class:`CallWatch` serves the proxies' coroutines (nothing blocks a thread);
 :func:`wait_watched` the replay's blocking waits.
 """
@@ -46,15 +52,60 @@ import threading
 import time
 from typing import Any
 
+from action_msgs.msg import GoalStatus
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
+from rclpy.action.client import ClientGoalHandle
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node as RosNode
 from rclpy.task import Future
 
-__all__ = ['CallWatch', 'WATCH_PERIOD', 'WaitEnd', 'wait_watched']
+__all__ = ['CallWatch', 'RESULT_AGAIN', 'ResultAgain', 'WATCH_PERIOD', 'WaitEnd',
+           'wait_watched']
 
 WATCH_PERIOD = 0.25
 """Seconds between two looks at the graph while a call is in flight."""
+RESULT_AGAIN = 1.0
+"""Seconds a finished goal's result may be missing before it is asked for again."""
+
+_FINISHED = frozenset({GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED,
+                       GoalStatus.STATUS_ABORTED})
+
+
+class ResultAgain:
+    """
+    Ask for a finished goal's result again while its answer does not come.
+
+    The goal's status is a topic (transient local: it reaches the client once the
+    two are matched), so the client learns that the goal ended even when the answer
+    to its result request was lost. A result still missing :data:`RESULT_AGAIN` after
+    that is asked for again, and the answer completes the first request's future.
+
+    :param goal: The goal's handle.
+    :param result: The future of its first result request.
+    """
+
+    def __init__(self, goal: ClientGoalHandle[Any, Any, Any], result: Future[Any]) -> None:
+        self._goal = goal
+        self._result = result
+        self._ended: float | None = None
+        self.asked = 0
+        """How many times the result was asked for again."""
+
+    def look(self, now: float) -> None:
+        """Ask again if the goal ended :data:`RESULT_AGAIN` ago and its result is missing."""
+        if self._result.done() or self._goal.status not in _FINISHED:
+            return
+        if self._ended is None:
+            self._ended = now
+        elif now - self._ended >= RESULT_AGAIN:
+            self._ended = now
+            self.asked += 1
+            self._goal.get_result_async().add_done_callback(self._answered)
+
+    def _answered(self, again: Future[Any]) -> None:
+        answer = again.result()
+        if answer is not None and not self._result.done():
+            self._result.set_result(answer)
 
 
 class WaitEnd(Enum):
@@ -72,7 +123,7 @@ class WaitEnd(Enum):
 
 def wait_watched(
     future: Future[Any], *, timeout: float, cancel: CancelToken, present: Callable[[], bool],
-    period: float = WATCH_PERIOD,
+    period: float = WATCH_PERIOD, again: ResultAgain | None = None,
 ) -> WaitEnd:
     """
     Block until ``future`` is done, the time runs out, ``cancel`` fires or the server is gone.
@@ -82,6 +133,7 @@ def wait_watched(
     :param cancel: Wakes the wait when cancelled.
     :param present: Returns False once the server has left the graph.
     :param period: Seconds between two calls of ``present``.
+    :param again: Asks for a result again (``future`` is its first request's).
     :return: Why the wait ended.
     """
     deadline = time.monotonic() + timeout
@@ -100,6 +152,8 @@ def wait_watched(
                 return WaitEnd.TIMED_OUT
             if waited and not present():
                 return WaitEnd.DONE if future.done() else WaitEnd.LOST
+            if again is not None:
+                again.look(time.monotonic())
             event.wait(min(period, remaining))
             waited = True
     finally:
@@ -115,11 +169,13 @@ class _Watched:
     completing, or the watch timer setting :attr:`reason`, wakes it.
     """
 
-    __slots__ = ('future', 'reason', 'started')
+    __slots__ = ('again', 'future', 'reason', 'started')
 
-    def __init__(self, *, future: Future[Any], started: float) -> None:
+    def __init__(self, *, future: Future[Any], started: float,
+                 again: ResultAgain | None) -> None:
         self.future = future
         self.started = started
+        self.again = again
         self.reason = ''
 
     def __await__(self) -> Generator[None, None, None]:
@@ -154,17 +210,19 @@ class CallWatch:
         self._timer = node.create_timer(
             WATCH_PERIOD, self._look, callback_group=callback_group, autostart=False)
 
-    async def wait(self, future: Future[Any], *, started: float) -> str:
+    async def wait(self, future: Future[Any], *, started: float,
+                   again: ResultAgain | None = None) -> str:
         """
         Await ``future`` (a coroutine: it holds no thread meanwhile).
 
         :param future: A future completed on the proxy node's executor.
         :param started: Monotonic time the call was sent (its time limit counts from there).
+        :param again: Asks for a result again (``future`` is its first request's).
         :return: '' when ``future`` completed, else why the call was given up.
         """
         if future.done():
             return ''
-        watched = _Watched(future=future, started=started)
+        watched = _Watched(future=future, started=started, again=again)
         if not self._inflight:
             self._timer.reset()
         self._inflight.add(watched)
@@ -189,3 +247,5 @@ class CallWatch:
             elif self._timeout is not None and now - watched.started > self._timeout:
                 watched.reason = (f'no answer from {self._server} within '
                                   f'{self._timeout:g} s (step_timeout)')
+            elif watched.again is not None:
+                watched.again.look(now)

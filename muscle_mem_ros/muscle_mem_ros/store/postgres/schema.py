@@ -120,6 +120,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     BOOKS,  # 6: how replays ended, per trajectory; stepping back (:mod:`..trustsql`)
     KEPT,  # 7: learned plans kept for a restart (:mod:`..keptsql`)
+    (  # 8: kept first steps uncompressed, so a restart reads parts of them (:mod:`..columns`)
+        'ALTER TABLE kept_columns ALTER COLUMN data SET STORAGE EXTERNAL',
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -62,12 +62,12 @@ from . import recording as recordings
 from . import schema as pgschema
 from .link import PgConn, PgLink, redact
 from .recording import Offline, Pending, PgRecording, StoreSide
-from .. import keptsql, sqlwrites
+from .. import sqlwrites
 from ..base import Batching, check_step, NodeList, Recording, RecordingInfo, tree_tallies
 from ..childcache import ChildCache, Key
 from ..codec import NODE_COLS, node_from_row, TRAJ_COLS, trajectory_from_row
 from ..gcpause import gc_paused
-from ..keptsql import SqlKept
+from ..keptsql import pg_ranges, SqlKept
 from ..trustsql import SqlTrust
 from ...errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
 from ...records import Node, Step, TaskStats, TrajectoryInfo
@@ -81,12 +81,6 @@ TREE_LIMIT = 5000
 """A tree of at most this many nodes is loaded whole on its first lookup."""
 _NOTIFY_LIMIT = 7000
 """Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
-
-
-def _bytea(conn: PgConn, task: str, variant: str) -> bytes:
-    """Read a tree's kept first steps in binary (the text form is hex: twice the bytes)."""
-    return bytes(conn.raw.execute('SELECT data FROM kept_columns WHERE task = %s AND'
-                                  ' variant = %s', (task, variant), binary=True).fetchone()[0])
 
 
 class PostgresStore(Batching, SqlTrust, SqlKept):
@@ -110,6 +104,8 @@ class PostgresStore(Batching, SqlTrust, SqlKept):
     :raises StoreVersionError: The database holds a newer schema (untouched).
     :raises StoreCorruptError: The namespace holds something that is not a store.
     """
+
+    _kept_ranges = staticmethod(pg_ranges)
 
     def __init__(
         self,
@@ -282,7 +278,7 @@ class PostgresStore(Batching, SqlTrust, SqlKept):
     def _load(self, conn: PgConn, key: Key) -> Key:
         task, variant, parent = key
         if not self._cache.has(key) and parent is None:
-            kept = keptsql.kept_columns(conn, task, variant, _bytea)
+            kept = self._kept(conn, task, variant)
             if kept is not None:  # a large tree's first steps, kept: read a node when asked
                 self._cache.put_kept(key, kept[0], [self._node(r) for r in kept[1]],
                                      partial(self._fill, kept[0].ids))
