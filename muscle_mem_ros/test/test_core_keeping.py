@@ -24,6 +24,7 @@ damaged copy) means the copy is not used.
 
 from __future__ import annotations
 
+from dataclasses import replace
 import json
 import time
 
@@ -370,6 +371,11 @@ def test_sorted_columns_read_back_whole_and_in_bands():
         assert np.array_equal(part.ids, columns.ids[rows])
         assert np.array_equal(part.sensors['joints'].has, has[rows])
     assert opened.band(-10.0, 10.0) is None  # every row: not worth reading apart
+    odd_ids = replace(columns, ids=rng.permutation(np.arange(n, dtype=np.int64) * 3 + 2**40),
+                      tools=tuple(f'/t{i}' for i in range(300)),
+                      tool_of=rng.integers(0, 300, n).astype(np.int32))
+    back = decode(encode(odd_ids, {'joints': np.array([0.05])}))
+    assert np.array_equal(back.ids, odd_ids.ids) and np.array_equal(back.tool_of, odd_ids.tool_of)
 
 
 def test_damaged_kept_columns_are_not_used(tmp_path, caplog):

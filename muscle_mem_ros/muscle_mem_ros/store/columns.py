@@ -98,7 +98,7 @@ class _Kept:
     key: tuple[str, int] | None
     sorted_for: str
     front: int
-    perm: np.ndarray | None
+    perm_at: int | None
     fence: np.ndarray
     full: Columns | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -165,20 +165,36 @@ class Columns:
             return self
         with kept.lock:
             if kept.full is None:
-                names = list(kept.offsets)
-                sizes = [self.n * self.sensors[name].k * 8 for name in names]
-                parts = kept.read(list(zip((kept.offsets[x] for x in names), sizes)))
+                rows, recs = self._read([(0, self.n)])
                 sensors = {}
-                for name, part in zip(names, parts):
-                    v = self.sensors[name]
-                    rec = np.frombuffer(part, '<f8').reshape(self.n, v.k)
-                    if kept.perm is not None:
-                        rows = np.empty_like(rec)
-                        rows[kept.perm] = rec
-                        rec = rows
-                    sensors[name] = replace(v, rec=rec)
+                for name, rec in recs.items():
+                    if rows is not None:
+                        rec, sorted_rec = np.empty_like(rec), rec
+                        rec[rows] = sorted_rec
+                    sensors[name] = replace(self.sensors[name], rec=rec)
                 kept.full = replace(self, sensors=sensors, kept=None)
             return kept.full
+
+    def _read(self, spans: Sequence[tuple[int, int]],
+              ) -> tuple[np.ndarray | None, dict[str, np.ndarray]]:
+        """Read the rows at ``spans`` of stored positions: their rows (sorted), the vectors."""
+        kept = self.kept
+        assert kept is not None
+        names = list(kept.offsets)
+        widths = [self.sensors[name].k * 8 for name in names]
+        starts = [kept.offsets[name] for name in names]
+        if kept.perm_at is not None:
+            widths.append(4)
+            starts.append(kept.perm_at)
+        parts = kept.read([(at + a * width, (b - a) * width)
+                           for at, width in zip(starts, widths) for a, b in spans])
+        m = len(spans)
+        recs = {name: np.concatenate([np.frombuffer(part, '<f8').reshape(-1, width // 8)
+                                      for part in parts[i * m:(i + 1) * m]])
+                for i, (name, width) in enumerate(zip(names, widths))}
+        rows = None if kept.perm_at is None else np.concatenate(
+            [np.frombuffer(part, '<i4') for part in parts[len(names) * m:]]).astype(np.intp)
+        return rows, recs
 
     def band(self, lo: float, hi: float) -> tuple[np.ndarray, Columns] | None:
         """
@@ -191,7 +207,7 @@ class Columns:
         :raises StoreError: the kept value cannot be read, or changed since it was opened.
         """
         kept = self.kept
-        if kept is None or kept.key is None or kept.perm is None or not lo <= hi:
+        if kept is None or kept.key is None or kept.perm_at is None or not lo <= hi:
             return None
         start = max(int(np.searchsorted(kept.fence, lo, 'left')) - 1, 0) * FENCE
         stop = min(int(np.searchsorted(kept.fence, hi, 'right')) * FENCE, self.n - kept.front)
@@ -199,19 +215,10 @@ class Columns:
         count = sum(b - a for a, b in spans)
         if count > _BAND_MAX * self.n:
             return None
-        positions = np.concatenate([np.arange(a, b) for a, b in spans])
-        rows = kept.perm[positions]
-        ranges, names = [], list(kept.offsets)
-        for name in names:
-            width = self.sensors[name].k * 8
-            ranges += [(kept.offsets[name] + a * width, (b - a) * width) for a, b in spans]
-        parts = kept.read(ranges)
-        sensors = {}
-        for i, name in enumerate(names):
-            v = self.sensors[name]
-            rec = np.concatenate([np.frombuffer(part, '<f8').reshape(-1, v.k)
-                                  for part in parts[2 * i:2 * i + 2]])
-            sensors[name] = Vectors(v.k, v.has[rows], rec, v.odd[rows])
+        rows, recs = self._read(spans)
+        assert rows is not None
+        sensors = {name: Vectors(v.k, v.has[rows], recs[name], v.odd[rows])
+                   for name, v in self.sensors.items()}
         return rows, Columns(self.ids[rows], self.tools, self.tool_of[rows], self.kinds[rows],
                              self.no_pre[rows], sensors)
 
@@ -323,8 +330,9 @@ def encode(columns: Columns, tolerance: Mapping[str, np.ndarray] | None = None) 
         'rows': n, 'tools': list(columns.tools), 'kinds_of': [k.value for k in _KINDS],
         'sorted_for': sorted_for(tolerance),
         'ids_crc': zlib.crc32(columns.ids.astype('<i8').tobytes()),
-        'ids': blobs.add(columns.ids.astype('<i8').tobytes()),
-        'tool_of': blobs.add(columns.tool_of.astype('<i4').tobytes()),
+        'first_id': int(columns.ids[0]) if n else 0,
+        'id_steps': _smallest(np.diff(columns.ids), blobs),
+        'tool_of': _smallest(columns.tool_of, blobs),
         'kinds': blobs.add(columns.kinds.astype('i1').tobytes()),
         'no_pre': blobs.add(np.packbits(columns.no_pre).tobytes())}
     masks = [[name, v.k, blobs.add(np.packbits(v.has).tobytes()),
@@ -338,14 +346,25 @@ def encode(columns: Columns, tolerance: Mapping[str, np.ndarray] | None = None) 
         sorted_rows = sorted_rows[np.argsort(values[sorted_rows], kind='stable')]
         perm = np.concatenate([front, sorted_rows])
         header.update(key=[name, element], front=int(front.size),
-                      perm=blobs.add(perm.astype('<i4').tobytes()),
                       fence=blobs.add(values[sorted_rows[::FENCE]].astype('<f8').tobytes()))
     for mask in masks:  # the vectors last: a reader reads the small arrays before them
         rec = columns.sensors[str(mask[0])].rec
         assert rec is not None  # (full)
         mask.append(blobs.add((rec if perm is None else rec[perm]).astype('<f8').tobytes()))
     header['sensors'] = masks
+    if perm is not None:  # (read with the vectors: a band needs a few of them)
+        header['perm'] = blobs.add(perm.astype('<i4').tobytes())
     return write_container(_MAGIC, header, blobs)
+
+
+_INTS = ('u1', '<u2', '<u4', '<i8')
+
+
+def _smallest(values: np.ndarray, blobs: Blobs) -> list[object]:
+    """Add integers in the smallest type of :data:`_INTS` that holds them; return [type, blob]."""
+    low, top = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    dtype = next(t for t in _INTS if np.iinfo(t).min <= low and top <= np.iinfo(t).max)
+    return [dtype, blobs.add(values.astype(dtype).tobytes())]
 
 
 def open_columns(fetch: Fetch, later: Fetch | None = None) -> Columns:
@@ -367,9 +386,10 @@ def open_columns(fetch: Fetch, later: Fetch | None = None) -> Columns:
     try:
         lengths = header['n']
         offsets = np.concatenate([[start], start + np.cumsum(lengths)]).tolist()
-        sensors_at = {int(s[4]) for s in header['sensors']}
-        small = len(lengths) - len(sensors_at)
-        if sensors_at != set(range(small, len(lengths))):
+        lazy = {int(s[4]) for s in header['sensors']} | (
+            {int(header['perm'])} if 'perm' in header else set())
+        small = len(lengths) - len(lazy)
+        if lazy != set(range(small, len(lengths))):
             raise ValueError('the vectors are not last')
         (read,) = fetch([(start, offsets[small] - start)])
         if len(read) != offsets[small] - start:
@@ -389,7 +409,17 @@ def open_columns(fetch: Fetch, later: Fetch | None = None) -> Columns:
         kinds = np.array([_KIND_CODE[ToolKind(v)] for v in header['kinds_of']], np.int8)
         sensors = {str(name): Vectors(int(k), mask(has), None, mask(odd))
                    for name, k, has, odd, _ in header['sensors']}
-        ids = np.frombuffer(blob(header['ids']), '<i8')
+
+        def small_ints(spec: list[object]) -> np.ndarray:
+            if spec[0] not in _INTS:
+                raise ValueError(f'integer type {spec[0]!r}')
+            return np.frombuffer(blob(int(str(spec[1]))), str(spec[0])).astype(np.int64)
+
+        ids = np.empty(n, np.int64)
+        if n:
+            ids[0] = int(header['first_id'])
+            np.cumsum(small_ints(header['id_steps']), out=ids[1:])
+            ids[1:] += ids[0]
         if zlib.crc32(ids.tobytes()) != header['ids_crc']:
             raise ValueError('ids do not match their checksum')
         key = header.get('key')
@@ -397,15 +427,15 @@ def open_columns(fetch: Fetch, later: Fetch | None = None) -> Columns:
                      offsets={str(s[0]): int(offsets[int(s[4])]) for s in header['sensors']},
                      key=None if key is None else (str(key[0]), int(key[1])),
                      sorted_for=str(header['sorted_for']), front=int(header.get('front', 0)),
-                     perm=None if key is None else np.frombuffer(blob(header['perm']), '<i4'),
+                     perm_at=int(offsets[int(header['perm'])]) if 'perm' in header else None,
                      fence=np.array([]) if key is None
                      else np.frombuffer(blob(header['fence']), '<f8'))
         columns = Columns(ids, tuple(str(t) for t in header['tools']),
-                          np.frombuffer(blob(header['tool_of']), '<i4'),
+                          small_ints(header['tool_of']),
                           kinds[np.frombuffer(blob(header['kinds']), 'i1')],
                           mask(header['no_pre']), sensors, kept)
         if columns.tool_of.size != n or columns.kinds.size != n or (
-                kept.perm is not None and kept.perm.size != n) or any(
+                'perm' in header and lengths[int(header['perm'])] != 4 * n) or any(
                 lengths[int(s[4])] != n * int(s[1]) * 8 for s in header['sensors']):
             raise ValueError('row counts differ')
     except (KeyError, TypeError, ValueError, IndexError) as err:
