@@ -21,6 +21,7 @@ or a restart on the same store file).
 
 from __future__ import annotations
 
+from dataclasses import replace
 import os
 from pathlib import Path
 import pickle
@@ -316,3 +317,60 @@ def test_a_restart_replays_a_bound_step_from_the_plans_it_kept(world, tmp_path):
     assert list(sent[:2]) == pytest.approx(list(third[:2]), abs=1e-3)  # rebound, not literal
     assert "task 'kept_pick': " in cache.output() and 'read from the store' in cache.output(), (
         output + cache.output())
+
+
+def test_a_restart_over_a_wide_tree_replays_from_first_steps_kept_sorted(world, tmp_path):
+    """
+    Replay the right first step of 300 after a restart, from first steps kept sorted.
+
+    300 more situations, the recorded one's steps with the arm's joints a radian or more
+    away (the goal still follows the object, as the recordings taught), make the tree
+    wide enough to keep its first steps as columns; the node tells
+    the store its sensors' tolerances, so they are kept sorted (a restart's first lookup
+    reads a band of them, :mod:`muscle_mem_ros.checks.banding`). The run after the
+    restart is the one the two recordings explain, rebound to a third object position.
+    """
+    h = world
+    store = tmp_path / 'wide.db'
+    h.start_cache(store_path=str(store))
+    for obj in (OBJECT_HOME, (OBJECT_HOME[0] + 0.05, OBJECT_HOME[1] + 0.03, OBJECT_HOME[2])):
+        h.robot.reset()
+        h.robot.move_object(obj)
+        assert h.run_task('wide_pick').result.success
+    assert h.stop_cache() == 0
+    with SqliteStore(path=store) as opened:
+        info = opened.trajectories(task='wide_pick', variant='{}')[0]
+        steps = [opened.node(i).step for i in info.node_ids]
+        with opened.batch():
+            for i in range(300):
+                far = [_moved(step, 1.0 + 0.01 * i) for step in steps]
+                opened.add_trajectory(task='wide_pick', variant='{}', params_json='{}',
+                                      steps=far)
+    h.start_cache(store_path=str(store))  # its warm-up keeps the 302 first steps, sorted
+    assert h.stop_cache() == 0
+    with SqliteStore(path=store) as opened:
+        kids = opened.children(task='wide_pick', variant='{}', parent=None)
+        assert kids.columns is not None and kids.columns.n == 302
+        assert kids.columns.key is not None and kids.columns.key[0] == 'joints', kids.columns.key
+    third = (OBJECT_HOME[0] + 0.08, OBJECT_HOME[1] + 0.01, OBJECT_HOME[2])
+    h.robot.reset()
+    h.robot.move_object(third)
+    calls = len(h.agent.calls)
+    h.start_cache(store_path=str(store))
+    run = h.run_task('wide_pick')
+    assert run.result.cache_hit, run.result.message
+    assert len(h.agent.calls) == calls
+    sent = deserialize_message(h.robot.arm_goals[-1],
+                               FollowJointTrajectory.Goal).trajectory.points[0].positions
+    assert list(sent[:2]) == pytest.approx(list(third[:2]), abs=1e-3)
+
+
+def _moved(step: Step, dq: float) -> Step:
+    """Return ``step`` with every joint ``dq`` further in its snapshots."""
+    def shifted(snapshot: Snapshot | None) -> Snapshot | None:
+        if snapshot is None:
+            return None
+        features = dict(snapshot.features)
+        features['joints'] = tuple(q + dq for q in features['joints'])
+        return Snapshot(features=features, stamps=snapshot.stamps)
+    return replace(step, pre=shifted(step.pre), post=shifted(step.post))

@@ -160,6 +160,24 @@ def current_version(conn: Any, where: str) -> int:
     return int(version)
 
 
+def _up_to_date(conn: Any) -> bool:
+    """
+    Return True for a store of this version, ours, in one query (every open of a fleet's robot).
+
+    False: anything else (no store, older, newer, foreign), which :func:`migrate` looks
+    at closely, under its lock. Nothing changes a store's version but a newer migration,
+    so no lock is needed to find it current.
+    """
+    try:
+        row = conn.execute(f'SELECT max(version), (SELECT value FROM {NAMESPACE}.meta WHERE'
+                           f" key = 'app') FROM {NAMESPACE}.schema_version").fetchone()
+    except Exception as err:  # (psycopg's): a table that does not exist is a store not made
+        if getattr(err, 'sqlstate', None) in ('42P01', '3F000'):
+            return False
+        raise
+    return tuple(row) == (SCHEMA_VERSION, MAGIC)
+
+
 def migrate(conn: Any, where: str) -> int:
     """
     Create or upgrade the store's tables; return the version found before.
@@ -173,6 +191,8 @@ def migrate(conn: Any, where: str) -> int:
     :raises StoreVersionError: newer than this code.
     :raises StoreCorruptError: not a muscle_mem_ros store.
     """
+    if _up_to_date(conn):
+        return SCHEMA_VERSION
     with conn.transaction():
         conn.execute('SELECT pg_advisory_xact_lock(%s, 0)', (LOCK_CLASS,))
         found = current_version(conn, where)
