@@ -694,6 +694,8 @@ class Harness:
         for node in (self.robot, self.agent, self.client):
             self.executor.add_node(node)
         self.spin_error = ''
+        self.extra_nodes: list[Node] = []
+        """Nodes a test added to :attr:`executor`: destroyed with the harness, not sooner."""
         self._spinner = Spinner(self.executor, on_exit=self._spun)
         self.cache: CacheProcess | None = None
         self._clients: dict[str, Any] = {}
@@ -814,7 +816,7 @@ class Harness:
         # action server or client is finalized in whatever thread runs it next (a later
         # test's executor), after its node, and rclpy 9.1.2 can crash there (a fresh-clone
         # run died of a segmentation fault "Garbage-collecting" in a spinning thread).
-        for node in (self.robot, self.agent, self.client):
+        for node in (self.robot, self.agent, self.client, *self.extra_nodes):
             for waitable in list(node.waitables):
                 waitable.destroy()
             node.destroy_node()

@@ -179,21 +179,17 @@ def test_a_goal_response_that_comes_at_once_completes_the_returned_future(
     h = world
     # Made on a node nothing spins yet: rclpy's client registered with a spinning node can
     # kill the executor thread that wakes meanwhile (the next test's), see the test below.
+    # Neither is destroyed before the harness is: an executor thread may still hold it.
     node = Node(f'goal_race_{uuid.uuid4().hex[:8]}', context=h.context)
     client = client_type(node, Fibonacci, h.names.fib)
+    h.extra_nodes.append(node)
     h.executor.add_node(node)
-    try:
-        assert client.wait_for_server(timeout_sec=15.0)
-        client._feedback_callbacks = _SlowDict()
-        future = client.send_goal_async(Fibonacci.Goal(order=3),
-                                        feedback_callback=lambda _m: None)
-        assert wait_until(future.done, timeout=5.0) is completes
-        if completes:
-            assert future.result().accepted
-    finally:
-        h.executor.remove_node(node)
-        client.destroy()
-        node.destroy_node()
+    assert client.wait_for_server(timeout_sec=15.0)
+    client._feedback_callbacks = _SlowDict()
+    future = client.send_goal_async(Fibonacci.Goal(order=3), feedback_callback=lambda _m: None)
+    assert wait_until(future.done, timeout=5.0) is completes
+    if completes:
+        assert future.result().accepted
     assert not h.spin_error, h.spin_error
 
 
