@@ -290,12 +290,7 @@ def test_a_healthy_store_in_a_read_only_directory_is_named_as_such(tmp_path):
 def test_a_restart_replays_a_bound_step_from_the_plans_it_kept(world, tmp_path):
     h = world
     store = tmp_path / 'kept.db'
-    h.start_cache(store_path=str(store))
-    for obj in (OBJECT_HOME, (OBJECT_HOME[0] + 0.05, OBJECT_HOME[1] + 0.03, OBJECT_HOME[2])):
-        h.robot.reset()
-        h.robot.move_object(obj)
-        learned = h.run_task('kept_pick')
-        assert learned.result.success and not learned.result.cache_hit
+    _learn_two_positions(h, store, 'kept_pick')
     first = h.cache
     assert h.stop_cache() == 0  # deactivate keeps what was learned
     output = first.output()
@@ -332,11 +327,7 @@ def test_a_restart_over_a_wide_tree_replays_from_first_steps_kept_sorted(world, 
     """
     h = world
     store = tmp_path / 'wide.db'
-    h.start_cache(store_path=str(store))
-    for obj in (OBJECT_HOME, (OBJECT_HOME[0] + 0.05, OBJECT_HOME[1] + 0.03, OBJECT_HOME[2])):
-        h.robot.reset()
-        h.robot.move_object(obj)
-        assert h.run_task('wide_pick').result.success
+    _learn_two_positions(h, store, 'wide_pick')
     assert h.stop_cache() == 0
     with SqliteStore(path=store) as opened:
         info = opened.trajectories(task='wide_pick', variant='{}')[0]
@@ -363,6 +354,16 @@ def test_a_restart_over_a_wide_tree_replays_from_first_steps_kept_sorted(world, 
     sent = deserialize_message(h.robot.arm_goals[-1],
                                FollowJointTrajectory.Goal).trajectory.points[0].positions
     assert list(sent[:2]) == pytest.approx(list(third[:2]), abs=1e-3)
+
+
+def _learn_two_positions(h: Harness, store: Path, task: str) -> None:
+    """Start the cache on ``store``; let the agent do ``task`` at two object positions."""
+    h.start_cache(store_path=str(store))
+    for obj in (OBJECT_HOME, (OBJECT_HOME[0] + 0.05, OBJECT_HOME[1] + 0.03, OBJECT_HOME[2])):
+        h.robot.reset()
+        h.robot.move_object(obj)
+        learned = h.run_task(task)
+        assert learned.result.success and not learned.result.cache_hit
 
 
 def _moved(step: Step, dq: float) -> Step:
