@@ -73,8 +73,8 @@ def test_three_failures_in_the_last_five_replays_step_a_trajectory_back():
     stepped = _book([C, F, C, W, F], agreed=4)
     assert stepped.stepped_back == 1004.0 and stepped.agreed_then == 4
     assert stepped.recent == ''  # its window starts afresh
-    assert stepped.why == ('3 of its last 5 replays failed (2 false hits, 1 canceled steps; '
-                           'step_back 3/5)')
+    assert stepped.why == ('3 of its last 5 replays failed (2 false hits, 1 canceled step): '
+                           '60% or more of its last 5 (step_back 60%/5)')
     assert _book([C, F, C, W, F, F]).stepped_back == 1004.0  # one more failure: not yet again
     # failures spread wider than the window do not add up
     assert not _book([F, C, C, C, C, F, C, C, C, C, F]).stepped_back
@@ -82,11 +82,34 @@ def test_three_failures_in_the_last_five_replays_step_a_trajectory_back():
     assert not off.stepped_back and off.false_hits == 4 and off.recent == ''
 
 
+def test_with_the_default_a_branch_failing_40_percent_steps_back_and_a_rare_failure_does_not():
+    rule = StepBack()
+    assert str(rule) == '30%/10' and rule.percent == 30.0
+    # fail, fail, ok, ok, ok again and again: 40% of its replays fail (3/5 never tripped)
+    forty = _book([F, F, C, C, C, F], rule)
+    assert forty.stepped_back == 1005.0  # the sixth replay: 3 of 6, 30% of 10 reached
+    assert _book([F, F, C, C, C] * 4, rule).stepped_back == 1011.0  # and again after it
+    assert forty.why == ('3 of its last 6 replays failed (3 false hits): 30% or more of its '
+                         'last 10 (step_back 30%/10)')
+    assert _book([W, F, C, C, C] * 2, rule).stepped_back == 1005.0  # a knock counts
+    assert not _book([F, F, C, C, C] * 4, StepBack.parse('3/5')).stepped_back  # the old rule
+    # one failure in five, or in ten, or a knock now and then: never
+    for rare in ([F, C, C, C, C] * 20, [C] * 9 + [F], [C, C, C, W, C] * 20, [H, F, H, C, C] * 20):
+        book = _book(rare, rule)
+        assert not book.stepped_back and book.replays == len(rare), rare
+    assert _book([F, F, F], rule).stepped_back == 1002.0  # a broken branch: at once
+
+
 def test_step_back_is_parsed_or_refused_naming_the_parameter():
-    assert StepBack.parse('2/4') == StepBack(2, 4) and str(StepBack.parse(' 2/4 ')) == '2/4'
+    assert StepBack.parse('30%/10') == StepBack(3, 10) == StepBack()
+    assert StepBack.parse(' 25% / 10 ') == StepBack(3, 10)  # R% of N rounded up to replays
+    assert StepBack.parse('100%/1') == StepBack(1, 1) and StepBack.parse('1%/5') == StepBack(1, 5)
+    assert StepBack.parse('2/4') == StepBack(2, 4) and str(StepBack.parse(' 2/4 ')) == '50%/4'
+    assert str(StepBack.parse('2/3')) == '2/3' == str(StepBack.parse(str(StepBack(2, 3))))
     assert not StepBack.parse('off').enabled
-    for bad in ('3', '0/5', '6/5', 'x/y', '3/500', ''):
-        with pytest.raises(ConfigError, match='step_back'):
+    for bad in ('3', '0/5', '6/5', 'x/y', '3/500', '', '0%/10', '120%/10', '30%', '30%/0',
+                'nan%/10', '30/10'):
+        with pytest.raises(ConfigError, match=r'step_back: .* is not R%/N'):
             StepBack.parse(bad)
 
 
@@ -148,6 +171,27 @@ def test_every_store_books_replays_and_a_fleet_loses_none(tmp_path, pg_server): 
             for t in threads:
                 t.join()
             assert store.replay_books(task='t')[info.id].completed == 41, name
+
+
+def test_every_store_steps_back_a_branch_failing_40_percent_not_a_rare_one(
+        tmp_path, pg_server):  # noqa: F811
+    for name, store in _stores(tmp_path, pg_server):
+        with store:
+            rare = [C, C, W, C, C, C, C, F, C, C] * 3  # a knock and a false hit in ten
+            for task, outcomes, steps_back in (('forty', [F, F, C, C, C] * 3, True),
+                                               ('rare', rare, False)):
+                info = store.add_trajectory(task=task, variant='', params_json='{}',
+                                            steps=[_step('a', 0.0)])
+                for i, outcome in enumerate(outcomes):
+                    book = store.book_replay(task=task, trajectory_id=info.id,
+                                             booker=lambda b, agreed, o=outcome, i=i: booked(
+                                                 b, o, StepBack(), now=10.0 + i, agreed=agreed))
+                    if book.stepped_back:
+                        break
+                assert bool(book.stepped_back) is steps_back, (name, task)
+                if steps_back:
+                    assert (book.stepped_back, book.replays) == (15.0, 6), name
+                    assert store.replay_books(task=task)[info.id] == book, name
 
 
 def test_two_robots_book_into_the_same_rows(pg_server):  # noqa: F811

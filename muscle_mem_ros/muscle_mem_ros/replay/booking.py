@@ -23,7 +23,24 @@ agent took over: the cache saw the change before moving). A miss at the first st
 not a replay and is not booked.
 
 A trajectory whose recent replays fail steps back (:class:`StepBack`, ``step_back`` on
-the node): ``K/N`` means K false hits or canceled steps among its last N booked replays.
+the node): ``R%/N`` (default ``30%/10``) means failed replays (false hits and canceled
+steps) make up R% or more of its last N booked replays. It does not wait for N replays:
+once R% of N have failed (rounded up to whole replays: K = 3 for 30% of 10), the share
+over those N can no longer end below R%, so the third failure steps it back whether it
+came at the third replay or the tenth. A branch failing 40% of the time (fail, fail, ok,
+ok, ok, again and again) steps back at its sixth replay; one failing once in five never
+gathers three failures in ten. The older form ``K/N`` (K failed replays among the last
+N) is the same rule at 100·K/N %, and is still accepted.
+
+A knock (a check during a step canceled it: :attr:`.FailureKind.DURING_CHECK`, booked
+CANCELED) counts against the branch, as a false hit does. The cache cannot tell a
+person's bump from a branch whose motion goes wrong in a world its pre-check passed
+(what moved is the same: the world left the recorded path after the cache chose to
+move), and the ledger must not depend on whether the watch is on: without it the same
+knock is a failed post-check, a false hit. A rare knock stays far below the threshold; a
+branch knocked off its path in a third of its replays runs in a world that is not the
+one it learned, and should earn its trust again. A cancel by the caller is not booked.
+
 It is then not replayed (:func:`held`, asked by :func:`.gates.gate_tree` on every path)
 until it has earned trust again: as many agreeing shadow runs since it stepped back as
 ``replay_requires`` asks (``shadow:N``), and at least :data:`RETURN_RUNS`, or an
@@ -41,6 +58,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 import datetime
+import math
 
 from ..errors import ConfigError
 from ..records import Approval, ReplayBook, ReplayOutcome
@@ -60,37 +78,66 @@ class StepBack:
     """
     When a trajectory steps back: ``failures`` failed replays among its last ``window``.
 
-    :ivar failures: Failed replays (false hits, canceled steps) that make it step back;
-        0: never.
+    Written ``R%/N`` (the share of failed replays among the last N at which it steps
+    back; ``failures`` is R% of N rounded up), or ``K/N`` (the same rule at 100·K/N %).
+
+    :ivar failures: Failed replays (false hits, canceled steps) among the last ``window``
+        that make it step back; 0: never.
     :ivar window: How many of its latest replays are looked at.
     """
 
     failures: int = 3
-    window: int = 5
+    window: int = 10
 
     @classmethod
     def parse(cls, text: str, *, parameter: str = 'step_back') -> StepBack:
         """
-        Parse ``K/N`` (1 <= K <= N <= 100) or ``off``.
+        Parse ``R%/N`` (0 < R <= 100, 1 <= N <= 100), ``K/N`` (1 <= K <= N <= 100) or ``off``.
 
         :raises ConfigError: anything else, naming ``parameter``.
         """
         value = str(text).strip().lower()
         if value in ('off', 'none', 'never'):
             return cls(0, 0)
-        k, _, n = value.partition('/')
-        if k.strip().isdigit() and n.strip().isdigit() and 1 <= int(k) <= int(n) <= 100:
-            return cls(int(k), int(n))
-        raise ConfigError(f'{parameter}: {text!r} is not K/N (K failed replays among the last '
-                          'N, 1 <= K <= N <= 100) or off')
+        share, _, n = (part.strip() for part in value.partition('/'))
+        if n.isdigit() and 1 <= int(n) <= 100:
+            if share.isdigit() and 1 <= int(share) <= int(n):
+                return cls(int(share), int(n))
+            percent = _percent(share)
+            if percent is not None:
+                return cls(max(1, math.ceil(percent * int(n) / 100 - 1e-9)), int(n))
+        raise ConfigError(
+            f'{parameter}: {text!r} is not R%/N (a trajectory steps back when R% or more of its '
+            'last N replays failed; 0 < R <= 100, 1 <= N <= 100, e.g. 30%/10), K/N (K failed '
+            'among the last N, 1 <= K <= N) or off')
 
     @property
     def enabled(self) -> bool:
         """Return True unless it is ``off``."""
         return self.failures > 0
 
+    @property
+    def percent(self) -> float:
+        """Return the share of the window, in percent, whose failure steps it back."""
+        return 100.0 * self.failures / self.window if self.enabled else 0.0
+
     def __str__(self) -> str:
-        return f'{self.failures}/{self.window}' if self.enabled else 'off'
+        if not self.enabled:
+            return 'off'
+        if (100 * self.failures) % self.window:
+            return f'{self.failures}/{self.window}'
+        return f'{100 * self.failures // self.window}%/{self.window}'
+
+
+def _percent(text: str) -> float | None:
+    """Return ``text`` as a percentage in (0, 100] if it is one (``30%``), else None."""
+    if not text.endswith('%'):
+        return None
+    try:
+        percent = float(text[:-1])
+    except ValueError:
+        return None
+    return percent if 0 < percent <= 100 else None
 
 
 def outcome_of(*, complete: bool, trajectory_id: int, on_trajectory: int,
@@ -141,10 +188,11 @@ def booked(book: ReplayBook, outcome: ReplayOutcome, rule: StepBack, *, now: flo
     if len(failed) < rule.failures:
         return replace(book, recent=recent)
     false_hits = sum(1 for o in failed if o is ReplayOutcome.FALSE_HIT)
-    parts = [f'{n} {what}' for n, what in ((false_hits, 'false hits'),
-                                           (len(failed) - false_hits, 'canceled steps')) if n]
-    why = (f'{len(failed)} of its last {len(recent)} replays failed ({", ".join(parts)}; '
-           f'step_back {rule})')
+    canceled = len(failed) - false_hits
+    parts = [f'{n} {what}{"s" if n > 1 else ""}' for n, what in (
+        (false_hits, 'false hit'), (canceled, 'canceled step')) if n]
+    why = (f'{len(failed)} of its last {len(recent)} replays failed ({", ".join(parts)}): '
+           f'{rule.percent:.3g}% or more of its last {rule.window} (step_back {rule})')
     return replace(book, recent='', stepped_back=now, agreed_then=agreed, why=why)
 
 

@@ -102,7 +102,8 @@ _DESCRIPTIONS = {
     'actions.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
     'services.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
     'replay_requires': 'none | shadow:N | approval: what a trajectory needs before it replays.',
-    'step_back': 'K/N | off: a trajectory with K failed replays among its last N is held.',
+    'step_back': ('R%/N | K/N | off: a trajectory whose failed replays reach R% (or K) of its '
+                  'last N is held (default 30%/10).'),
     'infer_bindings': 'Bind goal fields to parameters and sensors found in the recordings.',
     'binding_max_shift': 'How far an inferred binding may move a field from its recording.',
     'bindings.*.tool': 'The action or service (its key under actions/services) it binds.',
