@@ -240,6 +240,17 @@ def test_import_brings_a_reviewed_tree_back_approved_and_refuses_a_bad_goal(tmp_
     assert not (tmp_path / 'bad2.db').exists()  # refused before anything was written
 
 
+def test_import_without_who_is_refused_in_one_line_naming_the_flag(tmp_path, capsys):
+    (tmp_path / 'ok.yaml').write_text(exported(tmp_path, 'py_trees'))
+    capsys.readouterr()
+    for who in ([], ['--who', ' ']):
+        assert main(['import', str(tmp_path / 'new.db'), str(tmp_path / 'ok.yaml'), *who]) == 1
+        err = capsys.readouterr().err
+        assert err.count('\n') == 1, err
+        assert err.startswith('muscle-mem import: error: --who NAME is required'), err
+        assert not (tmp_path / 'new.db').exists()  # nothing approved as user@host
+
+
 def test_the_agent_is_asked_from_the_steps_done_with_steps_done_set():
     """The hand-off after 1 step: resume_from_step 1 and steps_done 1, as the cache sends."""
     from muscle_mem_ros.ros.messages.convert import resume_goal

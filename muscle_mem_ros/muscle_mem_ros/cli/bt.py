@@ -20,7 +20,8 @@ run with those parameters would choose it) as the YAML document of
 :mod:`muscle_mem_ros.bt.yamlfile` (``--bt py_trees``, run by ``muscle-mem run-bt``), as
 BehaviorTree.CPP v4 XML (``--bt btcpp``), or as the py_trees tree's Graphviz source
 (``--bt dot``). Import reads a reviewed document back into a store: each of its paths a
-trajectory, approved by ``--who`` (``replay_requires: approval``); every goal must build
+trajectory, approved by ``--who`` (``replay_requires: approval``; required, since an
+approval names who reviewed the file, not the account that ran the import); every goal must build
 a message of its type first, else nothing is written and the error names the step.
 
 What is imported is what the document runs as in the world it was recorded in
@@ -37,10 +38,8 @@ move (:func:`~muscle_mem_ros.bt.traces.imported_trace`).
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 from pathlib import Path
-import socket
 from typing import Any
 
 from .inventory import open_cli_store, task_trajectories
@@ -241,16 +240,21 @@ def import_bt(store: Store, doc: BtDocument, steps: dict[int, Step], *, who: str
 def add_import_parser(cmd: argparse.ArgumentParser) -> None:
     """Add the import arguments."""
     cmd.add_argument('file', metavar='FILE', help='a behavior tree document (--bt py_trees)')
-    cmd.add_argument('--who', help='who reviewed it (default: user@host); stored as the '
-                                   'approval of every trajectory imported')
+    cmd.add_argument('--who', metavar='NAME',
+                     help='who reviewed it (required: an import approves what it brings, and '
+                          'an approval names a person); stored as the approval of every '
+                          'trajectory imported')
     cmd.set_defaults(run=run_import)
 
 
 def run_import(args: argparse.Namespace, out: Output) -> int:
     """Import a reviewed document, approved."""
+    who = (args.who or '').strip()
+    if not who:  # an approval names who reviewed the file, never the account that ran this
+        raise ConfigError('--who NAME is required: who reviewed this file (an import approves '
+                          'every trajectory it brings)')
     path = Path(args.file)
     doc = load(path.read_text(encoding='utf-8'), source=str(path))
-    who = args.who or f'{getpass.getuser()}@{socket.gethostname()}'
     # every tree's goals are built before the store is opened: a bad one writes nothing
     trees = [(tree, goal_steps(tree)) for name, tree in documents(doc) if not name or tree.steps]
     subtasks: dict[str, list[int]] = {}
