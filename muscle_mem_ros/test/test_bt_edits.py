@@ -32,7 +32,7 @@ from typing import Any
 from muscle_mem_ros.bindings.judge import BindingJudge
 from muscle_mem_ros.bindings.rules import Declared, element_tolerances, parse_path
 from muscle_mem_ros.bindings.variants import canonical, Variant
-from muscle_mem_ros.bt.document import as_run, BtDocument, build
+from muscle_mem_ros.bt.document import as_run, BtDocument, build, unknown_fields
 from muscle_mem_ros.bt.tree import build_tree, Progress
 from muscle_mem_ros.bt.yamlfile import dump, load
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
@@ -276,3 +276,29 @@ def test_a_sensor_bound_field_is_edited_through_its_offset_not_its_goal(tmp_path
     assert runs[1].values['goal.pose.position.y'] == pytest.approx(0.35)
     assert runs[1].post.features['odom'][1] == pytest.approx(0.35)
     assert runs[2].pre.features['odom'][1] == pytest.approx(0.35)
+
+
+def test_a_misspelt_goal_field_is_reported_as_unknown_naming_it(tmp_path):
+    text = exported(tmp_path)
+    end = text.index('# step 1: /grip')
+    old = 'position: {x: 1.25, y: 0.3'  # the first goto's goal x is bound to param:approach
+    assert text[:end].count(old) == 1
+    misspelt = text[:end].replace(old, 'positon: {x: 1.25, y: 0.3') + text[end:]
+    with pytest.raises(ConfigError, match=r'step 0 \(learned step 1\): unknown field '
+                       r'goal.pose.positon.x in its goal: the goal as learned has no such '
+                       r'field \(did you mean goal.pose.position.x\?\)$') as err:
+        load(misspelt)
+    assert 'deleted' not in str(err.value) and 'bound' not in str(err.value)
+    start = text.index('# step 2: /goto')  # an unbound field, misspelt: the same
+    shelf = text[start:].replace('tolerance: 0.3', 'tolerence: 0.3', 1)
+    with pytest.raises(ConfigError, match=r'step 2 \(learned step 3\): unknown field '
+                       r'tolerence .*did you mean tolerance'):
+        load(text[:start] + shelf)
+    # a list edited longer or shorter is no unknown field; a field only added is the type's
+    learned = {'points[0].positions[0]': 0.1, 'points[1].positions[0]': 0.2, 'speed': 1.0}
+    assert unknown_fields({'points[0].positions[0]': 0.1, 'points[2].positions[0]': 0.3,
+                           'speed': 1.0}, learned) == ''
+    assert unknown_fields({'points[0].positions[0]': 0.1, 'speed': 1.0}, learned) == ''
+    assert unknown_fields({**learned, 'sped': 2.0}, learned) == ''
+    assert unknown_fields({'points[0].positions[0]': 0.1, 'points[1].positions[0]': 0.2,
+                           'sped': 1.0}, learned).startswith('unknown field sped in its goal')

@@ -69,7 +69,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+import difflib
 import json
+import re
 from typing import Any
 
 from ..bindings.judge import BindingJudge, changes, PlanSource
@@ -88,7 +90,7 @@ from ..replay.ranking import rank_key
 from ..replay.shadow import SnapshotSenses
 from ..store.base import Store
 
-__all__ = ['as_run', 'AsRun', 'bound_leaves', 'BtDocument', 'BtStep', 'build']
+__all__ = ['as_run', 'AsRun', 'bound_leaves', 'BtDocument', 'BtStep', 'build', 'unknown_fields']
 
 Tolerance = Callable[[str], float | None]
 
@@ -138,8 +140,17 @@ class BtStep:
                 if is_number(was) and is_number(now.get(f)) and changes(was, now[f])}
 
     def refused_edit(self) -> str:
-        """Return why an edit of this step cannot run as edited ('' when none)."""
+        """
+        Return why an edit of this step cannot run as edited ('' when none).
+
+        First a misspelt goal field (:func:`unknown_fields`), named with the learned
+        field it is nearest to: it is reported as unknown, not as a bound field deleted.
+        Then an edit of a bound field, which is computed at run time.
+        """
         now = bindable_leaves(self.node(0, None).step) if self.learned is not None else {}
+        unknown = '' if self.kind is ToolKind.SUBTASK else unknown_fields(now, self.learned or {})
+        if unknown:  # a subtask's goal is its call's params: free to have keys of its own
+            return unknown
         for b in self.bindings:
             if b.is_param and b.offset:
                 return (f'the binding of {b.field} to {b.source} has offset {b.offset:g}, but a '
@@ -243,6 +254,29 @@ class BtDocument:
                         f'second recording showed goals following it), '
                         f'{mine.get(key, "absent")!r} in params')
         return f"params do not fit the tree's variant {self.variant}"
+
+
+def unknown_fields(goal: Mapping[str, Any], learned: Mapping[str, Any]) -> str:
+    """
+    Return a misspelt field of ``goal``, named ('' when none).
+
+    A field is misspelt when the goal lacks a field it had as learned and has one the
+    learned goal does not know, compared without list indices (``points[3].positions[0]``
+    is a ``points[].positions[]``: a list may be edited longer or shorter). A field only
+    added is left to the goal's type, which names it when the goal is built.
+    """
+    if all(f in goal for f in learned):
+        return ''
+    known = {_INDEX.sub('[]', f) for f in learned}
+    for name in goal:
+        if _INDEX.sub('[]', name) not in known:
+            near = difflib.get_close_matches(name, [f for f in learned if f not in goal], n=1)
+            hint = f' (did you mean {near[0]}?)' if near else ''
+            return f'unknown field {name} in its goal: the goal as learned has no such field{hint}'
+    return ''
+
+
+_INDEX = re.compile(r'\[\d+\]')
 
 
 class _FilePlans(Mapping[int, Plan]):
