@@ -24,6 +24,7 @@ real cache and the real ``muscle-mem run-bt`` is in test_bt_edited_mobile.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
 import json
 from pathlib import Path
 import re
@@ -302,3 +303,79 @@ def test_a_misspelt_goal_field_is_reported_as_unknown_naming_it(tmp_path):
     assert unknown_fields({**learned, 'sped': 2.0}, learned) == ''
     assert unknown_fields({'points[0].positions[0]': 0.1, 'points[1].positions[0]': 0.2,
                            'sped': 1.0}, learned).startswith('unknown field sped in its goal')
+
+
+CARRY = 0.4
+"""How far ahead of the base (in x) the gripper holds the object it carries."""
+
+
+def carry_steps() -> list[Step]:
+    """Return the fetch as a base that carries what it gripped: the tag 0.4 m ahead of it."""
+    def at(base, tag):
+        return Snapshot(features={'odom': (base[0], base[1], 0.0), 'tag': (*tag, 0.0)})
+    carried = (SHELF[0] + CARRY, SHELF[1])
+    worlds = [at((0.0, 0.0), TAG), at(STANDOFF, TAG), at(STANDOFF, TAG), at(SHELF, carried),
+              at(SHELF, carried)]
+    return [replace(step, pre=worlds[i], post=worlds[i + 1])
+            for i, step in enumerate(fetch_steps())]
+
+
+class Carrier(Base):
+    """A base whose gripper, once closed, carries the tag 0.4 m ahead of it."""
+
+    def __init__(self, doc: BtDocument) -> None:
+        super().__init__(doc)
+        self.tag = TAG
+        self.holding = False
+
+    def snapshot(self) -> Snapshot:
+        if self.holding:
+            self.tag = (self.base[0] + CARRY, self.base[1])
+        return Snapshot(features={'odom': (*self.base, 0.0), 'tag': (*self.tag, 0.0)})
+
+    def look(self) -> None:
+        self._senses.look(self.snapshot())
+
+    def start_call(self, node, bound) -> None:
+        super().start_call(node, bound)
+        if node.step.tool == '/grip':
+            self.holding = json.loads(node.step.payload_json)['data']
+
+    def post_status(self, node, expected) -> Status:
+        result = self._check.evaluate(expected, self.snapshot(), now_time=0.0)
+        if not result.passed:
+            self.failed.append(f'post-check of learned step {node.id}: '
+                               f'{result.failures[0].reason}')
+        return Status.SUCCESS if result.passed else Status.FAILURE
+
+
+def test_an_edit_moves_what_the_robot_carries_with_the_edited_field(tmp_path):
+    # the tag rides ahead of the base: at the shelf its x equals no goal field, yet it moved
+    # with the base's x (by the same -0.25 m), so an edit of the goto's x moves it too
+    with SqliteStore(path=tmp_path / 'cache.db') as store:
+        store.add_trajectory(task='fetch', variant=canonical(PARAMS),
+                             params_json=canonical(PARAMS), steps=carry_steps())
+        tolerance = element_tolerances(SENSORS)
+        doc = build(store, task='fetch', variant=canonical(PARAMS),
+                    plans=Trees(store, tolerance=tolerance).plans('fetch', canonical(PARAMS)),
+                    sensors={s.name: {'tolerance': list(s.tolerance), 'mode': s.mode.value}
+                             for s in SENSORS}, tolerance=tolerance)
+    text = dump(doc)
+    shelf = load(text).steps[0].then[0].then[0]
+    assert ('sensor:tag[0]', 'goal.pose.position.x') in shelf.follows, shelf.follows
+    assert shelf.unpredictable == ()
+    doc = load(edit_shelf_x(text, 1.15))
+    world, progress = Carrier(doc), Progress()
+    tree = py_trees.trees.BehaviourTree(build_tree(doc, world, progress))
+    for _ in range(40):
+        tree.tick()
+        if tree.root.status is not Status.RUNNING:
+            break
+    assert world.failed == [] and world.agent is None, (world.failed, world.agent)
+    assert tree.root.status is Status.SUCCESS and progress.done == 4
+    assert world.tag == pytest.approx((1.55, 1.2))
+    runs = as_run(doc)  # imported: the carried tag expected moved at the shelf and after
+    shelf, release = doc.steps[0].then[0].then[0], doc.steps[0].then[0].then[0].then[0]
+    assert runs[shelf.id].post.features['tag'] == pytest.approx((1.55, 1.2, 0.0))
+    assert runs[release.id].pre.features['tag'] == pytest.approx((1.55, 1.2, 0.0))
+    assert runs[doc.steps[0].id].post.features['tag'] == pytest.approx((*TAG, 0.0))

@@ -46,8 +46,9 @@ from ..store.base import Store
 
 __all__ = ['fingerprint', 'KeptPlans', 'plan_from_text', 'plan_text']
 
-FORMAT = 1
-"""Version of :func:`plan_text`; part of the fingerprint, so an older format is relearned."""
+FORMAT = 2
+"""Version of :func:`plan_text` and of what a plan holds (2: ``follows`` also pairs what
+moved with a field, :mod:`.learning`); part of the fingerprint, so an older one is relearned."""
 
 
 def plan_text(plan: Plan) -> str:

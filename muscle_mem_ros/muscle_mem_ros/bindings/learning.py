@@ -485,7 +485,7 @@ def _shape(o: Observed) -> tuple[Any, ...]:
 def _follows(o: Observed, bindings: Sequence[Binding],
              tolerance: Tolerance) -> tuple[tuple[str, str], ...]:
     """
-    Pair each post element the step moved with the bound field it equalled at recording.
+    Pair each post element the step moved with the bound field it moved with at recording.
 
     Only elements of a sensor the step moved (:func:`~.rules.moved_sensors`) can
     follow a field: the tool after a move (its x too when only its height changed), the
@@ -494,10 +494,18 @@ def _follows(o: Observed, bindings: Sequence[Binding],
     A field named by an axis or an index (``position.y``, ``positions[2]``) pairs only
     with the element of the same axis (``sensor:ee[1]``, ``sensor:joints[2]``), so a
     tool height is never taken for a cube's y.
+
+    An element follows a field when it ended the step equal to it (within its
+    tolerance), or when it moved during the step, beyond its tolerance, by what an
+    element equal to the field moved along the same axis (within its tolerance): what
+    the robot carries at an offset (a box 0.4 m ahead of a mobile base that drove to
+    the goal's x) moves with the field as the robot does, so moving the field by d
+    moves it by d too.
     """
-    out = []
+    out: list[tuple[str, str]] = []
     numeric = [b.field for b in bindings if is_number(o.goal.get(b.field))]
     moved = moved_sensors(o.pre, o.post, tolerance)
+    carried: list[tuple[str, float, float]] = []  # (element, moved by, its tolerance)
     for key, value in sorted(o.post.items()):
         tol = tolerance(key)
         if tol is None or tol <= 0 or (key in o.pre and split_element(key)[0] not in moved):
@@ -507,7 +515,17 @@ def _follows(o: Observed, bindings: Sequence[Binding],
                     if _axis(f) in (None, index)), default=None)
         if near is not None and near[0] <= tol:
             out.append((key, near[1]))
-    return tuple(out)
+        elif key in o.pre and abs(value - o.pre[key]) > tol:
+            carried.append((key, value - o.pre[key], tol))
+    leaders = [(key, o.post[key] - o.pre[key], f) for key, f in out
+               if key in o.pre and abs(o.post[key] - o.pre[key]) > (tolerance(key) or 0.0)]
+    for key, by, tol in carried:
+        index = split_element(key)[1]
+        near = min(((abs(by - lead), f) for leader, lead, f in leaders
+                    if split_element(leader)[1] == index), default=None)
+        if near is not None and near[0] <= tol:
+            out.append((key, near[1]))
+    return tuple(sorted(out))
 
 
 def followers(node: Node, fields: Sequence[str], tolerance: Tolerance,
