@@ -154,9 +154,12 @@ class Trace:
     """
     What the watched sensors, and the action's feedback, did while a step ran.
 
-    A replay of the step is judged against it while it runs (:mod:`.checks.tube`): the
-    world must stay within the checks' tolerance of what was recorded around the same
-    time into the step.
+    A replay of the step is judged against it while it runs (:mod:`.checks.tube`), by
+    progress, not by time: on each new reading, the latest reading of every watched
+    series together must lie within the checks' tolerance of the recording at one
+    point along it, found forward from the furthest point reached so far (a replay
+    may start late or run faster or slower; it may not leave the path, nor go back
+    along it by more than a small window in all).
 
     :ivar rate: Hz the sensors were sampled at (a sensor's series is thinned to it).
     :ivar sensors: Sensor name -> its series (the feature vector of the sensor).

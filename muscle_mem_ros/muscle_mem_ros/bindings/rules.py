@@ -428,6 +428,9 @@ def moved_sensors(pre: Mapping[str, float], post: Mapping[str, float],
 
     A sensor moved when one element moved beyond its tolerance or the vector's
     Euclidean change exceeds it (a ``norm`` sensor that moved a little on each axis).
+    The one rule for "moved": the bindings (which sensors a goal may follow) and the
+    watch (:mod:`~muscle_mem_ros.replay.watching`: whose path a shift may reshape)
+    both ask it.
     """
     deltas: dict[str, list[tuple[float, float]]] = {}
     for key, value in post.items():

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-The check during a step: a live reading judged against the recorded trace, as a tube.
+The check during a step: the robot's state judged against the recorded trace, as a tube.
 
 A step's pre- and post-checks compare two instants. While the motion runs the
 world is compared with the path the recording took. Not with what it saw at the
@@ -22,19 +22,39 @@ the motion's own jitter (a planner inside the action server plans for 0.1 s one
 time and 2 s the next, a loaded controller starts late, a fake or simulated one
 may finish a recorded second at once), so any window in time either cancels
 good replays or lets a knocked object through. The tube is aligned by progress:
+a position along the recorded step, in seconds of the recording.
 
-* the recording of each element is a path of segments between consecutive
-  samples; a reading is explained when it lies within the element's tolerance of
-  a segment's span (between the two samples' values: a fast motion sampled at
-  40 Hz moves between them);
-* progress only goes forward: each element keeps the earliest segment its last
-  reading matched, and the next reading may match that segment, the one before
-  it, or any later one. A replay may lag or lead its recording by any time,
-  but not go back along its path (an object knocked back to where it was carried
-  from) nor leave it;
-* every element is aligned on its own: elements of one sensor can come from
-  different messages (a by-name JointState merged from two publishers), so a
-  vector need not match one sample as a whole.
+The rule, for one replay of one step:
+
+* **One state.** The tube keeps the latest reading of every watched series (each
+  sensor, and the action's feedback as the series :data:`FEEDBACK`). On each new
+  reading the whole state (the latest reading of every series seen so far; a
+  series not read yet constrains nothing) must lie, every watched element within
+  its tolerance, in the recording at ONE progress. Things that moved together at
+  recording must move together now: a cube that stays on the table while the
+  gripper rises is off the tube, and an L-shaped path does not accept the corner
+  it never went through.
+* **Forward only.** The progress is searched forward from the furthest progress
+  reached minus :data:`BACK` seconds, and the earliest progress that fits is
+  taken (the furthest reached is the largest taken so far). A replay may lag or
+  lead its recording by any time (a controller that starts late, or runs the
+  motion at half or twice the speed, is never punished: it just fits later or
+  sooner), but it may not walk back along the path by more than that window in all
+  (not by some amount per reading). A state fits anywhere within its tolerance and
+  the earliest fit is taken, so a walk back shows once it exceeds about twice an
+  element's tolerance plus (:data:`BACK` + a sample) of the recorded motion's
+  travel: a base pushed back slowly (3 cm over 1 s) while it drives at 10 cm/s is
+  caught after 2.6 cm with a 1 cm tolerance, after 4.5 to 5 cm with a 2 cm one.
+* **Sampling skew.** Sensors are read asynchronously: readings of two sensors can
+  be up to two polls (50 ms at 40 Hz) or one message period apart, and elements
+  of one sensor can come from different messages (a JointState merged by name
+  from two publishers). At a progress between two recorded samples of a series,
+  that series' elements may lie anywhere within the range of those two samples
+  and :data:`SLACK` more samples on either side (its own samples: a 10 Hz sensor
+  gets its own, longer, period). Two series may so be about 50 ms apart at 40 Hz
+  (at least one sample either way) before their tolerances count, not much more: a
+  cube that stays on the table is caught once the gripper has risen 4.8 cm at
+  10 cm/s, 6 cm at 20 cm/s (2 cm tolerances).
 
 What it does not see: a motion that stalls on its path (it is still on the
 path); ``step_timeout`` and the controller's own tolerances end those, and the
@@ -45,9 +65,13 @@ by an amount between its shift before the step and its shift after it (``low`` t
 ``high`` of :class:`Watched`), which contains every intermediate position of a
 motion that ends shifted (the tool moving to a cube that moved). Elements whose
 path under the shift cannot be predicted are not watched at all
-(:mod:`muscle_mem_ros.replay.watching` decides which). Angles (``angle`` mode)
-are unwrapped along the recording and a reading is moved by whole turns next to
-each segment first.
+(:mod:`muscle_mem_ros.replay.watching` decides which, and names them). Angles
+(``angle`` mode) are unwrapped along the recording, and a reading is moved by whole
+turns next to each span first.
+
+A state that fits nowhere from the window on fails with the element furthest off at
+the progress where the state fits best (the smallest worst-element excess over
+tolerance): its value, the nearest value the tube allowed there, and its tolerance.
 """
 
 from __future__ import annotations
@@ -57,18 +81,35 @@ from dataclasses import dataclass
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..records import CheckFailure, Series, Trace
 from ..resume import FailureKind
 
-__all__ = ['FEEDBACK', 'left_tube', 'MAX_WATCHED', 'Tube', 'Watched']
+__all__ = ['BACK', 'FEEDBACK', 'left_tube', 'MAX_WATCHED', 'SLACK', 'Tube', 'Watched']
 
 MAX_WATCHED = 16
 """A sensor (or a feedback message) with more elements is neither traced nor watched: a
 scan's 360 ranges would make every trace large, and its checks are not element-wise."""
 
+BACK = 0.025
+"""Seconds of the recording the progress may go back from the furthest reached, in all:
+one sampling period at the default 40 Hz. Taking the earliest progress that fits
+already leaves a state that stalls, or jitters within its tolerance, where it fits;
+the window takes in a reading a sample late beyond :data:`SLACK`, and no more, so a
+slow push back along the path is caught (see the module's rule)."""
+
+SLACK = 1
+"""Recorded samples of a series, on either side of the two around a progress, whose
+range the series' elements may lie in there. With one, two series may be at least one
+sample (25 ms at 40 Hz) either way apart, 50 ms in all, before their tolerances count:
+the asynchronous sampling of two sensors (two polls, or one message period, apart).
+Small enough that a cube that stays on the table is caught once the gripper has risen
+4.8 cm at 10 cm/s, 6 cm at 20 cm/s (2 cm tolerances; two samples: 5.5 and 7 cm)."""
+
 _NEAR = 16
-"""Segments ahead of the slowest element tried first: a reading is nearly always there."""
+"""Progress points tried first after the window's start: a state nearly always fits there
+(further points are tried in doubling chunks, the earliest fit wins)."""
 
 FEEDBACK = '~feedback'
 """Series name of the action's feedback leaves (no sensor name can be spelt so)."""
@@ -102,26 +143,14 @@ class Watched:
         return self.name or f'{self.series}[{self.index}]'
 
 
-class _Path:
-    """The recorded path of one series' watched elements: one span per segment, and progress."""
+@dataclass(frozen=True, eq=False)
+class _Part:
+    """Where one watched series' elements sit in a reading and in the tube's state."""
 
-    def __init__(self, series: Series, watched: Sequence[Watched], scale: float) -> None:
-        self.watched = tuple(watched)
-        self.index = np.array([w.index for w in watched])
-        values = np.asarray(series.values, dtype=float).reshape(len(series.times), -1)
-        picked = values[:, self.index]
-        self.angle = np.array([w.angle for w in watched])
-        for j in np.flatnonzero(self.angle):
-            picked[:, j] = np.unwrap(picked[:, j])
-        ends = picked[1:] if len(picked) > 1 else picked
-        starts = picked[:-1] if len(picked) > 1 else picked
-        shift_low = np.array([w.low for w in watched])
-        shift_high = np.array([w.high for w in watched])
-        self.low = np.minimum(starts, ends) + shift_low
-        self.high = np.maximum(starts, ends) + shift_high
-        self.tolerance = np.array([w.tolerance for w in watched]) * scale
-        self.at = np.zeros(len(watched), dtype=int)
-        """Per element: the earliest segment its last reading matched."""
+    index: np.ndarray
+    """The watched elements of a reading of the series."""
+    first: int
+    """The state's column of the first of them (the rest follow)."""
 
 
 class Tube:
@@ -137,91 +166,153 @@ class Tube:
         groups: dict[str, list[Watched]] = {}
         for w in watched:
             groups.setdefault(w.series, []).append(w)
-        self._paths: dict[str, _Path] = {}
+        recorded: list[tuple[str, Series, list[Watched]]] = []
         for name, items in groups.items():
             series = trace.feedback if name == FEEDBACK else trace.sensors.get(name)
-            if series is not None and series.times:
-                self._paths[name] = _Path(series, items, scale)
-        self.watched = tuple(w for path in self._paths.values() for w in path.watched)
+            if series is not None and series.times and series.values:
+                recorded.append((name, series, items))
+        self.watched = tuple(w for _, _, items in recorded for w in items)
+        grid = np.unique(np.concatenate([np.asarray(s.times, dtype=float)
+                                         for _, s, _ in recorded])) if recorded else np.zeros(1)
+        self._grid = grid
+        """The progress points: every recorded sample's time."""
+        self._parts: dict[str, _Part] = {}
+        lows, highs = [np.zeros((len(grid), 0))], [np.zeros((len(grid), 0))]
+        for name, series, items in recorded:
+            self._parts[name] = _Part(np.array([w.index for w in items]),
+                                      sum(low.shape[1] for low in lows))
+            low, high = _spans(series, items, grid)
+            lows.append(low)
+            highs.append(high)
+        self._low = np.hstack(lows)
+        self._high = np.hstack(highs)
+        self._tolerance = np.array([w.tolerance for w in self.watched], dtype=float) * scale
+        self._floor = self._low - self._tolerance
+        self._ceiling = self._high + self._tolerance
+        self._angle = np.array([w.angle for w in self.watched], dtype=bool)
+        self._state = np.full(len(self.watched), math.nan)
+        self._seen = np.zeros(len(self.watched), dtype=bool)
+        self._back = np.searchsorted(grid, grid - BACK, side='left')
+        """Per progress point: the first point of the window back from it."""
+        self._reached = 0
 
     @property
     def series(self) -> frozenset[str]:
         """Return the names of the watched series."""
-        return frozenset(self._paths)
+        return frozenset(self._parts)
+
+    @property
+    def progress(self) -> float:
+        """Return the furthest progress reached, in seconds of the recording."""
+        return float(self._grid[self._reached])
 
     def judge(self, series: str, at: float, values: Sequence[float]) -> CheckFailure | None:
         """
-        Judge one reading of ``series``, taken ``at`` seconds into the step (for the report).
+        Judge a new reading of ``series``, taken ``at`` seconds into the step (for the report).
 
-        :return: The element furthest from its path, or None when every watched one is on it.
+        The reading replaces the series' last one in the state, and the whole state is
+        judged (the module's rule).
+
+        :return: The element furthest off at the progress the state fits best, or None
+            when the state fits the recording at one progress.
         """
-        path = self._paths.get(series)
-        if path is None:
+        part = self._parts.get(series)
+        if part is None:
             return None
-        live = np.asarray(values, dtype=float)
-        if live.size <= int(path.index.max()):
+        live = np.asarray(values, dtype=float).ravel()
+        if live.size <= int(part.index.max()):
             return CheckFailure(series, math.inf, 0.0, math.inf,
                                 f'has {live.size} elements, the recording more',
                                 FailureKind.MISSING, at=at)
-        live = live[path.index]
-        first = max(0, int(path.at.min()) - 1)
-        near = self._match(path, live, first, first + _NEAR)
-        if near is None and first + _NEAR < len(path.low):
-            near = self._match(path, live, first, len(path.low))
-        if near is not None:
-            path.at = near
+        columns = slice(part.first, part.first + len(part.index))
+        self._state[columns] = live[part.index]
+        self._seen[columns] = True
+        start = int(self._back[self._reached])
+        found = self._earliest(start)
+        if found is not None:
+            self._reached = max(self._reached, found)
             return None
-        return self._failure(series, path, live, first, at)
+        return self._failure(start, at)
 
-    @staticmethod
-    def _match(path: _Path, live: np.ndarray, first: int, last: int) -> np.ndarray | None:
-        """Return each element's earliest allowed segment in [first, last) it lies on, or None."""
-        low, high, turned = _spans(path, live, first, last)
-        on = (np.maximum(low - turned, turned - high) <= path.tolerance) & \
-            (np.arange(first, first + len(low))[:, None] >= path.at - 1)
-        if not on.any(axis=0).all():
-            return None
-        earliest: np.ndarray = first + np.argmax(on, axis=0)
-        return earliest
+    def _earliest(self, start: int) -> int | None:
+        """Return the earliest progress point from ``start`` the state fits at, or None."""
+        seen = np.flatnonzero(self._seen)
+        first, size = start, _NEAR
+        while first < len(self._grid):
+            last = min(first + size, len(self._grid))
+            _, _, turned = self._beside(seen, first, last)
+            fits = ((turned >= self._floor[first:last, seen])
+                    & (turned <= self._ceiling[first:last, seen])).all(axis=1)
+            if fits.any():
+                return first + int(np.argmax(fits))
+            first, size = last, size * 2
+        return None
 
-    @staticmethod
-    def _failure(series: str, path: _Path, live: np.ndarray, first: int,
-                 at: float) -> CheckFailure:
-        """Return the failure of a reading off the path: its element furthest from it."""
-        low, high, turned = _spans(path, live, first, len(path.low))
+    def _beside(self, seen: np.ndarray, first: int,
+                last: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """
+        Return the spans of the ``seen`` columns at points [first, last), and the state beside.
+
+        An angle is moved by whole turns next to each span's middle; other elements are as
+        read.
+        """
+        low = self._low[first:last, seen]
+        high = self._high[first:last, seen]
+        live = self._state[seen]
+        angle = self._angle[seen]
+        if not angle.any():
+            return low, high, np.broadcast_to(live, low.shape)
+        middle = (low + high) / 2.0
+        turned = np.where(angle, middle + np.remainder(live - middle + math.pi, 2 * math.pi)
+                          - math.pi, live)
+        return low, high, turned
+
+    def _failure(self, start: int, at: float) -> CheckFailure:
+        """Return the failure of a state off the tube: its element furthest off, where best."""
+        seen = np.flatnonzero(self._seen)
+        low, high, turned = self._beside(seen, start, len(self._grid))
         outside = np.maximum(np.maximum(low - turned, turned - high), 0.0)
         outside = np.where(np.isfinite(turned), outside, math.inf)
-        rows = np.arange(first, first + len(low))[:, None]
-        allowed = rows >= path.at - 1  # no way back along the path
-        found = ((outside <= path.tolerance) & allowed).any(axis=0)
-        near = np.where(allowed, outside, math.inf).argmin(axis=0)
-        columns = np.arange(len(live))
-        gap = outside[near, columns]
+        tolerance = self._tolerance[seen]
         with np.errstate(divide='ignore', invalid='ignore'):
-            scores = np.where(path.tolerance > 0, gap / path.tolerance, math.inf)
-        worst = int(np.argmax(np.where(found, -1.0, scores)))
-        w = path.watched[worst]
-        row = near[worst]
-        expected = float(np.clip(turned[row, worst], low[row, worst], high[row, worst]))
+            scores = np.where(tolerance > 0, outside / tolerance,
+                              np.where(outside > 0, math.inf, 0.0))
+        row = int(np.argmin(scores.max(axis=1)))
+        column = int(np.argmax(scores[row]))
+        element = int(seen[column])
+        w = self.watched[element]
+        value = float(self._state[element])
+        expected = float(np.clip(turned[row, column], low[row, column], high[row, column]))
         return CheckFailure(
-            w.label if series == FEEDBACK else series, float(gap[worst]),
-            float(path.tolerance[worst]), float(scores[worst]), 'left the recorded path',
-            FailureKind.OUT_OF_TOLERANCE, element=w.index, value=float(live[worst]),
+            w.label if w.series == FEEDBACK else w.series, float(outside[row, column]),
+            float(tolerance[column]), float(scores[row, column]), 'left the recorded path',
+            FailureKind.OUT_OF_TOLERANCE, element=w.index, value=value,
             expected=expected, at=at)
 
 
-def _spans(path: _Path, live: np.ndarray, first: int,
-           last: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _spans(series: Series, watched: Sequence[Watched],
+           grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
-    Return the segments' spans in [first, last) and the reading beside each.
+    Return the range one series' watched elements may lie in at each progress point.
 
-    An angle is moved by whole turns next to each span's middle; other elements are as read.
+    At a point between two samples of the series: the range of those two and of
+    :data:`SLACK` samples on either side, moved by each element's shift (``low`` to
+    ``high``). Before the first sample and after the last the series is where it starts
+    and ends. An element recorded as nan there (no number) may be anything.
     """
-    low, high = path.low[first:last], path.high[first:last]
-    middle = (low + high) / 2.0
-    turned = np.where(path.angle, middle + np.remainder(live - middle + math.pi, 2 * math.pi)
-                      - math.pi, live)
-    return low, high, turned
+    times = np.asarray(series.times, dtype=float)
+    values = np.asarray(series.values, dtype=float).reshape(len(times), -1)
+    picked = values[:, [w.index for w in watched]]
+    for j, w in enumerate(watched):
+        if w.angle:
+            picked[:, j] = np.unwrap(picked[:, j])
+    width = 2 * SLACK + 2
+    padded = np.pad(picked, ((SLACK + 1, SLACK + 1), (0, 0)), mode='edge')
+    windows = sliding_window_view(padded, width, axis=0)
+    before = np.searchsorted(times, grid, side='right')
+    low = np.fmin.reduce(windows, axis=-1)[before] + np.array([w.low for w in watched])
+    high = np.fmax.reduce(windows, axis=-1)[before] + np.array([w.high for w in watched])
+    return np.where(np.isnan(low), -math.inf, low), np.where(np.isnan(high), math.inf, high)
 
 
 def left_tube(failure: CheckFailure) -> str:

@@ -206,7 +206,7 @@ class BtRuntime:
         watch = pending.watch = self._watching(node)
         if watch is not None and self.sampler is not None:
             self._say(f'{_step(node)}: watched on {_elements(watch.labels)}'
-                      + (f'; not watched: {_elements(watch.unwatched)}'
+                      + (f'; not watched: {_unwatched(watch.unwatched)}'
                          if watch.unwatched else ''))
             watch.begin(time.monotonic())
             self.sampler.add(pending)
@@ -326,20 +326,33 @@ def _step(node: Learned, tool: str = '') -> str:
 
 
 def _elements(labels: Sequence[str]) -> str:
-    """Say which elements, briefly: 'joints[0..2], object[0, 2], 3 feedback leaves'."""
+    """Say which elements, briefly: 'joints[0..2], object[0, 2], scan, 3 feedback leaves'."""
     sensors: dict[str, list[int]] = {}
+    whole: list[str] = []
     feedback = 0
     for label in labels:
         name, _, index = label.partition('[')
-        if label.startswith('feedback:') or not index.rstrip(']').isdigit():
+        if label.startswith('feedback:'):
             feedback += 1
-            continue
-        sensors.setdefault(name, []).append(int(index.rstrip(']')))
+        elif not index.rstrip(']').isdigit():
+            whole.append(label)
+        else:
+            sensors.setdefault(name, []).append(int(index.rstrip(']')))
     out = [f'{name}[{i[0]}..{i[-1]}]' if len(i) > 2 and i == list(range(i[0], i[-1] + 1))
-           else f'{name}[{", ".join(map(str, i))}]' for name, i in sensors.items()]
+           else f'{name}[{", ".join(map(str, i))}]' for name, i in sensors.items()] + whole
     if feedback:
         out.append(f'{feedback} feedback leaves' if feedback > 1 else '1 feedback leaf')
     return ', '.join(out)
+
+
+def _unwatched(entries: Sequence[str]) -> str:
+    """Say what is not watched and why: 'scan: 360 elements, over 16; odom[0..2]: ...'."""
+    reasons: dict[str, list[str]] = {}
+    for entry in entries:
+        label, _, why = entry.partition(': ')
+        reasons.setdefault(why, []).append(label)
+    return '; '.join(f'{_elements(labels)}: {why}' if why else _elements(labels)
+                     for why, labels in reasons.items())
 
 
 def check_goals(doc: BtDocument, config: NodeConfig) -> None:

@@ -22,24 +22,41 @@ trace (an action step, see :class:`~muscle_mem_ros.records.Trace`); its elements
   recording had it, moved by the walk's shift: by the shift before the step at
   its start and by the post-check's shift at its end, anything between in the
   middle (:mod:`muscle_mem_ros.checks.tube`);
-* except the elements whose path under the shift cannot be predicted, named in
-  the events as not watched: on a retargeted step (a bound or edited field sent
-  changed) those of sensors the step moved that follow none of its fields
+* except the elements whose path under the shift cannot be predicted: on a
+  retargeted step (a bound or edited field sent changed) those of sensors the step
+  moved that follow none of its fields
   (:attr:`~muscle_mem_ros.bindings.judge.During.unpredictable`: a Cartesian move
   sent elsewhere moves its joints by no constant amount); and on any step, every
-  element of a sensor the step moved whose start and end the shift moves by
-  amounts more than half a tolerance apart (in any element): a motion from a
-  moved start to an unmoved end (the carry from a moved cube to a fixed place) is
-  not the recorded path moved, its shape changes (a joint-space move's arc bulges
-  differently, in x when the start moved in y, measured 2 cm in bench/watch), so
-  no offset explains it. The cube the arm goes to, the sensors it does not move,
-  stay watched;
+  element of a sensor the step moved (the one rule for "moved":
+  :func:`~muscle_mem_ros.bindings.rules.moved_sensors`) whose start and end the
+  shift moves by amounts more than half a tolerance apart (in any element): a
+  motion from a moved start to an unmoved end (the carry from a moved cube to a
+  fixed place) is not the recorded path moved, its shape changes (a joint-space
+  move's arc bulges differently, in x when the start moved in y, measured 2 cm in
+  bench/watch), so no offset explains it. The cube the arm goes to, the sensors it
+  does not move, stay watched;
 * the action's feedback leaves, only on a step sent as recorded into the world as
   recorded (no shift moves its pre or post: a retargeted goal's feedback, or that
-  of a goal sent from a moved start, is not the recording's), each with
-  a tolerance of ``feedback_tolerance`` times the larger of its recorded range
-  and its largest magnitude: feedback has no configured tolerance, and a leaf
-  that moved 40 cm may differ more than one that stayed at 1.0.
+  of a goal sent from a moved start, is not the recording's). Feedback has no
+  configured tolerance; a leaf's tolerance is in its own units: ``feedback_tolerance``
+  (a share) of the range it covered during the recorded step, and never less than
+  :data:`FEEDBACK_FLOOR` (a leaf that stayed put, an orientation while driving
+  straight, may vary by that much). Never a share of its magnitude: a map x of
+  50 m that moved 0.3 m has a tolerance of 7.5 cm at a quarter, not 12.5 m.
+
+Every configured sensor and feedback leaf left out is named, with why, in the
+``unwatched`` entries (``'<label>: <why>'``, one per element, or per sensor when
+none of it was traced), so the events say what the watch does not see:
+
+* ``scan: 360 elements, over 16``: a sensor of more than
+  :data:`~muscle_mem_ros.checks.tube.MAX_WATCHED` elements is never traced;
+* ``tag: not in the recorded trace``: a watched sensor the trace lacks (an import
+  dropped it, or it was configured after the recording);
+* ``joints: watch is off for it``: not among the sensors that may be watched;
+* ``object[1]: moved unpredictably by the retarget``;
+* ``odom[0]: start and end shifted apart, the path changes shape``;
+* ``feedback:<leaf>: the goal or the world moved from the recording`` or
+  ``feedback:<leaf>: feedback is not watched``.
 """
 
 from __future__ import annotations
@@ -50,10 +67,15 @@ import math
 import numpy as np
 
 from ..bindings.judge import During
-from ..checks.tube import FEEDBACK, Watched
-from ..records import CompareMode, Node, SensorSpec, Snapshot
+from ..bindings.rules import element_tolerances, moved_sensors, sensor_elements
+from ..checks.tube import FEEDBACK, MAX_WATCHED, Watched
+from ..records import CompareMode, Node, SensorSpec, Snapshot, Step
 
-__all__ = ['watched_elements']
+__all__ = ['FEEDBACK_FLOOR', 'watched_elements']
+
+FEEDBACK_FLOOR = 0.05
+"""The least tolerance of a feedback leaf, in the leaf's own units (5 cm of a position,
+0.05 rad of an angle): a leaf that barely moved at recording is not held to its noise."""
 
 
 def watched_elements(node: Node, *, sensors: Sequence[SensorSpec], watch: Collection[str],
@@ -66,9 +88,11 @@ def watched_elements(node: Node, *, sensors: Sequence[SensorSpec], watch: Collec
     :param sensors: The configured sensors' specs.
     :param watch: The names of the sensors that may be watched (``watch: auto``).
     :param during: What the walk's shift expects of the step (None: as recorded).
-    :param feedback_tolerance: Fraction for the feedback leaves' tolerance; None: the
-        feedback is not watched.
-    :return: (watched elements, labels of the traced elements not watched).
+    :param feedback_tolerance: Share of a feedback leaf's recorded range it may be off
+        by (at least :data:`FEEDBACK_FLOOR`); None: the feedback is not watched.
+    :return: (watched elements, what is not watched: ``'<label>: <why>'`` for each
+        configured sensor's element and feedback leaf left out, see the module); both
+        empty for a step recorded without a trace.
     """
     trace = node.step.trace
     if trace is None:
@@ -77,40 +101,58 @@ def watched_elements(node: Node, *, sensors: Sequence[SensorSpec], watch: Collec
     expected_pre = during.pre if during is not None else step.pre
     expected_post = during.post if during is not None else step.post
     unpredictable = during.unpredictable if during is not None else frozenset()
+    moved = moved_sensors(sensor_elements(step.pre), sensor_elements(step.post),
+                          element_tolerances(sensors))
     out: list[Watched] = []
     skipped: list[str] = []
     for spec in sensors:
         series = trace.sensors.get(spec.name)
-        if spec.name not in watch or series is None or not series.values:
+        if spec.name not in watch:
+            skipped.append(f'{spec.name}: watch is off for it')
+            continue
+        if series is None or not series.values:
+            skipped.append(f'{spec.name}: {_untraced(spec.name, step)}')
             continue
         before = _offsets(spec.name, step.pre, expected_pre)
         after = _offsets(spec.name, step.post, expected_post)
         width = len(series.values[0])
-        reshaped = _moved_by_step(spec, step.pre, step.post) and any(
+        reshaped = spec.name in moved and any(
             abs(_at(before, i) - _at(after, i)) > _tolerance(spec, i) / 2 for i in range(width))
         for i in range(width):
             label = f'{spec.name}[{i}]'
             low, high = sorted((_at(before, i), _at(after, i)))
             tolerance = _tolerance(spec, i)
-            if reshaped or f'sensor:{label}' in unpredictable:
-                skipped.append(label)
-                continue
-            out.append(Watched(spec.name, i, tolerance, spec.mode is CompareMode.ANGLE,
-                               low, high, label))
+            if f'sensor:{label}' in unpredictable:
+                skipped.append(f'{label}: moved unpredictably by the retarget')
+            elif reshaped:
+                skipped.append(f'{label}: start and end shifted apart, the path changes shape')
+            else:
+                out.append(Watched(spec.name, i, tolerance, spec.mode is CompareMode.ANGLE,
+                                   low, high, label))
     feedback = trace.feedback
     if feedback is not None and feedback.values:
         labels = [f'feedback:{leaf}' for leaf in trace.feedback_leaves]
-        if feedback_tolerance is None or _moved(step.pre, expected_pre) or \
-                _moved(step.post, expected_post):
-            skipped.extend(labels)
+        if feedback_tolerance is None:
+            skipped.extend(f'{label}: feedback is not watched' for label in labels)
+        elif _moved(step.pre, expected_pre) or _moved(step.post, expected_post):
+            skipped.extend(f'{label}: the goal or the world moved from the recording'
+                           for label in labels)
         else:
             values = np.asarray(feedback.values, dtype=float)
             span = np.ptp(values, axis=0)
-            peak = np.max(np.abs(values), axis=0)
             for j, label in enumerate(labels):
-                tolerance = feedback_tolerance * max(float(span[j]), float(peak[j])) + 1e-9
+                tolerance = max(feedback_tolerance * float(span[j]), FEEDBACK_FLOOR)
                 out.append(Watched(FEEDBACK, j, tolerance, name=label))
     return tuple(out), tuple(skipped)
+
+
+def _untraced(name: str, step: Step) -> str:
+    """Say why a watched sensor has no series in the step's trace."""
+    vector = next((s.features[name] for s in (step.pre, step.post)
+                   if s is not None and name in s.features), None)
+    if vector is not None and len(vector) > MAX_WATCHED:
+        return f'{len(vector)} elements, over {MAX_WATCHED}'
+    return 'not in the recorded trace'
 
 
 def _offsets(name: str, recorded: Snapshot | None, expected: Snapshot | None,
@@ -131,18 +173,6 @@ def _at(offsets: tuple[float, ...], i: int) -> float:
 
 def _tolerance(spec: SensorSpec, i: int) -> float:
     return spec.tolerance[i] if len(spec.tolerance) > 1 else spec.tolerance[0]
-
-
-def _moved_by_step(spec: SensorSpec, pre: Snapshot | None, post: Snapshot | None) -> bool:
-    """Return True when the step moved the sensor at recording (an element beyond tolerance)."""
-    if pre is None or post is None:
-        return False
-    was, now = pre.features.get(spec.name), post.features.get(spec.name)
-    if was is None or now is None or len(was) != len(now):
-        return False
-    tolerance = spec.tolerance if len(spec.tolerance) == len(was) else \
-        spec.tolerance[:1] * len(was)
-    return any(abs(b - a) > t for a, b, t in zip(was, now, tolerance))
 
 
 def _moved(recorded: Snapshot | None, expected: Snapshot | None) -> bool:
