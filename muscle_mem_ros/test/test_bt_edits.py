@@ -37,6 +37,7 @@ from muscle_mem_ros.bt.document import as_run, BtDocument, build, unknown_fields
 from muscle_mem_ros.bt.tree import build_tree, Progress
 from muscle_mem_ros.bt.yamlfile import dump, load
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
+from muscle_mem_ros.cli import main
 from muscle_mem_ros.cli.bt import goal_steps, import_variant
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot, Step, ToolKind
@@ -238,7 +239,11 @@ def test_params_the_variant_holds_literal_make_the_tree_ask_the_agent(tmp_path):
     world, progress, _ = tick(doc)
     assert world.sent == [] and world.agent is not None and world.agent[0] == 0
     assert 'approach is 1.25 in its variant' in world.agent[1], world.agent
-    assert import_variant(doc) == canonical({'approach': 1.35, 'bin': 2})  # its own tree
+    # an import refuses it (the cache would have replayed it where run-bt asks the agent)
+    for refused in (as_run, goal_steps):
+        with pytest.raises(ConfigError, match=r"task 'fetch': params do not fit the tree: "
+                           r'approach is 1.25 in its variant .* run-bt asks the agent'):
+            refused(doc)
     # the same edit where a second recording bound the parameter: the tree runs it
     text = exported(tmp_path / 'bound', bound={'param:approach'}) if (
         tmp_path / 'bound').mkdir() is None else ''
@@ -254,7 +259,29 @@ def test_params_the_variant_holds_literal_make_the_tree_ask_the_agent(tmp_path):
     doc = load(text.replace('bin: 2', 'bin: 3', 1))  # a leaf the bound tree holds literal
     world, _, _ = tick(doc)
     assert world.sent == [] and world.agent[0] == 0 and 'bin is 2' in world.agent[1]
-    assert import_variant(doc) == canonical({'approach': 1.25, 'bin': 3})
+    with pytest.raises(ConfigError, match='bin is 2 in its variant'):
+        goal_steps(doc)
+
+
+def test_run_bt_and_an_import_decide_the_same_on_a_params_edit(tmp_path, capsys):
+    text = exported(tmp_path)
+    (tmp_path / 'literal.yaml').write_text(text.replace('approach: 1.25', 'approach: 1.35', 1))
+    world, _, _ = tick(load((tmp_path / 'literal.yaml').read_text()))
+    assert world.sent == [] and world.agent[0] == 0  # run-bt: the agent, from step 0
+    capsys.readouterr()
+    assert main(['import', str(tmp_path / 'new.db'), str(tmp_path / 'literal.yaml'),
+                 '--who', 'ann']) == 1  # the import: refused, for the same reason
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and 'approach is 1.25 in its variant' in err, err
+    assert not (tmp_path / 'new.db').exists()
+    # params that fit (the document's own): both run it, the import files its tree
+    (tmp_path / 'same.yaml').write_text(text)
+    world, progress, _ = tick(load(text))
+    assert world.agent is None and progress.done == 4
+    assert main(['import', str(tmp_path / 'new.db'), str(tmp_path / 'same.yaml'),
+                 '--who', 'ann']) == 0
+    with SqliteStore(path=tmp_path / 'new.db') as store:
+        assert list(store.trees(task='fetch')) == [canonical(PARAMS)]
 
 
 def test_a_sensor_bound_field_is_edited_through_its_offset_not_its_goal(tmp_path):

@@ -378,8 +378,20 @@ def as_run(doc: BtDocument) -> dict[int, AsRun]:
     :func:`muscle_mem_ros.cli.bt.import_bt` stores, so the imported tree is what was
     reviewed and the cache's replays of it expect what the edits do.
 
-    :raises ConfigError: a step whose bindings refuse that world (naming the step).
+    A document whose params do not fit its variant (:meth:`BtDocument.misfit`) does not
+    run: run-bt asks the agent from step 0, as the cache does for params no tree of its
+    serves, and an import refuses it, so the cache never replays what run-bt would not
+    run (one rule for a params edit, wherever the document goes).
+
+    :raises ConfigError: params that do not fit the variant, or a step whose bindings
+        refuse that world (naming the step).
     """
+    misfit = doc.misfit()
+    if misfit:
+        raise ConfigError(f'task {doc.task!r}: {misfit}; run-bt asks the agent for this '
+                          'document from step 0, and an import would make the cache replay '
+                          'it: edit the goal the leaf should change, or let the agent record '
+                          'the task with these params')
     named = {n for _, s, _ in doc.walk() for n in (s.pre or {})}
     specs = [SensorSpec(n, (1e-9,)) for n in sorted(named)]  # the world is the expected one
     senses = SnapshotSenses(ToleranceCheck(sensors=specs) if specs else None,

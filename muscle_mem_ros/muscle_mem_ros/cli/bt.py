@@ -28,9 +28,11 @@ What is imported is what the document runs as in the world it was recorded in
 (:func:`~muscle_mem_ros.bt.document.as_run`): goals as edited with their bound fields
 set from its params, and the snapshots moved by its edits (the post elements that
 followed an edited field, at that step and after), so the cache's replays of the
-imported tree expect what the edits do. It is filed as a run with its params looks
-trees up: under the document's variant when that binds parameters and the params fit
-it, else under the params' own (literal) tree. Each action step keeps its trace (what
+imported tree expect what the edits do. A document whose params do not fit its
+variant (a leaf it holds literal edited) is refused, as run-bt asks the agent for it
+instead of running it: the cache and run-bt decide the same on a params edit. It is
+filed as a run with its params looks trees up: under the document's variant. Each
+action step keeps its trace (what
 the cache's replays of it are watched against), less the sensors the document's edits
 move (:func:`~muscle_mem_ros.bt.traces.imported_trace`).
 """
@@ -198,10 +200,9 @@ def import_variant(doc: BtDocument) -> str:
     """
     Return the tree an imported document is filed under: where a run with its params looks.
 
-    The document's variant when it binds parameters and the params fit it (the edited
-    values are among those it serves); else the params' literal tree, which serves
-    exactly them: an edit never makes a tree claim values the cache's rules do not let
-    it (a leaf the variant holds literal stays literal).
+    The document's variant when it binds parameters (its params fit it: one that does
+    not is refused before, :func:`~muscle_mem_ros.bt.document.as_run`, as run-bt does not
+    run it); else the params' literal tree, the variant itself.
     """
     variant = Variant.parse(doc.variant)
     if variant.has_bound and variant.fits(doc.params):
