@@ -70,6 +70,14 @@ class FailureKind(Enum):
     """A replayed step's server left the ROS graph while the step ran (stopped or crashed)."""
     CANCELED = 'canceled'
     """The caller canceled the replay (the in-flight step was canceled too)."""
+    NOT_STOPPED = 'not_stopped'
+    """A goal the cache stopped did not end, or the robot did not come to rest, within
+    ``stop_timeout``: the task ends there and nobody (not the agent) is handed the robot."""
+
+    @property
+    def at_start(self) -> bool:
+        """Return True for a failure to match at the start (a miss), not of a step that ran."""
+        return self in _AT_START
 
 
 @dataclass(frozen=True)
@@ -109,3 +117,8 @@ def accepts_resume(agent: Callable[..., Any]) -> bool:
         return False
     return parameter is not None and parameter.kind in (
         inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+_AT_START = frozenset({FailureKind.NO_CANDIDATE, FailureKind.PRE_CHECK,
+                       FailureKind.OUT_OF_TOLERANCE, FailureKind.STALE, FailureKind.MISSING,
+                       FailureKind.UNCHECKED})

@@ -23,9 +23,16 @@ while it runs, on a robot whose moves are actions, not the demo arm:
   target (x, y) in the goal's ``duration`` (0: :attr:`MobileBase.duration`, about
   2 s), publishing its ``current`` pose as feedback every 20 ms. The position is a
   function of the clock, not of the loop, so a late loop on a loaded machine does
-  not slow the motion down. A cancel stops the base where it is the moment it
-  arrives (each :class:`Goto` says where and when). Odometry at 50 Hz, a tag to dock
-  at (``PoseStamped``) at 20 Hz that a test moves or silences at any moment, a
+  not slow the motion down. Its cancel has the manners a test sets
+  (:attr:`MobileBase.manners`): ``polite`` stops the base where it is the moment the
+  cancel arrives (each :class:`Goto` says where and when); ``refuse`` is rclpy's
+  default cancel callback (the goal runs on to its end); ``deaf`` refuses it and
+  ignores the stop too; ``brake`` accepts, then decelerates for
+  :attr:`MobileBase.brake` seconds before reporting CANCELED, as a trajectory
+  controller does. A ``std_srvs/srv/Trigger`` ``base_stop`` (the tool's stop) halts
+  the base at once and aborts its goal. Every goal that starts while another still
+  executes is noted (:attr:`MobileBase.overlaps`: two motions at once). Odometry at
+  50 Hz, a tag to dock at (``PoseStamped``) at 20 Hz that a test moves or silences at any moment, a
   360-range ``LaserScan`` at 10 Hz (more than 16 elements: never watched) and a
   ``std_srvs/srv/SetBool`` gripper.
 * :class:`BaseAgent`: ``ExecuteTask``: go 0.4 m in front of the tag, grip, go to the
@@ -56,7 +63,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import LaserScan
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 
 DURATION = 2.0
 """Seconds a goto takes when its goal says 0."""
@@ -87,12 +94,24 @@ class Goto:
     stopped: tuple[float, float] | None = None
     ended: float = math.nan
     lag: float = math.nan
+    brake_at: float = math.nan
+    """Monotonic time a braking cancel arrived (the base decelerates from there), or nan."""
+    brake: float = 0.0
+    """Seconds the braking takes."""
+    refused: int = 0
+    """Cancels refused."""
 
     def at(self, now: float) -> tuple[float, float]:
         """Return where the motion puts the base at monotonic time ``now``."""
         if self.duration <= 0:
             return self.target
         share = min(1.0, max(0.0, (now - self.started) / self.duration))
+        if not math.isnan(self.brake_at) and now > self.brake_at and self.brake > 0:
+            # the speed falls from its cruise value to 0 over `brake` seconds
+            was = min(1.0, max(0.0, (self.brake_at - self.started) / self.duration))
+            speed = 1.0 / self.duration if was < 1.0 else 0.0
+            t = min(now - self.brake_at, self.brake)
+            share = min(1.0, was + speed * (t - t * t / (2 * self.brake)))
         return (self.start[0] + (self.target[0] - self.start[0]) * share,
                 self.start[1] + (self.target[1] - self.start[1]) * share)
 
@@ -128,6 +147,14 @@ class MobileBase(Node):
         self.grips: list[bool] = []
         self._moving: dict[bytes, Goto] = {}
         self._accepted: dict[bytes, float] = {}
+        self.manners = 'polite'
+        """How the goto server answers a cancel: polite, refuse, deaf or brake (module doc)."""
+        self.brake = 1.0
+        """Seconds a braking cancel decelerates for."""
+        self.overlaps: list[tuple[Goto, Goto]] = []
+        """(still executing, started meanwhile): two motions commanded at once."""
+        self.stops = 0
+        """Calls of the base_stop service."""
         self.tag_times: list[float] = []
         """Monotonic time of each tag message published (to tell a quiet robot from a
         cache that heard nothing)."""
@@ -145,6 +172,8 @@ class MobileBase(Node):
                      cancel_callback=self._cancel, callback_group=group)
         self.create_service(SetBool, f'/{names.prefix}/gripper', self._grip,
                             callback_group=group)
+        self.create_service(Trigger, f'/{names.prefix}/base_stop', self._stop,
+                            callback_group=group)
 
     def reset(self) -> None:
         """Send the base home, show the tag at home, move every scan range 5 to 12 cm."""
@@ -153,6 +182,9 @@ class MobileBase(Node):
             self.tag = TAG_HOME
             self.tag_on = True
             self.duration = DURATION
+            self.manners = 'polite'
+            self.overlaps.clear()
+            self.stops = 0
             self.ranges = self._walls + self._rng.choice((-1, 1), 360) * self._rng.uniform(
                 0.05, 0.12, 360)
         self.settle()
@@ -236,15 +268,39 @@ class MobileBase(Node):
         goal_handle.execute()
 
     def _cancel(self, goal_handle: Any) -> CancelResponse:
-        """Stop the base where it is, now; the goal ends canceled at its next tick."""
+        """Answer a cancel with the base's manners (module docstring)."""
         now = time.monotonic()
         with self.lock:
-            goto = self._moving.pop(bytes(goal_handle.goal_id.uuid), None)
-            if goto is not None and goto.stopped is None:
+            goto = self._moving.get(bytes(goal_handle.goal_id.uuid))
+            if self.manners in ('refuse', 'deaf'):
+                if goto is not None:
+                    goto.refused += 1
+                return CancelResponse.REJECT
+            if goto is not None and goto.stopped is None and math.isnan(goto.canceled_at):
                 goto.canceled_at = now
-                goto.stopped = goto.at(now)
-                self.base = goto.stopped
+                if self.manners == 'brake':
+                    goto.brake_at, goto.brake = now, self.brake
+                else:
+                    self._halt(goto, now)
         return CancelResponse.ACCEPT
+
+    def _halt(self, goto: Goto, now: float) -> None:
+        """Stop ``goto`` where it is at ``now`` (holding the lock)."""
+        goto.stopped = goto.at(now)
+        self.base = goto.stopped
+        self._moving = {k: g for k, g in self._moving.items() if g is not goto}
+
+    def _stop(self, _request: Any, response: Any) -> Any:
+        """Halt the base at once (the tool's stop); its goal ends aborted."""
+        now = time.monotonic()
+        with self.lock:
+            self.stops += 1
+            for goto in () if self.manners == 'deaf' else list(self._moving.values()):
+                if goto.stopped is None:
+                    self._halt(goto, now)
+        response.success = True
+        response.message = 'stopped'
+        return response
 
     def _goto(self, goal_handle: Any) -> Any:
         goal = goal_handle.request
@@ -255,6 +311,8 @@ class MobileBase(Node):
             now = time.monotonic()
             goto = Goto(target, self._where(now), seconds or self.duration, now,
                         lag=now - self._accepted.pop(key, now))
+            self.overlaps.extend((other, goto) for other in self._moving.values()
+                                 if math.isnan(other.ended))
             self._moving = {key: goto}
             self.gotos.append(goto)
             self.started.notify_all()
@@ -262,16 +320,27 @@ class MobileBase(Node):
         while True:
             with self.lock:
                 now = time.monotonic()
-                canceled = goto.stopped is not None
-                done = not canceled and now - goto.started >= goto.duration
-                here = goto.stopped if canceled else goto.at(now)
+                if goto.stopped is None and not math.isnan(goto.brake_at) and \
+                        now >= goto.brake_at + goto.brake:
+                    self._halt(goto, now)  # braked to a stop
+                halted = goto.stopped is not None
+                done = not halted and math.isnan(goto.brake_at) and \
+                    now - goto.started >= goto.duration
+                here = goto.stopped if halted else goto.at(now)
                 if done:
                     self._moving.pop(key, None)
                     self.base = goto.target
-            if canceled or goal_handle.is_cancel_requested:
+            if halted:
                 goto.ended = time.monotonic()
-                goal_handle.canceled()
-                result.error_string = 'canceled'
+                if not math.isnan(goto.canceled_at):  # a cancel it accepted
+                    while not goal_handle.is_cancel_requested and \
+                            time.monotonic() < goto.ended + 1.0:
+                        time.sleep(0.001)  # rclpy marks it CANCELING after the callback
+                    goal_handle.canceled()
+                    result.error_string = 'canceled'
+                else:
+                    goal_handle.abort()
+                    result.error_string = 'stopped'
                 return result
             feedback = MoveToPose.Feedback(current=_pose(here[0], here[1],
                                                          self.get_clock().now().to_msg()))

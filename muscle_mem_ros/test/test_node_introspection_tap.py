@@ -27,9 +27,9 @@ import threading
 import uuid
 
 from muscle_mem_ros.records import ToolKind
-from muscle_mem_ros.ros.capture.proxies import ServiceProxy
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.capture.serviceproxy import ServiceProxy
 from muscle_mem_ros.ros.capture.tap import ServiceTap
 from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
+import math
 import threading
 import time
 from typing import Any, Protocol
@@ -71,11 +72,12 @@ from muscle_mem_ros.records import CheckFailure, Snapshot, Step, StepStatus, Too
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.recorder import Recorder, Session
 from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.capture.stopping import StopReport
 from muscle_mem_ros.ros.capture.trace import Sampler, TraceTaker
 from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from muscle_mem_ros.ros.messages.goalfields import set_fields
 from muscle_mem_ros.ros.messages.introspection import message_to_json
-from muscle_mem_ros.ros.node.nodeconfig import ToolConfig
+from muscle_mem_ros.ros.node.nodeconfig import StopRule, ToolConfig
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.rclfix.watch import CallWatch
 from rclpy.callback_groups import CallbackGroup
@@ -105,6 +107,9 @@ class CallOutcome:
         ``TIMEOUT``, ``SERVER_LOST`` or ``DURING_CHECK`` (its watch canceled it); None
         otherwise (the walk then says ``STEP_FAILED``).
     :ivar failure: What its watch saw leave the tube (kind ``DURING_CHECK``), else None.
+    :ivar stop: How the cache stopped it (its watch, the timeout, a cancel), else None.
+    :ivar failed_at: Monotonic time it failed (the watch tripped, the time ran out), or nan:
+        events are stamped with it, not with when the stop after it ended.
     """
 
     status: StepStatus
@@ -114,6 +119,8 @@ class CallOutcome:
     response: Any = None
     kind: FailureKind | None = None
     failure: CheckFailure | None = None
+    stop: StopReport | None = None
+    failed_at: float = math.nan
 
 
 class Watching(Protocol):
@@ -122,6 +129,7 @@ class Watching(Protocol):
     token: CancelToken
     failure: CheckFailure | None
     names: frozenset[str]
+    tripped_at: float
 
     def begin(self, sent: float) -> None:
         """Start judging: the goal was sent."""
@@ -154,6 +162,7 @@ class ToolProxy:
     :param sampler: Polls the sensors while an action step runs (its trace, its watch);
         None: nothing is traced or watched.
     :param traced: Names of the sensors a recorded action step's trace keeps.
+    :param stop_rule: What a goal the cache stops is held to (:mod:`.stopping`).
     """
 
     kind: ToolKind
@@ -173,8 +182,10 @@ class ToolProxy:
         timeout: float | None = None,
         sampler: Sampler | None = None,
         traced: Collection[str] = (),
+        stop_rule: StopRule = StopRule(),
     ) -> None:
         self.tool = tool
+        self._stop_rule = stop_rule
         self.sampler = sampler
         self._traced = frozenset(traced)
         self._node = node
@@ -215,7 +226,8 @@ class ToolProxy:
 
     def call(self, payload: bytes, *, timeout: float, cancel: CancelToken,
              fields: Mapping[str, Any] | None = None,
-             watch: Watching | None = None) -> CallOutcome:
+             watch: Watching | None = None,
+             say: Callable[[str], None] | None = None) -> CallOutcome:
         """
         Replay one stored payload against the real server.
 
@@ -225,7 +237,10 @@ class ToolProxy:
         :param fields: Bound fields to set before sending (leaf path -> value).
         :param watch: Judges the goal while it runs and cancels it when the world leaves
             its recording (an action; a service is never watched).
-        :return: How it ended; a watch that tripped makes it a failure of kind
+        :param say: Told at once what happens while the goal is stopped (feedback).
+        :return: How it ended, once the goal ended and, when the cache stopped it, the
+            robot came to rest (:mod:`.stopping`); a robot that did not stop is a failure
+            of kind ``NOT_STOPPED``. A watch that tripped makes it a failure of kind
             ``DURING_CHECK``, unless the goal succeeded before its cancel arrived: the
             motion ran to its end, and the step is finished by its result and judged by
             its post-check, as a step that was not watched.
@@ -241,9 +256,13 @@ class ToolProxy:
                 f'{self.tool.type_name}: '
                 f'{err}', now, now,
             )
-        out = self._send(message, timeout=timeout, cancel=cancel, watch=watch)
+        out = self._send(message, timeout=timeout, cancel=cancel, watch=watch, say=say)
         if watch is None or watch.failure is None or cancel.cancelled:
             return out
+        out = replace(out, failed_at=watch.tripped_at)
+        if out.kind is FailureKind.NOT_STOPPED:
+            return replace(out, failure=watch.failure,
+                           detail=f'{left_tube(watch.failure)}; {out.detail}')
         if out.status is StepStatus.SUCCEEDED:
             self._log.info(f'{self._label}: the goal succeeded before its cancel arrived '
                            f'({left_tube(watch.failure)}); its post-check judges it')
@@ -271,6 +290,7 @@ class ToolProxy:
     def _send(
         self, message: Any, *, timeout: float, cancel: CancelToken,
         feedback: Callable[[Any], None] | None = None, watch: Watching | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> CallOutcome:
         """Send ``message`` to the real server, unless canceled or the server is absent."""
         started = time.monotonic()
@@ -280,7 +300,7 @@ class ToolProxy:
             return ended(started, StepStatus.FAILED,
                          f'{self._server_kind} {self.tool.server} not available')
         return self._exchange(message, started=started, timeout=timeout, cancel=cancel,
-                              feedback=feedback, watch=watch)
+                              feedback=feedback, watch=watch, say=say)
 
     def _wait_ready(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the real server; True once it is discovered."""
@@ -289,6 +309,7 @@ class ToolProxy:
     def _exchange(
         self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
         feedback: Callable[[Any], None] | None, watch: Watching | None,
+        say: Callable[[str], None] | None,
     ) -> CallOutcome:
         """Send to the discovered server and wait for the outcome (a service: unwatched)."""
         raise NotImplementedError

@@ -32,7 +32,7 @@ from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.tap import Ledger, make_tap, Tap
 from muscle_mem_ros.ros.capture.trace import Sampler
-from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
+from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, StopRule, ToolConfig
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
@@ -69,7 +69,8 @@ class ProxyHost:
     def proxies(self, *, tools: Sequence[ToolConfig], hub: SensorHub, recorder: Recorder,
                 post_timeout: float, timeout: float, logger: RcutilsLogger,
                 sampler: Sampler | None = None,
-                traced: Collection[str] = ()) -> dict[str, ToolProxy]:
+                traced: Collection[str] = (),
+                stop_rule: StopRule = StopRule()) -> dict[str, ToolProxy]:
         """
         Make a proxy of each tool on this node, each in a reentrant callback group of its own.
 
@@ -81,6 +82,7 @@ class ProxyHost:
         :param logger: The node's logger.
         :param sampler: Polls the sensors while an action step runs (None: no trace, no watch).
         :param traced: The sensors a recorded action step's trace keeps.
+        :param stop_rule: What a goal the cache stops is held to (:mod:`.stopping`).
         :return: The proxies by server name.
         """
         return {
@@ -88,6 +90,7 @@ class ProxyHost:
                 node=self.node, tool=tool, hub=hub, recorder=recorder,
                 callback_group=ReentrantCallbackGroup(), post_timeout=post_timeout,
                 logger=logger, timeout=timeout, sampler=sampler, traced=traced,
+                stop_rule=stop_rule,
             )
             for tool in tools
         }

@@ -12,11 +12,12 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The two kinds of proxy, for actions and for services (the common part is :mod:`.forwarding`)."""
+"""The action proxy, and :func:`make_proxy` for either kind (common part: :mod:`.forwarding`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import replace
 import threading
 import time
 from typing import Any, TypeVar
@@ -28,8 +29,10 @@ from muscle_mem_ros.ros.capture.forwarding import (
     CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, Watching, with_reason,
 )
 from muscle_mem_ros.ros.capture.recorder import Session
+from muscle_mem_ros.ros.capture.serviceproxy import ServiceProxy
+from muscle_mem_ros.ros.capture.stopping import Stopper, StopReport
 from muscle_mem_ros.ros.capture.trace import TraceTaker
-from muscle_mem_ros.ros.messages.success import answered, refusal_reason
+from muscle_mem_ros.ros.messages.success import refusal_reason
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.action_server import ActionServer
@@ -40,12 +43,10 @@ from rclpy.action.server import CancelResponse, GoalResponse, ServerGoalHandle
 from rclpy.client import Client
 from rclpy.task import Future
 
-__all__ = ['ActionProxy', 'make_proxy', 'ServiceProxy']
+__all__ = ['ActionProxy', 'make_proxy']
 
 T = TypeVar('T')
 
-_CANCEL_GRACE = 2.0
-"""Seconds to wait for a canceled goal's result before giving up on it."""
 _RESULT_KEEP = 1
 """Seconds a proxied goal's result stays available after it finished. Callers
 ask for it at once; rclpy's default of 10 s makes every status message carry
@@ -64,8 +65,17 @@ class ActionProxy(ToolProxy):
         self._client = ActionClient(
             self._node, tool.interface, tool.server, callback_group=self._group
         )
-        self._handles: dict[bytes, ClientGoalHandle[Any, Any, Any]] = {}
+        self._handles: dict[bytes, _Running] = {}
         self._handles_lock = threading.Lock()
+        stop = tool.stop
+        self._stop_client: Client[Any, Any] | None = self._node.create_client(
+            stop.service_type, stop.service, callback_group=self._group) \
+            if stop is not None and stop.service else None
+        self.stopper = Stopper(
+            client=self._client, server=tool.server, capture=self._hub.capture,
+            rule=self._stop_rule, means=stop, service=self._stop_client, present=self.ready,
+            tool=tool.name, period=1.0 / self.sampler.rate if self.sampler is not None else 0.025)
+        """Stops the goals the cache sent to this server (replayed and proxied ones)."""
         self._forwarded: dict[int, _Forward] = {}
         self._server = None if tool.record_from is RecordFrom.INTROSPECTION else ActionServer(
             self._node, tool.interface, tool.proxy, self._serve,
@@ -82,23 +92,25 @@ class ActionProxy(ToolProxy):
 
     def end_calls(self, timeout: float) -> None:
         """
-        Cancel the real goals of the proxied goals in flight; wait until their results went out.
+        Stop the real goals of the proxied goals in flight; wait until their results went out.
 
-        Each such goal then ends as the real server answers the cancel (aborted: the client
-        did not ask for it), instead of meeting a destroyed server.
+        Each such goal then ends once its robot stopped (aborted: the client did not ask
+        for it), instead of meeting a destroyed server.
 
-        :param timeout: Seconds to wait at most.
+        :param timeout: Seconds to wait at most (besides the stops' own ``stop_timeout``).
         """
         with self._handles_lock:
-            handles = list(self._handles.values())
-        for handle in handles:
-            handle.cancel_goal_async()
+            keys = list(self._handles)
+        for key in keys:
+            self._begin_stop(key)
         if self._server is not None and not self._server.wait_results_sent(timeout):
             self._log.warning(f'{self._label}: a proxied goal did not end within {timeout:g} s')
 
     def destroy(self) -> None:
         """Destroy the action client and the served proxy action."""
         self._client.destroy()
+        if self._stop_client is not None:
+            self._node.destroy_client(self._stop_client)
         if self._server is not None:
             self._server.destroy()
 
@@ -107,12 +119,32 @@ class ActionProxy(ToolProxy):
         return bool(self._client.server_is_ready())
 
     def _on_cancel(self, goal_handle: ServerGoalHandle[Any, Any, Any]) -> CancelResponse:
-        with self._handles_lock:
-            handle = self._handles.get(bytes(goal_handle.goal_id.uuid))
-        if handle is not None:
-            handle.cancel_goal_async()
         # Not forwarded yet: _serve sees is_cancel_requested once the real goal exists.
+        self._begin_stop(bytes(goal_handle.goal_id.uuid))
         return CancelResponse.ACCEPT
+
+    def _begin_stop(self, key: bytes) -> None:
+        """Stop the real goal of proxied goal ``key`` in a thread of its own (once)."""
+        with self._handles_lock:
+            running = self._handles.get(key)
+            if running is None or running.stopping is not None:
+                return
+            running.stopping = Future(executor=self._node.executor)
+        stopping = running.stopping
+        stopping.add_done_callback(lambda _f: None)  # completing it wakes the executor
+
+        def work() -> None:
+            report = None
+            try:
+                report = self.stopper.stop(running.handle, running.result, sensors=self._traced)
+                self._log.info(f'{self._label}: proxied goal stopped: {report.describe()}')
+            except Exception as err:  # noqa: BLE001 - said below: the goal ends aborted
+                self._log.error(f'{self._label}: stopping a proxied goal failed: {err!r}')
+            finally:
+                stopping.set_result(report)
+                running.settled()
+
+        threading.Thread(target=work, name=f'stop {self._label}', daemon=True).start()
 
     def _on_goal(self, goal: Any) -> GoalResponse:
         """
@@ -168,16 +200,23 @@ class ActionProxy(ToolProxy):
                 self._log.warning(f'{self.tool.proxy}: {self.tool.server} rejected the goal')
                 goal_handle.abort()
                 return empty
-            with self._handles_lock:
-                self._handles[key] = handle
-            if goal_handle.is_cancel_requested:
-                handle.cancel_goal_async()
             result = handle.get_result_async()
+            running = _Running(handle, result, Future(executor=self._node.executor))
+            with self._handles_lock:
+                self._handles[key] = running
+            if goal_handle.is_cancel_requested:
+                self._begin_stop(key)
             again = ResultAgain(handle, result)
-            lost = await self._watch.wait(result, started=forward.started, again=again)
+            lost = await self._watch.wait(running.over, started=forward.started, again=again)
             self._asked_again(again)
             if lost:
-                handle.cancel_goal_async()  # a server that is only slow stops the goal too
+                self._begin_stop(key)  # a server that is only slow stops the goal too
+            if running.stopping is not None:
+                report = await running.stopping
+                if report is None or not report.stopped:
+                    why = report.reason if report is not None else 'stopping it failed'
+                    return self._give_up(goal_handle, f'{lost}; {why}' if lost else why)
+            if lost:
                 return self._give_up(goal_handle, lost)
             wrapped = _done(result)
             out = CallOutcome(_status(wrapped.status), '', forward.started, time.monotonic(),
@@ -223,11 +262,13 @@ class ActionProxy(ToolProxy):
     def _exchange(
         self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
         feedback: Callable[[Any], None] | None, watch: Watching | None,
+        say: Callable[[str], None] | None,
     ) -> CallOutcome:
         sampler = self.sampler
         if watch is None or sampler is None:
             send = self._client.send_goal_async(message, feedback_callback=feedback)
-            return self._finish(send, started=started, timeout=timeout, cancel=cancel)
+            return self._finish(send, started=started, timeout=timeout, cancel=cancel,
+                                rest=self._traced, say=say)
 
         def judged(msg: Any) -> None:
             watch.feedback(msg.feedback)
@@ -239,51 +280,64 @@ class ActionProxy(ToolProxy):
         try:
             send = self._client.send_goal_async(message, feedback_callback=judged)
             _on_accept(send, watch)
-            return self._finish(send, started=started, timeout=timeout, cancel=watch.token)
+            return self._finish(send, started=started, timeout=timeout, cancel=watch.token,
+                                rest=watch.names, say=say)
         finally:
             sampler.remove(watch)
 
     def _finish(self, send: Future[ClientGoalHandle[Any, Any, Any]], *, started: float,
-                timeout: float, cancel: CancelToken) -> CallOutcome:
-        """Wait for the goal sent (``send``) to be accepted and to end; cancel it if told."""
+                timeout: float, cancel: CancelToken, rest: Collection[str],
+                say: Callable[[str], None] | None) -> CallOutcome:
+        """
+        Wait for the goal sent (``send``) to be accepted and to end; stop it if told.
+
+        Canceled (the walk's cancel, its watch) or out of time, the goal is stopped
+        (:mod:`.stopping`): the outcome comes once it ended and the robot rests on
+        ``rest``, or says the robot did not stop (``NOT_STOPPED``).
+        """
         server = self.tool.server
         end = wait_watched(send, timeout=timeout, cancel=cancel, present=self.ready)
-        if end is not WaitEnd.DONE:
+        if end is WaitEnd.LOST:
             cancel_when_accepted(send)
-            if end is WaitEnd.CANCELED:
-                return ended(started, StepStatus.CANCELED, 'canceled')
-            if end is WaitEnd.LOST:
-                return ended(started, StepStatus.FAILED, lost(server),
-                             kind=FailureKind.SERVER_LOST)
-            return ended(started, StepStatus.FAILED,
-                         f'{server} did not answer the goal in {timeout:g} s',
-                         kind=FailureKind.TIMEOUT)
+            return ended(started, StepStatus.FAILED, lost(server), kind=FailureKind.SERVER_LOST)
+        why = self._why(end, cancel, timeout, answered=False)
+        failed_at = time.monotonic()
+        if end is not WaitEnd.DONE and wait_watched(
+                send, timeout=self.stopper.timeout, cancel=CancelToken(),
+                present=self.ready) is not WaitEnd.DONE:
+            cancel_when_accepted(send)
+            return replace(ended(
+                started, StepStatus.FAILED,
+                f'{why}; {server} did not answer the goal within {self.stopper.timeout:g} s '
+                'after: it may be moving, the robot did not stop', kind=FailureKind.NOT_STOPPED),
+                failed_at=failed_at)
         handle = send.result()
         if handle is None or not handle.accepted:
+            if end is not WaitEnd.DONE:
+                return self._stopped(started, end, cancel, why, failed_at, None)
             return ended(started, StepStatus.FAILED, f'{server} rejected the goal')
         result = handle.get_result_async()
-        remaining = max(0.0, timeout - (time.monotonic() - started))
-        again = ResultAgain(handle, result)
-        end = wait_watched(result, timeout=remaining, cancel=cancel, present=self.ready,
-                           again=again)
-        self._asked_again(again)
-        if end is not WaitEnd.DONE:
-            handle.cancel_goal_async()
-            if end is WaitEnd.LOST:  # nobody is left to confirm the cancel
+        if end is WaitEnd.DONE:
+            remaining = max(0.0, timeout - (time.monotonic() - started))
+            again = ResultAgain(handle, result)
+            end = wait_watched(result, timeout=remaining, cancel=cancel, present=self.ready,
+                               again=again)
+            self._asked_again(again)
+            if end is WaitEnd.LOST:  # nobody is left to confirm a cancel
+                handle.cancel_goal_async()
                 return ended(started, StepStatus.FAILED, lost(server),
                              kind=FailureKind.SERVER_LOST)
-            end = wait_watched(result, timeout=_CANCEL_GRACE, cancel=CancelToken(),
-                               present=self.ready)
-            done = _done(result) if end is WaitEnd.DONE else None
-            if done is None or _status(done.status) is not StepStatus.SUCCEEDED:
-                response = done.result if done is not None else None
-                if cancel.cancelled:
-                    return ended(started, StepStatus.CANCELED, 'canceled', response)
-                return ended(
-                    started, StepStatus.FAILED,
-                    f'{server} timed out after {timeout:g} s (goal canceled)',
-                    response, kind=FailureKind.TIMEOUT,
-                )
+            why = self._why(end, cancel, timeout, answered=True)
+            failed_at = time.monotonic()
+        report = None
+        if end is not WaitEnd.DONE:
+            report = self.stopper.stop(handle, result, sensors=rest, say=say)
+            if not report.stopped:
+                return replace(ended(started, StepStatus.FAILED, f'{why}; {report.reason}',
+                                     kind=FailureKind.NOT_STOPPED),
+                               stop=report, failed_at=failed_at)
+            if report.status != GoalStatus.STATUS_SUCCEEDED:
+                return self._stopped(started, end, cancel, why, failed_at, report)
             # it succeeded before the cancel arrived: the motion ran to its end
         wrapped = _done(result)
         status = _status(wrapped.status)
@@ -293,7 +347,53 @@ class ActionProxy(ToolProxy):
             if status is StepStatus.SUCCEEDED else ''
         if why:
             status, detail = StepStatus.FAILED, f'{server} succeeded, but {why}'
-        return ended(started, status, detail, wrapped.result)
+        return replace(ended(started, status, detail, wrapped.result), stop=report)
+
+    def _why(self, end: WaitEnd, cancel: CancelToken, timeout: float, *, answered: bool) -> str:
+        """Return why the cache stops a goal ('' when it does not)."""
+        if end is WaitEnd.DONE:
+            return ''
+        if end is WaitEnd.CANCELED or cancel.cancelled:
+            return 'canceled'
+        if answered:
+            return f'{self.tool.server} timed out after {timeout:g} s (goal canceled)'
+        return f'{self.tool.server} did not answer the goal in {timeout:g} s'
+
+    def _stopped(self, started: float, end: WaitEnd, cancel: CancelToken, why: str,
+                 failed_at: float, report: StopReport | None) -> CallOutcome:
+        """Return the outcome of a goal the cache stopped, once it stopped."""
+        response = report.result if report is not None else None
+        if end is WaitEnd.CANCELED or cancel.cancelled:
+            out = ended(started, StepStatus.CANCELED, 'canceled', response)
+        else:
+            out = ended(started, StepStatus.FAILED, why, response, kind=FailureKind.TIMEOUT)
+        return replace(out, stop=report, failed_at=failed_at)
+
+
+class _Running:
+    """
+    A proxied goal the real server accepted: its handle, its result, and its stop if any.
+
+    ``over`` completes when the result arrived or a stop finished (a robot that did
+    not stop has no result to wait for).
+    """
+
+    def __init__(self, handle: ClientGoalHandle[Any, Any, Any], result: Future[Any],
+                 over: Future[None]) -> None:
+        self.handle = handle
+        self.result = result
+        self.over = over
+        over.add_done_callback(lambda _f: None)  # completing it wakes the executor
+        self.stopping: Future[StopReport | None] | None = None
+        self._lock = threading.Lock()
+        result.add_done_callback(lambda _f: self.settled())
+
+    def settled(self) -> None:
+        """Complete ``over`` (once)."""
+        with self._lock:
+            if self.over.done():
+                return
+            self.over.set_result(None)
 
 
 class _Forward:
@@ -349,97 +449,6 @@ def _status(goal_status: int) -> StepStatus:
     if goal_status == GoalStatus.STATUS_CANCELED:
         return StepStatus.CANCELED
     return StepStatus.FAILED
-
-
-class ServiceProxy(ToolProxy):
-    """Proxy for one service (any service type)."""
-
-    kind = ToolKind.SERVICE
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        tool = self.tool
-        self._client: Client[Any, Any] = self._node.create_client(
-            tool.interface, tool.server, callback_group=self._group
-        )
-        self._service = None if tool.record_from is RecordFrom.INTROSPECTION else \
-            self._node.create_service(
-                tool.interface, tool.proxy, self._serve, callback_group=self._group)
-
-    @property
-    def payload_type(self) -> Any:
-        """Return the service's Request class."""
-        return self.tool.interface.Request
-
-    def destroy(self) -> None:
-        """Destroy the service client and the served proxy service."""
-        self._node.destroy_client(self._client)
-        if self._service is not None:
-            self._node.destroy_service(self._service)
-
-    def ready(self) -> bool:
-        """Return True when the real service is discovered."""
-        return bool(self._client.service_is_ready())
-
-    async def _serve(self, request: Any, response: Any) -> Any:
-        """Forward one proxied request (a coroutine: waiting holds no executor thread)."""
-        try:
-            session = self._recorder.active
-            pre = self._pre(session)
-            if not self._client.service_is_ready() and not self._client.wait_for_service(
-                timeout_sec=SERVER_WAIT
-            ):
-                self._log.error(f'{self.tool.proxy}: {self.tool.server} not available; '
-                                'answering with a default response')
-                return response
-            started = time.monotonic()
-            future = self._client.call_async(request)
-            lost = await self._watch.wait(future, started=started)
-            if lost:
-                self._client.remove_pending_request(future)
-                self._log.warning(f'{self.tool.proxy}: request failed: {lost}')
-                return with_reason(response, lost)
-            answer = future.result()
-            why = answered(answer, self.tool.success)
-            status = StepStatus.FAILED if why else StepStatus.SUCCEEDED
-            await self._record_aside(
-                session, request, pre, CallOutcome(status, '', started, time.monotonic(), answer))
-            return answer
-        except Exception as err:  # never let one request take the node down
-            self._log.error(f'{self.tool.proxy}: {err!r}')
-            return response
-
-    _server_kind = 'service'
-
-    def _wait_ready(self, timeout: float) -> bool:
-        return bool(self._client.wait_for_service(timeout_sec=timeout))
-
-    def _exchange(
-        self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
-        feedback: Callable[[Any], None] | None, watch: Watching | None,
-    ) -> CallOutcome:
-        server = self.tool.server
-        future = self._client.call_async(message)
-        end = wait_watched(future, timeout=timeout, cancel=cancel, present=self.ready)
-        if end is not WaitEnd.DONE:
-            self._client.remove_pending_request(future)
-            if end is WaitEnd.CANCELED:
-                return ended(started, StepStatus.CANCELED, 'canceled')
-            if end is WaitEnd.LOST:
-                return ended(started, StepStatus.FAILED, lost(server),
-                             kind=FailureKind.SERVER_LOST)
-            return ended(started, StepStatus.FAILED, f'{server} did not answer in {timeout:g} s',
-                         kind=FailureKind.TIMEOUT)
-        response = future.result()
-        why = answered(response, self.tool.success)
-        if why:
-            message_text = getattr(response, 'message', '')
-            return ended(
-                started, StepStatus.FAILED,
-                f'{server} answered {why} {message_text!r}'.strip(),
-                response,
-            )
-        return ended(started, StepStatus.SUCCEEDED, '', response)
 
 
 def make_proxy(**kwargs: Any) -> ToolProxy:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 import math
 import threading
+import time
 from typing import Any, Protocol
 
 from muscle_mem_interfaces.msg import CacheEvent
@@ -32,10 +33,14 @@ from muscle_mem_ros.records import CheckFailure, Step, TrajectoryInfo
 from muscle_mem_ros.replay.shadow import followed, ShadowRun, ShadowStep, verdict_text
 from muscle_mem_ros.replay.treeview import TreeView
 from muscle_mem_ros.replay.walk import StepEvent
+from muscle_mem_ros.ros.capture.stopping import StopReport
 from muscle_mem_ros.ros.messages.convert import substitution_msg
+from rclpy.duration import Duration
 from rclpy.impl.rcutils_logger import RcutilsLogger
+from rclpy.time import Time
 
-__all__ = ['cache_event', 'describe_bindings', 'EventReporter', 'EventSink', 'ShadowReporter']
+__all__ = ['cache_event', 'describe_bindings', 'EventReporter', 'EventSink', 'ShadowReporter',
+           'stamp_at']
 
 _EVENTS = {
     StepEvent.STEP_OK: CacheEvent.STEP_OK,
@@ -50,13 +55,24 @@ class EventSink(Protocol):
     def __call__(
         self, *, kind: int, task: str, step: int, trajectory_id: int = 0, detail: str = '',
         failure: CheckFailure | None = None, substituted: Sequence[Any] = (),
-        watched: Watched = ((), ()),
+        watched: Watched = ((), ()), at: float | None = None,
     ) -> None:
-        """Publish a ``kind`` event about ``step`` of ``task``; ``substituted``: messages."""
+        """Publish a ``kind`` event about ``step`` of ``task`` (``at``: monotonic, None: now)."""
 
 
 Watched = tuple[Sequence[str], Sequence[str]]
 """The elements a step was watched on while it ran, and those traced but not watched."""
+
+
+def stamp_at(now: Time, at: float | None) -> Any:
+    """
+    Return the stamp of something that happened at monotonic time ``at`` (None: ``now``).
+
+    :param now: The node clock's time now.
+    """
+    if at is not None and math.isfinite(at):
+        now = now - Duration(nanoseconds=int(max(0.0, time.monotonic() - at) * 1e9))
+    return now.to_msg()
 
 
 def cache_event(*, stamp: Any, kind: int, task: str, step: int, trajectory_id: int = 0,
@@ -106,6 +122,7 @@ class EventReporter:
         self._total = -1
         self._pending: dict[int, tuple[list[Substitution], list[Any]]] = {}
         self._watched: dict[int, Watched] = {}
+        self._stops: dict[int, tuple[float, StopReport | None]] = {}
         self.substitutions: list[Substitution] = []
         """Every substitution of the walk, in order (the ExecuteTask result lists them)."""
         self.messages: list[Any] = []
@@ -120,9 +137,39 @@ class EventReporter:
         if subs:
             detail += ' (' + ', '.join(s.describe() for s in subs) + ')'
         watched = self._watched.pop(step, ((), ()))
+        failed_at, stop = self._stops.pop(step, (math.nan, None)) \
+            if kind is not StepEvent.STEP_OK else (math.nan, None)
         self._sink(kind=_EVENTS[kind], task=self._task, step=step,
                    trajectory_id=trajectory_id, detail=detail, failure=failure,
-                   substituted=msgs, watched=watched)
+                   substituted=msgs, watched=watched,
+                   at=failed_at if math.isfinite(failed_at) else None)
+        self._said_stop(step, stop, trajectory_id)
+
+    def stopping(self, step: int, text: str) -> None:
+        """Say at once what happens while a step's goal is stopped (feedback)."""
+        if self._feedback is not None:
+            self._feedback(step, self._total, f'step {step}: {text}')
+
+    def stopped(self, step: int, failed_at: float, stop: StopReport | None) -> None:
+        """
+        Note when a step failed and how its goal was stopped.
+
+        Its CHECK_FAILED (or ERROR) is stamped when it failed, and a ``STOPPED`` event per
+        happening of the stop follows it, each stamped when it happened.
+        """
+        self._stops[step] = (failed_at, stop)
+
+    def flush(self) -> None:
+        """Say the stops no event was published for (a walk the caller canceled)."""
+        for step in sorted(self._stops):
+            self._said_stop(step, self._stops.pop(step)[1], 0)
+
+    def _said_stop(self, step: int, stop: StopReport | None, trajectory_id: int) -> None:
+        if stop is None:
+            return
+        for happened in stop.happened:
+            self._sink(kind=CacheEvent.STOPPED, task=self._task, step=step,
+                       trajectory_id=trajectory_id, detail=happened.text, at=happened.at)
 
     def progress(self, *, step: int, total: int, detail: str) -> None:
         """Publish feedback, when there is a channel for it."""

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 import logging
+import math
 import threading
 import time
 from typing import Any
@@ -81,8 +82,11 @@ class DryRun:
     """The trajectory the first step belongs to (see replay.walk); 0 if none."""
 
 
-Send = Callable[[Node, CancelToken, Mapping[str, Any] | None, StepWatch | None], CallOutcome]
-"""Sends a node's payload: ``send(node, cancel, fields, watch)``."""
+Say = Callable[[str], None]
+"""Told at once what happens while a step's goal is stopped."""
+Send = Callable[[Node, CancelToken, Mapping[str, Any] | None, StepWatch | None, Say | None],
+                CallOutcome]
+"""Sends a node's payload: ``send(node, cancel, fields, watch, say)``."""
 RunSubtask = Callable[[str, SubtaskCall, CancelToken], CallOutcome]
 """Runs a subtask step of a task through the cache: ``run(parent task, call, cancel)``."""
 
@@ -98,13 +102,18 @@ class ProxyExecutor:
     :param on_watched: Called with a watched step's (watched, not watched) element labels.
     :param task: The task walked (a subtask step's caller).
     :param subtasks: Runs a subtask step (None: such a step fails, saying so).
+    :param reporter: Told what happens while a step's goal is stopped (``stopping``) and
+        how it was (``stopped``), when it has those methods (the node's EventReporter).
     """
 
     def __init__(self, *, judge: WalkJudge, send: Send,
                  on_substituted: Callable[[int, Sequence[Substitution]], None],
                  watching: Callable[[Node, CancelToken], StepWatch | None] | None = None,
                  on_watched: Callable[[int, Sequence[str], Sequence[str]], None] | None = None,
-                 task: str = '', subtasks: RunSubtask | None = None) -> None:
+                 task: str = '', subtasks: RunSubtask | None = None,
+                 reporter: Any = None) -> None:
+        self._stopping = getattr(reporter, 'stopping', None)
+        self._stopped = getattr(reporter, 'stopped', None)
         self._task = task
         self._subtasks = subtasks
         self._bindings = judge.bindings
@@ -126,8 +135,11 @@ class ProxyExecutor:
         watch = self._watching(node, cancel) if self._watching is not None else None
         if watch is not None and self._on_watched is not None:
             self._on_watched(step, watch.labels, watch.unwatched)
+        say = partial(self._stopping, step) if self._stopping is not None else None
         out = self._send(node, cancel, bound.values if bound is not None and bound.values
-                         else None, watch)
+                         else None, watch, say)
+        if self._stopped is not None and (out.stop is not None or math.isfinite(out.failed_at)):
+            self._stopped(step, out.failed_at, out.stop)
         if out.status is StepStatus.SUCCEEDED:
             self._bindings.ran(node)
         return out
@@ -353,7 +365,7 @@ class Replayer:
             on_substituted=getattr(reporter, 'substituted', lambda step, subs: None),
             watching=partial(self.watch, judge) if self._watched else None,
             on_watched=getattr(reporter, 'watched', None), task=tree.task,
-            subtasks=self.subtasks)
+            subtasks=self.subtasks, reporter=reporter)
         result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=judge,
                       executor=executor, reporter=reporter, cancel=cancel, path=path, tree=tree)
         unsaved = ''
@@ -411,7 +423,8 @@ class Replayer:
 
     def send(self, node: Node, cancel: CancelToken,
              fields: Mapping[str, Any] | None = None,
-             watch: StepWatch | None = None) -> CallOutcome:
+             watch: StepWatch | None = None, say: Say | None = None) -> CallOutcome:
         """Send ``node``'s payload, with ``fields`` set, and wait (at most ``step_timeout``)."""
         return self._tools[node.step.tool].call(node.step.payload, timeout=self.step_timeout,
-                                                cancel=cancel, fields=fields, watch=watch)
+                                                cancel=cancel, fields=fields, watch=watch,
+                                                say=say)

@@ -199,11 +199,13 @@ class CacheServices:
                 response.message = f'busy: {holder} is running (one task at a time)'
                 return response
             self.cancel = token = CancelToken()
+            reporter = EventReporter(task=task, sink=self._sink)
             try:
                 walk = self._replayer.walk(
                     tree=view, path=path, cancel=token, params=params, trust=trust,
-                    reporter=EventReporter(task=task, sink=self._sink),
+                    reporter=reporter,
                 )
+                reporter.flush()
             except MuscleMemError as err:
                 response.message = f'replay error: {err}'
                 return response

@@ -50,6 +50,7 @@ from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import StepStatus
 from muscle_mem_ros.replay.subtasks import refusal, subtask_step, SubtaskCall
+from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.forwarding import CallOutcome
 from muscle_mem_ros.ros.capture.recorder import Recorder, Session
 from muscle_mem_ros.ros.capture.sensors import SensorHub
@@ -92,6 +93,8 @@ class Frame:
         completed is then not a cache hit: the agent did part of it).
     :ivar agent_steps: Steps the agent did in the subtasks its replay ran (its result's
         ``steps_by_agent`` when the replay completed).
+    :ivar not_stopped: Why a goal the cache sent for it did not stop ('' : none did). Every
+        task above ends with it too, and no agent is asked (:meth:`robot_not_stopped`).
     """
 
     task: str
@@ -103,6 +106,21 @@ class Frame:
     session: Session | None = None
     asked: bool = False
     agent_steps: int = 0
+    not_stopped: str = ''
+
+    def robot_not_stopped(self, reason: str) -> None:
+        """
+        Note that the robot did not stop under this task: every task above ends with it.
+
+        A task above whose agent is in control is canceled (its agent must not command a
+        robot that is still moving; its result says why, not 'canceled').
+        """
+        frame: Frame | None = self
+        while frame is not None:
+            frame.not_stopped = frame.not_stopped or reason
+            if frame is not self and frame.agent:
+                frame.cancel.cancel()
+            frame = frame.parent
 
     def agent_did(self, steps: int) -> None:
         """Note ``steps`` the agent did for this subtask in the tasks above that replayed it."""
@@ -388,6 +406,9 @@ class SubtaskServer:
                 self._stack.leave(root)
         if result.success:
             return CallOutcome(StepStatus.SUCCEEDED, '', started, time.monotonic(), result)
+        if admitted.not_stopped:
+            return CallOutcome(StepStatus.FAILED, f"subtask '{call.task}': {result.message}",
+                               started, time.monotonic(), result, kind=FailureKind.NOT_STOPPED)
         status = StepStatus.CANCELED if cancel.cancelled else StepStatus.FAILED
         return CallOutcome(status, f"subtask '{call.task}': {result.message}", started,
                            time.monotonic(), result)

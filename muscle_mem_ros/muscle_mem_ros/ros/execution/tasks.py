@@ -22,7 +22,8 @@ One goal at a time. For a goal:
 2. ``learn`` and ``replay_only``: walk the tree (:mod:`muscle_mem_ros.replay.walk`, through
    :mod:`.replay`). A full walk is a cache hit (``HIT``; the agent is not called).
 3. Otherwise (a miss at the root, a diverged check at step k, a failed step)
-   ``learn`` hands off: ``HANDOFF`` (and ``MISS`` when nothing was replayed),
+   ``learn`` hands off: ``HANDOFF`` (and ``MISS`` when nothing matched at the start:
+   a step that failed or was stopped mid-task is a hand-back, not a miss),
    then an ExecuteTask goal to ``agent_action`` with ``resume_from_step``,
    ``resume_reason`` and ``steps_done`` filled in from the walk's ``Resume``
    (``convert.resume_goal``). The agent's calls through the
@@ -32,7 +33,10 @@ One goal at a time. For a goal:
    walk and always hands off from step 0. ``off`` forwards the goal to the
    agent unchanged and records nothing.
 4. Cancel of the task cancels the in-flight goal (the controller's during a
-   replay, the agent's during a handoff).
+   replay, the agent's during a handoff). A replayed goal the cache stops (its watch,
+   ``step_timeout``, this cancel) is over only once it ended and the robot rests
+   (:mod:`..capture.stopping`); a robot that did not stop ends the task ABORTED and
+   the agent is not asked.
 
 Feedback: ``mode`` (replay / agent / shadow), ``step``, ``total`` (-1 while the
 agent is in control), ``detail``. In ``shadow`` (and while a gate holds a task in
@@ -224,6 +228,7 @@ class TaskRunner:
                                      feedback=partial(_replay_feedback, frame))
             walk = self._replayer.walk(tree=view, reporter=reporter, cancel=cancel,
                                        params=params, trust=trust)
+            reporter.flush()
             if walk.stepped_back:
                 self._sink(kind=CacheEvent.STEPPED_BACK, task=task, step=walk.failed_step,
                            trajectory_id=walk.on_trajectory, detail=walk.stepped_back)
@@ -234,6 +239,11 @@ class TaskRunner:
                 _end_canceled(goal_handle)
                 result.message = f'canceled at step {walk.resume.step}'
                 return result
+            if walk.kind is FailureKind.NOT_STOPPED:  # nobody is handed a moving robot
+                frame.robot_not_stopped(walk.reason)
+                self._count(task, hit=False)
+                return self._fail(goal_handle, result, task,
+                                  f'{walk.reason} (the agent was not asked)')
             if walk.complete:
                 unsaved = walk.unsaved or self._count(task, hit=True)
                 helped = ' (the agent did part of a subtask)' if frame.asked else ''
@@ -254,7 +264,7 @@ class TaskRunner:
                 return result
             if mode is CacheMode.REPLAY_ONLY:
                 self._count(task, hit=False)
-                if walk.steps_replayed == 0:
+                if walk.steps_replayed == 0 and walk.kind is not None and walk.kind.at_start:
                     self._sink(kind=CacheEvent.MISS, task=task, step=-1, detail=walk.reason)
                 return self._fail(
                     goal_handle, result, task,
@@ -340,7 +350,7 @@ class TaskRunner:
         unsaved = ''
         if record:
             unsaved = self._count(task, hit=False)
-            if resume.kind is not None and resume.steps_done == 0:
+            if resume.kind is not None and resume.kind.at_start and resume.steps_done == 0:
                 self._sink(kind=CacheEvent.MISS, task=task, step=-1, detail=reason)
             self._sink(kind=CacheEvent.HANDOFF, task=task, step=resume.step, detail=reason or
                        'record_only: the agent performs the task')
@@ -387,6 +397,9 @@ class TaskRunner:
                 self._health.bookkeep('the discarded recording',
                                       partial(self._recorder.finish, save=False))
             message = status_text or (agent_result.message if agent_result else 'agent failed')
+            if frame.not_stopped:  # a subtask's replay could not stop the robot
+                return self._fail(goal_handle, result, task,
+                                  f'{frame.not_stopped} (in a subtask; the agent was stopped)')
             if cancel.cancelled:
                 _end_canceled(goal_handle)
                 result.message = f'canceled while the agent was in control: {message}'

@@ -27,9 +27,13 @@ its value, what the tube allowed and when.
 A watched sensor that goes quiet for longer than its ``max_age`` while the step
 runs trips the watch too (kind STALE): the cache cannot see the world the robot
 moves in, and finishing the motion blind to look at the post-check afterwards is
-what the watch exists to avoid. Only a poll that came on time judges that: a poll
-two periods late says the cache's own process was starved (a loaded machine), and
-what it has not taken yet is not the sensor's silence.
+what the watch exists to avoid. It fails closed: a poll that comes late (the cache's
+own process starved by a loaded machine) judges silence as any other, because a
+reading's age is counted from when it reached the process (its receive stamp), not
+from when the cache took it; a cache too starved to hear its sensors within their
+``max_age`` cannot judge, and may not go on. An error while judging (a reading of
+another shape, a bug) stops the step too, with the error as its reason: a watch that
+cannot judge never lets the motion go on unwatched.
 
 Services are not watched: a request cannot be canceled once sent, so a service
 step is judged when it returns (its post-check), as before.
@@ -54,7 +58,7 @@ from muscle_mem_ros.ros.rclfix.sync import CancelToken
 __all__ = ['FEEDBACK_TOLERANCE', 'make_watch', 'StepWatch']
 
 FEEDBACK_TOLERANCE = 0.25
-"""A feedback leaf's tolerance, as a share of its recorded range (or magnitude), before
+"""A feedback leaf's tolerance, as a share of its recorded range (floored), before
 ``watch_tolerance_scale``. Feedback has no configured tolerance, and runs of a simulated
 arm at 4x real time gave feedback paths 14% of their range apart (bench/watch): a quarter
 catches a motion pushed off its path without canceling one that runs as recorded."""
@@ -69,13 +73,10 @@ class StepWatch:
     :param cancel: The walk's cancel; :attr:`token` fires with it too.
     :param leaves: The feedback leaves the tube watches, in order.
     :param unwatched: Labels of traced elements left out (said in the events).
-    :param period: The sampler's period: a poll later than two of them comes from a starved
-        process, whose quiet sensors are not judged quiet by it.
     """
 
     def __init__(self, *, tube: Tube, max_age: Mapping[str, float | None], cancel: CancelToken,
-                 leaves: Sequence[str] = (), unwatched: Sequence[str] = (),
-                 period: float = 0.025) -> None:
+                 leaves: Sequence[str] = (), unwatched: Sequence[str] = ()) -> None:
         self.tube = tube
         self.token = CancelToken(parent=cancel)
         """Cancels the goal: when the walk is canceled, or the world leaves the tube."""
@@ -89,8 +90,6 @@ class StepWatch:
         self._sensors = tuple(s for s in tube.series if s != FEEDBACK)
         self.names = frozenset(self._sensors)
         """The sensors it reads (what the sampler captures for it)."""
-        self._period = period
-        self._polled = math.nan
         self._zero = math.nan
         self._last: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -104,17 +103,23 @@ class StepWatch:
         self._zero = at
 
     def sample(self, snapshot: Snapshot) -> None:
-        """Judge the new readings of the watched sensors in one poll."""
+        """Judge the new readings of the watched sensors in one poll (an error trips it)."""
+        try:
+            self._sample(snapshot)
+        except Exception as err:  # noqa: BLE001 - fails closed: the step stops, saying why
+            self.trip(CheckFailure('watch', math.inf, 0.0, math.inf,
+                                   f'could not judge a reading ({err!r}); the step was stopped',
+                                   FailureKind.MISSING, at=snapshot.taken_at - self._zero))
+
+    def _sample(self, snapshot: Snapshot) -> None:
         zero = self._zero
         if math.isnan(zero) or self.failure is not None:
             return
         now = snapshot.taken_at
-        on_time = not now - self._polled > 2 * self._period
-        self._polled = now
         for name in self._sensors:
             stamp = snapshot.stamps.get(name)
             limit = self._max_age.get(name)
-            if stamp is None or (on_time and limit is not None and now - stamp > limit):
+            if stamp is None or (limit is not None and now - stamp > limit):
                 age = 'sent nothing' if stamp is None else f'sent nothing for {now - stamp:.2f} s'
                 self.trip(CheckFailure(name, math.inf, 0.0, math.inf,
                                        f'{age} while the step ran (max_age {limit:g} s)'
@@ -134,9 +139,15 @@ class StepWatch:
         zero = self._zero
         if not self._leaves or math.isnan(zero) or self.failure is not None:
             return
-        leaves = feedback_leaves(message) or {}
-        values = [float(leaves.get(name, math.nan)) for name in self._leaves]
-        failure = self.tube.judge(FEEDBACK, time.monotonic() - zero, values)
+        at = time.monotonic() - zero
+        try:
+            leaves = feedback_leaves(message) or {}
+            values = [float(leaves.get(name, math.nan)) for name in self._leaves]
+            failure = self.tube.judge(FEEDBACK, at, values)
+        except Exception as err:  # noqa: BLE001 - fails closed, as sample
+            failure = CheckFailure('watch', math.inf, 0.0, math.inf,
+                                   f'could not judge a feedback message ({err!r}); the step '
+                                   'was stopped', FailureKind.MISSING, at=at)
         if failure is not None:
             self.trip(failure)
 
@@ -181,7 +192,7 @@ def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[st
     tube = Tube(step.trace, elements, scale=scale)
     leaves = step.trace.feedback_leaves if FEEDBACK in tube.series else ()
     return StepWatch(tube=tube, max_age={s.name: s.max_age for s in sensors}, cancel=cancel,
-                     leaves=leaves, unwatched=unwatched, period=period)
+                     leaves=leaves, unwatched=unwatched)
 
 
 def _recorded(step: Step) -> float:

@@ -99,7 +99,7 @@ from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.tap import Tap
 from muscle_mem_ros.ros.capture.trace import Sampler
 from muscle_mem_ros.ros.execution.calibrator import Calibrator
-from muscle_mem_ros.ros.execution.events import cache_event, Watched
+from muscle_mem_ros.ros.execution.events import cache_event, stamp_at, Watched
 from muscle_mem_ros.ros.execution.goals import TaskGoals
 from muscle_mem_ros.ros.execution.replay import Replayer
 from muscle_mem_ros.ros.execution.services import CacheServices
@@ -305,7 +305,8 @@ class BehaviorCacheNode(LifecycleNode):
             active.proxies = host.proxies(
                 tools=config.tools, hub=active.hub, recorder=recorder,
                 post_timeout=config.post_check_timeout, timeout=config.step_timeout,
-                logger=self.get_logger(), sampler=active.sampler, traced=config.watched)
+                logger=self.get_logger(), sampler=active.sampler, traced=config.watched,
+                stop_rule=config.stop_rule)
             active.taps = host.taps(
                 proxies=active.proxies, tools=config.tools, hub=active.hub, recorder=recorder,
                 post_timeout=config.post_check_timeout, logger=self.get_logger())
@@ -474,14 +475,19 @@ class BehaviorCacheNode(LifecycleNode):
     def publish_event(
         self, *, kind: int, task: str, step: int, trajectory_id: int = 0, detail: str = '',
         failure: CheckFailure | None = None, substituted: Sequence[Any] = (),
-        watched: Watched = ((), ()),
+        watched: Watched = ((), ()), at: float | None = None,
     ) -> None:
-        """Publish one CacheEvent on ``~/events`` (while active); ``substituted``: messages."""
+        """
+        Publish one CacheEvent on ``~/events`` (while active); ``substituted``: messages.
+
+        :param at: When it happened (monotonic seconds; None: now): the stamp says that
+            time on the node's clock.
+        """
         parts = self._configured
         if parts is None or parts.events is None or not parts.events.is_activated:
             return
         parts.events.publish(cache_event(
-            stamp=self.get_clock().now().to_msg(), kind=kind, task=task, step=step,
+            stamp=stamp_at(self.get_clock().now(), at), kind=kind, task=task, step=step,
             trajectory_id=trajectory_id, detail=detail, failure=failure,
             substituted=substituted, watched=watched, depth=self._goals.stack.depth_of(task)))
 

@@ -74,14 +74,17 @@ broadcaster and a gripper driver) make one feature vector; its size is
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from typing import Any
 
+from muscle_mem_ros.checks.rest import DEFAULT_REST_WINDOW
 from muscle_mem_ros.errors import ConfigError, TypeResolutionError
 from muscle_mem_ros.records import ToolKind
 from muscle_mem_ros.replay.booking import StepBack
 from muscle_mem_ros.replay.gates import Gate
+from muscle_mem_ros.ros.messages.fromdata import message_from_data
 from muscle_mem_ros.ros.messages.introspection import (
     canonical_type_name,
     check_name_array,
@@ -94,12 +97,15 @@ from muscle_mem_ros.ros.messages.success import parse_success
 from muscle_mem_ros.ros.node.nodeconfig import (
     CacheMode,
     DEFAULT_AGREEMENT,
+    DEFAULT_STOP_TIMEOUT,
     DEFAULT_STORE_PATH,
     NodeConfig,
     parse_cache_mode,
     parse_record_from,
     RecordFrom,
     SensorConfig,
+    STOP_SERVICE_TYPE,
+    StopConfig,
     ToolConfig,
 )
 from muscle_mem_ros.ros.node.parameters import ParameterReader
@@ -227,9 +233,39 @@ def _tool(
         name=name, kind=kind, server=server_full, proxy=proxy_full,
         type_name=canonical_type_name(type_name, kind=kind_name), interface=interface,
         record_from=record_from, success=success,
+        stop=_stop(reader, node, prefix, interface) if kind is ToolKind.ACTION else None,
         agreement=reader.number(f'{prefix}.agreement', DEFAULT_AGREEMENT, minimum=0.0,
                                 exclusive=False),
     )
+
+
+def _stop(reader: ParameterReader, node: RosNode, prefix: str,
+          interface: Any) -> StopConfig | None:
+    """Read an action tool's own stop (``stop_goal`` or ``stop_service``); None: it has none."""
+    text = reader.string(f'{prefix}.stop_goal', '').strip()
+    service = reader.string(f'{prefix}.stop_service', '').strip()
+    service_type = reader.string(f'{prefix}.stop_service_type', STOP_SERVICE_TYPE).strip()
+    if text and service:
+        raise ConfigError(f'{prefix}.stop_service: give stop_goal or stop_service, not both')
+    if text:
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError('must be a JSON object of goal fields')
+            goal = message_from_data(interface.Goal, data)
+        except ValueError as err:
+            raise ConfigError(f'{prefix}.stop_goal: {err}') from err
+        return StopConfig(goal=goal, text=text)
+    if service:
+        try:
+            service_full = node.resolve_service_name(service)
+            srv = resolve_type(service_type, kind='srv')
+        except TypeResolutionError as err:
+            raise ConfigError(f'{prefix}.stop_service_type: {err}') from err
+        except Exception as err:  # rclpy raises several types for invalid names
+            raise ConfigError(f'{prefix}.stop_service: invalid name ({err})') from err
+        return StopConfig(service=service_full, service_type=srv)
+    return None
 
 
 def load_config(node: RosNode) -> NodeConfig:
@@ -306,6 +342,8 @@ def load_config(node: RosNode) -> NodeConfig:
         watch=reader.boolean('watch', True),
         watch_rate=reader.number('watch_rate', 40.0, maximum=1000.0),
         watch_tolerance_scale=reader.number('watch_tolerance_scale', 1.0),
+        stop_timeout=reader.number('stop_timeout', DEFAULT_STOP_TIMEOUT),
+        rest_window=reader.number('rest_window', DEFAULT_REST_WINDOW),
     )
 
 

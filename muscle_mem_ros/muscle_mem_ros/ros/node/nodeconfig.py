@@ -28,6 +28,7 @@ from enum import Enum
 from typing import Any
 
 from muscle_mem_ros.bindings.rules import Declared, DEFAULT_MAX_SHIFT
+from muscle_mem_ros.checks.rest import DEFAULT_REST_WINDOW
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
 from muscle_mem_ros.replay.booking import StepBack
@@ -51,6 +52,10 @@ __all__ = [
 
 DEFAULT_STORE_PATH = '~/.ros/muscle_mem/cache.db'
 """Where the cache lives unless ``store_path`` says otherwise."""
+DEFAULT_STOP_TIMEOUT = 5.0
+"""Seconds a goal the cache stops gets to end, and then the robot to rest (``stop_timeout``)."""
+STOP_SERVICE_TYPE = 'std_srvs/srv/Trigger'
+"""The type of an action tool's ``stop_service`` unless ``stop_service_type`` says another."""
 DEFAULT_AGREEMENT = 0.005
 """Shadow agreement tolerance of a tool's goal numbers (5 mm, or 0.005 rad)."""
 
@@ -161,6 +166,43 @@ class ToolConfig:
     success: SuccessRule | None = None
     agreement: float = DEFAULT_AGREEMENT
     """Shadow runs: goal numbers closer than this to the cache's prediction agree."""
+    stop: StopConfig | None = None
+    """An action's own stop, beyond the cancel (None: the cancel is all there is)."""
+
+
+@dataclass(frozen=True)
+class StopConfig:
+    """
+    An action tool's own stop (``actions.<tool>.stop_goal`` / ``stop_service``).
+
+    Used when its server refuses the cache's cancel, or does not end the goal within
+    ``stop_timeout`` of it (:mod:`..capture.stopping`).
+
+    :ivar goal: A goal of the tool's type, sent to its server (None: a service).
+    :ivar text: The goal as given (JSON), for people.
+    :ivar service: A service called with an empty request ('' : a goal).
+    :ivar service_type: That service's type (the class).
+    """
+
+    goal: Any = None
+    text: str = ''
+    service: str = ''
+    service_type: Any = None
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """
+    What every stop on a node is held to (:mod:`..capture.stopping`).
+
+    :ivar specs: The sensors' specs (the rest is judged on those a step names).
+    :ivar timeout: ``stop_timeout``.
+    :ivar window: ``rest_window``.
+    """
+
+    specs: tuple[SensorSpec, ...] = ()
+    timeout: float = DEFAULT_STOP_TIMEOUT
+    window: float = DEFAULT_REST_WINDOW
 
 
 @dataclass(frozen=True)
@@ -197,11 +239,20 @@ class NodeConfig:
     """Hz at which the sensors are sampled while an action step runs."""
     watch_tolerance_scale: float = 1.0
     """Factor on every sensor tolerance while a step is watched."""
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT
+    """Seconds a stopped goal gets to end, and then the robot to come to rest."""
+    rest_window: float = DEFAULT_REST_WINDOW
+    """Seconds of stillness that make a stopped robot at rest (checks.rest)."""
 
     @property
     def watched(self) -> frozenset[str]:
         """Return the names of the sensors traced and watched; none when ``watch`` is off."""
         return frozenset(s.name for s in self.sensors if s.watch) if self.watch else frozenset()
+
+    @property
+    def stop_rule(self) -> StopRule:
+        """Return what a goal the cache stops is held to."""
+        return StopRule(tuple(s.spec for s in self.sensors), self.stop_timeout, self.rest_window)
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:

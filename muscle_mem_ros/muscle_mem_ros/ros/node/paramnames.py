@@ -35,13 +35,15 @@ _TOP_KEYS = (
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
     'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift', 'robot_id',
     'replay_requires', 'step_back', 'watch', 'watch_rate', 'watch_tolerance_scale',
+    'stop_timeout', 'rest_window',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind',
                 'watch')
 _TOOL_KEYS = ('server', 'type', 'proxy', 'record_from', 'success_field', 'success_when',
               'agreement')
 _BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset')
-_GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _TOOL_KEYS, 'services': _TOOL_KEYS,
+_ACTION_KEYS = _TOOL_KEYS + ('stop_goal', 'stop_service', 'stop_service_type')
+_GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _ACTION_KEYS, 'services': _TOOL_KEYS,
                'bindings': _BINDING_KEYS}
 _ROS_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 """Parameters rclpy declares on every node; a params file may set them."""
@@ -83,6 +85,10 @@ _DESCRIPTIONS = {
               'cancel one the moment the world leaves it (false: neither traced nor watched).'),
     'watch_rate': 'Hz at which sensors are sampled while an action step runs (0 < rate <= 1000).',
     'watch_tolerance_scale': 'Factor on every sensor tolerance while a step is watched (> 0).',
+    'stop_timeout': ('Seconds a goal the cache stops gets to end after its cancel (and again '
+                     "after the tool's stop), then the robot to come to rest (> 0)."),
+    'rest_window': ('Seconds the watched sensors must stay within tolerance for a stopped '
+                    'robot to be at rest (> 0).'),
     'sensors.*.joints': 'Element names read from the message name array, in order.',
     'sensors.*.tolerance': 'One tolerance, or one per feature element (>= 0).',
     'sensors.*.mode': 'How deviations compare: abs | norm | rms | exact | angle.',
@@ -99,6 +105,12 @@ _DESCRIPTIONS = {
     'actions.*.success_when': 'nonempty | empty | true | false | a number it must equal.',
     'services.*.success_field': 'Response field that says success, e.g. plan.poses (optional).',
     'services.*.success_when': 'nonempty | empty | true | false | a number it must equal.',
+    'actions.*.stop_goal': ("A goal of the action's type as JSON, sent to its server when a "
+                            'cancel is refused or does not end the goal (e.g. {} for an empty '
+                            'trajectory: hold position); empty: none.'),
+    'actions.*.stop_service': ('A service called with an empty request when a cancel is '
+                               'refused or does not end the goal (e.g. /emergency_stop).'),
+    'actions.*.stop_service_type': 'Type of stop_service (default std_srvs/srv/Trigger).',
     'actions.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
     'services.*.agreement': 'Shadow runs: goal numbers this close to the prediction agree.',
     'replay_requires': 'none | shadow:N | approval: what a trajectory needs before it replays.',

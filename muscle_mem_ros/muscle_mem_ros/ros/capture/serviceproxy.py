@@ -1,0 +1,126 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The service proxy: a service's calls forwarded, recorded and replayed (:mod:`.forwarding`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import time
+from typing import Any
+
+from muscle_mem_ros.records import StepStatus, ToolKind
+from muscle_mem_ros.resume import FailureKind
+from muscle_mem_ros.ros.capture.forwarding import (
+    CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, Watching, with_reason,
+)
+from muscle_mem_ros.ros.messages.success import answered
+from muscle_mem_ros.ros.node.nodeconfig import RecordFrom
+from muscle_mem_ros.ros.rclfix.sync import CancelToken
+from muscle_mem_ros.ros.rclfix.watch import wait_watched, WaitEnd
+from rclpy.client import Client
+
+__all__ = ['ServiceProxy']
+
+
+class ServiceProxy(ToolProxy):
+    """Proxy for one service (any service type)."""
+
+    kind = ToolKind.SERVICE
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        tool = self.tool
+        self._client: Client[Any, Any] = self._node.create_client(
+            tool.interface, tool.server, callback_group=self._group
+        )
+        self._service = None if tool.record_from is RecordFrom.INTROSPECTION else \
+            self._node.create_service(
+                tool.interface, tool.proxy, self._serve, callback_group=self._group)
+
+    @property
+    def payload_type(self) -> Any:
+        """Return the service's Request class."""
+        return self.tool.interface.Request
+
+    def destroy(self) -> None:
+        """Destroy the service client and the served proxy service."""
+        self._node.destroy_client(self._client)
+        if self._service is not None:
+            self._node.destroy_service(self._service)
+
+    def ready(self) -> bool:
+        """Return True when the real service is discovered."""
+        return bool(self._client.service_is_ready())
+
+    async def _serve(self, request: Any, response: Any) -> Any:
+        """Forward one proxied request (a coroutine: waiting holds no executor thread)."""
+        try:
+            session = self._recorder.active
+            pre = self._pre(session)
+            if not self._client.service_is_ready() and not self._client.wait_for_service(
+                timeout_sec=SERVER_WAIT
+            ):
+                self._log.error(f'{self.tool.proxy}: {self.tool.server} not available; '
+                                'answering with a default response')
+                return response
+            started = time.monotonic()
+            future = self._client.call_async(request)
+            lost = await self._watch.wait(future, started=started)
+            if lost:
+                self._client.remove_pending_request(future)
+                self._log.warning(f'{self.tool.proxy}: request failed: {lost}')
+                return with_reason(response, lost)
+            answer = future.result()
+            why = answered(answer, self.tool.success)
+            status = StepStatus.FAILED if why else StepStatus.SUCCEEDED
+            await self._record_aside(
+                session, request, pre, CallOutcome(status, '', started, time.monotonic(), answer))
+            return answer
+        except Exception as err:  # never let one request take the node down
+            self._log.error(f'{self.tool.proxy}: {err!r}')
+            return response
+
+    _server_kind = 'service'
+
+    def _wait_ready(self, timeout: float) -> bool:
+        return bool(self._client.wait_for_service(timeout_sec=timeout))
+
+    def _exchange(
+        self, message: Any, *, started: float, timeout: float, cancel: CancelToken,
+        feedback: Callable[[Any], None] | None, watch: Watching | None,
+        say: Callable[[str], None] | None,
+    ) -> CallOutcome:
+        server = self.tool.server
+        future = self._client.call_async(message)
+        end = wait_watched(future, timeout=timeout, cancel=cancel, present=self.ready)
+        if end is not WaitEnd.DONE:
+            self._client.remove_pending_request(future)
+            if end is WaitEnd.CANCELED:
+                return ended(started, StepStatus.CANCELED, 'canceled')
+            if end is WaitEnd.LOST:
+                return ended(started, StepStatus.FAILED, lost(server),
+                             kind=FailureKind.SERVER_LOST)
+            return ended(started, StepStatus.FAILED, f'{server} did not answer in {timeout:g} s',
+                         kind=FailureKind.TIMEOUT)
+        response = future.result()
+        why = answered(response, self.tool.success)
+        if why:
+            message_text = getattr(response, 'message', '')
+            return ended(
+                started, StepStatus.FAILED,
+                f'{server} answered {why} {message_text!r}'.strip(),
+                response,
+            )
+        return ended(started, StepStatus.SUCCEEDED, '', response)

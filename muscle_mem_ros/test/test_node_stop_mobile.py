@@ -1,0 +1,214 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A stop is a stop, on a robot unlike the demo: the mobile base with a real server's manners.
+
+The base's goto server answers a cancel as real servers do (mobile_base_helpers): it
+refuses it (rclpy's default cancel callback), or accepts and brakes for a second
+before it reports CANCELED, or ignores every stop. The cache configured with the
+base's ``base_stop`` service as the goto's stop and a 2 s ``stop_timeout``:
+
+* a knock during a replayed goto whose cancel is refused: the stop service is called,
+  the base halts, and only then is the agent handed the task; never two motions at once;
+* the same with a braking server: the hand-back waits for the braking and the rest;
+* a base that does not stop at all: the task ends ABORTED naming the server, and the
+  agent is not asked;
+* a proxied goal the agent cancels on a server that refuses: the proxy stops it with
+  the tool's stop and answers the agent only once the base halted.
+
+Events say each happening of the stop (STOPPED), stamped when it happened, after the
+CHECK_FAILED stamped when the check failed; a hand-back mid-task is no MISS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+import json
+import math
+import threading
+import time
+
+from action_msgs.msg import GoalStatus
+from mobile_base_helpers import BaseHarness, Goto
+from mobile_helpers import TAG_HOME
+from muscle_mem_demo_interfaces.action import MoveToPose
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from node_helpers import TaskRun, wait_until
+import pytest
+
+PARAMS = json.dumps({'bin': 1})
+STOP_TIMEOUT = 2.0
+
+
+@pytest.fixture(scope='module')
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BaseHarness]:
+    h = BaseHarness(tmp=tmp_path_factory.mktemp('stop_mobile'))
+    prefix = h.names.prefix
+    h.start_cache(**{'stop_timeout': STOP_TIMEOUT,
+                     'actions.goto.stop_service': f'/{prefix}/base_stop'})
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def world(harness: BaseHarness) -> Iterator[BaseHarness]:
+    harness.robot.reset()
+    assert harness.set_mode('learn').successful
+    yield harness
+    harness.robot.reset()
+    assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
+
+
+def run(h: BaseHarness, task: str) -> tuple[TaskRun, int, int]:
+    calls, gotos = len(h.agent.calls), len(h.robot.gotos)
+    return h.run_task(task, PARAMS), calls, gotos
+
+
+def learn(h: BaseHarness, task: str) -> None:
+    done, calls, _ = run(h, task)
+    assert done.status == GoalStatus.STATUS_SUCCEEDED, done.result.message
+    assert len(h.agent.calls) == calls + 1
+    h.wait_events(CacheEvent.MISS, task)  # its own: the first run learned it
+    h.robot.reset()
+
+
+def knock_during(h: BaseHarness, index: int, delay: float, manners: str) -> list[float]:
+    """Knock the tag 15 cm ``delay`` s into goto ``index``; the base has ``manners`` then."""
+    at: list[float] = []
+
+    def knock() -> None:
+        goto = h.robot.wait_goto(index, 20.0)
+        if goto is None:
+            return
+        time.sleep(max(0.0, goto.started + delay - time.monotonic()))
+        at.append(h.robot.move_tag((TAG_HOME[0] + 0.15, TAG_HOME[1])))
+
+    h.robot.manners = manners
+    threading.Thread(target=knock, daemon=True).start()
+    return at
+
+
+def stops(h: BaseHarness, task: str) -> list[CacheEvent]:
+    return h.events_of(CacheEvent.STOPPED, task)
+
+
+def seconds(stamp: object) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9  # type: ignore[attr-defined]
+
+
+def assert_handed_back_stopped(h: BaseHarness, task: str, done: TaskRun, calls: int,
+                               gotos: int) -> tuple[Goto, Goto]:
+    """Assert the agent got the task only after the stopped goto ended; return both gotos."""
+    assert done.status == GoalStatus.STATUS_SUCCEEDED, done.result.message
+    assert len(h.agent.calls) == calls + 1 and h.agent.calls[-1].resume_from_step == 0
+    stopped, after = h.robot.gotos[gotos], h.robot.gotos[gotos + 1]
+    assert not h.robot.overlaps, f'two motions at once: {h.robot.overlaps}'
+    assert not math.isnan(stopped.ended) and after.started > stopped.ended
+    assert len(h.events_of(CacheEvent.MISS, task)) == 1, 'a hand-back mid-task is no MISS'
+    return stopped, after
+
+
+def test_a_refused_cancel_gets_the_stop_service_and_the_agent_a_stopped_base(world):
+    h = world
+    learn(h, 'stop_refused')
+    gotos = len(h.robot.gotos)
+    knocked = knock_during(h, gotos, 0.5, 'refuse')
+    done, calls, _ = run(h, 'stop_refused')
+    assert knocked, 'the goto never started'
+    stopped, after = assert_handed_back_stopped(h, 'stop_refused', done, calls, gotos)
+    assert stopped.refused == 1 and h.robot.stops == 1
+    assert stopped.short_by() > 0.05, stopped  # halted by the stop, far from its goal
+    said = [e.detail for e in h.wait_events(CacheEvent.STOPPED, 'stop_refused', 4)]
+    print(f'stop: {said}; hand-back {(after.started - stopped.ended) * 1000:.0f} ms after '
+          'the goal ended')
+    assert any('refused the cancel' in d for d in said), said
+    assert any('base_stop' in d for d in said), said
+    assert any('reported the goal ABORTED' in d for d in said), said
+    assert any(d.startswith('at rest after') for d in said), said
+    failed = h.wait_events(CacheEvent.CHECK_FAILED, 'stop_refused')[0]
+    first_stop = min(seconds(e.stamp) for e in stops(h, 'stop_refused'))
+    assert seconds(failed.stamp) <= first_stop  # stamped when the check failed
+    assert h.wait_events(CacheEvent.HANDOFF, 'stop_refused')[0].step == 0
+
+
+def test_a_braking_server_is_waited_for_before_the_agent_gets_the_base(world):
+    h = world
+    learn(h, 'stop_brake')
+    gotos = len(h.robot.gotos)
+    knocked = knock_during(h, gotos, 0.5, 'brake')
+    done, calls, _ = run(h, 'stop_brake')
+    assert knocked, 'the goto never started'
+    stopped, after = assert_handed_back_stopped(h, 'stop_brake', done, calls, gotos)
+    assert stopped.ended - stopped.canceled_at >= h.robot.brake - 0.05  # it braked
+    assert h.robot.stops == 0  # the cancel was accepted: no stop needed
+    said = [e.detail for e in h.wait_events(CacheEvent.STOPPED, 'stop_brake', 3)]
+    print(f'stop: {said}; trip to hand-back {(after.started - knocked[0]) * 1000:.0f} ms')
+    assert any('accepted the cancel' in d for d in said), said
+    assert any('reported the goal CANCELED' in d for d in said), said
+    failed = h.wait_events(CacheEvent.CHECK_FAILED, 'stop_brake')[0]
+    # stamped when the check failed: before the braking ended, not when the wait did
+    assert seconds(failed.stamp) < seconds(
+        next(e for e in stops(h, 'stop_brake') if 'CANCELED' in e.detail).stamp) - 0.5
+
+
+def test_a_base_that_does_not_stop_ends_the_task_without_the_agent(world):
+    h = world
+    learn(h, 'stop_never')
+    h.robot.duration = 8.0  # the replayed goto is slow: it runs on past every wait
+    gotos = len(h.robot.gotos)
+    knocked = knock_during(h, gotos, 0.3, 'deaf')
+    done, calls, _ = run(h, 'stop_never')
+    assert knocked, 'the goto never started'
+    assert done.status == GoalStatus.STATUS_ABORTED, done.result.message
+    assert len(h.agent.calls) == calls, 'the agent was handed a moving robot'
+    assert f'/{h.names.prefix}/goto' in done.result.message
+    assert 'the robot did not stop' in done.result.message, done.result.message
+    assert 'the agent was not asked' in done.result.message
+    said = [e.detail for e in h.wait_events(CacheEvent.STOPPED, 'stop_never', 3)]
+    assert any('did not stop' in d for d in said), said
+    assert len(h.events_of(CacheEvent.HANDOFF, 'stop_never')) == 1  # the learning run's
+    assert len(h.events_of(CacheEvent.MISS, 'stop_never')) == 1  # the learning run's
+    wait_until(lambda: not math.isnan(h.robot.gotos[gotos].ended), 10.0)
+    assert len(h.robot.gotos) == gotos + 1 and not h.robot.overlaps
+
+
+def test_a_proxied_goal_the_agent_cancels_ends_only_once_the_base_stopped(world):
+    h = world
+    h.robot.manners = 'refuse'
+    client = ActionClient(h.client, MoveToPose, h.names.proxy(f'/{h.names.prefix}/goto'))
+    try:
+        assert client.wait_for_server(timeout_sec=10.0)
+        gotos = len(h.robot.gotos)
+        goal = MoveToPose.Goal()
+        goal.target.pose.position.x, goal.target.pose.position.y = 3.0, 0.0
+        goal.target.pose.orientation.w = 1.0
+        goal.duration.sec = 6
+        handle = h.wait(client.send_goal_async(goal))
+        assert handle.accepted
+        goto = h.robot.wait_goto(gotos)
+        assert goto is not None
+        time.sleep(0.5)
+        canceled_at = time.monotonic()
+        h.wait(handle.cancel_goal_async())
+        wrapped = h.wait(handle.get_result_async(), 15.0)
+        answered = time.monotonic()
+        assert goto.refused == 1 and h.robot.stops == 1, goto
+        assert wrapped.status == GoalStatus.STATUS_ABORTED  # halted by the stop
+        assert not math.isnan(goto.ended) and goto.ended < answered
+        assert goto.short_by() > 1.0 and answered - canceled_at < STOP_TIMEOUT * 2
+        assert 'proxied goal stopped' in h.cache.output()
+    finally:
+        client.destroy()
