@@ -26,7 +26,9 @@ base's ``base_stop`` service as the goto's stop and a 2 s ``stop_timeout``:
 * a base that does not stop at all: the task ends ABORTED naming the server, and the
   agent is not asked;
 * a proxied goal the agent cancels on a server that refuses: the proxy stops it with
-  the tool's stop and answers the agent only once the base halted.
+  the tool's stop and answers the agent only once the base halted;
+* ``muscle-mem run-bt`` of the exported tree, the same knock and refusal: run-bt stops
+  the goal the same way before it asks the agent.
 
 Events say each happening of the stop (STOPPED), stamped when it happened, after the
 CHECK_FAILED stamped when the check failed; a hand-back mid-task is no MISS.
@@ -37,6 +39,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 import json
 import math
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -45,9 +50,11 @@ from mobile_base_helpers import BaseHarness, Goto
 from mobile_helpers import TAG_HOME
 from muscle_mem_demo_interfaces.action import MoveToPose
 from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.cli import main
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from node_helpers import TaskRun, wait_until
 import pytest
+import yaml
 
 PARAMS = json.dumps({'bin': 1})
 STOP_TIMEOUT = 2.0
@@ -57,8 +64,9 @@ STOP_TIMEOUT = 2.0
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BaseHarness]:
     h = BaseHarness(tmp=tmp_path_factory.mktemp('stop_mobile'))
     prefix = h.names.prefix
-    h.start_cache(**{'stop_timeout': STOP_TIMEOUT,
-                     'actions.goto.stop_service': f'/{prefix}/base_stop'})
+    h.stop_params = {'stop_timeout': STOP_TIMEOUT,
+                     'actions.goto.stop_service': f'/{prefix}/base_stop'}
+    h.start_cache(**h.stop_params)
     yield h
     h.close()
 
@@ -212,3 +220,28 @@ def test_a_proxied_goal_the_agent_cancels_ends_only_once_the_base_stopped(world)
         assert 'proxied goal stopped' in h.cache.output()
     finally:
         client.destroy()
+
+
+def test_run_bt_stops_a_refused_goal_before_it_asks_the_agent(world):
+    h = world
+    learn(h, 'stop_bt')
+    tree = h.tmp / 'stop_bt.bt.yaml'
+    assert main(['export', str(h.tmp / 'cache.db'), 'stop_bt', '--bt', 'py_trees', '--out',
+                 str(tree), '--params', str(h.tmp / 'params.yaml'), '--node-name',
+                 h.names.node]) == 0
+    params = h.tmp / 'run_bt_stop.yaml'
+    params.write_text(yaml.safe_dump({'/**': {'ros__parameters': h.values(**h.stop_params)}}))
+    gotos, calls = len(h.robot.gotos), len(h.agent.calls)
+    knocked = knock_during(h, gotos, 0.5, 'refuse')
+    done = subprocess.run(
+        [sys.executable, '-m', 'muscle_mem_ros.cli', 'run-bt', str(tree), '--ros-args',
+         '--params-file', str(params)],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    out = done.stdout + done.stderr
+    assert knocked, out
+    assert done.returncode == 0, out
+    assert len(h.agent.calls) == calls + 1 and h.agent.calls[-1].resume_from_step == 0, out
+    stopped, after = h.robot.gotos[gotos], h.robot.gotos[gotos + 1]
+    assert stopped.refused == 1 and h.robot.stops == 1, out
+    assert not h.robot.overlaps and after.started > stopped.ended, out
+    assert 'refused the cancel' in out and 'at rest after' in out, out

@@ -21,6 +21,7 @@ import threading
 from typing import Any
 
 from muscle_mem_ros.records import CheckFailure, Node as Learned, Snapshot
+from muscle_mem_ros.ros.capture.stopping import Stopper, StopReport
 from muscle_mem_ros.ros.execution.watch import StepWatch
 from py_trees.common import Status
 
@@ -32,12 +33,24 @@ class PendingCall:
     A call in flight: RUNNING until a callback ends it; its goal handle and watch.
 
     While its goal runs watched it is the sampler's listener (and the goal's feedback
-    callback): the moment its watch trips it cancels the goal at the server, from the
-    thread that saw the reading, not at the next tick.
+    callback): the moment its watch trips it stops the goal, from the thread that saw
+    the reading, not at the next tick. Stopping is the node's (:mod:`...ros.capture.stopping`):
+    in a thread of its own, over only once the goal ended and the robot rests; nobody is
+    sent anything before :meth:`settle` says how it went.
+
+    :param node: The learned step it runs, or None (the agent's task).
+    :param stopper: Stops its goal (None: a service or the agent: a cancel is all there is).
+    :param rest: The sensors its stop judges the rest on, unless its watch names them.
     """
 
-    def __init__(self, node: Learned | None = None) -> None:
+    def __init__(self, node: Learned | None = None, stopper: Stopper | None = None,
+                 rest: frozenset[str] = frozenset()) -> None:
         self.node = node
+        self._stopper = stopper
+        self._rest = rest
+        self._result: Any = None
+        self._stopping: threading.Thread | None = None
+        self._report: StopReport | None = None
         self.status = Status.RUNNING
         self.reason = ''
         self.watch: StepWatch | None = None
@@ -68,24 +81,52 @@ class PendingCall:
         if self.watch is not None and self.watch.failure is not None:
             self.cancel()
 
-    def accepted(self, handle: Any) -> None:
-        """Keep the goal's handle (a cancel asked before it came is sent now)."""
+    def accepted(self, handle: Any, result: Any = None) -> None:
+        """Keep the goal's handle and result future (a stop asked before it came starts now)."""
         with self._lock:
-            self._handle = handle
+            self._handle, self._result = handle, result
             canceled = self._canceled
         if canceled:
-            handle.cancel_goal_async()
+            self._stop(handle, result)
 
     def cancel(self) -> bool:
-        """Cancel the goal (once; when it is accepted, if it is not yet); True the first time."""
+        """Stop the goal (once; when it is accepted, if it is not yet); True the first time."""
         with self._lock:
             if self._canceled:
                 return False
             self._canceled = True
-            handle = self._handle
+            handle, result = self._handle, self._result
         if handle is not None:
-            handle.cancel_goal_async()
+            self._stop(handle, result)
         return True
+
+    def _stop(self, handle: Any, result: Any) -> None:
+        if self._stopper is None or result is None:
+            handle.cancel_goal_async()
+            return
+        rest = self.watch.names if self.watch is not None else self._rest
+        stopper = self._stopper
+
+        def work() -> None:
+            self._report = stopper.stop(handle, result, sensors=rest)
+
+        self._stopping = threading.Thread(target=work, name='run-bt stop', daemon=True)
+        self._stopping.start()
+
+    def settle(self) -> tuple[str, str]:
+        """
+        Wait until a stop it began is over.
+
+        :return: (what happened, '' or why the robot did not stop); ('', '') without a stop.
+        """
+        thread = self._stopping
+        if thread is not None:
+            thread.join()
+        report = self._report
+        if report is None:
+            return '', ''
+        not_stopped = f'{report.reason} (the agent was not asked)' if report.reason else ''
+        return report.describe(), not_stopped
 
     def close(self) -> CheckFailure | None:
         """Stop judging; return what the watch saw leave the tube before (None: nothing)."""

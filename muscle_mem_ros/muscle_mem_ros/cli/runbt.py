@@ -72,6 +72,7 @@ from muscle_mem_ros.replay.shadow import SnapshotSenses
 from muscle_mem_ros.replay.subtasks import SUBTASK_TYPE
 from muscle_mem_ros.resume import Resume
 from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.capture.stopping import Stopper, stopper_for
 from muscle_mem_ros.ros.capture.trace import Sampler
 from muscle_mem_ros.ros.execution.watch import make_watch, StepWatch
 from muscle_mem_ros.ros.messages.convert import resume_goal
@@ -116,9 +117,14 @@ class BtRuntime:
         self._judge = BindingJudge(plans=doc.plans(), params=doc.params, senses=self._senses)
         self._tools: dict[str, ToolConfig] = {t.server: t for t in config.tools}
         self._clients: dict[str, Any] = {}
+        self._stoppers: dict[str, Stopper] = {}
         for tool in config.tools:
             if tool.kind is ToolKind.ACTION:
-                self._clients[tool.server] = ActionClient(node, tool.interface, tool.server)
+                client = self._clients[tool.server] = ActionClient(
+                    node, tool.interface, tool.server)
+                self._stoppers[tool.server] = stopper_for(
+                    node=node, tool=tool, client=client, capture=self.hub.capture,
+                    rule=config.stop_rule, rate=config.watch_rate)
             else:
                 self._clients[tool.server] = node.create_client(tool.interface, tool.server)
         self._agent = ActionClient(node, ExecuteTask, config.agent_action) \
@@ -165,9 +171,14 @@ class BtRuntime:
     def start_call(self, node: Learned, bound: Bound | None) -> None:
         """Send the learned step's goal, bound fields set (the document's goal as edited)."""
         tool = self._tools.get(node.step.tool)
+        why = self.settle()  # a goal it stopped is over before the next is sent
         if self._call is not None:
             self._close(self._call)
-        pending = self._call = PendingCall(node)
+        pending = self._call = PendingCall(node, self._stoppers.get(node.step.tool),
+                                           self._config.watched)
+        if why:
+            pending.fail(why)
+            return
         if tool is None:
             pending.fail(f'{node.step.tool} is not an action or service of the params file')
             return
@@ -230,8 +241,9 @@ class BtRuntime:
         if handle is None or not handle.accepted:
             pending.fail(f'{tool.server} rejected the goal')
             return
-        pending.accepted(handle)
-        handle.get_result_async().add_done_callback(
+        result = handle.get_result_async()
+        pending.accepted(handle, result)
+        result.add_done_callback(
             lambda f: pending.end(f.result() is not None and f.result().status == 4 and
                                   not refusal_reason(f.result().result, tool.success),
                                   f'{tool.server} did not succeed'))
@@ -292,8 +304,17 @@ class BtRuntime:
         return Status.SUCCESS if result.passed else Status.FAILURE
 
     def start_agent(self, resume: Resume) -> None:
-        """Send the task to the agent from ``resume.step`` (``steps_done`` = the steps done)."""
+        """
+        Send the task to the agent from ``resume.step`` (``steps_done`` = the steps done).
+
+        Only once the goal run-bt stopped is over: a robot that did not stop is handed to
+        nobody (the run fails, saying so).
+        """
         pending = self._agent_call = PendingCall()
+        why = self.settle()
+        if why:
+            pending.fail(why)
+            return
         self._say(f'agent asked from step {resume.step}: {resume.reason}')
         if self._agent is None:
             pending.fail('no agent configured (agent_action is empty)')
@@ -305,6 +326,15 @@ class BtRuntime:
                            resume=resume)
         self._agent.send_goal_async(goal).add_done_callback(
             lambda f: self._agent_accepted(f, pending))
+
+    def settle(self) -> str:
+        """Wait until the goal last stopped is over; return (and say) why it did not stop."""
+        call = self._call
+        said, why = call.settle() if call is not None else ('', '')
+        if said:
+            self._say(f'{_step(call.node) if call and call.node else "call"}: stopped: {said}'
+                      + (f'; {why}' if why else ''))
+        return why
 
     def _agent_accepted(self, future: Any, pending: PendingCall) -> None:
         handle = future.result()
@@ -439,7 +469,9 @@ def run(node: Node, doc: BtDocument, *, timeout: float = 600.0,
         else:
             tree.interrupt()
             runtime.log.append(f'timed out after {timeout:g} s')
-        return tree.root.status is Status.SUCCESS, progress, '\n'.join(runtime.log)
+        not_stopped = runtime.settle()
+        return (tree.root.status is Status.SUCCESS and not not_stopped, progress,
+                '\n'.join(runtime.log))
     finally:
         if runtime.sampler is not None:
             runtime.sampler.close()

@@ -30,7 +30,7 @@ from muscle_mem_ros.ros.capture.forwarding import (
 )
 from muscle_mem_ros.ros.capture.recorder import Session
 from muscle_mem_ros.ros.capture.serviceproxy import ServiceProxy
-from muscle_mem_ros.ros.capture.stopping import Stopper, StopReport
+from muscle_mem_ros.ros.capture.stopping import stopper_for, StopReport
 from muscle_mem_ros.ros.capture.trace import TraceTaker
 from muscle_mem_ros.ros.messages.success import refusal_reason
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
@@ -40,7 +40,6 @@ from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken
 from muscle_mem_ros.ros.rclfix.watch import ResultAgain, wait_watched, WaitEnd
 from rclpy.action.client import ClientGoalHandle
 from rclpy.action.server import CancelResponse, GoalResponse, ServerGoalHandle
-from rclpy.client import Client
 from rclpy.task import Future
 
 __all__ = ['ActionProxy', 'make_proxy']
@@ -67,14 +66,9 @@ class ActionProxy(ToolProxy):
         )
         self._handles: dict[bytes, _Running] = {}
         self._handles_lock = threading.Lock()
-        stop = tool.stop
-        self._stop_client: Client[Any, Any] | None = self._node.create_client(
-            stop.service_type, stop.service, callback_group=self._group) \
-            if stop is not None and stop.service else None
-        self.stopper = Stopper(
-            client=self._client, server=tool.server, capture=self._hub.capture,
-            rule=self._stop_rule, means=stop, service=self._stop_client, present=self.ready,
-            tool=tool.name, period=1.0 / self.sampler.rate if self.sampler is not None else 0.025)
+        self.stopper = stopper_for(
+            node=self._node, tool=tool, client=self._client, capture=self._hub.capture,
+            rule=self._stop_rule, rate=self.sampler.rate if self.sampler is not None else 40.0)
         """Stops the goals the cache sent to this server (replayed and proxied ones)."""
         self._forwarded: dict[int, _Forward] = {}
         self._server = None if tool.record_from is RecordFrom.INTROSPECTION else ActionServer(
@@ -109,8 +103,8 @@ class ActionProxy(ToolProxy):
     def destroy(self) -> None:
         """Destroy the action client and the served proxy action."""
         self._client.destroy()
-        if self._stop_client is not None:
-            self._node.destroy_client(self._stop_client)
+        if self.stopper.service is not None:
+            self._node.destroy_client(self.stopper.service)
         if self._server is not None:
             self._server.destroy()
 

@@ -50,13 +50,13 @@ from typing import Any
 from action_msgs.msg import GoalStatus
 from muscle_mem_ros.checks.rest import Rest
 from muscle_mem_ros.checks.tube import MAX_WATCHED
-from muscle_mem_ros.ros.node.nodeconfig import StopConfig, StopRule
+from muscle_mem_ros.ros.node.nodeconfig import StopConfig, StopRule, ToolConfig
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.rclfix.watch import ResultAgain, wait_watched, WaitEnd
 from rclpy.action.client import ClientGoalHandle
 from rclpy.task import Future
 
-__all__ = ['Happened', 'StopReport', 'Stopper',
+__all__ = ['Happened', 'stopper_for', 'StopReport', 'Stopper',
            'status_name']
 
 _STATUS = {GoalStatus.STATUS_SUCCEEDED: 'SUCCEEDED', GoalStatus.STATUS_CANCELED: 'CANCELED',
@@ -144,7 +144,8 @@ class Stopper:
         self._window = rule.window
         self._period = period
         self._means = means
-        self._service = service
+        self.service = service
+        """The client of the tool's stop service, or None (its owner destroys it)."""
         self._present = present
 
     def stop(self, handle: ClientGoalHandle[Any, Any, Any], result: Future[Any], *,
@@ -206,7 +207,7 @@ class Stopper:
             return
         stop.escalated = True
         if means.service:
-            future = self._service.call_async(means.service_type.Request())
+            future = self.service.call_async(means.service_type.Request())
             stop.note(f'called {means.service} (the stop of {self._server})')
             if not self._wait(stop, future):
                 stop.note(f'{means.service} did not answer in {self.timeout:g} s')
@@ -266,3 +267,21 @@ class Stopper:
         reason = f'{what}: the robot did not stop{hint}'
         stop.note(reason)
         return StopReport(False, tuple(stop.happened), status, answer, reason)
+
+
+def stopper_for(*, node: Any, tool: ToolConfig, client: Any,
+                capture: Callable[[Collection[str]], Any], rule: StopRule,
+                rate: float) -> Stopper:
+    """
+    Return the stopper of an action tool's goals, its stop service's client made on ``node``.
+
+    :param client: The tool's action client.
+    :param capture: The sensor hub's ``capture``.
+    :param rate: Hz at which the rest is looked at (``watch_rate``).
+    """
+    stop = tool.stop
+    service = node.create_client(stop.service_type, stop.service) \
+        if stop is not None and stop.service else None
+    return Stopper(client=client, server=tool.server, capture=capture, rule=rule, means=stop,
+                   service=service, present=client.server_is_ready, tool=tool.name,
+                   period=1.0 / rate)
