@@ -105,6 +105,21 @@ def test_defaults_and_flat_form(tmp_path):
     assert fib.type_name == 'test_msgs/action/Fibonacci'
     assert fib.server == '/fibonacci'
     assert fib.proxy == '/muscle_mem/fibonacci'
+    assert fib.stop is None and config.stop_timeout == 5.0 and config.rest_window == 0.25
+
+
+def test_an_actions_stop_is_read_as_a_goal_or_a_service(tmp_path):
+    names = Names.unique()
+    config = load_values(tmp_path, params(names, store=tmp_path / 'c.db', **{
+        'actions.fib.stop_goal': '{"order": 0}', 'stop_timeout': 1.5, 'rest_window': 0.5}))
+    fib = next(t for t in config.actions if t.name == 'fib')
+    assert fib.stop is not None and fib.stop.goal.order == 0 and not fib.stop.service
+    assert config.stop_rule.timeout == 1.5 and config.stop_rule.window == 0.5
+    config = load_values(tmp_path, params(names, store=tmp_path / 'c.db', **{
+        'actions.fib.stop_service': 'estop'}))
+    fib = next(t for t in config.actions if t.name == 'fib')
+    assert fib.stop is not None and fib.stop.service == '/estop' and fib.stop.goal is None
+    assert fib.stop.service_type.__name__ == 'Trigger'
 
 
 def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
@@ -170,6 +185,16 @@ def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
     ({'watch_rate': 5000.0}, 'watch_rate', '1000'),
     ({'watch_tolerance_scale': 0.0}, 'watch_tolerance_scale', '> 0'),
     ({'sensors.joints.watch': 'always'}, 'sensors.joints.watch', 'auto|never'),
+    ({'stop_timeout': 0.0}, 'stop_timeout', '> 0'),
+    ({'rest_window': -1.0}, 'rest_window', '> 0'),
+    ({'actions.fib.stop_goal': '{"order": "ten"}'}, 'actions.fib.stop_goal', 'order'),
+    ({'actions.fib.stop_goal': '[1]'}, 'actions.fib.stop_goal', 'JSON object'),
+    ({'actions.fib.stop_goal': '{nope'}, 'actions.fib.stop_goal', 'Expecting'),
+    ({'actions.fib.stop_goal': '{}', 'actions.fib.stop_service': '/estop'},
+     'actions.fib.stop_service', 'not both'),
+    ({'actions.fib.stop_service': '/estop', 'actions.fib.stop_service_type': 'std_srvs/Nope'},
+     'actions.fib.stop_service_type', 'Nope'),
+    ({'services.gripper.stop_goal': '{}'}, 'services.gripper.stop_goal', 'unknown parameter'),
 ])
 def test_bad_parameter_is_named(tmp_path, overrides, parameter, words):
     names = Names.unique()
