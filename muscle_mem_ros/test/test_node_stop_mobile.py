@@ -27,6 +27,9 @@ base's ``base_stop`` service as the goto's stop and a 2 s ``stop_timeout``:
   agent is not asked;
 * a proxied goal the agent cancels on a server that refuses: the proxy stops it with
   the tool's stop and answers the agent only once the base halted;
+* a goal whose cancel is refused and whose stop does nothing, ending (SUCCEEDED) within
+  ``stop_timeout``: the motion ran to its end, so it is a step that ran, judged by its
+  post-check (which fails here: the agent goes on from the next step);
 * ``muscle-mem run-bt`` of the exported tree, the same knock and refusal: run-bt stops
   the goal the same way before it asks the agent.
 
@@ -220,6 +223,24 @@ def test_a_proxied_goal_the_agent_cancels_ends_only_once_the_base_stopped(world)
         assert 'proxied goal stopped' in h.cache.output()
     finally:
         client.destroy()
+
+
+def test_a_goal_that_succeeds_after_its_refused_cancel_is_judged_by_its_post_check(world):
+    h = world
+    learn(h, 'stop_late')
+    gotos = len(h.robot.gotos)
+    knocked = knock_during(h, gotos, 0.3, 'deaf')  # refuses the cancel, ignores the stop
+    done, calls, _ = run(h, 'stop_late')
+    assert knocked, 'the goto never started'
+    goto = h.robot.gotos[gotos]
+    assert goto.refused == 1 and goto.stopped is None and goto.short_by() == 0.0, goto
+    assert done.status == GoalStatus.STATUS_SUCCEEDED, done.result.message
+    call = h.agent.calls[-1]
+    assert len(h.agent.calls) == calls + 1 and call.steps_done == 1, call
+    assert h.robot.gotos[gotos + 1].started > goto.ended and not h.robot.overlaps
+    assert 'the goal succeeded before its cancel arrived' in h.cache.output()
+    said = [e.detail for e in h.wait_events(CacheEvent.STOPPED, 'stop_late', 4)]
+    assert any('reported the goal SUCCEEDED' in d for d in said), said
 
 
 def test_run_bt_stops_a_refused_goal_before_it_asks_the_agent(world):

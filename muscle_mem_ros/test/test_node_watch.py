@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from action_msgs.msg import GoalStatus
 from muscle_mem_interfaces.msg import CacheEvent
@@ -125,7 +126,6 @@ def test_a_knock_during_a_replayed_motion_cancels_it_and_hands_back(world):
 
     thread = threading.Thread(target=knock, daemon=True)
     thread.start()
-    started = time.monotonic()
     run = h.run_task('watch_knock')
     thread.join(5.0)
     assert knocked, 'the arm never moved'
@@ -145,4 +145,14 @@ def test_a_knock_during_a_replayed_motion_cancels_it_and_hands_back(world):
     assert 'object[0]' in failed.watched
     # Canceled mid-motion: well before the recorded step would have ended.
     assert failed.time_into_step < ARM_DELAY
-    assert time.monotonic() - started > 0  # (the run itself took the agent's time)
+    # stamped when the check failed: before the stop's own events and the hand-back
+    said = wait_until(lambda: len(events(h, 'watch_knock', CacheEvent.STOPPED)) >= 3, 5.0)
+    stopped = events(h, 'watch_knock', CacheEvent.STOPPED)
+    assert said and any('accepted the cancel' in e.detail for e in stopped), stopped
+    handoff = events(h, 'watch_knock', CacheEvent.HANDOFF)[-1]
+    assert _seconds(failed.stamp) <= min(_seconds(e.stamp) for e in stopped) <= \
+        _seconds(handoff.stamp)
+
+
+def _seconds(stamp: Any) -> float:
+    return float(stamp.sec + stamp.nanosec * 1e-9)
