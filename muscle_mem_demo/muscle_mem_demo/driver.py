@@ -81,6 +81,7 @@ class StoryDriver(Node):
         self._calls: list[dict[str, Any]] = []
         self._events: list[CacheEvent] = []
         self._knocks: list[Knock] = []
+        self._goals: list[dict[str, Any]] = []
         self._task = ActionClient(self, ExecuteTask, cache_action, callback_group=group)
         self._cache_node = cache_action.rsplit('/', 1)[0]
         self._cache_sees_agent = AgentSeen(self, self._cache_node)
@@ -102,6 +103,8 @@ class StoryDriver(Node):
         self.create_subscription(CacheEvent, cache_events, self._on_event, 50,
                                  callback_group=group)
         self.create_subscription(Knock, f'{robot}/knocks', self._on_knock, 10,
+                                 callback_group=group)
+        self.create_subscription(String, f'{robot}/goals', self._on_goal, 50,
                                  callback_group=group)
         self._executor = MultiThreadedExecutor(num_threads=3)
         self._executor.add_node(self)
@@ -146,6 +149,14 @@ class StoryDriver(Node):
     def _on_knock(self, msg: Knock) -> None:
         with self._lock:
             self._knocks.append(msg)
+
+    def _on_goal(self, msg: String) -> None:
+        try:
+            record = json.loads(msg.data)
+        except json.JSONDecodeError:
+            return
+        with self._lock:
+            self._goals.append(record)
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -240,6 +251,7 @@ class StoryDriver(Node):
             self._calls.clear()
             self._events.clear()
             self._knocks.clear()
+            self._goals.clear()
             self._trace_times, self._trace_positions = [], []
             self._trace_start = self.get_clock().now().nanoseconds * 1e-9
             self._trace_end = math.inf
@@ -290,9 +302,14 @@ class StoryDriver(Node):
             outcome.hits = tuple((e.task, int(getattr(e, 'depth', 0))) for e in self._events
                                  if e.type == CacheEvent.HIT)
             failed = [e for e in self._events if e.type == CacheEvent.CHECK_FAILED]
+            outcome.stops = tuple((_ns(e.stamp) * 1e-9, e.detail) for e in self._events
+                                  if e.type == getattr(CacheEvent, 'STOPPED', -1))
+            outcome.goals = tuple(self._goals)
             knocks = list(self._knocks)
-        outcome.canceled = tuple((int(e.step), float(e.time_into_step)) for e in failed
-                                 if getattr(e, 'time_into_step', -1.0) >= 0.0)
+        during = [e for e in failed if getattr(e, 'time_into_step', -1.0) >= 0.0]
+        outcome.canceled = tuple((int(e.step), float(e.time_into_step)) for e in during)
+        if during:
+            outcome.check_failed_at = _ns(during[0].stamp) * 1e-9
         if knocks:
             outcome.knock = knock_report(knocks[0], sent_at=started)
         if failed:

@@ -77,6 +77,7 @@ class _Tracking:
     started_at: float
     tolerance: np.ndarray
     settle_time: float
+    braking: bool = False
 
 
 @dataclass
@@ -310,6 +311,55 @@ class ArmSim:
                 self._data.ctrl[self._act_idx[self._tracking.indices]] = hold
                 self._end_tracking(MotionOutcome.PREEMPTED, 'canceled')
 
+    def hold(self) -> bool:
+        """
+        Stop whatever trajectory is in progress where it is and hold there.
+
+        What a trajectory controller does with an empty trajectory: the goal in progress
+        ends (PREEMPTED, 'preempted by a hold') and the arm holds its current position.
+
+        :return: whether a trajectory was in progress.
+        """
+        with self._lock:
+            tracking = self._tracking
+            if tracking is None:
+                return False
+            hold = self._data.qpos[self._qpos_idx[tracking.indices]]
+            self._data.ctrl[self._act_idx[tracking.indices]] = hold
+            self._end_tracking(MotionOutcome.PREEMPTED, 'preempted by a hold')
+            return True
+
+    def brake(self, motion: Motion, duration: float) -> bool:
+        """
+        Bring a trajectory in progress to rest over ``duration`` simulated seconds.
+
+        A real controller's stop: from where the arm is, at the velocity it was commanded,
+        decelerating evenly to zero; ``motion`` finishes (SUCCEEDED, 'braked') once the
+        arm is at rest there, and the arm holds that position.
+
+        :return: False when ``motion`` is not the trajectory in progress (it ended).
+        """
+        if not duration > 0.0:
+            raise ValueError(f'brake duration must be > 0, got {duration}')
+        with self._lock:
+            tracking = self._tracking
+            if tracking is None or tracking.motion is not motion:
+                return False
+            now = float(self._data.time)
+            elapsed = now - tracking.started_at
+            h = 1e-3
+            velocity = (tracking.path.sample(elapsed + h) - tracking.path.sample(elapsed - h)) / (
+                2 * h) if elapsed < tracking.path.duration else np.zeros(tracking.path.width)
+            start = self._data.qpos[self._qpos_idx[tracking.indices]].copy()
+            times = [duration * k / 10 for k in range(1, 11)]
+            positions = [start + velocity * t - velocity * t * t / (2 * duration)
+                         for t in times]
+            tracking.path = JointPath(times=times, positions=positions).anchored(start)
+            tracking.started_at = now
+            tracking.tolerance = np.full(len(tracking.indices), np.inf)
+            tracking.braking = True
+            return True
+
     def set_gripper(self, *, closed: bool) -> Motion:
         """Open or close the jaws; closing near the cube attaches it, opening releases it."""
         motion = Motion(kind='gripper')
@@ -459,7 +509,9 @@ class ArmSim:
             if elapsed >= tracking.path.duration:
                 errors = np.abs(actual - tracking.path.final)
                 error = float(np.max(errors))
-                if np.all(errors <= tracking.tolerance):
+                if tracking.braking:
+                    self._end_tracking(MotionOutcome.SUCCEEDED, 'braked')
+                elif np.all(errors <= tracking.tolerance):
                     self._end_tracking(MotionOutcome.SUCCEEDED, f'reached, max error {error:.4f}')
                 elif elapsed >= tracking.path.duration + tracking.settle_time:
                     worst = int(np.argmax(errors - tracking.tolerance))

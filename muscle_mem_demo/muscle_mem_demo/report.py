@@ -37,7 +37,8 @@ from typing import Any
 from muscle_mem_demo.kinematics import ARM_JOINTS, forward
 from muscle_mem_demo.story import RunMode, RunOutcome
 
-__all__ = ['HEADER', 'SKILL_HEADER', 'describe_knock', 'describe_substitutions', 'format_row',
+__all__ = ['HEADER', 'SKILL_HEADER', 'describe_hand_back', 'describe_knock',
+           'describe_substitutions', 'format_row',
            'format_skill_row', 'rule', 'write_figure']
 
 _COLUMNS = (
@@ -172,7 +173,9 @@ def describe_knock(outcome: RunOutcome) -> str:
     Return what the cache did about a knock during a step, from the robot's report.
 
     Example: ``step 0 canceled 0.23 s into the motion, 78 ms after the knock (robot's clock);
-    the arm stopped 16.9 cm short of the recorded approach (moved 1.2 cm after the knock)``.
+    the arm stopped 16.9 cm short of the recorded approach (moved 1.2 cm after the knock);
+    at rest 260 ms after the cancel, then handed to the agent``: the last clause from the
+    cache's STOPPED events, when it sent them.
     """
     knock = outcome.knock
     if knock is None:
@@ -185,7 +188,17 @@ def describe_knock(outcome: RunOutcome) -> str:
                      for step, at in outcome.canceled) or 'the goal canceled'
     return (f"{into}, {knock.reaction * 1000:.0f} ms after the knock (robot's clock); the arm "
             f'stopped {knock.stopped_short * 100:.1f} cm short of the recorded approach '
-            f'({moved})')
+            f'({moved}){describe_hand_back(outcome)}')
+
+
+def describe_hand_back(outcome: RunOutcome) -> str:
+    """Return how long the hand-back waited for the robot to rest ('' without STOPPED events)."""
+    if any('did not stop' in detail for _, detail in outcome.stops):
+        return '; the robot did not stop: the task ended, the agent not asked'
+    rest = outcome.rest_after
+    if math.isnan(rest):
+        return ''
+    return f'; at rest {rest * 1000:.0f} ms after the cancel, then handed to the agent'
 
 
 _MODE_COLOURS = {

@@ -33,14 +33,34 @@ goal's cancel happened (monotonic clock, comparable across processes of the mach
 where the grasp point was: the reaction time of whoever watches the world. All names are
 relative, so namespaces and remapping apply.
 
+A goal's stop has a real controller's manners, chosen by ``cancel_manners``:
+
+* ``accept`` (the default): the cancel is accepted and the arm holds where it is at once;
+* ``refuse``: rclpy's default cancel callback, the cancel is rejected and the motion runs on;
+* ``brake``: the cancel is accepted, the arm decelerates evenly from its commanded velocity to
+  rest over ``brake_time`` simulated seconds, then the goal is CANCELED and the arm holds.
+
+Whatever the manners, a hold goal stops the arm where it is and holds it (the goal in
+progress ends ABORTED, 'preempted by a hold'), as joint_trajectory_controller does with an
+empty trajectory: a FollowJointTrajectory goal with no joints and no points, or the all-zero
+MoveToPose goal (frame '', position (0, 0, 0), which no move can reach: it is on the pan
+axis; duration 0). Both are ``{}`` as JSON: the behavior cache's ``actions.<tool>.stop_goal``.
+
+Every goal is reported when its execution ends on ``~/goals`` (std_msgs/String, JSON: action,
+goal_id, hold, started and ended (monotonic seconds of the machine), status, cancel
+('' | 'accepted' | 'refused'), cancel_at (monotonic, or null), and ``overlaps``: the goal
+ids of motions still executing when this motion started: two motions at once).
+
 Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
 ``object_pose_rate`` (Hz, 30.0), ``joint_noise`` (rad, standard deviation, 0.0),
-``object_noise`` (m, 0.0), ``noise_seed`` (0), ``frame_id`` ('world').
+``object_noise`` (m, 0.0), ``noise_seed`` (0), ``frame_id`` ('world'),
+``cancel_manners`` ('accept', 'refuse' or 'brake'), ``brake_time`` (s, 0.6).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+import json
 import math
 import sys
 import threading
@@ -63,6 +83,7 @@ from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
+from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 
 __all__ = ['SimRobotNode', 'main']
@@ -70,6 +91,8 @@ __all__ = ['SimRobotNode', 'main']
 _FEEDBACK_PERIOD = 0.05
 _DEFAULT_MOVE_TIME = 1.0
 """Seconds a MoveToPose goal takes when it gives no duration."""
+MANNERS = ('accept', 'refuse', 'brake')
+"""How the arm's action servers answer a cancel (``cancel_manners``, module docstring)."""
 
 
 class SimRobotNode(Node):
@@ -91,6 +114,11 @@ class SimRobotNode(Node):
         self._object_noise = declare_number(self, 'object_noise', 0.0, minimum=0.0)
         seed = declare_int(self, 'noise_seed', 0, minimum=0)
         self._frame_id = declare_string(self, 'frame_id', 'world')
+        self._manners = declare_string(self, 'cancel_manners', 'accept')
+        if self._manners not in MANNERS:
+            raise ValueError(f"parameter 'cancel_manners': {self._manners!r} is not one of "
+                             f'{list(MANNERS)}')
+        self._brake_time = declare_number(self, 'brake_time', 0.6, minimum=0.0, exclusive=True)
         self._rng = np.random.default_rng(seed)
         self._sim = ArmSim(rtf=rtf)
         group = ReentrantCallbackGroup()
@@ -99,12 +127,16 @@ class SimRobotNode(Node):
         self._object_pub = self.create_publisher(PoseStamped, 'object_pose', 10)
         self._knock_pub = self.create_publisher(Knock, '~/knocks', 10)
         self._cancels: dict[bytes, tuple[float, tuple[float, ...]]] = {}
+        self._goals_pub = self.create_publisher(String, '~/goals', 50)
+        self._executing: dict[bytes, dict[str, object]] = {}
+        self._goals_lock = threading.Lock()
         self._publish_lock = threading.Lock()
         self._action = ActionServer(
             self,
             FollowJointTrajectory,
             'arm/follow_joint_trajectory',
-            execute_callback=self._execute,
+            execute_callback=lambda handle: self._timed(handle, 'follow_joint_trajectory',
+                                                        self._execute),
             goal_callback=lambda _goal: GoalResponse.ACCEPT,
             cancel_callback=self._on_cancel,
             callback_group=group,
@@ -113,7 +145,8 @@ class SimRobotNode(Node):
             self,
             MoveToPose,
             'arm/move_to_pose',
-            execute_callback=self._execute_move,
+            execute_callback=lambda handle: self._timed(handle, 'move_to_pose',
+                                                        self._execute_move),
             goal_callback=lambda _goal: GoalResponse.ACCEPT,
             cancel_callback=self._on_cancel,
             callback_group=group,
@@ -209,9 +242,47 @@ class SimRobotNode(Node):
 
     # -- action and services ----------------------------------------------------------------
 
+    def _timed(self, goal_handle: ServerGoalHandle, action: str,
+               execute: Callable[[ServerGoalHandle], _R]) -> _R:
+        """Run ``execute``, noting its interval and any motion it overlaps; say it on ~/goals."""
+        key = bytes(goal_handle.goal_id.uuid)
+        hold = _is_hold(goal_handle.request)
+        with self._goals_lock:
+            record: dict[str, object] = {
+                'action': action, 'goal_id': key.hex(), 'hold': hold,
+                'started': time.monotonic(), 'ended': None, 'status': '', 'cancel': '',
+                'cancel_at': None,
+                'overlaps': [] if hold else [r['goal_id'] for r in self._executing.values()
+                                             if not r['hold']]}
+            self._executing[key] = record
+        if record['overlaps']:
+            self.get_logger().error(f'{action} goal {key.hex()[:8]} started while '
+                                    f'{record["overlaps"]} still executing: two motions')
+        try:
+            return execute(goal_handle)
+        finally:
+            with self._goals_lock:
+                self._executing.pop(key, None)
+                record['ended'] = time.monotonic()
+                record['status'] = _OUTCOMES.get(goal_handle.status, str(goal_handle.status))
+            self._goals_pub.publish(String(data=json.dumps(record)))
+
+    def _hold(self, goal_handle: ServerGoalHandle, result: _R) -> _R:
+        """Stop the trajectory in progress where it is and hold (an empty goal)."""
+        held = self._sim.hold()
+        self._publish_joints()
+        result.error_code = 0  # type: ignore[attr-defined]
+        result.error_string = (  # type: ignore[attr-defined]
+            'holding position' + (': stopped the goal in progress' if held else ''))
+        self.get_logger().info(f'hold: {result.error_string}')  # type: ignore[attr-defined]
+        goal_handle.succeed()
+        return result
+
     def _execute(self, goal_handle: ServerGoalHandle) -> FollowJointTrajectory.Result:
         goal = goal_handle.request
         result = FollowJointTrajectory.Result()
+        if _is_hold(goal):
+            return self._hold(goal_handle, result)
         traj = goal.trajectory
         names = list(traj.joint_names)
         try:
@@ -263,6 +334,8 @@ class SimRobotNode(Node):
     def _execute_move(self, goal_handle: ServerGoalHandle) -> MoveToPose.Result:
         target = goal_handle.request.target
         result = MoveToPose.Result()
+        if _is_hold(goal_handle.request):
+            return self._hold(goal_handle, result)
         try:
             joints = _joints_for(target, self._frame_id)
         except kinematics.UnreachableError as err:
@@ -308,9 +381,19 @@ class SimRobotNode(Node):
         return self._reported(goal_handle, motion, _point(target.pose.position), result)
 
     def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
-        """Accept a cancel; note when it arrived and where the grasp point was."""
-        self._cancels[bytes(goal_handle.goal_id.uuid)] = (time.monotonic(),
-                                                          self._sim.grasp_point())
+        """Answer a cancel with the arm's manners; note when it arrived and the grasp point."""
+        key = bytes(goal_handle.goal_id.uuid)
+        now = time.monotonic()
+        refused = self._manners == 'refuse'
+        with self._goals_lock:
+            record = self._executing.get(key)
+            if record is not None:
+                record['cancel'] = 'refused' if refused else 'accepted'
+                record['cancel_at'] = now
+        if refused:
+            self.get_logger().info(f'refused the cancel of goal {key.hex()[:8]}')
+            return CancelResponse.REJECT
+        self._cancels[key] = (now, self._sim.grasp_point())
         return CancelResponse.ACCEPT
 
     def _reported(self, goal_handle: ServerGoalHandle, motion: Motion,
@@ -340,13 +423,17 @@ class SimRobotNode(Node):
 
         :return: ``result``, filled in.
         """
-        self._sim.cancel(motion)
+        braking = (self._manners == 'brake' and not self._stop.is_set()
+                   and goal_handle.is_cancel_requested
+                   and self._sim.brake(motion, self._brake_time))
+        if not braking:
+            self._sim.cancel(motion)
         if self._stop.is_set():
             result.error_code = codes.INVALID_GOAL  # type: ignore[attr-defined]
             result.error_string = 'shutting down'  # type: ignore[attr-defined]
             goal_handle.abort()
         elif goal_handle.is_cancel_requested:
-            motion.wait(1.0)
+            motion.wait(1.0 + (self._brake_time / self._sim.rtf if braking else 0.0))
             result.error_code = codes.SUCCESSFUL  # type: ignore[attr-defined]
             result.error_string = 'canceled'  # type: ignore[attr-defined]
             goal_handle.canceled()
@@ -405,6 +492,22 @@ _R = TypeVar('_R')
 
 _OUTCOMES = {GoalStatus.STATUS_SUCCEEDED: 'succeeded', GoalStatus.STATUS_CANCELED: 'canceled',
              GoalStatus.STATUS_ABORTED: 'aborted'}
+
+
+def _is_hold(goal: object) -> bool:
+    """
+    Return whether ``goal`` is a hold: an empty trajectory, or the all-zero MoveToPose goal.
+
+    The all-zero MoveToPose target (frame '', the origin, on the pan axis) is no move the
+    arm can make, so it cannot be mistaken for one.
+    """
+    if isinstance(goal, FollowJointTrajectory.Goal):
+        return not (goal.trajectory.joint_names or goal.trajectory.points
+                    or goal.multi_dof_trajectory.joint_names
+                    or goal.multi_dof_trajectory.points)
+    if isinstance(goal, MoveToPose.Goal):
+        return goal == MoveToPose.Goal()
+    return False
 
 
 def _point(position: object) -> tuple[float, ...]:

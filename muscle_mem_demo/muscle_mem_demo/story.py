@@ -293,6 +293,14 @@ class RunOutcome:
     canceled the step mid-motion), from its CHECK_FAILED events."""
     knock: KnockReport | None = None
     """The robot's account of the run's knock, if the run had one and it was reported."""
+    check_failed_at: float = math.nan
+    """Stamp (ROS time, seconds) of the run's first check that failed during a step."""
+    stops: tuple[tuple[float, str], ...] = ()
+    """(stamp in ROS time seconds, detail) of every STOPPED event of the run, in order: what
+    happened while the cache stopped a step (the cancel's answer, a stop sent, the goal's
+    end, at rest)."""
+    goals: tuple[dict[str, object], ...] = ()
+    """The robot's record of every arm goal executed during the run (its ``~/goals``)."""
     trace_times: list[float] = field(default_factory=list)
     """Seconds since the goal was sent, one per joint_states message."""
     trace_positions: list[tuple[float, ...]] = field(default_factory=list)
@@ -301,6 +309,19 @@ class RunOutcome:
     """ROS time (seconds) the trace times count from: when the task was sent."""
     failures: tuple[str, ...] = ()
     """Why the run does not hold (filled in by :func:`judge`); empty when it holds."""
+
+    @property
+    def rest_after(self) -> float:
+        """Seconds from the cache's first STOPPED (the cancel's answer) to at rest, or NaN."""
+        rest = [at for at, detail in self.stops if detail.startswith('at rest after')]
+        if not rest or not self.stops:
+            return math.nan
+        return rest[0] - self.stops[0][0]
+
+    @property
+    def overlaps(self) -> tuple[str, ...]:
+        """Return the ids of the motions the robot saw start while another still executed."""
+        return tuple(str(g['goal_id']) for g in self.goals if g.get('overlaps'))
 
     @property
     def mode(self) -> RunMode | None:
