@@ -46,8 +46,8 @@ def test_a_walk_is_booked_against_the_trajectory_it_was_on():
     for kind in (FailureKind.STEP_FAILED, FailureKind.TIMEOUT, FailureKind.SERVER_LOST,
                  FailureKind.POST_CHECK):
         assert outcome_of(complete=False, trajectory_id=0, on_trajectory=3, kind=kind) == (3, F)
-    assert outcome_of(complete=False, trajectory_id=0, on_trajectory=3,
-                      kind=FailureKind.DURING_CHECK) == (3, W)
+    for kind in (FailureKind.DURING_CHECK, FailureKind.NOT_STOPPED):
+        assert outcome_of(complete=False, trajectory_id=0, on_trajectory=3, kind=kind) == (3, W)
     for kind in (FailureKind.PRE_CHECK, FailureKind.OUT_OF_TOLERANCE, FailureKind.NO_CANDIDATE,
                  FailureKind.STALE):
         assert outcome_of(complete=False, trajectory_id=0, on_trajectory=3, kind=kind) == (3, H)

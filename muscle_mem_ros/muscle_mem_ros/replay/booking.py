@@ -39,7 +39,10 @@ person's bump from a branch whose motion goes wrong in a world its pre-check pas
 move), and the ledger must not depend on whether the watch is on: without it the same
 knock is a failed post-check, a false hit. A rare knock stays far below the threshold; a
 branch knocked off its path in a third of its replays runs in a world that is not the
-one it learned, and should earn its trust again. A cancel by the caller is not booked.
+one it learned, and should earn its trust again. A cancel by the caller is not booked. A
+step the cache stopped whose robot did not stop (:attr:`.FailureKind.NOT_STOPPED`) is
+booked CANCELED too: the cache stopped it because the world or the time left what the
+branch explains.
 
 It is then not replayed (:func:`held`, asked by :func:`.gates.gate_tree` on every path)
 until it has earned trust again: as many agreeing shadow runs since it stepped back as
@@ -157,7 +160,7 @@ def outcome_of(*, complete: bool, trajectory_id: int, on_trajectory: int,
         return (trajectory_id, ReplayOutcome.COMPLETED) if trajectory_id else None
     if not on_trajectory or kind is None or kind is FailureKind.CANCELED:
         return None
-    if kind is FailureKind.DURING_CHECK:
+    if kind in (FailureKind.DURING_CHECK, FailureKind.NOT_STOPPED):
         return on_trajectory, ReplayOutcome.CANCELED
     if kind in _FALSE_HIT:
         return on_trajectory, ReplayOutcome.FALSE_HIT
