@@ -34,6 +34,7 @@ __all__ = [
     'CheckFailure',
     'CheckResult',
     'CompareMode',
+    'Declaration',
     'Node',
     'ReplayBook',
     'ReplayOutcome',
@@ -344,6 +345,10 @@ class ReplayBook:
         return self.false_hits / self.replays if self.replays else 0.0
 
 
+Declaration = tuple[int, str, str, float | None]
+"""A declared binding as an approval saw it: (learned step id, field, source, max_shift)."""
+
+
 @dataclass(frozen=True)
 class Approval:
     """
@@ -351,9 +356,11 @@ class Approval:
 
     An approval covers the trajectories and the inferred bindings the approver was
     shown, not what is learned later (:func:`muscle_mem_ros.replay.gates.approve` records
-    them). One recorded before approvals listed what they cover (``covers`` None)
-    covers the trajectory it names, or for a whole task every trajectory created at
-    or before ``at``, and no inferred binding.
+    them), and the declared bindings (the params file's) on them as they were then: a
+    later change to those holds what it covered. One recorded before approvals listed
+    what they cover (``covers`` None) covers the trajectory it names, or for a whole
+    task every trajectory created at or before ``at``, and no inferred binding; one
+    recorded before they listed declared bindings (``declared`` None) covers none.
 
     :ivar task: The task.
     :ivar trajectory_id: The trajectory approved; 0 approves the whole task.
@@ -361,6 +368,8 @@ class Approval:
     :ivar at: When (Unix time).
     :ivar covers: The trajectory ids it covers; None: not recorded (an old approval).
     :ivar bindings: The inferred bindings it covers: (learned step id, field, source).
+    :ivar declared: The declared bindings it saw on what it covers: (learned step id,
+        field, source, max_shift); None: not recorded (an older approval).
     """
 
     task: str
@@ -369,6 +378,7 @@ class Approval:
     at: float
     covers: tuple[int, ...] | None = None
     bindings: tuple[tuple[int, str, str], ...] = ()
+    declared: tuple[Declaration, ...] | None = None
 
     def covers_trajectory(self, info: TrajectoryInfo) -> bool:
         """Return True when this approval covers the trajectory ``info`` (of its task)."""

@@ -134,6 +134,16 @@ def test_an_edited_goal_imported_replays_as_edited_in_an_approval_gated_cache(h)
     try:
         h.start_cache(store_path=str(store), replay_requires='approval',
                       cache_mode='replay_only')
+        # the edit brings the shelf goal within max_offset of the tag (0.45 m): the cache's
+        # params file binds it to the tag, a declared binding carol's approval did not see
+        h.robot.reset()
+        result = h.run_task('fetch', json.dumps({'bin': 2}))
+        assert not result.result.cache_hit
+        assert re.search(r'gate: the declared binding goal.pose.position.x <- sensor:tag\[0\] '
+                         r'\(max_shift 0.1\) on learned step 3 of trajectory 1 is not among '
+                         r"those carol's approval", result.result.message), result.result.message
+        assert main(['approve', str(store), 'fetch', '--who', 'carol', '--params',
+                     str(h.tmp / 'params.yaml'), '--node-name', h.names.node]) == 0
         h.robot.reset()
         calls = len(h.agent.calls)
         result = h.run_task('fetch', json.dumps({'bin': 2}))

@@ -41,6 +41,7 @@ from muscle_mem_ros.cli import main
 from muscle_mem_ros.cli.bt import goal_steps, import_variant
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot, Step, ToolKind
+from muscle_mem_ros.replay.gates import Gate, gate_tree
 from muscle_mem_ros.replay.shadow import SnapshotSenses
 from muscle_mem_ros.replay.treeview import Trees
 from muscle_mem_ros.ros.messages.introspection import message_to_json
@@ -406,3 +407,28 @@ def test_an_edit_moves_what_the_robot_carries_with_the_edited_field(tmp_path):
     assert runs[shelf.id].post.features['tag'] == pytest.approx((1.55, 1.2, 0.0))
     assert runs[release.id].pre.features['tag'] == pytest.approx((1.55, 1.2, 0.0))
     assert runs[doc.steps[0].id].post.features['tag'] == pytest.approx((*TAG, 0.0))
+
+
+def test_an_import_covers_the_declared_bindings_it_saw_and_a_change_to_them_holds_it(tmp_path):
+    tag_y = Declared('/goto', 'goal.pose.position.y', 'sensor:tag[1]', 0.1, 0.05)
+    (tmp_path / 'fetch.yaml').write_text(exported(tmp_path, declared=(tag_y,)))
+    assert main(['import', str(tmp_path / 'new.db'), str(tmp_path / 'fetch.yaml'),
+                 '--who', 'ann']) == 0
+    with SqliteStore(path=tmp_path / 'new.db') as store:
+        (approval,) = store.approvals(task='fetch')
+        assert approval.declared == ((1, 'goal.pose.position.y', 'sensor:tag[1]', 0.1),)
+
+        def gate(*declared):
+            trees = Trees(store, tolerance=element_tolerances(SENSORS), declared=declared)
+            return gate_tree(Gate.parse('approval'), store,
+                             trees.view('fetch', canonical(PARAMS)))
+        assert gate(tag_y).reasons == {}  # the cache's params file declares what ann saw
+        wider = gate(replace(tag_y, max_shift=0.3))  # then someone widened it
+        assert wider.nodes == frozenset() and list(wider.reasons) == [approval.trajectory_id]
+        assert wider.reasons[approval.trajectory_id].startswith(
+            'the declared binding of goal.pose.position.y on learned step 1 of trajectory 1 '
+            'changed after '
+            "ann's approval of trajectory 1 of task fetch (")
+        assert 'sensor:tag[1] (max_shift 0.1), now sensor:tag[1] (max_shift 0.3)' in \
+            wider.reasons[approval.trajectory_id]
+        assert 'was removed after' in gate().reasons[approval.trajectory_id]

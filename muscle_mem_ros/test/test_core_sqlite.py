@@ -163,7 +163,7 @@ def test_migration_from_version_1_keeps_data(tmp_path):
 
 def test_migration_from_version_5_keeps_approvals_covering_what_existed_then(tmp_path):
     """An approval from before coverage: its trajectory, or those created by then; no binding."""
-    from muscle_mem_ros.bindings.rules import Binding, Plan
+    from muscle_mem_ros.bindings.rules import Binding, DECLARED, Plan
     from muscle_mem_ros.replay.gates import Gate, trusted
     path = tmp_path / 'old.db'
     conn = sqlite3.connect(path, isolation_level=None)
@@ -195,10 +195,19 @@ def test_migration_from_version_5_keeps_approvals_covering_what_existed_then(tmp
         assert trust.reasons[1].startswith(
             "the inferred binding x <- param:x of trajectory 1 is not covered by carol's")
         assert 'predates approvals listing their bindings; approve it again' in trust.reasons[1]
+        # nor did they record the declared bindings they saw (schema 10): they saw none
+        assert whole.declared is None and third.declared is None
+        declared = {3: Plan((Binding('y', 'sensor:q[0]', 0.0, 0.1, DECLARED),))}
+        trust = trusted(Gate.parse('approval'), [last], plans=declared, agreement=({}, {}),
+                        approvals=s.approvals(task='t'))
+        assert trust.reasons[3].startswith('the declared binding y <- sensor:q[0] (max_shift '
+                                           '0.1) on learned step 3 of trajectory 3 is not '
+                                           "covered by dave's approval")
+        assert 'predates approvals listing declared bindings' in trust.reasons[3]
         renewed = s.approve(task='t', who='carol', covers=[1, 2], bindings=[(1, 'x', 'param:x')])
-        assert s.approvals(task='t')[-1] == renewed
+        assert s.approvals(task='t')[-1] == renewed and renewed.declared == ()
     conn = sqlite3.connect(path)
-    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 9
+    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 10
     conn.close()
 
 

@@ -323,3 +323,56 @@ def test_an_approval_covers_what_its_approver_saw_not_what_is_learned_later(stor
         first.node_ids + later.node_ids)
     with pytest.raises(UnknownTrajectoryError):
         approve(store, task='t', trajectory_id=later.id + 99, who='dave', plans=lambda v: now)
+
+
+def test_an_approval_covers_the_declared_bindings_it_saw_and_a_change_holds_it(store):
+    first = record(store, [step('a'), step('b')])
+    head, tail = first.node_ids
+    second = record(store, [step('c')])
+
+    def declared(source='sensor:tag[1]', max_shift=0.1, more=()):
+        return {head: Plan((Binding('x', 'param:x', origin=INFERRED),
+                            Binding('y', source, 0.02, max_shift, DECLARED), *more))}
+    saw = declared()
+    approval = approve(store, task='t', who='carol', plans=lambda variant: saw)
+    assert approval.declared == ((head, 'y', 'sensor:tag[1]', 0.1),)
+    assert approval.bindings == ((head, 'x', 'param:x'),)
+    assert store.approvals(task='t') == [approval]  # kept by the store as it was made
+    gate = Gate.parse('approval')
+
+    def trust(plans):
+        return trusted(gate, store.trajectories(task='t'), plans=plans, agreement=({}, {}),
+                       approvals=store.approvals(task='t'))
+    assert trust(declared()).reasons == {}  # the params file as approved: replays
+    whose = "carol's approval of task t ("
+    changes = {  # the params file changed after the approval: each holds the trajectory
+        'source': (declared(source='sensor:tag[0]'),
+                   f'the declared binding of y on learned step {head} of trajectory '
+                   f'{first.id} changed after {whose}'),
+        'max_shift': (declared(max_shift=0.3),
+                      f'the declared binding of y on learned step {head} of trajectory '
+                      f'{first.id} changed after {whose}'),
+        'added': (declared(more=(Binding('z', 'param:z', 0.0, None, DECLARED),)),
+                  f'the declared binding z <- param:z on learned step {head} of trajectory '
+                  f'{first.id} is not among those {whose}'),
+        'added later': ({**saw, tail: Plan((Binding('w', 'sensor:q[0]', 0.0, 0.1, DECLARED),))},
+                        f'the declared binding w <- sensor:q[0] (max_shift 0.1) on learned '
+                        f'step {tail} of trajectory {first.id} is not among those {whose}'),
+        'removed': ({head: Plan((Binding('x', 'param:x', origin=INFERRED),))},
+                    f'the declared binding y <- sensor:tag[1] (max_shift 0.1) on learned step '
+                    f'{head} of trajectory {first.id} was removed after {whose}'),
+    }
+    for name, (plans, words) in changes.items():
+        held = trust(plans)
+        assert set(held.reasons) == {first.id}, name
+        assert held.reasons[first.id].startswith(words), (name, held.reasons)
+        assert 'approve it again' in held.reasons[first.id], (name, held.reasons)
+        assert held.nodes == frozenset(second.node_ids), name
+    assert '(sensor:tag[1] (max_shift 0.1), now sensor:tag[1] (max_shift 0.3))' in trust(
+        changes['max_shift'][0]).reasons[first.id]
+    # approved again with the new file: it replays; an approval of the trajectory alone too
+    again = approve(store, task='t', trajectory_id=first.id, who='dave',
+                    plans=lambda variant: changes['source'][0])
+    assert again.declared == ((head, 'y', 'sensor:tag[0]', 0.1),)
+    assert trust(changes['source'][0]).reasons == {}
+    assert trust(saw).reasons == {}  # carol's still covers the file she saw

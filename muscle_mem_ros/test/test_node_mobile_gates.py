@@ -26,6 +26,7 @@ it. Real cache process, DDS; the base moves only when a goto reaches the robot
 from __future__ import annotations
 
 import json
+import re
 
 from action_msgs.msg import GoalStatus
 from mobile_helpers import MobileHarness, TAG_HOME
@@ -119,11 +120,20 @@ def test_a_trajectory_learned_after_the_task_was_approved_is_held_naming_it(h, c
     rows = {r['trajectory']: r for r in json.loads(capsys.readouterr().out)}
     assert rows[first.trajectory_id]['approved_by'] == 'carol'
     assert rows[tid]['approved_by'] == ''  # not shown approved by carol's earlier approval
-    # the command records coverage as the service does: this trajectory, nothing else
+    # the command records coverage as the service does: this trajectory, nothing else; it
+    # sees the declared bindings (the standoff's, on the tag) only in the params file
     assert main(['approve', store, 'grows', '--trajectory', str(tid), '--who', 'dave',
                  '--json']) == 0
     own = json.loads(capsys.readouterr().out)
     assert (own['who'], own['covers']) == ('dave', [tid])
+    result, called = fetch(h, 'grows', 2)
+    assert called and not result.cache_hit, 'replayed declared bindings nobody saw'
+    reason = h.agent.calls[-1].resume_reason
+    assert re.search(r'the declared binding goal.pose.position.x <- sensor:tag\[0\] \(max_shift '
+                     rf'0.1\) on learned step \d+ of trajectory {tid} is not among those '
+                     r"dave's approval", reason), reason
+    assert main(['approve', store, 'grows', '--trajectory', str(tid), '--who', 'dave',
+                 '--params', str(h.tmp / 'params.yaml'), '--node-name', h.names.node]) == 0
     result, called = fetch(h, 'grows', 2)
     assert not called and result.cache_hit, result.message
 

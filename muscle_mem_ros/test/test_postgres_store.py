@@ -136,16 +136,20 @@ def test_a_version_3_database_keeps_its_approvals_covering_what_existed_then(url
     with PostgresStore(url=url) as store:
         first, second = store.trajectories(task='t')
         (old,) = store.approvals(task='t')
-        assert (old.who, old.covers, old.bindings) == ('carol', None, ())
+        assert (old.who, old.covers, old.bindings, old.declared) == ('carol', None, (), None)
         assert old.covers_trajectory(first) and not old.covers_trajectory(second)
         renewed = store.approve(task='t', who='carol', covers=[first.id, second.id],
                                 bindings=[(first.node_ids[0], 'x', 'param:x')])
         assert store.approvals(task='t') == [renewed]
-        assert renewed.covers == (first.id, second.id)
+        assert renewed.covers == (first.id, second.id) and renewed.declared == ()
+        seen = store.approve(task='t', who='carol', covers=[first.id],
+                             declared=[(first.node_ids[0], 'y', 'sensor:q[0]', 0.1)])
+        assert store.approvals(task='t') == [seen]  # schema 9: the declared bindings it saw
+        assert seen.declared == ((first.node_ids[0], 'y', 'sensor:q[0]', 0.1),)
     with psycopg.connect(url, autocommit=True) as conn:
         versions = conn.execute(f'SELECT version FROM {ns}.schema_version ORDER BY version')
         assert [v[0] for v in versions.fetchall()] == [*range(1, pgschema.SCHEMA_VERSION + 1)]
-    assert pgschema.SCHEMA_VERSION == 8
+    assert pgschema.SCHEMA_VERSION == 9
 
 
 def test_foreign_tables_in_the_namespace_are_refused(url):

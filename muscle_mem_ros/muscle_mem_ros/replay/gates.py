@@ -31,6 +31,11 @@ Gates: what a learned trajectory must have earned before the cache replays it.
   (learned step, field, source). A trajectory learned later, or a binding inferred
   later (one that appears on an approved trajectory only once more recordings
   arrived), needs an approval of its own, and the gate's reason names it.
+  An approval also records the declared bindings (the params file's) it saw on
+  what it covers, as (learned step, field, source, max_shift): a trajectory whose
+  declared bindings are no longer those an approval of it saw (one added, removed,
+  given another source or ``max_shift`` in the params file) is held until it is
+  approved again, and the reason says which binding changed.
 
 :func:`gate_tree` is the one place that decides for a tree: ExecuteTask, the
 Replay service and its dry run all ask it. Whatever the gate, a trajectory that stepped
@@ -46,7 +51,7 @@ every trusted replay.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 import datetime
 from enum import Enum
@@ -54,16 +59,16 @@ from typing import TYPE_CHECKING
 
 from .booking import held
 from ..bindings.learning import Plans
-from ..bindings.rules import INFERRED, Plan
+from ..bindings.rules import Binding, DECLARED, INFERRED, Plan
 from ..errors import ConfigError, StoreUnavailableError, UnknownTrajectoryError
-from ..records import Agreement, Approval, ReplayBook, TrajectoryInfo
+from ..records import Agreement, Approval, Declaration, ReplayBook, TrajectoryInfo
 
 if TYPE_CHECKING:  # pragma: no cover (types only)
     from .treeview import TreeView
     from ..store.base import Store
 
-__all__ = ['approve', 'covered', 'Gate', 'gate_tree', 'GateKind', 'inferred_bindings',
-           'Trusted', 'trusted', 'unreviewed']
+__all__ = ['approve', 'covered', 'declared_bindings', 'Gate', 'gate_tree', 'GateKind',
+           'inferred_bindings', 'Trusted', 'trusted', 'unreviewed']
 
 
 class GateKind(Enum):
@@ -221,7 +226,47 @@ def _approval_reason(info: TrajectoryInfo, plans: Plans, approvals: Sequence[App
                             'approvals listing their bindings; approve it again')
                 return (f'the inferred binding {b.field} <- {b.source} of trajectory {info.id} '
                         f'was learned after {_whose(latest)}; approve it')
-    return ''
+    return _declared_reason(info, plans, covering)
+
+
+def _declared_reason(info: TrajectoryInfo, plans: Plans, covering: Sequence[Approval]) -> str:
+    """
+    Return why a trajectory's declared bindings are not what an approval of it saw ('': one is).
+
+    Its declared bindings now, by (learned step, field), must equal those one covering
+    approval saw on its steps. An approval from before approvals recorded them saw none.
+    """
+    steps = set(info.node_ids)
+    now = {(n, b.field): (b.source, b.max_shift) for n, plan in _plans_along(info, plans)
+           for b in plan.bindings if b.origin == DECLARED}
+
+    def saw(approval: Approval) -> dict[tuple[int, str], tuple[str, float | None]]:
+        return {(n, f): (s, m) for n, f, s, m in approval.declared or () if n in steps}
+    if any(saw(a) == now for a in covering):
+        return ''
+    latest = covering[-1]
+    then = saw(latest)
+    key = min(k for k in now.keys() | then.keys() if now.get(k) != then.get(k))
+    field, where = key[1], f'learned step {key[0]} of trajectory {info.id}'
+    if latest.declared is None:
+        return (f'the declared binding {field} <- {_shown(now[key])} on {where} is not '
+                f'covered by {_whose(latest)}, which predates approvals listing declared '
+                'bindings; approve it again')
+    if key not in then:  # declared since, or the approval did not see the params file
+        return (f'the declared binding {field} <- {_shown(now[key])} on {where} is not among '
+                f'those {_whose(latest)} saw; approve it again (muscle-mem approve: with the '
+                "node's params file, --params)")
+    if key not in now:
+        return (f'the declared binding {field} <- {_shown(then[key])} on {where} was removed '
+                f'after {_whose(latest)}; approve it again')
+    return (f'the declared binding of {field} on {where} changed after {_whose(latest)} '
+            f'({_shown(then[key])}, now {_shown(now[key])}); approve it again')
+
+
+def _shown(binding: tuple[str, float | None]) -> str:
+    """Return "sensor:tag[0] (max_shift 0.1)"."""
+    source, max_shift = binding
+    return f'{source} (max_shift {max_shift:g})' if max_shift is not None else source
 
 
 def _plans_along(info: TrajectoryInfo, plans: Mapping[int, Plan]) -> list[tuple[int, Plan]]:
@@ -238,15 +283,33 @@ def inferred_bindings(trajectories: Sequence[TrajectoryInfo],
     :param trajectories: The trajectories (of one task).
     :param plans: A tree's plans by its variant (:meth:`~.treeview.Trees.plans`).
     """
-    found: set[tuple[int, str, str]] = set()
+    return sorted({(n, b.field, b.source) for n, b in _bindings_on(trajectories, plans)
+                   if b.origin == INFERRED})
+
+
+def declared_bindings(trajectories: Sequence[TrajectoryInfo],
+                      plans: Callable[[str], Mapping[int, Plan]]) -> list[Declaration]:
+    """
+    Return the declared bindings on ``trajectories`` now: (step id, field, source, max_shift).
+
+    :param trajectories: The trajectories (of one task).
+    :param plans: A tree's plans by its variant (:meth:`~.treeview.Trees.plans`).
+    """
+    return sorted({(n, b.field, b.source, b.max_shift)
+                   for n, b in _bindings_on(trajectories, plans) if b.origin == DECLARED},
+                  key=lambda d: (d[0], d[1], d[2], -1.0 if d[3] is None else d[3]))
+
+
+def _bindings_on(trajectories: Sequence[TrajectoryInfo],
+                 plans: Callable[[str], Mapping[int, Plan]]) -> Iterator[tuple[int, Binding]]:
+    """Yield (learned step id, binding) of every binding on the steps of ``trajectories``."""
     by_variant: dict[str, Mapping[int, Plan]] = {}
     for info in trajectories:
         if info.variant not in by_variant:
             by_variant[info.variant] = plans(info.variant)
         for node_id, plan in _plans_along(info, by_variant[info.variant]):
-            found.update((node_id, b.field, b.source) for b in plan.bindings
-                         if b.origin == INFERRED)
-    return sorted(found)
+            for b in plan.bindings:
+                yield node_id, b
 
 
 def approve(store: Store, *, task: str, trajectory_id: int = 0, who: str,
@@ -256,9 +319,10 @@ def approve(store: Store, *, task: str, trajectory_id: int = 0, who: str,
 
     A whole-task approval (``trajectory_id`` 0) covers the task's trajectories now; one
     of a trajectory covers that trajectory; either covers the inferred bindings on them
-    now, as ``plans`` shows them (the node's learned plans, the CLI's read with the
-    node's params file, or the plans of an imported document). What is learned later is
-    not covered (:func:`trusted` holds it back and says so).
+    now, and records the declared ones it saw on them, as ``plans`` shows them (the
+    node's learned plans, the CLI's read with the node's params file, or the plans of an
+    imported document). What is learned later is not covered, nor a change to the
+    declared bindings (:func:`trusted` holds it back and says so).
 
     :param store: The store (the approval is stored with what it covers).
     :param task: The task.
@@ -274,7 +338,8 @@ def approve(store: Store, *, task: str, trajectory_id: int = 0, who: str,
             raise UnknownTrajectoryError(f'task {task!r} has no trajectory {trajectory_id}')
     return store.approve(task=task, trajectory_id=trajectory_id, who=who,
                          covers=[t.id for t in found],
-                         bindings=inferred_bindings(found, plans))
+                         bindings=inferred_bindings(found, plans),
+                         declared=declared_bindings(found, plans))
 
 
 def gate_tree(gate: Gate, store: Store, view: TreeView) -> Trusted:
@@ -305,12 +370,15 @@ def covered(approval: Approval) -> str:
     what = (f'trajectory {shown}' if len(ids) == 1 else
             f'trajectories {shown}' if ids else 'no trajectory')
     bound = approval.bindings
+    declared = len(approval.declared or ())
+    seen = (f'; saw {declared} declared binding{"s" if declared > 1 else ""} (a change to '
+            'them holds it)' if declared else '')
     if not bound:
-        return f'covers {what} and no inferred binding'
+        return f'covers {what} and no inferred binding{seen}'
     listed = '; '.join(f'{f} <- {s} (learned step {n})' for n, f, s in bound[:3])
     more = f' (+{len(bound) - 3} more)' if len(bound) > 3 else ''
     return (f'covers {what} and {len(bound)} inferred binding{"s" if len(bound) > 1 else ""}: '
-            f'{listed}{more}')
+            f'{listed}{more}{seen}')
 
 
 def unreviewed(gate: Gate, reviewed_by: str) -> str:

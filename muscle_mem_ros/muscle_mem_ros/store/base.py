@@ -52,12 +52,13 @@ from .columns import Columns
 from .values import Blobs, pack
 from ..errors import UnsafeValueError
 from ..records import (
-    Agreement, Approval, Node, ReplayBook, Step, TaskStats, ToolKind, TrajectoryInfo,
+    Agreement, Approval, Declaration, Node, ReplayBook, Step, TaskStats, ToolKind,
+    TrajectoryInfo,
 )
 
 __all__ = [
-    'Batching', 'logged', 'NodeList', 'Recording', 'RecordingInfo', 'Store', 'step_signature',
-    'tree_tallies',
+    'Batching', 'declarations', 'logged', 'NodeList', 'Recording', 'RecordingInfo', 'Store',
+    'step_signature', 'tree_tallies',
 ]
 
 
@@ -498,7 +499,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def approve(self, *, task: str, trajectory_id: int = 0, who: str,
                 covers: Sequence[int] = (),
-                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
+                bindings: Sequence[tuple[int, str, str]] = (),
+                declared: Sequence[Declaration] = ()) -> Approval:
         """
         Approve a task (``trajectory_id`` 0) or one of its trajectories for replay.
 
@@ -509,6 +511,8 @@ class Store(abc.ABC):
         :param covers: The trajectory ids it covers (a trajectory's approval covers that
             trajectory in any case).
         :param bindings: The inferred bindings it covers: (learned step id, field, source).
+        :param declared: The declared bindings it saw on what it covers: (learned step id,
+            field, source, max_shift); a later change to them holds what it covers.
         :raises UnknownTrajectoryError: ``trajectory_id`` is not a trajectory of ``task``.
         """
 
@@ -604,6 +608,13 @@ class Batching:
                 finally:
                     self._batch_depth = 0
                 self._batch_done(conn)
+
+
+def declarations(declared: Iterable[Sequence[Any]]) -> tuple[Declaration, ...]:
+    """Return declared bindings as every store keeps an approval's: typed, unique, sorted."""
+    return tuple(sorted({(int(n), str(f), str(s), None if m is None else float(m))
+                         for n, f, s, m in declared},
+                        key=lambda d: (d[0], d[1], d[2], -1.0 if d[3] is None else d[3])))
 
 
 def tree_tallies(infos: Iterable[TrajectoryInfo]) -> dict[str, tuple[int, int]]:

@@ -22,10 +22,12 @@ import itertools
 import threading
 import time
 
-from .base import check_step, logged, NodeList, Recording, RecordingInfo, Store
+from .base import check_step, declarations, logged, NodeList, Recording, RecordingInfo, Store
 from .merge import merge_steps
 from ..errors import UnknownTrajectoryError
-from ..records import Agreement, Approval, Node, ReplayBook, Step, TaskStats, TrajectoryInfo
+from ..records import (
+    Agreement, Approval, Declaration, Node, ReplayBook, Step, TaskStats, TrajectoryInfo,
+)
 
 __all__ = ['MemoryStore']
 
@@ -254,7 +256,8 @@ class MemoryStore(Store):
 
     def approve(self, *, task: str, trajectory_id: int = 0, who: str,
                 covers: Sequence[int] = (),
-                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
+                bindings: Sequence[tuple[int, str, str]] = (),
+                declared: Sequence[Declaration] = ()) -> Approval:
         """Approve a task or one of its trajectories (and what it covers, as SQL keeps it)."""
         if trajectory_id:
             self.trajectory(trajectory_id)  # raises when unknown
@@ -262,7 +265,7 @@ class MemoryStore(Store):
         bound = tuple(sorted({(int(n), str(f), str(s)) for n, f, s in bindings}))
         with self._lock:
             found = self._approvals[(task, trajectory_id)] = Approval(
-                task, trajectory_id, who, time.time(), ids, bound)
+                task, trajectory_id, who, time.time(), ids, bound, declarations(declared))
             return found
 
     def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:

@@ -46,7 +46,8 @@ shadow agreement counts and approvals (:mod:`.trustsql`); 6 what an approval cov
 trajectories and inferred bindings its approver saw; NULL in older rows); 7 a step's trace
 (what its watched sensors and feedback did while it ran; NULL in older rows and untraced steps);
 8 how each trajectory's replays ended, and whether it stepped back (:mod:`.trustsql`); 9
-what learning found, kept for a restart (:mod:`.keptsql`).
+what learning found, kept for a restart (:mod:`.keptsql`); 10 the declared bindings an
+approval saw (:mod:`.trustsql`; NULL in older rows, which saw none).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from typing import Any
 
 from .keptsql import KEPT
 from .legacy import convert_rows, Dropped
-from .trustsql import BOOKS, COVERAGE, TABLES
+from .trustsql import BOOKS, COVERAGE, DECLARED, TABLES
 from ..errors import StoreCorruptError, StoreVersionError
 
 __all__ = ['APP_ID', 'backup', 'MAGIC', 'MIGRATIONS', 'SCHEMA_VERSION', 'inspect_file',
@@ -132,6 +133,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     BOOKS,  # 8: how replays ended, per trajectory; stepping back (:mod:`.trustsql`)
     KEPT,  # 9: learned plans kept for a restart (:mod:`.keptsql`)
+    DECLARED,  # 10: the declared bindings an approval saw (:mod:`.trustsql`)
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

@@ -31,6 +31,9 @@ SQLite schema 6 and PostgreSQL schema 4 (:data:`COVERAGE`) add what an approval
 covers: ``covers``, the trajectory ids as a JSON list, and ``bindings``, the
 inferred bindings as a JSON list of ``[learned step id, field, source]``. Rows from
 before have both NULL: :class:`~muscle_mem_ros.records.Approval` says what they cover.
+SQLite schema 10 and PostgreSQL schema 9 (:data:`DECLARED`) add ``declared``: the
+declared bindings (the params file's) the approval saw on what it covers, a JSON list
+of ``[learned step id, field, source, max_shift]``; NULL in older rows (they saw none).
 
 :class:`SqlTrust` is the :class:`~.base.Store`'s trust methods written once over these
 statements: the SQLite and PostgreSQL stores differ only in how they give a connection.
@@ -44,11 +47,11 @@ import json
 import time
 from typing import Any, ContextManager
 
-from .base import Store
-from ..records import Agreement, Approval, ReplayBook
+from .base import declarations, Store
+from ..records import Agreement, Approval, Declaration, ReplayBook
 
 __all__ = ['agreement', 'approvals', 'approve', 'book_replay', 'BOOKS', 'Booker', 'COVERAGE',
-           'note_shadow', 'replay_books', 'revoke', 'SqlTrust', 'TABLES']
+           'DECLARED', 'note_shadow', 'replay_books', 'revoke', 'SqlTrust', 'TABLES']
 
 Booker = Callable[[ReplayBook, int], ReplayBook]
 """Books one replay: ``booker(book so far, agreeing shadow runs now)`` returns the new book."""
@@ -71,6 +74,12 @@ COVERAGE = (
     'ALTER TABLE approvals ADD COLUMN bindings TEXT',
 )
 """The statements of the migration that records what an approval covers (NULL: not recorded)."""
+
+DECLARED = (
+    'ALTER TABLE approvals ADD COLUMN declared TEXT',
+)
+"""The statements of the migration that records the declared bindings an approval saw (NULL:
+not recorded); PostgreSQL's adds the column IF NOT EXISTS (:mod:`.postgres.schema`)."""
 
 BOOKS = (
     'CREATE TABLE IF NOT EXISTS replay_books (trajectory BIGINT PRIMARY KEY, task TEXT NOT NULL,'
@@ -150,17 +159,19 @@ def agreement(conn: Any, task: str) -> tuple[dict[int, Agreement],
 
 
 def approve(conn: Any, task: str, trajectory_id: int, who: str, at: float,
-            covers: Sequence[int], bindings: Sequence[tuple[int, str, str]]) -> Approval:
+            covers: Sequence[int], bindings: Sequence[tuple[int, str, str]],
+            declared: Sequence[Declaration] = ()) -> Approval:
     """Record (or renew) an approval of what it covers (:class:`~..records.Approval`)."""
     ids = tuple(sorted({int(i) for i in (*covers, trajectory_id) if i}))
     bound = tuple(sorted({(int(n), str(f), str(s)) for n, f, s in bindings}))
+    seen = declarations(declared)
     conn.execute(
-        'INSERT INTO approvals (task, trajectory, who, at, covers, bindings)'
-        ' VALUES (?, ?, ?, ?, ?, ?)'
+        'INSERT INTO approvals (task, trajectory, who, at, covers, bindings, declared)'
+        ' VALUES (?, ?, ?, ?, ?, ?, ?)'
         ' ON CONFLICT (task, trajectory) DO UPDATE SET who = excluded.who, at = excluded.at,'
-        ' covers = excluded.covers, bindings = excluded.bindings',
-        (task, trajectory_id, who, at, json.dumps(ids), json.dumps(bound)))
-    return Approval(task, trajectory_id, who, at, ids, bound)
+        ' covers = excluded.covers, bindings = excluded.bindings, declared = excluded.declared',
+        (task, trajectory_id, who, at, json.dumps(ids), json.dumps(bound), json.dumps(seen)))
+    return Approval(task, trajectory_id, who, at, ids, bound, seen)
 
 
 def revoke(conn: Any, task: str, trajectory_id: int) -> bool:
@@ -172,19 +183,20 @@ def revoke(conn: Any, task: str, trajectory_id: int) -> bool:
 
 def approvals(conn: Any, task: str | None) -> list[Approval]:
     """Return the approvals of a task (None: every task), oldest first."""
-    sql = 'SELECT task, trajectory, who, at, covers, bindings FROM approvals'
+    sql = 'SELECT task, trajectory, who, at, covers, bindings, declared FROM approvals'
     rows = (conn.execute(sql + ' WHERE task = ? ORDER BY at', (task,)) if task is not None
             else conn.execute(sql + ' ORDER BY at')).fetchall()
     return [_approval(*row) for row in rows]
 
 
 def _approval(task: Any, trajectory: Any, who: Any, at: Any, covers: Any,
-              bindings: Any) -> Approval:
+              bindings: Any, declared: Any) -> Approval:
     """Return one row as an Approval (NULL coverage: one recorded before coverage was)."""
     ids = None if covers is None else tuple(int(i) for i in json.loads(covers))
     bound = () if bindings is None else tuple(
         (int(n), str(f), str(s)) for n, f, s in json.loads(bindings))
-    return Approval(str(task), int(trajectory), str(who), float(at), ids, bound)
+    seen = None if declared is None else declarations(json.loads(declared))
+    return Approval(str(task), int(trajectory), str(who), float(at), ids, bound, seen)
 
 
 class SqlTrust(Store):
@@ -218,12 +230,14 @@ class SqlTrust(Store):
 
     def approve(self, *, task: str, trajectory_id: int = 0, who: str,
                 covers: Sequence[int] = (),
-                bindings: Sequence[tuple[int, str, str]] = ()) -> Approval:
+                bindings: Sequence[tuple[int, str, str]] = (),
+                declared: Sequence[Declaration] = ()) -> Approval:
         """Approve a task or one of its trajectories."""
         if trajectory_id:
             self.trajectory(trajectory_id)  # raises when unknown
         with self._writing() as conn:
-            return approve(conn, task, trajectory_id, who, time.time(), covers, bindings)
+            return approve(conn, task, trajectory_id, who, time.time(), covers, bindings,
+                           declared)
 
     def revoke(self, *, task: str, trajectory_id: int = 0) -> bool:
         """Withdraw an approval."""

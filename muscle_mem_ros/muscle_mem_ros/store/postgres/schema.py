@@ -36,7 +36,8 @@ approvals (:mod:`..trustsql`), so approvals travel with the fleet's trees; 4 wha
 approval covers (the trajectories and inferred bindings its approver saw; NULL in older rows);
 5 a step's trace (what its watched sensors and feedback did while it ran; NULL in older rows);
 6 how each trajectory's replays ended, and whether it stepped back (:mod:`..trustsql`); 7
-what learning found, kept for a restart (:mod:`..keptsql`).
+what learning found, kept for a restart (:mod:`..keptsql`); 8 kept first steps uncompressed;
+9 the declared bindings an approval saw (:mod:`..trustsql`; NULL in older rows, which saw none).
 """
 
 from __future__ import annotations
@@ -122,6 +123,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     KEPT,  # 7: learned plans kept for a restart (:mod:`..keptsql`)
     (  # 8: kept first steps uncompressed, so a restart reads parts of them (:mod:`..columns`)
         'ALTER TABLE kept_columns ALTER COLUMN data SET STORAGE EXTERNAL',
+    ),
+    (  # 9: the declared bindings an approval saw (:data:`..trustsql.DECLARED`; IF NOT EXISTS:
+        # a database whose version rows were set back runs it again harmlessly)
+        'ALTER TABLE approvals ADD COLUMN IF NOT EXISTS declared TEXT',
     ),
 )
 
