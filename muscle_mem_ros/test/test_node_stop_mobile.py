@@ -190,6 +190,7 @@ def test_a_base_that_does_not_stop_ends_the_task_without_the_agent(world):
     assert 'the agent was not asked' in done.result.message
     said = [e.detail for e in h.wait_events(CacheEvent.STOPPED, 'stop_never', 3)]
     assert any('did not stop' in d for d in said), said
+    assert h.wait_events(CacheEvent.CHECK_FAILED, 'stop_never')[0].sensor == 'tag'
     assert len(h.events_of(CacheEvent.HANDOFF, 'stop_never')) == 1  # the learning run's
     assert len(h.events_of(CacheEvent.MISS, 'stop_never')) == 1  # the learning run's
     wait_until(lambda: not math.isnan(h.robot.gotos[gotos].ended), 10.0)

@@ -47,7 +47,10 @@ The rules (the only place they are written down):
   the world left its recording's tube, outcome kind ``DURING_CHECK``) stops the walk
   with ``CHECK_FAILED`` and resume step k under P: the agent redoes step k from the
   world as it is. (A goal that succeeded before its cancel arrived ran to its end: the
-  front end reports it succeeded, and its post-check judges the world it left.)
+  front end reports it succeeded, and its post-check judges the world it left.) A step
+  the front end could not stop (kind ``NOT_STOPPED``: the robot did not stop) stops the
+  walk with that kind, after its ``CHECK_FAILED`` when a check during it had failed; the
+  front end then ends the task without the agent.
 * A failed step (raised, aborted, rejected, timed out, server missing) stops
   the walk with resume step k under P (the agent redoes step k); a canceled
   one stops it as CANCELED.
@@ -372,12 +375,12 @@ def walk(
             out = executor.execute(node, depth, cancel)
         if out.status is StepStatus.CANCELED and cancel.cancelled:
             return stop(FailureKind.CANCELED, 'canceled', depth)
-        if getattr(out, 'kind', None) is FailureKind.DURING_CHECK:
+        kind, failure = getattr(out, 'kind', None), getattr(out, 'failure', None)
+        if kind is FailureKind.DURING_CHECK or (kind is FailureKind.NOT_STOPPED and failure):
             reason = f'check during step {depth} ({node.step.tool}) failed: {out.detail}'
-            failure = getattr(out, 'failure', None)
             reporter.event(kind=StepEvent.CHECK_FAILED, step=depth, trajectory_id=on,
                            detail=reason, failure=failure)
-            return stop(FailureKind.DURING_CHECK, reason, depth, failure)
+            return stop(kind, reason, depth, failure)
         if out.status is not StepStatus.SUCCEEDED:
             reason = f'step {depth} ({node.step.tool}) failed: {out.detail}'
             reporter.event(kind=StepEvent.STEP_FAILED, step=depth, trajectory_id=on,
