@@ -792,7 +792,7 @@ def summarize(results: list[TaskResult], stops: list[StopRun]) -> dict[str, Any]
             out['replays'].setdefault(key, []).append(r)
     out['replays'] = {key: {
         'n': len(rs), 'canceled': sum(bool(r.canceled) for r in rs),
-        'not_replayed': sum(r.replayed != 8 for r in rs),
+        'not_replayed': sum(r.by_agent > 0 or r.mode != 'replay' for r in rs),
         'wall_p50': _p([r.wall_time for r in rs], 50),
         'window_p50': _p([max(r.window_needed) for r in rs if r.window_needed], 50),
         'window_max': _max([max(r.window_needed) for r in rs if r.window_needed]),
@@ -809,14 +809,18 @@ def summarize(results: list[TaskResult], stops: list[StopRun]) -> dict[str, Any]
                 'canceled_any': sum(bool(r.canceled) for r in rs),
                 'reaction_p50': _p([r.reaction for r in rs], 50),
                 'reaction_max': _max([r.reaction for r in rs]),
-                'travel_p50': _p([r.knock['after_knock'] for r in rs if r.knock], 50),
-                'travel_max': _max([r.knock['after_knock'] for r in rs if r.knock]),
+                # a push's grasp travel (after its first move) says nothing
+                'travel_p50': _p([r.knock['after_knock'] for r in rs
+                                  if r.knock and kind != 'push'], 50),
+                'travel_max': _max([r.knock['after_knock'] for r in rs
+                                    if r.knock and kind != 'push']),
                 'pushed_p50': _p([x for x in pushed if x is not None], 50),
                 'pushed_max': _max([x for x in pushed if x is not None]),
                 'checked': sum(x is not None for x in checked),
                 'checked_p50': _p([x for x in checked if x is not None], 50),
                 'checked_max': _max([x for x in checked if x is not None]),
                 'failed_tasks': sum(r.mode == 'failed' for r in rs),
+                'early': sum(_early(r) for r in rs),
                 'succeeded': sum(r.success for r in rs),
             }
     for manners in ('refuse', 'brake'):
@@ -834,6 +838,12 @@ def summarize(results: list[TaskResult], stops: list[StopRun]) -> dict[str, Any]
                 'before_end': sum(s.handed_back < s.stopped_ended for s in rs),
             }
     return out
+
+
+def _early(r: TaskResult) -> bool:
+    """Return True when a step before the disturbance's was canceled (nothing had happened)."""
+    d = r.disturbance
+    return d is not None and any(int(step) < d.step for step, _ in r.canceled)
 
 
 def _ms(x: float) -> str:
@@ -914,12 +924,16 @@ def render(args: argparse.Namespace, results: list[TaskResult], stops: list[Stop
         f'30 Hz /object_pose period) | {_ms(_p(reactions, 50))} | '
         f'{verdict(_p(reactions, 50) < target)} |',
         f'| reaction, max | - | {_ms(_max(reactions))} | - |',
+        "| steps canceled before their task's disturbance happened (false cancels) | 0 | "
+        f'{sum(_early(r) for r in new)} in {len(new)} disturbed tasks (old tube: '
+        f'{sum(_early(r) for r in results if r.cache == "old")}) | '
+        f'{verdict(not any(_early(r) for r in new))} |',
         f'| overlapping motions on a base that refuses or brakes | 0 | {overlaps} in '
         f'{sum(v["n"] for v in stp.values())} runs | {verdict(overlaps == 0 and bool(stp))} |',
         '',
         '## Replays that must not be canceled (`new`)',
         '',
-        '| replays | n | canceled | not fully replayed | wall p50 '
+        '| replays | n | canceled | agent called or failed | wall p50 '
         '| time window needed p50 / max |',
         '|---|---|---|---|---|---|',
     ]
