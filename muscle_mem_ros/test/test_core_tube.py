@@ -408,7 +408,7 @@ def test_a_cube_that_stays_on_the_table_while_the_gripper_rises_is_caught():
     t, failure = caught
     assert failure.element == 2 and failure.sensor in ('ee', 'object')
     risen = lift(t)['ee'][2] - lift(0.0)['ee'][2]
-    assert 0.03 < risen < 0.05  # each alone is on its path (the old tube never caught it)
+    assert 0.03 < risen < 0.06  # each alone is on its path (the old tube never caught it)
     assert failure.score > 1.0 and failure.at == t
 
 
@@ -426,7 +426,7 @@ def test_an_l_shaped_path_does_not_accept_the_opposite_corner():
     assert y_first(t)['odom'][1] < 0.05  # at once, not at the corner
 
 
-@pytest.mark.parametrize('tolerance, by, within', [(0.01, 0.03, 0.03), (0.02, 0.06, 0.05)])
+@pytest.mark.parametrize('tolerance, by, within', [(0.01, 0.05, 0.04), (0.02, 0.08, 0.06)])
 def test_a_slow_push_back_along_the_path_is_caught(tolerance, by, within):
     # The base drives half-way, stops, and is pushed back ``by`` over 1 s along its path.
     def pushed(t: float) -> dict[str, tuple[float, ...]]:

@@ -43,9 +43,10 @@ from dataclasses import dataclass
 import math
 from typing import Any, Protocol
 
+from .learning import followers
 from .rules import (
-    goal_leaves, is_number, moved_sensors, param_leaves, Plan, sensor_elements, Source,
-    SourceKind, split_element, Substitution,
+    bindable_leaves, goal_leaves, is_number, moved_sensors, param_leaves, Plan,
+    sensor_elements, Source, SourceKind, split_element, Substitution,
 )
 from ..records import CheckFailure, Node, Snapshot
 from ..resume import FailureKind
@@ -286,7 +287,9 @@ class During:
     :ivar post: The recorded post snapshot moved as the post-check will expect it.
     :ivar unpredictable: Element keys whose path under the shift cannot be predicted: on a
         retargeted step, the elements of sensors the step moved at recording that follow
-        none of its fields (the joints of a Cartesian move sent elsewhere).
+        none of its fields (the joints of a Cartesian move sent elsewhere). An element that
+        followed a field sent as recorded keeps its path (the tool's height, and the cube
+        it carries, on a lift whose x and y follow the cube): the cube must rise with it.
     :ivar retargeted: The step is sent with a changed field (a binding, an edit).
     """
 
@@ -551,6 +554,11 @@ class BindingJudge:
         if not retargeted:
             return During(pre, post)
         followed = {key for key, _ in (plan.follows if plan is not None else ())}
+        if isinstance(senses, SensorSenses):  # what followed a field sent as recorded keeps
+            sent = set(bound.values) | {f for f, d in bound.shifts.items() if d}  # its path
+            kept = [f for f, v in bindable_leaves(node.step).items()
+                    if is_number(v) and f not in sent]
+            followed.update(key for key, _ in followers(node, kept, senses.tolerance))
         settled = senses.settled(node, senses.elements(node.step.pre),
                                  senses.elements(node.step.post))
         return During(pre, post, frozenset(k for k in settled if k not in followed), True)
