@@ -252,6 +252,8 @@ class TrajectoryInfo:
     :ivar replay_count: Times it was replayed to the end.
     :ivar robot_id: The robot that recorded it first (a fleet store); '' where the
         store does not keep it (SQLite, memory).
+    :ivar body: Key of the body it was learned on (:mod:`muscle_mem_ros.body`); '' when
+        unknown (learned before trajectories recorded it, or by the Python ``Engine``).
     """
 
     id: int  # noqa: A003 (the public name, as in the store's schema)
@@ -263,6 +265,7 @@ class TrajectoryInfo:
     last_used: float
     replay_count: int = 0
     robot_id: str = ''
+    body: str = ''
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from typing import Any
 from rich.tree import Tree
 import yaml
 
-from . import bt, calibrate, export, prune
+from . import bodies, bt, calibrate, export, prune
 from .inventory import (
     binding_trust_rows,
     cli_trees,
@@ -131,7 +131,7 @@ def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
         out.json({'tree': trees, 'subtasks': opened} if args.subtasks else trees)
         return 0
     for task, task_trees, rows in shown:
-        trust = {r['trajectory']: _trust_text(r) for r in rows}
+        trust = {r['trajectory']: f" on {r['body']}{_trust_text(r)}" for r in rows}
         for tree in task_trees:
             root = Tree(f"{'subtask ' if task != args.task else ''}{task}  params "
                         f"{tree['params']}  ({len(tree['trajectories'])} trajectories)")
@@ -154,8 +154,8 @@ def _cmd_show(args: argparse.Namespace, out: Output) -> int:
         return 0
     for traj in shown:
         out.print(f"trajectory {traj['trajectory']}  task {traj['task']}  params "
-                  f"{traj['params']}  created {when(traj['created'])}  replays "
-                  f"{traj['replays']}")
+                  f"{traj['params']}  body {traj['body']}  created {when(traj['created'])}  "
+                  f"replays {traj['replays']}")
         for step in traj['steps']:
             body = {'goal': step['goal'], 'pre': step['pre'], 'post': step['post']}
             text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=96)
@@ -185,6 +185,9 @@ def _cmd_stats(args: argparse.Namespace, out: Output) -> int:
         ('replays booked', _book_text(data)),
         ('false-hit rate', _share(data['false_hit_rate'])),
         ('stepped back', data['stepped_back']),
+        ('bodies', ', '.join(f"{b['body']}: {b['trajectories']}" for b in data['bodies'])
+         or '-'),
+        ('bodies declared compatible', data['compatible_bodies']),
     ], right=('value',))
     if data['per_task']:
         out.table(('task', 'hits', 'misses', 'hit rate', 'replays booked', 'false-hit rate'),
@@ -231,9 +234,9 @@ def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
         out.json([{**r, 'bindings': [{k: b[k] for k in keys} for b in bound
                                      if r['trajectory'] in b['trajectories']]} for r in rows])
         return 0
-    out.table(('trajectory', 'shadow runs', 'agreed', 'rate', 'approved by', 'approved',
-               'replays', 'false hits'),
-              ([r['trajectory'], r['shadow_runs'], r['shadow_agreed'],
+    out.table(('trajectory', 'body', 'shadow runs', 'agreed', 'rate', 'approved by',
+               'approved', 'replays', 'false hits'),
+              ([r['trajectory'], r['body'], r['shadow_runs'], r['shadow_agreed'],
                 _rate(r['shadow_agreed'], r['shadow_runs']),
                 r['approved_by'] or '-', when(r['approved_at']) if r['approved_at'] else '-',
                 _book_text(r), _share(r['false_hit_rate'])]
@@ -360,8 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
               'recently used of each task (of TASK, or of every task)', task=False)
     cmd.add_argument('task', metavar='TASK', nargs='?', help='only this task')
     prune.add_parser(cmd)
-    add('trust', "a task's trajectories: shadow runs, agreement, approvals, replays booked"
-        ).set_defaults(run=_cmd_trust)
+    add('trust', "a task's trajectories: body, shadow runs, agreement, approvals, replays "
+        'booked').set_defaults(run=_cmd_trust)
+    bodies.add_parser(add('bodies', 'the bodies branches were learned on (trajectories each); '
+                          '--compatible A B --who NAME declares two one for the cache',
+                          task=False))
     cmd = add('approve', 'approve a task (or one trajectory) for replay (replay_requires: '
               'approval): who, when and what it covers (the trajectories and inferred '
               'bindings now; what is learned later needs its own approval) are stored',

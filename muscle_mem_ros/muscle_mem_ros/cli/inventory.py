@@ -31,6 +31,7 @@ from typing import Any
 from .paramsfile import BindingSettings
 from ..bindings.learning import learn
 from ..bindings.rules import element_tolerances, sensor_sources
+from ..body import shown
 from ..errors import MuscleMemError, UnknownTrajectoryError
 from ..records import Approval, Node, ReplayBook, Snapshot, ToolKind, TrajectoryInfo
 from ..replay.booking import held
@@ -40,6 +41,7 @@ from ..store import open_store, SqliteStore, Store
 
 __all__ = [
     'binding_trust_rows',
+    'body_rows',
     'cli_trees',
     'covering_approval',
     'goal_data',
@@ -280,7 +282,7 @@ def task_tree(
                 into.append(entry)
                 stack.append((child.id, entry['children']))
         trees.append({'params': infos[0].params_json, 'trajectories': [i.id for i in infos],
-                      'steps': roots})
+                      'bodies': {i.id: shown(i.body) for i in infos}, 'steps': roots})
     return trees
 
 
@@ -312,7 +314,7 @@ def show_task(store: Store, task: str, trajectory_id: int | None = None) -> list
                 'post': snapshot_data(step.post),
             })
         out.append({'trajectory': info.id, 'task': info.task, 'params': info.params_json,
-                    'created': info.created, 'last_used': info.last_used,
+                    'body': shown(info.body), 'created': info.created, 'last_used': info.last_used,
                     'replays': info.replay_count, 'steps': steps})
     return out
 
@@ -350,6 +352,8 @@ def store_stats(store: Store, spec: str) -> dict[str, Any]:
     books = store.replay_books()
     data.update(_booked(books.values()))
     data['stepped_back'] = sum(1 for b in books.values() if b.stepped_back)
+    data['bodies'] = body_rows(store.bodies())
+    data['compatible_bodies'] = len(store.compatible_bodies())
     if '://' not in spec and os.path.isfile(Path(spec).expanduser()):
         data['file_bytes'] = os.path.getsize(Path(spec).expanduser())
     data['per_task'] = [
@@ -358,6 +362,12 @@ def store_stats(store: Store, spec: str) -> dict[str, Any]:
          **_booked(b for b in books.values() if b.task == t.name)}
         for t in tasks]
     return data
+
+
+def body_rows(counts: dict[str, int]) -> list[dict[str, Any]]:
+    """Return one row per body: shown name, key, trajectories (the unknown body last)."""
+    return [{'body': shown(key), 'key': key, 'trajectories': n}
+            for key, n in sorted(counts.items(), key=lambda kv: (not kv[0], kv[0]))]
 
 
 def _booked(books: Iterable[ReplayBook]) -> dict[str, Any]:
@@ -393,7 +403,8 @@ def trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
     for info in store.trajectories(task=task):
         counts = by_trajectory.get(info.id)
         approval = covering_approval(info, approvals)
-        rows.append({'trajectory': info.id, 'shadow_runs': counts.runs if counts else 0,
+        rows.append({'trajectory': info.id, 'body': shown(info.body), 'body_key': info.body,
+                     'shadow_runs': counts.runs if counts else 0,
                      'shadow_agreed': counts.agreed if counts else 0,
                      'approved_by': approval.who if approval else '',
                      'approved_at': approval.at if approval else None,

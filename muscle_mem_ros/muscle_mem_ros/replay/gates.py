@@ -39,7 +39,12 @@ Gates: what a learned trajectory must have earned before the cache replays it.
 
 :func:`gate_tree` is the one place that decides for a tree: ExecuteTask, the
 Replay service and its dry run all ask it. Whatever the gate, a trajectory that stepped
-back (its recent replays failed, :mod:`.booking`) is held until it earned trust again.
+back (its recent replays failed, :mod:`.booking`) is held until it earned trust again,
+and a trajectory learned on another body (the view's ``foreign`` ones,
+:mod:`.treeview`) is held apart: its steps are never candidates, and a miss that only
+they would have served says so, naming both bodies ("learned on panda@3f2c, this robot
+is ur5e@91ab"). That is no gate to earn: no shadow run or approval lets another body's
+branch replay; only an owner's declaration that the bodies are compatible does.
 
 What a gate guarantees: nothing the gate has not let through is sent to a
 robot by the cache. What it does not: N agreeing runs are evidence in the
@@ -52,7 +57,7 @@ every trusted replay.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import datetime
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -123,17 +128,25 @@ class Trusted:
     What a gate lets replay in one tree.
 
     :ivar nodes: The learned steps on trusted trajectories (None: every one).
-    :ivar reasons: Why each other trajectory is held back, by id.
+    :ivar reasons: Why each other trajectory this body replays is held back, by id.
+    :ivar foreign: Why each trajectory of another body is kept apart, by id.
     """
 
     nodes: frozenset[int] | None
     reasons: Mapping[int, str]
+    foreign: Mapping[int, str] = field(default_factory=dict)
 
     def reason(self) -> str:
         """Return the held-back trajectories' reasons in one line (the first three)."""
         items = sorted(self.reasons.items())
         text = '; '.join(why for _, why in items[:3])
         return text + (f' (+{len(items) - 3} more)' if len(items) > 3 else '')
+
+    def held(self) -> str:
+        """Return why the steps not let through do not replay: the gate's, then the bodies'."""
+        bodies = '; '.join(sorted(set(self.foreign.values())))
+        return '; '.join(t for t in (f'gate: {self.reason()}' if self.reasons else '',
+                                     bodies) if t)
 
 
 def trusted(gate: Gate, trajectories: Sequence[TrajectoryInfo], *, plans: Plans,
@@ -349,7 +362,18 @@ def gate_tree(gate: Gate, store: Store, view: TreeView) -> Trusted:
     ExecuteTask's walk, the Replay service and its dry run call this (through
     :meth:`muscle_mem_ros.ros.execution.replay.Replayer.trusted`); with ``none`` it reads only
     the task's replay books (a trajectory that stepped back is held whatever the gate).
+    The view's ``foreign`` trajectories (another body's) are kept apart, whatever the gate.
     """
+    found = _gated(gate, store, view)
+    if not view.foreign or view.kin is None:
+        return found
+    mine = frozenset(i for t in view.trajectories for i in t.node_ids)
+    return Trusted(mine if found.nodes is None else found.nodes & mine, found.reasons,
+                   {t.id: view.kin.reason(t.body) for t in view.foreign})
+
+
+def _gated(gate: Gate, store: Store, view: TreeView) -> Trusted:
+    """Return what ``gate`` lets replay among the trajectories this body replays."""
     if not view.trajectories:
         return Trusted(None, {})
     try:

@@ -27,6 +27,18 @@ per-tree tallies rather than a listing of the task. It keeps what its learners
 found with the store (:meth:`Trees.keep`) and, after a restart, reads a tree's
 kept plans while the tree is learned again in the background
 (:mod:`..bindings.keeping`), so the first run does not wait for learning.
+
+The body a branch was learned on (:mod:`..body`): a :class:`Trees` given this robot's
+``body`` lists a tree as this body sees it. The view's ``trajectories`` are those this
+body replays (its own, those of bodies declared compatible with it, those of an unknown
+body); the others are the view's ``foreign`` ones, whose steps nothing in the run
+replays, predicts, files under or learns from (:func:`..replay.gates.gate_tree` holds
+them back with the reason naming both bodies; :meth:`Trees.visible` restricts the
+children the filer and the shadow run read; the plans are learned from the visible
+trajectories only, and kept with the store under a fingerprint that names the bodies
+seen). The compatible pairs are read from the store with each view, so a declaration
+reaches a running node at its next run. Without a body (the Python ``Engine``, the CLI)
+bodies are ignored: every trajectory is visible.
 """
 
 from __future__ import annotations
@@ -44,6 +56,7 @@ from ..bindings.keeping import fingerprint, KeptPlans, plan_text
 from ..bindings.learning import follow, Learner, no_plans, Plans
 from ..bindings.rules import Declared, DEFAULT_MAX_SHIFT
 from ..bindings.variants import Variant
+from ..body import Body, Compatibility, Kin, kin
 from ..errors import StoreError
 from ..records import Step, TrajectoryInfo
 from ..store.base import Store
@@ -73,12 +86,24 @@ class TreeView:
     :ivar variant: The tree's variant.
     :ivar trajectories: Its trajectories, oldest first, as listed when the run began.
     :ivar plans: Its plans (node id -> bindings), up to date with ``trajectories``.
+    :ivar foreign: Its trajectories learned on bodies this robot does not replay (kept
+        apart from ``trajectories``; empty when bodies are ignored).
+    :ivar kin: Which bodies this robot replays (None: bodies are ignored).
     """
 
     task: str
     variant: str
     trajectories: tuple[TrajectoryInfo, ...]
     plans: Plans = field(default_factory=no_plans)
+    foreign: tuple[TrajectoryInfo, ...] = ()
+    kin: Kin | None = None
+
+    @property
+    def nodes(self) -> frozenset[int] | None:
+        """Return the learned steps this robot may replay (None: every one, none is foreign)."""
+        if not self.foreign:
+            return None
+        return frozenset(i for t in self.trajectories for i in t.node_ids)
 
     def paths(self, path: Sequence[int] | None = None) -> Paths:
         """Return (replay count, node ids, id) of its trajectories (those on ``path``)."""
@@ -114,13 +139,19 @@ class Trees:
     :param learned_with: What ``tolerance`` and ``sources`` were made from (the sensors'
         settings, as text): with it, plans are kept with the store and read after a
         restart (:mod:`..bindings.keeping`); without it (''), nothing is kept.
+    :param body: This robot's body: trees are seen as it sees them (module docstring);
+        None: bodies are ignored.
     """
 
     def __init__(self, store: Store, *, declared: Sequence[Declared] = (), infer: bool = True,
                  max_shift: float | None = DEFAULT_MAX_SHIFT,
                  tolerance: Callable[[str], float | None] = lambda key: None,
-                 sources: Sources | None = None, learned_with: str = '') -> None:
+                 sources: Sources | None = None, learned_with: str = '',
+                 body: Body | None = None) -> None:
         self._store = store
+        self.body = body
+        self._pairs: list[Compatibility] = []
+        self._seen: dict[tuple[str, str], tuple[tuple[int, int], str, tuple[Any, ...]]] = {}
         self.declared = tuple(declared)
         self.infer = infer
         self._max_shift = max_shift
@@ -143,14 +174,61 @@ class Trees:
         """Return True when bindings are declared or inferred."""
         return bool(self.declared) or self.infer
 
+    def kin(self) -> Kin | None:
+        """Return which bodies this robot replays, as the store says now (None: any)."""
+        if self.body is None:
+            return None
+        try:
+            self._pairs = self._store.compatible_bodies()
+        except StoreError:  # a fleet store away: the pairs it said last
+            pass
+        return kin(self.body, self._pairs)
+
     def view(self, task: str, variant: str) -> TreeView:
         """Read one tree for one run: one listing, the plans caught up from it."""
         listing = tuple(self._store.trajectories(task=task, variant=variant))
-        return TreeView(task, variant, listing, self._plans(task, variant, listing))
+        seen = self.kin()
+        if seen is None:
+            return TreeView(task, variant, listing, self._plans(task, variant, listing))
+        mine = tuple(t for t in listing if seen.sees(t.body))
+        foreign = tuple(t for t in listing if not seen.sees(t.body))
+        self._remember(task, variant, listing, seen, mine)
+        return TreeView(task, variant, mine, self._plans(task, variant, mine), foreign, seen)
+
+    def _remember(self, task: str, variant: str, listing: Sequence[TrajectoryInfo],
+                  seen: Kin, mine: tuple[TrajectoryInfo, ...]) -> tuple[TrajectoryInfo, ...]:
+        with self._lock:
+            self._seen[(task, variant)] = ((len(listing), sum(t.id for t in listing)),
+                                           seen.text, mine)
+        return mine
+
+    def _mine(self, task: str, variant: str) -> tuple[TrajectoryInfo, ...] | None:
+        """Return a tree's trajectories this body sees (one tally read when unchanged)."""
+        seen = self.kin()
+        if seen is None:
+            return None
+        tally = self._store.tally(task=task, variant=variant)
+        with self._lock:
+            held = self._seen.get((task, variant))
+        if held is not None and held[:2] == (tally, seen.text):
+            return tuple(held[2])
+        listing = self._store.trajectories(task=task, variant=variant)
+        return self._remember(task, variant, listing, seen,
+                              tuple(t for t in listing if seen.sees(t.body)))
+
+    def visible(self, task: str, variant: str) -> frozenset[int] | None:
+        """Return the learned steps of a tree this body may follow (None: every one)."""
+        mine = self._mine(task, variant)
+        if mine is None:
+            return None
+        held = self._seen.get((task, variant))
+        if held is not None and held[0][0] == len(mine):
+            return None  # nothing in it is foreign
+        return frozenset(i for t in mine for i in t.node_ids)
 
     def plans(self, task: str, variant: str) -> Plans:
         """Return the plans of one tree, up to date (one tally read when nothing changed)."""
-        return self._plans(task, variant, None)
+        return self._plans(task, variant, self._mine(task, variant))
 
     def _plans(self, task: str, variant: str,
                listing: Sequence[TrajectoryInfo] | None) -> Plans:
@@ -167,6 +245,8 @@ class Trees:
         """Bring a tree's learner up to date (one tree learns at a time; others go on)."""
         with self._lock:
             lock = self._learning.setdefault((task, variant), threading.Lock())
+        if listing is None:
+            listing = self._mine(task, variant)
         with lock:
             learner = follow(
                 self._learners.get((task, variant)), self._store, task=task, variant=variant,
@@ -201,7 +281,7 @@ class Trees:
             found = self._store.kept_plans(task=task, variant=variant)
         except StoreError:  # a fleet store away: learn from what is loaded, as before
             return None
-        if found is None or found[0] != tally or found[1] != self.fingerprint:
+        if found is None or found[0] != tally or found[1] != self._printed():
             return None
         kept = KeptPlans(self._store, task=task, variant=variant, count=found[2])
         with self._lock:
@@ -277,15 +357,21 @@ class Trees:
         for (task, variant), learner in learners:
             tally = learner.tally
             found = self._store.kept_plans(task=task, variant=variant)
-            if found is not None and found[:2] == (tally, self.fingerprint):
+            printed = self._printed()
+            if found is not None and found[:2] == (tally, printed):
                 continue
             plans = [(i, plan_text(p)) for i in learner.node_ids()
                      if (p := learner.plan(i)) is not None]
             if learner.tally == tally and self._store.keep_plans(
-                    task=task, variant=variant, tally=tally, fingerprint=self.fingerprint,
+                    task=task, variant=variant, tally=tally, fingerprint=printed,
                     plans=plans):
                 count += 1
         return count
+
+    def _printed(self) -> str:
+        """Return what kept plans are learned with: the fingerprint, and the bodies seen."""
+        seen = self.kin()
+        return self.fingerprint if seen is None else f'{self.fingerprint} bodies:{seen.text}'
 
     def literal_trees(self, task: str, but: str) -> Iterator[tuple[dict[str, Any], list[Step]]]:
         """
@@ -297,7 +383,9 @@ class Trees:
             variant = Variant.parse(text)
             if text == but or variant.has_bound or not isinstance(variant.pattern, dict):
                 continue
-            listing = self._store.trajectories(task=task, variant=text)
+            listing = self._mine(task, text)
+            if listing is None:
+                listing = tuple(self._store.trajectories(task=task, variant=text))
             if listing:
                 yield variant.pattern, [n.step for n in self._store.path(listing[0].id)]
 

@@ -50,6 +50,7 @@ import numpy as np
 
 from .columns import Columns
 from .values import Blobs, pack
+from ..body import Compatibility
 from ..errors import UnsafeValueError
 from ..records import (
     Agreement, Approval, Declaration, Node, ReplayBook, Step, TaskStats, ToolKind,
@@ -272,18 +273,20 @@ class Recording(abc.ABC):
     :ivar variant: Tree key within the task.
     :ivar params_json: Parameters of the run.
     :ivar parent: Node the steps go under (None = a first step).
+    :ivar body: Key of the body it is learned on ('': unknown, :mod:`muscle_mem_ros.body`).
     :ivar steps: Steps appended so far.
     """
 
     def __init__(
         self, *, id: int,  # noqa: A002 (the public name, as in the store's schema)
-        task: str, variant: str, params_json: str, parent: int | None,
+        task: str, variant: str, params_json: str, parent: int | None, body: str = '',
     ) -> None:
         self.id = id
         self.task = task
         self.variant = variant
         self.params_json = params_json
         self.parent = parent
+        self.body = body
         self.steps: list[Step] = []
         self._closed = False
 
@@ -332,8 +335,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def begin(
         self, *, task: str, variant: str, params_json: str, parent: int | None = None,
+        body: str = '',
     ) -> Recording:
-        """Start a recording whose steps go after ``parent`` (None = from the root)."""
+        """
+        Start a recording whose steps go after ``parent`` (None = from the root).
+
+        :param body: Key of the body it is learned on ('': unknown); its steps dedupe only
+            with steps learned on the same body (:func:`step_signature`).
+        """
 
     @abc.abstractmethod
     def add_trajectory(
@@ -344,8 +353,9 @@ class Store(abc.ABC):
         params_json: str,
         steps: Sequence[Step],
         parent: int | None = None,
+        body: str = '',
     ) -> TrajectoryInfo:
-        """Merge a complete list of steps at once (import, teach, bulk load)."""
+        """Merge a complete list of steps at once (import, teach, bulk load) for ``body``."""
 
     @abc.abstractmethod
     def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
@@ -438,6 +448,21 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
         """Return the trajectory whose last node is ``node_id``, if any."""
+
+    def bodies(self) -> dict[str, int]:
+        """Return how many trajectories each body learned ('': learned before bodies)."""
+        found: dict[str, int] = {}
+        for info in self.trajectories():
+            found[info.body] = found.get(info.body, 0) + 1
+        return found
+
+    def compatible_bodies(self) -> list[Compatibility]:
+        """Return the pairs of bodies declared compatible (:mod:`muscle_mem_ros.body`)."""
+        return []
+
+    @abc.abstractmethod
+    def declare_compatible(self, *, a: str, b: str, who: str) -> Compatibility:
+        """Declare bodies ``a`` and ``b`` (keys) one for the cache: each replays the other's."""
 
     @abc.abstractmethod
     def tasks(self) -> list[TaskStats]:

@@ -61,7 +61,8 @@ NODE_COLS = ('id, parent, depth, tool, kind, type_name, payload, payload_json, p
              ' status, duration, success_count, last_used, terminal, task, variant, trace')
 STEP_COLS = 'tool, kind, type_name, payload, payload_json, pre, post, status, duration, trace'
 """The columns of :func:`step_row`, in its order (``nodes`` and ``recording_steps``)."""
-TRAJ_COLS = 'id, task, variant, params_json, node_ids, created, last_used, replay_count'
+TRAJ_COLS = ('id, task, variant, params_json, node_ids, created, last_used, replay_count,'
+             ' body')
 
 
 SNAPSHOT_MAGIC = b'MMS1'
@@ -243,8 +244,8 @@ def trajectory_from_row(row: tuple[Any, ...]) -> TrajectoryInfo:
     """Build a TrajectoryInfo from a row selected with TRAJ_COLS (and ``robot_id`` if any)."""
     return TrajectoryInfo(id=row[0], task=row[1], variant=row[2], params_json=row[3],
                           node_ids=tuple(json.loads(row[4])), created=row[5],
-                          last_used=row[6], replay_count=row[7],
-                          robot_id=row[8] if len(row) > 8 else '')
+                          last_used=row[6], replay_count=row[7], body=row[8] or '',
+                          robot_id=row[9] if len(row) > 9 else '')
 
 
 def step_row(step: Step, allow_pickle: bool = False) -> tuple[Any, ...]:

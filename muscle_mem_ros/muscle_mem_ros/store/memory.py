@@ -24,6 +24,7 @@ import time
 
 from .base import check_step, declarations, logged, NodeList, Recording, RecordingInfo, Store
 from .merge import merge_steps
+from ..body import Compatibility
 from ..errors import UnknownTrajectoryError
 from ..records import (
     Agreement, Approval, Declaration, Node, ReplayBook, Step, TaskStats, TrajectoryInfo,
@@ -63,7 +64,7 @@ class _MemoryRecording(Recording):
     def commit(self) -> TrajectoryInfo:
         self._ensure_open()
         info = self._store._merge(self.task, self.variant, self.params_json, self.parent,
-                                  self.steps)
+                                  self.steps, self.body)
         self._close()
         return info
 
@@ -104,6 +105,7 @@ class MemoryStore(Store):
         self._bound: dict[tuple[int, str], Agreement] = {}
         self._bound_task: dict[tuple[int, str], str] = {}
         self._approvals: dict[tuple[str, int], Approval] = {}
+        self._compatible: dict[tuple[str, str], Compatibility] = {}
         self._books: dict[int, ReplayBook] = {}
         self._recordings: dict[int, _MemoryRecording] = {}
 
@@ -130,12 +132,13 @@ class MemoryStore(Store):
 
     def begin(
         self, *, task: str, variant: str, params_json: str, parent: int | None = None,
+        body: str = '',
     ) -> Recording:
         """Start a recording under ``parent``."""
         with self._lock:
             self._check_parent(task, variant, parent)
             rec = _MemoryRecording(self, id=next(self._rec_ids), task=task, variant=variant,
-                                   params_json=params_json, parent=parent)
+                                   params_json=params_json, parent=parent, body=body)
             self._recordings[rec.id] = rec
             return rec
 
@@ -147,10 +150,11 @@ class MemoryStore(Store):
         params_json: str,
         steps: Sequence[Step],
         parent: int | None = None,
+        body: str = '',
     ) -> TrajectoryInfo:
         """Merge a complete list of steps at once."""
         return self._merge(task, variant, params_json, parent,
-                           [check_step(s) for s in steps])
+                           [check_step(s) for s in steps], body)
 
     def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
         """Return one trajectory."""
@@ -279,6 +283,19 @@ class MemoryStore(Store):
             return sorted((a for a in self._approvals.values()
                            if task is None or a.task == task), key=lambda a: a.at)
 
+    def declare_compatible(self, *, a: str, b: str, who: str) -> Compatibility:
+        """Declare bodies ``a`` and ``b`` one for the cache."""
+        first, second = sorted((a, b))
+        with self._lock:
+            found = self._compatible[(first, second)] = Compatibility(first, second, who,
+                                                                      time.time())
+            return found
+
+    def compatible_bodies(self) -> list[Compatibility]:
+        """Return the pairs declared compatible, oldest first."""
+        with self._lock:
+            return sorted(self._compatible.values(), key=lambda c: (c.at, c.a, c.b))
+
     def incomplete_recordings(self) -> list[RecordingInfo]:
         """Return recordings in progress."""
         with self._lock:
@@ -313,11 +330,12 @@ class MemoryStore(Store):
 
     def _merge(
         self, task: str, variant: str, params_json: str, parent: int | None, steps: list[Step],
+        body: str = '',
     ) -> TrajectoryInfo:
         with self._lock:
             self._check_parent(task, variant, parent)
             return merge_steps(_MemoryTree(self, task, variant), params_json=params_json,
-                               parent=parent, steps=steps)[0]
+                               parent=parent, steps=steps, body=body)[0]
 
     def _drop(self, traj: TrajectoryInfo) -> None:
         del self._trajs[traj.id]
@@ -401,10 +419,10 @@ class _MemoryTree:
         return info
 
     def add_trajectory(self, params_json: str, path: Sequence[int],
-                       now: float) -> TrajectoryInfo:
+                       now: float, body: str) -> TrajectoryInfo:
         info = TrajectoryInfo(id=next(self._store._traj_ids), task=self._task,
                               variant=self._variant, params_json=params_json,
-                              node_ids=tuple(path), created=now, last_used=now)
+                              node_ids=tuple(path), created=now, last_used=now, body=body)
         self._store._by_leaf[path[-1]] = info.id
         self._store._trajs[info.id] = info
         return info

@@ -23,18 +23,27 @@ in :mod:`.base`), else a new node is added; every node of the resulting
 root-to-leaf path counts one more success and is marked used now; the leaf
 becomes terminal; the trajectory ending at the leaf is reused (recording the
 same path twice yields the same trajectory) or created.
+
+A recording learned on a body (:mod:`muscle_mem_ros.body`) dedupes only with steps
+learned on the same body: its steps' signatures are the dedupe signature and the body's
+key, hashed together (:func:`bodied`). Two bodies that recorded byte-identical goals from
+identical snapshots therefore keep two branches, each its own trajectory with its own
+body; steps of an unknown body ('', stores from before) keep their plain signature. A
+recording that continues a branch of another body (one its body may replay: an unknown
+or a compatible one) adds its own steps under that branch's last replayed step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+import hashlib
 import time
 from typing import Protocol
 
 from .base import step_signature
 from ..records import Step, TrajectoryInfo
 
-__all__ = ['merge_steps', 'TreeWriter']
+__all__ = ['bodied', 'merge_steps', 'TreeWriter']
 
 
 class TreeWriter(Protocol):
@@ -63,12 +72,20 @@ class TreeWriter(Protocol):
         """Set the trajectory's last use to ``now``; return it updated."""
 
     def add_trajectory(self, params_json: str, path: Sequence[int],
-                       now: float) -> TrajectoryInfo:
-        """Add the trajectory ``path`` and return it."""
+                       now: float, body: str) -> TrajectoryInfo:
+        """Add the trajectory ``path``, learned on ``body``, and return it."""
+
+
+def bodied(sig: str | None, body: str) -> str | None:
+    """Return a step's dedupe signature on ``body`` (the plain one for an unknown body)."""
+    if sig is None or not body:
+        return sig
+    return hashlib.blake2b(f'{sig}@{body}'.encode(), digest_size=16).hexdigest()
 
 
 def merge_steps(
     writer: TreeWriter, *, params_json: str, parent: int | None, steps: Sequence[Step],
+    body: str = '',
 ) -> tuple[TrajectoryInfo, list[int]]:
     """
     Merge ``steps`` under ``parent`` (see the module docstring).
@@ -77,6 +94,7 @@ def merge_steps(
     :param params_json: The params the recording was made with.
     :param parent: The node the steps follow, None for the root (checked by the caller).
     :param steps: The recorded steps, in order.
+    :param body: Key of the body they were learned on ('': unknown).
     :return: The trajectory, and the ids of its root-to-leaf path.
     :raises ValueError: No steps at the root.
     """
@@ -86,7 +104,7 @@ def merge_steps(
     path = writer.path_to(parent) if parent is not None else []
     cursor = parent
     for step in steps:
-        sig = step_signature(step)
+        sig = bodied(step_signature(step), body)
         nid = writer.child_with(cursor, sig) if sig is not None else None
         if nid is None:
             nid = writer.add_node(cursor, len(path), step, sig, now)
@@ -98,4 +116,4 @@ def merge_steps(
     info = writer.trajectory_at(leaf)
     if info is not None:
         return writer.touch_trajectory(info, now), path
-    return writer.add_trajectory(params_json, path, now), path
+    return writer.add_trajectory(params_json, path, now, body), path

@@ -47,7 +47,9 @@ trajectories and inferred bindings its approver saw; NULL in older rows); 7 a st
 (what its watched sensors and feedback did while it ran; NULL in older rows and untraced steps);
 8 how each trajectory's replays ended, and whether it stepped back (:mod:`.trustsql`); 9
 what learning found, kept for a restart (:mod:`.keptsql`); 10 the declared bindings an
-approval saw (:mod:`.trustsql`; NULL in older rows, which saw none).
+approval saw (:mod:`.trustsql`; NULL in older rows, which saw none); 11 the body each
+trajectory was learned on and the pairs of bodies declared compatible (:mod:`.bodysql`; ''
+in older rows: an unknown body, replayed on any body as before).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ import sqlite3
 import struct
 from typing import Any
 
+from .bodysql import BODIES
 from .keptsql import KEPT
 from .legacy import convert_rows, Dropped
 from .trustsql import BOOKS, COVERAGE, DECLARED, TABLES
@@ -134,6 +137,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     BOOKS,  # 8: how replays ended, per trajectory; stepping back (:mod:`.trustsql`)
     KEPT,  # 9: learned plans kept for a restart (:mod:`.keptsql`)
     DECLARED,  # 10: the declared bindings an approval saw (:mod:`.trustsql`)
+    BODIES,  # 11: the body of each trajectory, bodies declared compatible (:mod:`.bodysql`)
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

@@ -77,6 +77,7 @@ from typing import Any
 
 from . import sqlwrites
 from .base import Batching, check_step, NodeList, Recording, RecordingInfo
+from .bodysql import SqlBodies
 from .childcache import ChildCache, Key
 from .codec import (NODE_COLS, node_from_row, STEP_COLS, step_row, TRAJ_COLS,
                     trajectory_from_row)
@@ -122,7 +123,7 @@ class _SqliteRecording(Recording):
             with store._write():
                 info, touched = sqlwrites.merge(
                     store._conn, self.task, self.variant, self.params_json, self.parent,
-                    self.steps, allow_pickle=store.allow_pickle)
+                    self.steps, allow_pickle=store.allow_pickle, body=self.body)
                 store._delete_recording(self.id)
             store._refresh(touched)
         self._closed = True
@@ -136,7 +137,7 @@ class _SqliteRecording(Recording):
         self._closed = True
 
 
-class SqliteStore(Batching, SqlTrust, SqlKept):
+class SqliteStore(Batching, SqlTrust, SqlKept, SqlBodies):
     """
     Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
 
@@ -307,6 +308,7 @@ class SqliteStore(Batching, SqlTrust, SqlKept):
 
     def begin(
         self, *, task: str, variant: str, params_json: str, parent: int | None = None,
+        body: str = '',
     ) -> Recording:
         """Start a recording under ``parent``; its steps are durable as they come."""
         if self._read_only:
@@ -325,7 +327,7 @@ class SqliteStore(Batching, SqlTrust, SqlKept):
                     (task, variant, params_json, parent, time.time(), self._owner.token,
                      self._owner.pid, HOST))
             return _SqliteRecording(self, id=cur.lastrowid, task=task, variant=variant,
-                                    params_json=params_json, parent=parent)
+                                    params_json=params_json, parent=parent, body=body)
 
     def add_trajectory(
         self,
@@ -335,6 +337,7 @@ class SqliteStore(Batching, SqlTrust, SqlKept):
         params_json: str,
         steps: Sequence[Step],
         parent: int | None = None,
+        body: str = '',
     ) -> TrajectoryInfo:
         """Merge a complete list of steps in one transaction."""
         steps = [check_step(s) for s in steps]
@@ -342,7 +345,8 @@ class SqliteStore(Batching, SqlTrust, SqlKept):
             sqlwrites.check_parent(self._conn, task, variant, parent)
             with self._write():
                 info, touched = sqlwrites.merge(self._conn, task, variant, params_json, parent,
-                                                steps, allow_pickle=self._allow_pickle)
+                                                steps, allow_pickle=self._allow_pickle,
+                                                body=body)
             self._refresh(touched)
             return info
 

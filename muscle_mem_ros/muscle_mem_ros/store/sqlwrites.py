@@ -132,21 +132,23 @@ class _SqlTree:
         return replace(info, last_used=now)
 
     def add_trajectory(self, params_json: str, path: Sequence[int],
-                       now: float) -> TrajectoryInfo:
+                       now: float, body: str) -> TrajectoryInfo:
         tid = self._conn.execute(
             'INSERT INTO trajectories (task, variant, params_json, leaf, node_ids, created,'
-            f' last_used, replay_count{self._robot_col})'
-            f' VALUES (?,?,?,?,?,?,?,0{self._robot_mark}) RETURNING id',
+            f' last_used, replay_count, body{self._robot_col})'
+            f' VALUES (?,?,?,?,?,?,?,0,?{self._robot_mark}) RETURNING id',
             (self._task, self._variant, params_json, path[-1], json.dumps(list(path)), now,
-             now, *self._robot)).fetchone()[0]
+             now, body, *self._robot)).fetchone()[0]
         return TrajectoryInfo(id=tid, task=self._task, variant=self._variant,
                               params_json=params_json, node_ids=tuple(path), created=now,
-                              last_used=now, robot_id=self._robot[0] if self._robot else '')
+                              last_used=now, robot_id=self._robot[0] if self._robot else '',
+                              body=body)
 
 
 def merge(
     conn: Connection, task: str, variant: str, params_json: str, parent: int | None,
     steps: Sequence[Step], *, allow_pickle: bool = False, robot_id: str | None = None,
+    body: str = '',
 ) -> tuple[TrajectoryInfo, list[int]]:
     """
     Insert or reuse nodes and the trajectory (:func:`~.merge.merge_steps`).
@@ -154,12 +156,13 @@ def merge(
     The caller holds the write transaction.
 
     :param robot_id: Who recorded it, for a schema with ``robot_id`` columns (None: none).
+    :param body: Key of the body it was learned on ('': unknown).
     """
     if not steps and parent is None:
         raise ValueError('cannot commit an empty trajectory at the root')
     check_parent(conn, task, variant, parent)
     writer = _SqlTree(conn, task, variant, allow_pickle, robot_id)
-    return merge_steps(writer, params_json=params_json, parent=parent, steps=steps)
+    return merge_steps(writer, params_json=params_json, parent=parent, steps=steps, body=body)
 
 
 def prune(conn: Connection, leaf: int) -> None:

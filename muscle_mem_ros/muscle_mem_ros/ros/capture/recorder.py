@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import threading
 import time
 
+from muscle_mem_ros.body import Body
 from muscle_mem_ros.errors import MuscleMemError, RecordingBusyError, StoreError
 from muscle_mem_ros.records import Step, TrajectoryInfo
 from muscle_mem_ros.store import Recording, Store
@@ -106,8 +107,11 @@ class Session:
 class Recorder:
     """Start, hold and end the active recording (and those of the tasks it called)."""
 
-    def __init__(self, *, store: Store) -> None:
+    def __init__(self, *, store: Store, body: Body | None = None) -> None:
         self._store = store
+        self.body = body
+        """The body recordings are learned on (None: unknown, :mod:`muscle_mem_ros.body`)."""
+        self._key = '' if body is None else body.key
         self._lock = threading.Lock()
         self._sessions: list[Session] = []
         """The open recordings, outermost first; the last one is active."""
@@ -153,7 +157,7 @@ class Recorder:
                 )
             recording = self._store.begin(
                 task=task, variant=variant or params_json, params_json=params_json,
-                parent=parent,
+                parent=parent, body=self._key,
             )
             session = Session(
                 task=task, params_json=params_json, manual=manual, parent=parent,
@@ -242,7 +246,7 @@ class Recorder:
                 if (variant, parent) != (recording.variant, session.parent):
                     info = self._store.add_trajectory(
                         task=session.task, variant=variant, params_json=session.params_json,
-                        steps=rest, parent=parent)
+                        steps=rest, parent=parent, body=self._key)
                     recording.discard()
                     return session, info
             return session, recording.commit()

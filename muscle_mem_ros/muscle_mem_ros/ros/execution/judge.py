@@ -260,7 +260,12 @@ class WalkJudge(SensorSenses):
         self._now_time = 0.0
 
     def gate(self, trusted: frozenset[int] | None, held: str) -> None:
-        """Let only ``trusted`` learned steps replay (None: all); ``held`` says why not others."""
+        """
+        Let only ``trusted`` learned steps replay (None: all).
+
+        :param held: Why the others do not (:meth:`...replay.gates.Trusted.held`): a miss that
+            only they would have served gives it as its reason.
+        """
         self._trusted, self._held = trusted, held
 
     def prepare(self, reporter: Reporter) -> None:
@@ -272,7 +277,7 @@ class WalkJudge(SensorSenses):
         if self._trusted is not None:
             allowed = [c for c in candidates if c.id in self._trusted]
             if not allowed and candidates:
-                return missed(FailureKind.NO_CANDIDATE, f'gate: {self._held}')
+                return missed(FailureKind.NO_CANDIDATE, self._held)
             candidates = allowed
         sensors = self._sensors
         usable = sensors.usable(candidates)

@@ -44,6 +44,7 @@ from muscle_mem_ros.bindings.filing import file_steps
 from muscle_mem_ros.bindings.rules import (
     Declared, DEFAULT_MAX_SHIFT, element_tolerances, sensor_sources, Substitution,
 )
+from muscle_mem_ros.body import Body
 from muscle_mem_ros.checks.banding import band_tolerances
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.records import (
@@ -68,6 +69,11 @@ from muscle_mem_ros.store import Store
 from rclpy.impl.rcutils_logger import RcutilsLogger
 
 __all__ = ['DryRun', 'ProxyExecutor', 'Replayer']
+
+
+def _only(children: Sequence[Node], visible: frozenset[int] | None) -> Sequence[Node]:
+    """Return the children among ``visible`` learned steps (None: all, as they are)."""
+    return children if visible is None else [c for c in children if c.id in visible]
 
 
 @dataclass(frozen=True)
@@ -209,6 +215,7 @@ class Replayer:
         watched: frozenset[str] = frozenset(),
         watch_scale: float = 1.0,
         watch_rate: float = 40.0,
+        body: Body | None = None,
     ) -> None:
         self._store = store
         self._specs = tuple(sensors)
@@ -228,7 +235,8 @@ class Replayer:
             sensor_startup_timeout=sensor_startup_timeout)
         self.trees = Trees(store, declared=declared, infer=infer_bindings,
                            max_shift=binding_max_shift, tolerance=element_tolerances(sensors),
-                           sources=sensor_sources(sensors), learned_with=repr(self._specs))
+                           sources=sensor_sources(sensors), learned_with=repr(self._specs),
+                           body=body)
         self.step_timeout = step_timeout
         self.subtasks: RunSubtask | None = None
         """Runs a subtask step (set by the node: :meth:`..subtasks.SubtaskServer.replay_step`)."""
@@ -291,10 +299,16 @@ class Replayer:
              steps: Sequence[Step]) -> tuple[str, int | None, list[Step]]:
         """File a finished recording by its bindings (bindings.filing.file_steps)."""
         trees = self.trees
+        seen: dict[str, frozenset[int] | None] = {}
+
+        def children(tree: str, at: int | None) -> Sequence[Node]:
+            if tree not in seen:  # another body's steps are not this recording's to follow
+                seen[tree] = trees.visible(task, tree)
+            return _only(self._store.children(task=task, variant=tree, parent=at), seen[tree])
         return file_steps(
             variant=variant, parent=parent, steps=steps,
             params=recorded_params(params_json), plans=partial(trees.plans, task),
-            children=lambda tree, at: self._store.children(task=task, variant=tree, parent=at),
+            children=children,
             check=self.sensing.check, tolerance=trees.tolerance, declared=trees.declared,
             infer=trees.infer, others=partial(trees.literal_trees, task, variant),
             agreement=self.agreement)
@@ -318,7 +332,7 @@ class Replayer:
                           f"nothing learned for task '{tree.task}' with these params")
         trust = self.trusted(tree)
         judge = self._judge(tree, params)
-        judge.gate(trust.nodes, trust.reason())
+        judge.gate(trust.nodes, trust.held())
         verdict = judge.pick(candidates, 0)
         node = choose(verdict)
         if node is None:
@@ -359,7 +373,7 @@ class Replayer:
         """
         judge = self._judge(tree, params)
         trust = trust if trust is not None else self.trusted(tree)
-        judge.gate(trust.nodes, trust.reason())
+        judge.gate(trust.nodes, trust.held())
         executor = ProxyExecutor(
             judge=judge, send=self.send,
             on_substituted=getattr(reporter, 'substituted', lambda step, subs: None),
@@ -409,9 +423,10 @@ class Replayer:
         :return: The comparison, to which each step is added as it is recorded
             (:class:`...replay.shadow.ShadowRun`).
         """
+        mine = tree.nodes  # another body's steps are not predicted
         return ShadowRun(params=params, plans=tree.plans,
-                         children=lambda at: self._store.children(
-                             task=tree.task, variant=tree.variant, parent=at),
+                         children=lambda at: _only(self._store.children(
+                             task=tree.task, variant=tree.variant, parent=at), mine),
                          check=self.sensing.check, tolerance=self.trees.tolerance,
                          agreement=agreement, describe=describe_failure)
 

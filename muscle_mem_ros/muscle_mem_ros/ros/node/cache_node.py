@@ -105,6 +105,7 @@ from muscle_mem_ros.ros.execution.replay import Replayer
 from muscle_mem_ros.ros.execution.services import CacheServices
 from muscle_mem_ros.ros.execution.tasks import TaskRunner
 from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS, read_autostart
+from muscle_mem_ros.ros.node.description import read_body
 from muscle_mem_ros.ros.node.diagnostics import cache_status
 from muscle_mem_ros.ros.node.health import report_incomplete, StoreHealth
 from muscle_mem_ros.ros.node.nodeconfig import (
@@ -264,7 +265,7 @@ class BehaviorCacheNode(LifecycleNode):
             raise ConfigError(f'store_path: cannot open {_shown(config.store_path)!r}: '
                               f'{err}') from err
         parts.health = StoreHealth(logger=self.get_logger())
-        parts.recorder = Recorder(store=parts.store)
+        parts.recorder = Recorder(store=parts.store, body=read_body(self, config, parts.store))
         parts.events = self.create_lifecycle_publisher(CacheEvent, '~/events', 50)
         parts.diagnostics = self.create_lifecycle_publisher(
             DiagnosticArray, '/diagnostics', 10)
@@ -322,7 +323,7 @@ class BehaviorCacheNode(LifecycleNode):
             sensor_startup_timeout=config.sensor_startup_timeout, health=parts.health,
             declared=config.bindings, infer_bindings=config.infer_bindings,
             binding_max_shift=config.binding_max_shift, gate=config.replay_requires,
-            step_back=config.step_back, agreement=agreement,
+            step_back=config.step_back, agreement=agreement, body=recorder.body,
             watched=config.watched if active.sampler is not None else frozenset(),
             watch_scale=config.watch_tolerance_scale, watch_rate=config.watch_rate,
         )

@@ -97,6 +97,7 @@ from muscle_mem_ros.ros.messages.success import parse_success
 from muscle_mem_ros.ros.node.nodeconfig import (
     CacheMode,
     DEFAULT_AGREEMENT,
+    DEFAULT_DESCRIPTION_TIMEOUT,
     DEFAULT_STOP_TIMEOUT,
     DEFAULT_STORE_PATH,
     NodeConfig,
@@ -344,6 +345,11 @@ def load_config(node: RosNode) -> NodeConfig:
         watch_tolerance_scale=reader.number('watch_tolerance_scale', 1.0),
         stop_timeout=reader.number('stop_timeout', DEFAULT_STOP_TIMEOUT),
         rest_window=reader.number('rest_window', DEFAULT_REST_WINDOW),
+        robot_description_file=os.path.expanduser(reader.string('robot_description_file', '')),
+        robot_description_timeout=reader.number(
+            'robot_description_timeout', DEFAULT_DESCRIPTION_TIMEOUT, minimum=0.0,
+            exclusive=False),
+        body_name=reader.string('body_name', ''),
     )
 
 

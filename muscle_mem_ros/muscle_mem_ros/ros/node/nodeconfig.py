@@ -41,6 +41,7 @@ __all__ = [
     'CacheMode',
     'changed_mode',
     'DEFAULT_AGREEMENT',
+    'DEFAULT_DESCRIPTION_TIMEOUT',
     'DEFAULT_STORE_PATH',
     'NodeConfig',
     'parse_cache_mode',
@@ -52,6 +53,8 @@ __all__ = [
 
 DEFAULT_STORE_PATH = '~/.ros/muscle_mem/cache.db'
 """Where the cache lives unless ``store_path`` says otherwise."""
+DEFAULT_DESCRIPTION_TIMEOUT = 2.0
+"""Seconds configure waits for the robot description (``robot_description_timeout``)."""
 DEFAULT_STOP_TIMEOUT = 5.0
 """Seconds a goal the cache stops gets to end, and then the robot to rest (``stop_timeout``)."""
 STOP_SERVICE_TYPE = 'std_srvs/srv/Trigger'
@@ -243,6 +246,12 @@ class NodeConfig:
     """Seconds a stopped goal gets to end, and then the robot to come to rest."""
     rest_window: float = DEFAULT_REST_WINDOW
     """Seconds of stillness that make a stopped robot at rest (checks.rest)."""
+    robot_description_file: str = ''
+    """A file with the robot description ('': read the robot_description topic)."""
+    robot_description_timeout: float = DEFAULT_DESCRIPTION_TIMEOUT
+    """Seconds configure waits for the robot_description topic (0: none)."""
+    body_name: str = ''
+    """Readable name of the body ('': the description's robot name, else the node's)."""
 
     @property
     def watched(self) -> frozenset[str]:

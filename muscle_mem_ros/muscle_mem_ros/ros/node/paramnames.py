@@ -35,7 +35,8 @@ _TOP_KEYS = (
     'agent_timeout', 'allow_unchecked_replay', 'abandoned_recording_retention',
     'sensor_startup_timeout', 'autostart', 'infer_bindings', 'binding_max_shift', 'robot_id',
     'replay_requires', 'step_back', 'watch', 'watch_rate', 'watch_tolerance_scale',
-    'stop_timeout', 'rest_window',
+    'stop_timeout', 'rest_window', 'robot_description_file', 'robot_description_timeout',
+    'body_name',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind',
                 'watch')
@@ -116,6 +117,14 @@ _DESCRIPTIONS = {
     'replay_requires': 'none | shadow:N | approval: what a trajectory needs before it replays.',
     'step_back': ('R%/N | K/N | off: a trajectory whose failed replays reach R% (or K) of its '
                   'last N is held (default 30%/10).'),
+    'robot_description_file': ('A file holding the robot description (URDF, MJCF, SDF) that '
+                               'defines the body branches are learned on; empty: read the '
+                               'robot_description topic (transient local).'),
+    'robot_description_timeout': ('Seconds configure waits for the robot_description topic '
+                                  '(>= 0; 0: do not wait); none by then: the body is the '
+                                  'joints and tools only, said once in the log.'),
+    'body_name': ("Readable name of this robot's body (default: the description's robot "
+                  "name, else the node's name); the body's identity is its fingerprint."),
     'infer_bindings': 'Bind goal fields to parameters and sensors found in the recordings.',
     'binding_max_shift': 'How far an inferred binding may move a field from its recording.',
     'bindings.*.tool': 'The action or service (its key under actions/services) it binds.',

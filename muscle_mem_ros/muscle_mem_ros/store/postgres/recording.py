@@ -61,6 +61,7 @@ class Pending:
     prefix: list[Step] | None
     since: float
     recording: int | None = None
+    body: str = ''
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class StoreSide:
     :param db: Holds the store's lock and yields a live connection.
     :param write: Yields a connection in one write transaction (or the current batch's).
     :param merge: Commits steps: ``merge(task, variant, params_json, parent, steps,
-        recording=)``.
+        recording=, body=)``.
     :param cached_steps: The steps from the root to a node when all are cached, else None.
     :param offline: Keeps the commits that failed while the server was away.
     :param allow_pickle: Whether the store pickles what is not JSON or NumPy.
@@ -119,7 +120,8 @@ class PgRecording(Recording):
         store = self._store
         try:
             info = store.merge(self.task, self.variant, self.params_json, self.parent,
-                               self.steps, recording=self.id if self.id > 0 else None)
+                               self.steps, recording=self.id if self.id > 0 else None,
+                               body=self.body)
         except StoreUnavailableError as err:
             self._closed = True
             store.offline.keep(self, store.cached_steps(self.parent))
@@ -167,7 +169,7 @@ class Offline:
                 task=recording.task, variant=recording.variant,
                 params_json=recording.params_json, parent=recording.parent,
                 steps=list(recording.steps), prefix=prefix, since=time.time(),
-                recording=recording.id if recording.id > 0 else None))
+                recording=recording.id if recording.id > 0 else None, body=recording.body))
 
     def flush(self) -> None:
         """Commit recordings kept while the server was away (oldest first)."""
@@ -176,12 +178,13 @@ class Offline:
             try:
                 try:
                     info = self._merge(item.task, item.variant, item.params_json, item.parent,
-                                       item.steps, recording=item.recording)
+                                       item.steps, recording=item.recording, body=item.body)
                 except UnknownTrajectoryError:
                     if item.prefix is None:
                         raise
                     info = self._merge(item.task, item.variant, item.params_json, None,
-                                       item.prefix + item.steps, recording=item.recording)
+                                       item.prefix + item.steps, recording=item.recording,
+                                       body=item.body)
             except StoreUnavailableError:
                 return
             except StoreError as err:

@@ -37,13 +37,16 @@ approval covers (the trajectories and inferred bindings its approver saw; NULL i
 5 a step's trace (what its watched sensors and feedback did while it ran; NULL in older rows);
 6 how each trajectory's replays ended, and whether it stepped back (:mod:`..trustsql`); 7
 what learning found, kept for a restart (:mod:`..keptsql`); 8 kept first steps uncompressed;
-9 the declared bindings an approval saw (:mod:`..trustsql`; NULL in older rows, which saw none).
+9 the declared bindings an approval saw (:mod:`..trustsql`; NULL in older rows, which saw none);
+10 the body each trajectory was learned on and the pairs of bodies declared compatible
+(:mod:`..bodysql`; '' in older rows: an unknown body, replayed on any body as before).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..bodysql import PG_BODIES
 from ..keptsql import KEPT
 from ..schema import MAGIC
 from ..trustsql import BOOKS, COVERAGE, TABLES
@@ -128,6 +131,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # a database whose version rows were set back runs it again harmlessly)
         'ALTER TABLE approvals ADD COLUMN IF NOT EXISTS declared TEXT',
     ),
+    PG_BODIES,  # 10: the body of each trajectory, bodies declared compatible (:mod:`..bodysql`)
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

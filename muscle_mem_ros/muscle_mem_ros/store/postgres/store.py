@@ -64,6 +64,7 @@ from .link import PgConn, PgLink, redact
 from .recording import Offline, Pending, PgRecording, StoreSide
 from .. import sqlwrites
 from ..base import Batching, check_step, NodeList, Recording, RecordingInfo, tree_tallies
+from ..bodysql import SqlBodies
 from ..childcache import ChildCache, Key
 from ..codec import NODE_COLS, node_from_row, TRAJ_COLS, trajectory_from_row
 from ..gcpause import gc_paused
@@ -83,7 +84,7 @@ _NOTIFY_LIMIT = 7000
 """Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
 
 
-class PostgresStore(Batching, SqlTrust, SqlKept):
+class PostgresStore(Batching, SqlTrust, SqlKept, SqlBodies):
     """
     Trajectory trees in PostgreSQL, shared by a fleet; thread-safe.
 
@@ -358,6 +359,7 @@ class PostgresStore(Batching, SqlTrust, SqlKept):
 
     def begin(
         self, *, task: str, variant: str, params_json: str, parent: int | None = None,
+        body: str = '',
     ) -> Recording:
         """Start a recording; its steps are written as they come (kept in memory if down)."""
         try:
@@ -371,13 +373,14 @@ class PostgresStore(Batching, SqlTrust, SqlKept):
             _log.warning('%s: database unreachable: recording %d of task %r is kept in memory',
                          self.url, rec_id, task)
         return PgRecording(self._side, remote=remote, id=rec_id, task=task, variant=variant,
-                           params_json=params_json, parent=parent)
+                           params_json=params_json, parent=parent, body=body)
 
     def _merge(self, task: str, variant: str, params_json: str, parent: int | None,
-               steps: Sequence[Step], *, recording: int | None = None) -> TrajectoryInfo:
+               steps: Sequence[Step], *, recording: int | None = None,
+               body: str = '') -> TrajectoryInfo:
         with self._write(task) as conn:
             info, touched = sqlwrites.merge(conn, task, variant, params_json, parent, steps,
-                                            robot_id=self.robot_id)
+                                            robot_id=self.robot_id, body=body)
             if recording is not None:
                 recordings.delete(conn, recording)
             self._notify(conn, 'add', task, touched)
@@ -407,9 +410,11 @@ class PostgresStore(Batching, SqlTrust, SqlKept):
         params_json: str,
         steps: Sequence[Step],
         parent: int | None = None,
+        body: str = '',
     ) -> TrajectoryInfo:
         """Merge a complete list of steps in one transaction."""
-        return self._merge(task, variant, params_json, parent, [check_step(s) for s in steps])
+        return self._merge(task, variant, params_json, parent, [check_step(s) for s in steps],
+                           body=body)
 
     def _batch_done(self, conn: PgConn) -> None:
         """Tell the other stores which tasks the batch touched (they reload them)."""

@@ -1,0 +1,124 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The body this node is: its robot description, joints and tools, read once at configure.
+
+What defines a body and how it is named is :mod:`muscle_mem_ros.body`. The node reads
+the description at configure, once:
+
+* from ``robot_description_file`` when it is set (a missing or unreadable file is a
+  configuration error naming the parameter);
+* else from the ``robot_description`` topic (``std_msgs/msg/String``, reliable,
+  transient local, as ``robot_state_publisher`` publishes it; relative, so a node in a
+  namespace reads its own robot's, and remappable), waiting at most
+  ``robot_description_timeout`` seconds (default 2; 0: not at all). A publisher that is
+  already up answers at once (transient local), so the wait costs nothing on a running
+  robot. Nothing by then: the body is defined by the joint names and tools alone, and the
+  log says so once, at configure. A description published later is not read until the
+  node is configured again (``cleanup``, ``configure``): a body does not change under a
+  running task.
+
+The topic is read through a helper node of the same context, spun here only for the
+wait, so configure works whether it runs before spinning (``autostart``) or inside an
+executor's callback (a lifecycle manager's ``configure``).
+
+At configure the node logs its body with the key a store keeps (what ``muscle-mem
+bodies --compatible`` takes for a robot that has learned nothing yet) and, once, how
+many trajectories of the store have an unknown body (learned before trajectories
+recorded it): they replay on any body, as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+import time
+
+from muscle_mem_ros.body import Body, body_of
+from muscle_mem_ros.errors import ConfigError, StoreError
+from muscle_mem_ros.ros.node.nodeconfig import NodeConfig
+from muscle_mem_ros.store import Store
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node as RosNode
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
+
+__all__ = ['DESCRIPTION_TOPIC', 'read_body', 'read_description']
+
+DESCRIPTION_TOPIC = 'robot_description'
+"""The topic read, relative to the node's namespace (as robot_state_publisher names it)."""
+
+_LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def read_description(node: RosNode, config: NodeConfig) -> tuple[str, str]:
+    """
+    Return (description, where it came from); '' and why when there is none.
+
+    :raises ConfigError: ``robot_description_file`` cannot be read.
+    """
+    if config.robot_description_file:
+        try:
+            text = Path(config.robot_description_file).read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f'robot_description_file: cannot read '
+                              f'{config.robot_description_file!r}: {err}') from err
+        return text, f'description from {config.robot_description_file}'
+    topic = node.resolve_topic_name(DESCRIPTION_TOPIC)
+    if config.robot_description_timeout <= 0.0:
+        return '', 'robot_description_timeout is 0: no description read'
+    helper = rclpy.create_node(f'{node.get_name()}_description', context=node.context,
+                               namespace=node.get_namespace(),
+                               enable_rosout=False, start_parameter_services=False)
+    got: list[str] = []
+    executor = SingleThreadedExecutor(context=node.context)
+    try:
+        helper.create_subscription(String, topic, lambda msg: got.append(msg.data), _LATCHED)
+        executor.add_node(helper)
+        deadline = time.monotonic() + config.robot_description_timeout
+        while not got and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=min(0.05, max(deadline - time.monotonic(), 0.0)))
+    finally:
+        executor.shutdown(timeout_sec=0.1)
+        helper.destroy_node()
+    if not got:
+        return '', (f'no description on {topic} within {config.robot_description_timeout:g} s '
+                    '(set robot_description_file, or start robot_state_publisher first)')
+    return got[-1], f'description from {topic}'
+
+
+def read_body(node: RosNode, config: NodeConfig, store: Store) -> Body:
+    """Return this node's body (module docstring); log it, and the store's unknown bodies."""
+    log = node.get_logger()
+    description, source = read_description(node, config)
+    body = body_of(description=description,
+                   joints={s.name: tuple(s.joints) for s in config.sensors if s.joints},
+                   tools=[(t.server, t.type_name) for t in config.tools],
+                   name=config.body_name, fallback=node.get_name())
+    said = f'this robot is {body} ({body.key}): {source}'
+    if description:
+        log.info(said)
+    else:
+        log.warning(f'{said}; the body is its joint names and tools only')
+    try:
+        unknown = store.bodies().get('', 0)
+    except StoreError as err:
+        log.warning(f'store: cannot count the bodies of its trajectories: {err}')
+        return body
+    if unknown:
+        log.info(f'store: {unknown} trajector{"y" if unknown == 1 else "ies"} learned before '
+                 'trajectories recorded their body: they replay on any body, as before')
+    return body
