@@ -69,7 +69,8 @@ ROSDEP_KEYS = frozenset({
     'mcap-ros2-support', 'pydocstyle', 'python3-flake8', 'python3-flake8-blind-except',
     'python3-flake8-builtins', 'python3-flake8-class-newline',
     'python3-flake8-comprehensions', 'python3-flake8-deprecated', 'python3-flake8-docstrings',
-    'python3-flake8-import-order', 'python3-flake8-quotes', 'python3-matplotlib',
+    'python3-flake8-import-order', 'python3-flake8-quotes', 'python3-gymnasium-robotics-pip',
+    'python3-matplotlib',
     'python3-mujoco-pip', 'python3-numpy', 'python3-pydot', 'python3-pytest',
     'python3-pytest-timeout', 'python3-rich', 'python3-scipy', 'python3-yaml',
 })
