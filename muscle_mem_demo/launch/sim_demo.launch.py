@@ -87,7 +87,7 @@ def generate_launch_description():
                 'think_time': LaunchConfiguration('think_time'),
                 'arm_action': '/muscle_mem/arm/follow_joint_trajectory',
                 'pose_action': '/muscle_mem/arm/move_to_pose',
-                'gripper_service': '/muscle_mem/gripper/set',
+                'gripper_action': '/muscle_mem/gripper/gripper_cmd',
                 'subtask_action': '/muscle_mem/execute_subtask',
             }],
             output='screen',

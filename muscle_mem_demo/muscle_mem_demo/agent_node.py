@@ -19,7 +19,9 @@ It stands in for an LLM, VLM or motion-planner agent: before every step it perce
 world (``joint_states``, ``object_pose``), asks :func:`planner.next_step` what to do, spends
 ``think_time`` seconds "thinking", and sends the step as a Cartesian MoveToPose goal (to and
 from the cube, at the place target), a joint-trajectory goal (the move home) or a gripper
-request. Point ``pose_action``, ``arm_action`` and ``gripper_service`` at the behavior cache's
+GripperCommand goal (finger position 0 closes, 0.04 opens; closing on the cube stalls against
+it, which is a grasp). Point ``pose_action``, ``arm_action`` and ``gripper_action`` at the
+behavior cache's
 proxies (or remap them) so the cache records what the agent does.
 
 Task ``pick_and_place``; params JSON may hold ``{"place": [x, y]}`` (metres; the place steps'
@@ -43,10 +45,12 @@ Each call is announced on ``~/calls`` (std_msgs/String, JSON: event start|end, t
 resume_from_step, steps, success) so demos and tests can count the agent's calls.
 
 Parameters: ``think_time`` (s, 1.5), ``arm_action`` ('arm/follow_joint_trajectory'),
-``pose_action`` ('arm/move_to_pose'), ``gripper_service`` ('gripper/set'),
-``place_x``/``place_y`` (m, 0.3/-0.3),
+``pose_action`` ('arm/move_to_pose'), ``gripper_action`` ('gripper/gripper_cmd'),
+``gripper_effort`` (N, 20.0),
+``place_x``/``place_y`` (m, 0.4/-0.3),
 ``move_time``/``vertical_time`` (s of robot motion, 0.8/0.5), ``step_timeout`` (s, 30.0),
-``max_steps`` (16), ``goal_tolerance`` (rad, 0.005), ``subtask_action``
+``max_steps`` (16), ``goal_tolerance`` (rad, 0.005), ``path_tolerance`` (rad, 0.0: the
+joint-trajectory goal's per-joint path tolerance; 0 leaves the server's, none), ``subtask_action``
 ('muscle_mem/execute_subtask': the cache node ``muscle_mem`` in this node's namespace).
 """
 
@@ -76,7 +80,7 @@ from muscle_mem_demo.planner import (
     StepKind,
     WorldView,
 )
-from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory, GripperCommand, MoveToPose
 from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
@@ -88,7 +92,6 @@ from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
-from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 __all__ = ['DemoAgentNode', 'SKILLS', 'TASK_NAME', 'TASKS', 'main']
@@ -135,12 +138,14 @@ class DemoAgentNode(Node):
         self._think_time = declare_number(self, 'think_time', 1.5, minimum=0.0)
         arm_action = declare_string(self, 'arm_action', 'arm/follow_joint_trajectory')
         pose_action = declare_string(self, 'pose_action', 'arm/move_to_pose')
-        gripper = declare_string(self, 'gripper_service', 'gripper/set')
+        gripper = declare_string(self, 'gripper_action', 'gripper/gripper_cmd')
+        self._gripper_effort = declare_number(self, 'gripper_effort', 20.0, minimum=0.0)
         self._step_timeout = declare_number(self, 'step_timeout', 30.0, minimum=0.0,
                                             exclusive=True)
         self._goal_tolerance = declare_number(self, 'goal_tolerance', 0.005, minimum=0.0)
+        self._path_tolerance = declare_number(self, 'path_tolerance', 0.0, minimum=0.0)
         self._max_steps = declare_int(self, 'max_steps', 16, minimum=1)
-        place_x = declare_number(self, 'place_x', 0.3)
+        place_x = declare_number(self, 'place_x', 0.4)
         place_y = declare_number(self, 'place_y', -0.3)
         move_time = declare_number(self, 'move_time', 0.8, minimum=0.0, exclusive=True)
         vertical_time = declare_number(self, 'vertical_time', 0.5, minimum=0.0, exclusive=True)
@@ -164,7 +169,7 @@ class DemoAgentNode(Node):
         self._arm = ActionClient(self, FollowJointTrajectory, arm_action,
                                  callback_group=self._group)
         self._pose = ActionClient(self, MoveToPose, pose_action, callback_group=self._group)
-        self._gripper = self.create_client(SetBool, gripper, callback_group=self._group)
+        self._gripper = ActionClient(self, GripperCommand, gripper, callback_group=self._group)
         self._subtasks = ActionClient(self, ExecuteTask, subtask_action,
                                       callback_group=self._group)
         self._calls = self.create_publisher(String, '~/calls', 10)
@@ -179,7 +184,7 @@ class DemoAgentNode(Node):
         )
         self.get_logger().info(
             f'demo agent up: think {self._think_time} s/step, arm -> {self._arm._action_name}, '
-            f'pose -> {self._pose._action_name}, gripper -> {self._gripper.srv_name}, '
+            f'pose -> {self._pose._action_name}, gripper -> {self._gripper._action_name}, '
             f'subtasks -> {self._subtasks._action_name}'
         )
 
@@ -237,7 +242,7 @@ class DemoAgentNode(Node):
             jaws = [float(by_name[n]) for n in kinematics.GRIPPER_JOINTS]
         except KeyError as err:
             raise _TaskFailed(f'joint_states lacks joint {err}') from err
-        closed = sum(jaws) / len(jaws) > kinematics.GRIPPER_CLOSED / 2
+        closed = kinematics.jaws_closed(jaws)
         p = obj.pose.position
         return WorldView(joints=arm, gripper_closed=closed, object_position=(p.x, p.y, p.z))
 
@@ -413,7 +418,7 @@ class DemoAgentNode(Node):
 
     def _send(self, step: PlannedStep, task: ServerGoalHandle) -> None:
         if step.kind is StepKind.GRIPPER:
-            self._call_gripper(step)
+            self._run_goal(self._gripper, self._gripper_goal(step), step, task)
         elif step.kind is StepKind.POSE:
             self._run_goal(self._pose, self._pose_goal(step), step, task)
         else:
@@ -432,10 +437,21 @@ class DemoAgentNode(Node):
         goal.duration = _duration(step.duration)
         return goal
 
+    def _gripper_goal(self, step: PlannedStep) -> GripperCommand.Goal:
+        """Return the GripperCommand goal of a GRIPPER step: fully closed or fully open."""
+        goal = GripperCommand.Goal()
+        goal.command.position = float(
+            kinematics.GRIPPER_CLOSED if step.close else kinematics.GRIPPER_OPEN)
+        goal.command.max_effort = float(self._gripper_effort)
+        return goal
+
     def _trajectory_goal(self, step: PlannedStep) -> FollowJointTrajectory.Goal:
         goal = FollowJointTrajectory.Goal()
         goal.goal_tolerance = [JointTolerance(name=name, position=self._goal_tolerance)
                                for name in kinematics.ARM_JOINTS]
+        if self._path_tolerance > 0.0:
+            goal.path_tolerance = [JointTolerance(name=name, position=self._path_tolerance)
+                                   for name in kinematics.ARM_JOINTS]
         goal.trajectory = JointTrajectory()
         goal.trajectory.joint_names = list(kinematics.ARM_JOINTS)
         point = JointTrajectoryPoint()
@@ -465,7 +481,13 @@ class DemoAgentNode(Node):
                 self._check_stopping()
                 raise _TaskFailed(f'{step.label}: no result within {self._step_timeout} s')
             time.sleep(0.02)
-        response = self._wait(result, 'arm goal result')
+        response = self._wait(result, 'goal result')
+        if isinstance(goal, GripperCommand.Goal):
+            # gripper_action_controller's answer: SUCCEEDED (reached, or stalled on the cube)
+            if response.status != GoalStatus.STATUS_SUCCEEDED:
+                raise _TaskFailed(f'{step.label}: gripper goal ended with status '
+                                  f'{response.status} at {response.result.position:.4f}')
+            return
         code = response.result.error_code
         if code != 0:  # SUCCESSFUL in both FollowJointTrajectory and MoveToPose
             raise _TaskFailed(f'{step.label}: error {code} {response.result.error_string}')
@@ -506,14 +528,6 @@ class DemoAgentNode(Node):
             raise _TaskCanceled()
         if not response.result.success:
             raise _TaskFailed(f'subtask {name} failed: {response.result.message}')
-
-    def _call_gripper(self, step: PlannedStep) -> None:
-        if not self._gripper.wait_for_service(timeout_sec=self._step_timeout):
-            raise _TaskFailed(f'service {self._gripper.srv_name} not available')
-        response = self._wait(self._gripper.call_async(SetBool.Request(data=step.close)),
-                              'gripper response')
-        if not response.success:
-            raise _TaskFailed(f'{step.label}: {response.message}')
 
     def _wait(self, future: Future, what: str) -> Any:
         event = threading.Event()

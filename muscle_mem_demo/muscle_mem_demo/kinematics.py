@@ -13,64 +13,83 @@
 # limitations under the License.
 
 """
-Geometry of the demo arm in sim/arm.xml: joint names, home pose, forward and inverse kinematics.
+Kinematics of the demo arm on its MuJoCo model: forward, and inverse by damped least squares.
 
-The arm is a pan joint followed by three pitch joints (shoulder, elbow, wrist) that move in
-the vertical plane the pan joint points at. The gripper hangs from the wrist; the planner
-keeps it pointing straight down, so a grasp point (x, y, z) determines all four joints.
-The numbers here must match arm.xml; ``test_sim_physics.py`` checks them against MuJoCo.
+The grasp point is the ``grasp`` site between the finger pads (:mod:`muscle_mem_demo.arms`).
+The planner keeps the gripper pointing straight down with its fingers closing along the world
+y axis, so a grasp point (x, y, z) is a full pose: :func:`inverse` solves position and
+orientation together (six equations, seven joints) with damped least squares on MuJoCo's site
+Jacobians (``mj_jacSite``), pulls the spare degree of freedom towards the home posture until
+the error is below a millimetre (then polishes without it, to 1e-9 m), and clamps every
+iterate into the joint limits. It always starts from the home posture, so the
+same point always gives the same joints (a replay sends the same goal and gets the same
+motion). A point it cannot reach within ``POSITION_TOLERANCE`` and ``ANGLE_TOLERANCE`` inside
+the limits raises :class:`UnreachableError`, naming the point and the joint at its limit.
+
+The module-level names describe the default arm (``panda``); :class:`Kinematics` serves any
+arm of :data:`arms.ARMS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+import functools
 import math
+import threading
 
+import mujoco
+from muscle_mem_demo import arms
 from muscle_mem_ros.errors import MuscleMemError
+import numpy as np
 
 __all__ = [
+    'ANGLE_TOLERANCE',
+    'ARM',
     'ARM_JOINTS',
     'GRIPPER_CLOSED',
     'GRIPPER_JOINTS',
     'GRIPPER_OPEN',
     'HOME',
-    'JOINT_LIMITS',
-    'LINK_LENGTHS',
-    'SHOULDER_HEIGHT',
+    'POSITION_TOLERANCE',
     'GraspPoint',
+    'Kinematics',
     'UnreachableError',
+    'for_arm',
     'forward',
     'inverse',
+    'jaws_closed',
 ]
 
-ARM_JOINTS: tuple[str, ...] = ('shoulder_pan', 'shoulder_lift', 'elbow', 'wrist')
+ARM = 'panda'
+"""The arm the module-level names describe."""
+
+ARM_JOINTS: tuple[str, ...] = arms.ARMS[ARM].arm_joints
 """Joints the joint-trajectory action moves, in the order /joint_states lists them."""
 
-GRIPPER_JOINTS: tuple[str, ...] = ('finger_left', 'finger_right')
-"""The two jaw hinges, moved by the gripper service and listed after the arm joints."""
+GRIPPER_JOINTS: tuple[str, ...] = arms.ARMS[ARM].gripper_joints
+"""The finger joints, moved by the gripper action and listed after the arm joints."""
 
-GRIPPER_OPEN = 0.0
-"""Jaw angle when open, radians."""
+GRIPPER_OPEN: float = arms.ARMS[ARM].gripper_open
+"""Finger joint position when open, metres (0.04: an 8 cm opening)."""
 
-GRIPPER_CLOSED = 0.35
-"""Jaw angle when closed, radians (the jaw tips then touch a 4 cm cube)."""
+GRIPPER_CLOSED: float = arms.ARMS[ARM].gripper_closed
+"""Finger joint position when closed on nothing, metres."""
 
-SHOULDER_HEIGHT = 0.15
-"""Height of the shoulder axis above the table top, metres."""
+HOME: tuple[float, ...] = arms.ARMS[ARM].home
+"""Arm pose at rest (the Panda's 'ready' pose): gripper down, 46 cm above the table."""
 
-LINK_LENGTHS: tuple[float, float, float] = (0.3, 0.3, 0.12)
-"""Shoulder to elbow, elbow to wrist, wrist to grasp point, metres."""
+POSITION_TOLERANCE = 1e-4
+"""Largest grasp-point error an inverse solution may leave, metres."""
 
-JOINT_LIMITS: dict[str, tuple[float, float]] = {
-    'shoulder_pan': (-3.1, 3.1),
-    'shoulder_lift': (-0.5, 2.9),
-    'elbow': (-2.9, 0.5),
-    'wrist': (-3.1, 3.1),
-}
-"""Position limits of the arm joints, radians."""
+ANGLE_TOLERANCE = 1e-3
+"""Largest orientation error an inverse solution may leave, radians."""
 
-HOME: tuple[float, ...] = (0.0, 1.5, -2.0, -math.pi / 2 - 1.5 + 2.0)
-"""Arm pose at rest: folded above the base, gripper pointing down."""
+_DAMPING = 3e-3
+_NULL_GAIN = 0.1
+_ITERATIONS = 400
+_POLISH = 1e-3
+_LIMIT_MARGIN = 1e-4
 
 
 class UnreachableError(MuscleMemError, ValueError):
@@ -93,47 +112,130 @@ class GraspPoint:
         return math.hypot(self.x - other.x, self.y - other.y)
 
 
-def forward(positions: tuple[float, ...] | list[float]) -> GraspPoint:
-    """Return the grasp point for arm joint positions (ARM_JOINTS order)."""
-    pan, lift, elbow, wrist = (float(v) for v in positions[:4])
-    l1, l2, l3 = LINK_LENGTHS
-    a1 = lift
-    a2 = lift + elbow
-    a3 = lift + elbow + wrist
-    radius = l1 * math.cos(a1) + l2 * math.cos(a2) + l3 * math.cos(a3)
-    height = SHOULDER_HEIGHT + l1 * math.sin(a1) + l2 * math.sin(a2) + l3 * math.sin(a3)
-    return GraspPoint(x=radius * math.cos(pan), y=radius * math.sin(pan), z=height)
+class Kinematics:
+    """Forward and inverse kinematics of one arm on its own MuJoCo model (thread-safe)."""
+
+    def __init__(self, *, arm: str = ARM) -> None:
+        """
+        Build the arm's kinematic model.
+
+        :raises ValueError: an unknown arm.
+        :raises arms.ModelFilesError: the model files are missing.
+        """
+        self._arm = arms.ARMS[arm] if arm in arms.ARMS else None
+        if self._arm is None:
+            raise ValueError(f'unknown arm {arm!r}: one of {sorted(arms.ARMS)}')
+        self._model = arms.build_arm(arm)
+        self._data = mujoco.MjData(self._model)
+        self._lock = threading.Lock()
+        names = self._arm.arm_joints
+        self._qpos = np.array([self._model.joint(n).qposadr[0] for n in names])
+        self._dof = np.array([self._model.joint(n).dofadr[0] for n in names])
+        ranges = np.array([self._model.joint(n).range if self._model.jnt_limited[
+            self._model.joint(n).id] else (-2 * math.pi, 2 * math.pi) for n in names])
+        self._low = ranges[:, 0] + _LIMIT_MARGIN
+        self._high = ranges[:, 1] - _LIMIT_MARGIN
+        self._site = self._model.site('grasp').id
+        self._home = np.array(self._arm.home)
+        self._down = self._pose(self._home)[1]
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Return the arm joints, in the order positions are given."""
+        return self._arm.arm_joints  # type: ignore[union-attr]
+
+    @property
+    def limits(self) -> tuple[tuple[float, float], ...]:
+        """Return each arm joint's (lower, upper) position limit, radians (unlimited: 2 pi)."""
+        return tuple((float(lo) - _LIMIT_MARGIN, float(hi) + _LIMIT_MARGIN)
+                     for lo, hi in zip(self._low, self._high, strict=True))
+
+    def _pose(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return the grasp site's position and orientation (a quaternion) at ``q``."""
+        with self._lock:
+            d = self._data
+            d.qpos[self._qpos] = q
+            mujoco.mj_kinematics(self._model, d)
+            quat = np.zeros(4)
+            mujoco.mju_mat2Quat(quat, d.site_xmat[self._site])
+            return d.site_xpos[self._site].copy(), quat
+
+    def forward(self, positions: Sequence[float]) -> GraspPoint:
+        """Return the grasp point for arm joint positions (``joint_names`` order)."""
+        q = np.asarray(positions, dtype=float)[:len(self._qpos)]
+        x, y, z = (float(v) for v in self._pose(q)[0])
+        return GraspPoint(x=x, y=y, z=z)
+
+    def inverse(self, target: GraspPoint) -> tuple[float, ...]:
+        """
+        Return arm joint positions that put the grasp point at ``target``, gripper down.
+
+        :raises UnreachableError: no solution within the tolerances inside the joint limits.
+        """
+        goal = np.array([target.x, target.y, target.z], dtype=float)
+        if not np.all(np.isfinite(goal)):
+            raise UnreachableError(f'grasp point {target} is not finite')
+        q = self._home.copy()
+        jacp = np.zeros((3, self._model.nv))
+        jacr = np.zeros((3, self._model.nv))
+        error = np.zeros(6)
+        for _ in range(_ITERATIONS):
+            with self._lock:
+                d = self._data
+                d.qpos[self._qpos] = q
+                mujoco.mj_kinematics(self._model, d)
+                mujoco.mj_comPos(self._model, d)
+                quat = np.zeros(4)
+                mujoco.mju_mat2Quat(quat, d.site_xmat[self._site])
+                error[:3] = goal - d.site_xpos[self._site]
+                local = np.zeros(3)
+                mujoco.mju_subQuat(local, self._down, quat)
+                error[3:] = d.site_xmat[self._site].reshape(3, 3) @ local
+                mujoco.mj_jacSite(self._model, d, jacp, jacr, self._site)
+            if np.linalg.norm(error[:3]) < 1e-9 and np.linalg.norm(error[3:]) < 1e-8:
+                break
+            jac = np.vstack([jacp[:, self._dof], jacr[:, self._dof]])
+            inv = jac.T @ np.linalg.inv(jac @ jac.T + _DAMPING ** 2 * np.eye(6))
+            step = inv @ error
+            if np.linalg.norm(error) > _POLISH:
+                # posture: the spare freedom towards home, until the last polish
+                step += (np.eye(len(q)) - inv @ jac) @ (_NULL_GAIN * (self._home - q))
+            q = np.clip(q + step, self._low, self._high)
+        position_error = float(np.linalg.norm(error[:3]))
+        angle_error = float(np.linalg.norm(error[3:]))
+        if position_error > POSITION_TOLERANCE or angle_error > ANGLE_TOLERANCE:
+            at_limit = [n for n, v, lo, hi in zip(self.joint_names, q, self._low, self._high,
+                                                  strict=True)
+                        if v <= lo + 1e-6 or v >= hi - 1e-6]
+            where = f'; at its limit: {", ".join(at_limit)}' if at_limit else ''
+            raise UnreachableError(
+                f'grasp point ({target.x:.3f}, {target.y:.3f}, {target.z:.3f}) is out of '
+                f'reach with the gripper down (left {position_error * 1000:.1f} mm, '
+                f'{math.degrees(angle_error):.2f} deg off{where})')
+        return tuple(float(v) for v in q)
+
+
+@functools.lru_cache(maxsize=None)
+def for_arm(arm: str = ARM) -> Kinematics:
+    """Return the (shared) kinematics of ``arm``."""
+    return Kinematics(arm=arm)
+
+
+def forward(positions: Sequence[float]) -> GraspPoint:
+    """Return the default arm's grasp point for arm joint positions (ARM_JOINTS order)."""
+    return for_arm().forward(positions)
 
 
 def inverse(target: GraspPoint) -> tuple[float, ...]:
     """
-    Return arm joint positions that put the grasp point at ``target``, gripper down.
+    Return the default arm's joint positions that put the grasp point at ``target``.
 
-    The elbow-up solution is used, so the forearm stays above the table.
-
-    :raises UnreachableError: the point is too far, too close or outside the joint limits.
+    :raises UnreachableError: the point is out of reach or outside the joint limits.
     """
-    l1, l2, l3 = LINK_LENGTHS
-    radius = math.hypot(target.x, target.y)
-    if radius < 1e-6:
-        raise UnreachableError(f'grasp point {target} is on the pan axis')
-    pan = math.atan2(target.y, target.x)
-    wrist_r = radius
-    wrist_z = target.z + l3 - SHOULDER_HEIGHT
-    reach_sq = wrist_r * wrist_r + wrist_z * wrist_z
-    cos_elbow = (reach_sq - l1 * l1 - l2 * l2) / (2.0 * l1 * l2)
-    if not -1.0 <= cos_elbow <= 1.0:
-        raise UnreachableError(f'grasp point {target} is out of reach')
-    elbow = -math.acos(cos_elbow)
-    lift = math.atan2(wrist_z, wrist_r) - math.atan2(
-        l2 * math.sin(elbow), l1 + l2 * math.cos(elbow)
-    )
-    wrist = -math.pi / 2 - lift - elbow
-    joints = (pan, lift, elbow, wrist)
-    for name, value in zip(ARM_JOINTS, joints, strict=True):
-        low, high = JOINT_LIMITS[name]
-        if not low <= value <= high:
-            raise UnreachableError(
-                f'grasp point {target} needs {name}={value:.3f} outside [{low}, {high}]'
-            )
-    return joints
+    return for_arm().inverse(target)
+
+
+def jaws_closed(positions: Sequence[float]) -> bool:
+    """Return whether finger positions read as closed (on the cube or on nothing)."""
+    mean = sum(positions) / len(positions)
+    return mean < GRIPPER_OPEN - 0.25 * (GRIPPER_OPEN - GRIPPER_CLOSED)

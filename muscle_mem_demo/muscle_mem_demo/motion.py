@@ -35,6 +35,8 @@ class MotionOutcome(enum.Enum):
     """The motion finished within tolerance."""
     TOLERANCE_VIOLATED = 'tolerance_violated'
     """The trajectory's time ran out before the joints were within the goal tolerance."""
+    PATH_TOLERANCE_VIOLATED = 'path_tolerance_violated'
+    """A joint left its path tolerance while the trajectory ran; the arm holds there."""
     PREEMPTED = 'preempted'
     """A newer command of the same kind, a cancel or a reset replaced it."""
 
@@ -75,6 +77,8 @@ class Motion:
         self._message = ''
         self.desired: tuple[float, ...] = ()
         self.actual: tuple[float, ...] = ()
+        self.gripper: object | None = None
+        """For a gripper motion that ended: its :class:`physics.GripperOutcome`."""
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the motion ends; return False on timeout."""

@@ -15,28 +15,37 @@
 """
 ROS-free MuJoCo simulation of the demo arm: a physics thread, trajectory tracking, grasping.
 
+The arm is a real model (the Franka Emika Panda, :mod:`muscle_mem_demo.arms`), on a table
+with a 4 cm cube.
+
 The simulator owns one ``MjModel``/``MjData`` pair guarded by a lock. Either a background
 thread steps it at a real-time factor (``start()``), or a caller steps it by hand
 (``advance()``, used by tests). Commands (follow a trajectory, open or close the gripper,
 move the object, reset) are accepted from any thread and finish inside the stepping loop,
 which completes a :class:`Motion` that the caller may wait on.
 
-Grasping is an attach stand-in: when the jaws finish closing with the cube's centre within
-``grasp_radius`` of the grasp point, a weld equality between gripper and cube is switched on
-at the current relative pose; opening the jaws switches it off and the cube drops.
+The arm is driven as ros2_control's joint_trajectory_controller drives one: a path tolerance
+per joint while the trajectory runs (PATH_TOLERANCE_VIOLATED, naming the joint), a goal
+tolerance checked by the trajectory's end plus the goal time tolerance
+(GOAL_TOLERANCE_VIOLATED), a brake that decelerates to rest and holds, a hold.
+
+Grasping is an attach stand-in: jaws that close with the cube's centre within
+``grasp_radius`` of the grasp point stop against the cube (a stall: they end at the cube's
+half width, not at the commanded position) and a weld equality between hand and cube is
+switched on at the current relative pose; opening the jaws switches it off and the cube drops.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-import importlib.resources
 import math
 import threading
 import time
 
 import mujoco
-from muscle_mem_demo import kinematics
+from muscle_mem_demo import arms
+from muscle_mem_demo.arms import OBJECT_START
 from muscle_mem_demo.motion import Motion, MotionOutcome, SimState
 from muscle_mem_demo.trajectory import JointPath
 import numpy as np
@@ -47,15 +56,12 @@ __all__ = [
     'OBJECT_START',
     'SETTLE_TIME',
     'ArmSim',
+    'GripperOutcome',
     'Knock',
-    'default_model_path',
 ]
 
 GRIPPER_MOTION_TIME = 0.3
 """Simulated seconds the jaws take to open or close."""
-
-OBJECT_START: tuple[float, float, float] = (0.4, 0.2, 0.02)
-"""Where the cube rests after a reset (centre, table frame, metres)."""
 
 DEFAULT_GOAL_TOLERANCE = 0.01
 """Final position error accepted per joint when a goal gives none, radians."""
@@ -63,10 +69,11 @@ DEFAULT_GOAL_TOLERANCE = 0.01
 SETTLE_TIME = 1.0
 """Simulated seconds allowed after a trajectory's last waypoint to reach the tolerance."""
 
+CUBE_HALF_WIDTH = 0.02
+"""Half the cube's width, metres: where closing jaws stop against it (finger positions)."""
 
-def default_model_path() -> str:
-    """Return the path of the MJCF file shipped with the package."""
-    return str(importlib.resources.files('muscle_mem_demo') / 'arm.xml')
+GRIPPER_MAX_EFFORT = 70.0
+"""The jaws' force limit, newtons (the finger actuators' force range)."""
 
 
 @dataclass
@@ -77,6 +84,7 @@ class _Tracking:
     started_at: float
     tolerance: np.ndarray
     settle_time: float
+    path_tolerance: np.ndarray | None = None
     braking: bool = False
 
 
@@ -91,6 +99,20 @@ class _Bump:
     """The goal a knock waits on, once it started."""
     relative: bool = False
     """A knock's position is an offset from where the cube is then."""
+
+
+@dataclass(frozen=True)
+class GripperOutcome:
+    """How a gripper command ended (control_msgs' GripperCommand result)."""
+
+    position: float
+    """Where the jaws ended, finger joint position (metres)."""
+    effort: float
+    """The force the jaws press with, newtons (0 unless they stalled on the cube)."""
+    stalled: bool
+    """The jaws stopped against the cube before the commanded position."""
+    reached_goal: bool
+    """The jaws reached the commanded position."""
 
 
 @dataclass(frozen=True)
@@ -117,36 +139,41 @@ class ArmSim:
     def __init__(
         self,
         *,
-        model_path: str | None = None,
+        arm: str = 'panda',
         rtf: float = 1.0,
         grasp_radius: float = 0.03,
     ) -> None:
         """
-        Load the model and put the world in its start state.
+        Build the scene around the named arm and put the world in its start state.
 
-        :param model_path: MJCF file; the packaged arm.xml when None.
+        :param arm: one of :data:`arms.ARMS`.
         :param rtf: simulated seconds per wall-clock second when running in the thread.
         :param grasp_radius: largest cube-to-grasp-point distance at which closing attaches, m.
-        :raises ValueError: rtf or grasp_radius is not positive.
+        :raises ValueError: rtf or grasp_radius is not positive, or an unknown arm.
+        :raises arms.ModelFilesError: the arm's model files are not installed.
         """
         if not rtf > 0.0 or not math.isfinite(rtf):
             raise ValueError(f'rtf must be a positive number, got {rtf}')
         if not grasp_radius > 0.0:
             raise ValueError(f'grasp_radius must be positive, got {grasp_radius}')
-        self._model = mujoco.MjModel.from_xml_path(model_path or default_model_path())
+        self._arm = arms.ARMS[arm] if arm in arms.ARMS else None
+        if self._arm is None:
+            raise ValueError(f'unknown arm {arm!r}: one of {sorted(arms.ARMS)}')
+        self._model = arms.build_scene(arm)
         self._data = mujoco.MjData(self._model)
         self._rtf = float(rtf)
         self._grasp_radius = float(grasp_radius)
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        names = kinematics.ARM_JOINTS + kinematics.GRIPPER_JOINTS
+        names = self._arm.arm_joints + self._arm.gripper_joints
         self._joint_names = names
+        self._n_arm = len(self._arm.arm_joints)
         self._qpos_idx = np.array([self._model.joint(n).qposadr[0] for n in names])
         self._qvel_idx = np.array([self._model.joint(n).dofadr[0] for n in names])
         self._act_idx = np.array([self._model.actuator(n).id for n in names])
         self._object_body = self._model.body('object').id
-        self._gripper_body = self._model.body('gripper').id
+        self._gripper_body = self._model.body(self._arm.hand_body).id
         self._object_qpos = self._model.joint('object_free').qposadr[0]
         self._object_qvel = self._model.joint('object_free').dofadr[0]
         self._weld = self._model.equality('grasp').id
@@ -155,6 +182,9 @@ class ArmSim:
         self._gripper_motion: Motion | None = None
         self._gripper_ends_at = 0.0
         self._gripper_closed = False
+        self._gripper_command = self._arm.gripper_open
+        self._gripper_effort = 0.0
+        self._gripper_stalling = False
         self._bumps: list[_Bump] = []
         self._knocks: list[Knock] = []
         self._finished_goals = 0
@@ -164,6 +194,11 @@ class ArmSim:
     def joint_names(self) -> tuple[str, ...]:
         """Arm joints then jaw joints, the order of :attr:`SimState.positions`."""
         return self._joint_names
+
+    @property
+    def arm(self) -> arms.ArmModel:
+        """Return the arm model the scene was built around."""
+        return self._arm  # type: ignore[return-value]
 
     @property
     def rtf(self) -> float:
@@ -196,6 +231,23 @@ class ArmSim:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+    def set_servo_scale(self, scale: float) -> None:
+        """
+        Scale the arm servos' stiffness (their ``kp``; damping kept): below 1, a weaker arm.
+
+        A worn or overloaded arm lags its path more (by ``kv / (kp * scale)`` times the
+        speed): what a path tolerance is there to catch.
+
+        :raises ValueError: scale is not a positive number.
+        """
+        if not (math.isfinite(scale) and scale > 0.0):
+            raise ValueError(f'servo scale must be a positive number, got {scale}')
+        with self._lock:
+            for index, (kp, _kv, _force) in zip(self._act_idx[:self._n_arm], arms.SERVOS,
+                                                strict=True):
+                self._model.actuator_gainprm[index, 0] = kp * scale
+                self._model.actuator_biasprm[index, 1] = -kp * scale
 
     def advance(self, seconds: float) -> None:
         """Step the physics by ``seconds`` of simulated time in the calling thread."""
@@ -249,6 +301,7 @@ class ArmSim:
     def follow(
         self, *, names: Sequence[str], path: JointPath,
         tolerance: float | Sequence[float] = 0.0, settle_time: float = 0.0,
+        path_tolerance: Sequence[float] | None = None,
     ) -> Motion:
         """
         Start tracking ``path`` for the named arm joints; preempt any trajectory in progress.
@@ -260,16 +313,26 @@ class ArmSim:
             (control_msgs' "-1 erases the tolerance").
         :param settle_time: simulated seconds after the last waypoint to get within tolerance;
             0 uses SETTLE_TIME.
+        :param path_tolerance: largest error between the commanded and the measured position
+            while the path runs, one per joint of ``names`` (radians); 0 or a negative value
+            does not check that joint; None checks none.
         :raises ValueError: unknown or repeated joint names, a path of the wrong width, or
             tolerances of the wrong length.
         """
         names = tuple(names)
-        unknown = [n for n in names if n not in kinematics.ARM_JOINTS]
+        arm_joints = self._arm.arm_joints  # type: ignore[union-attr]
+        unknown = [n for n in names if n not in arm_joints]
         if unknown or not names or len(set(names)) != len(names):
             raise ValueError(
-                f'joint names must be distinct arm joints {list(kinematics.ARM_JOINTS)}, '
+                f'joint names must be distinct arm joints {list(arm_joints)}, '
                 f'got {list(names)}'
             )
+        path_limits = None
+        if path_tolerance is not None:
+            path_limits = np.asarray(path_tolerance, dtype=float).copy()
+            if path_limits.shape != (len(names),):
+                raise ValueError(f'{path_limits.size} path tolerances for {len(names)} joints')
+            path_limits[path_limits <= 0.0] = np.inf
         if path.width != len(names):
             raise ValueError(f'path has {path.width} columns for {len(names)} joints')
         tolerances = np.atleast_1d(np.asarray(tolerance, dtype=float)).copy()
@@ -292,6 +355,7 @@ class ArmSim:
                 started_at=float(self._data.time),
                 tolerance=tolerances,
                 settle_time=settle_time if settle_time > 0.0 else SETTLE_TIME,
+                path_tolerance=path_limits,
             )
             motion.desired = tuple(float(v) for v in start)
             motion.actual = motion.desired
@@ -357,20 +421,48 @@ class ArmSim:
             tracking.path = JointPath(times=times, positions=positions).anchored(start)
             tracking.started_at = now
             tracking.tolerance = np.full(len(tracking.indices), np.inf)
+            tracking.path_tolerance = None
             tracking.braking = True
             return True
 
-    def set_gripper(self, *, closed: bool) -> Motion:
-        """Open or close the jaws; closing near the cube attaches it, opening releases it."""
+    def set_gripper(self, *, closed: bool | None = None, position: float | None = None,
+                    max_effort: float = 0.0) -> Motion:
+        """
+        Move the jaws to ``position`` (or fully open / closed); they stall on the cube.
+
+        Jaws closing with the cube between them stop at its half width: the motion ends
+        SUCCEEDED with :attr:`Motion.gripper` saying stalled (and the cube is attached);
+        otherwise they reach ``position`` (reached_goal). Opening releases the cube.
+
+        :param closed: True closes fully, False opens fully (when ``position`` is None).
+        :param position: finger joint position, within the fingers' range.
+        :param max_effort: the force to press with, newtons; 0 or less: GRIPPER_MAX_EFFORT.
+        :raises ValueError: neither or both of closed and position, or a position out of range.
+        """
+        arm = self._arm
+        assert arm is not None
+        if (closed is None) == (position is None):
+            raise ValueError('give closed or position, not both')
+        if position is None:
+            position = arm.gripper_closed if closed else arm.gripper_open
+        low, high = sorted((arm.gripper_closed, arm.gripper_open))
+        if not (math.isfinite(position) and low - 1e-9 <= position <= high + 1e-9):
+            raise ValueError(f'gripper position {position} is outside [{low}, {high}]')
+        effort = max_effort if max_effort > 0.0 else GRIPPER_MAX_EFFORT
         motion = Motion(kind='gripper')
         with self._lock:
             if self._gripper_motion is not None:
                 self._gripper_motion.finish(MotionOutcome.PREEMPTED, 'preempted')
-            if not closed:
+            fingers = self._data.qpos[self._qpos_idx[self._n_arm:]]
+            closing = position < float(np.mean(fingers)) - 1e-6
+            self._gripper_closed = position < high - 0.25 * (high - low)
+            self._gripper_command = float(position)
+            self._gripper_effort = min(effort, GRIPPER_MAX_EFFORT)
+            self._gripper_stalling = closing and position < CUBE_HALF_WIDTH and self._near()
+            if not closing:
                 self._release()
-            self._gripper_closed = closed
-            value = kinematics.GRIPPER_CLOSED if closed else kinematics.GRIPPER_OPEN
-            self._data.ctrl[self._act_idx[4:]] = value
+            target = CUBE_HALF_WIDTH if self._gripper_stalling else position
+            self._data.ctrl[self._act_idx[self._n_arm:]] = target
             self._gripper_motion = motion
             self._gripper_ends_at = float(self._data.time) + GRIPPER_MOTION_TIME
         return motion
@@ -438,12 +530,16 @@ class ArmSim:
             self._knocks.clear()
             self._release()
             d = self._data
-            home = np.array(kinematics.HOME + (kinematics.GRIPPER_OPEN,) * 2)
+            arm = self._arm
+            assert arm is not None
+            home = np.array(arm.home + (arm.gripper_open,) * len(arm.gripper_joints))
             d.qpos[self._qpos_idx] = home
             d.qvel[:] = 0.0
             d.qacc_warmstart[:] = 0.0
             d.ctrl[self._act_idx] = home
             self._gripper_closed = False
+            self._gripper_command = arm.gripper_open
+            self._gripper_stalling = False
             self._teleport(OBJECT_START, (1.0, 0.0, 0.0, 0.0))
 
     # -- inside the lock -------------------------------------------------------------------
@@ -457,15 +553,22 @@ class ArmSim:
         mujoco.mj_forward(self._model, d)
 
     def _release(self) -> None:
+        if self._data.eq_active[self._weld] and self._gripper_stalling:
+            # nothing between the jaws any more: they go on to where they were sent
+            self._data.ctrl[self._act_idx[self._n_arm:]] = self._gripper_command
+            self._gripper_stalling = False
         self._data.eq_active[self._weld] = 0
         self._model.body_gravcomp[self._object_body] = 0.0
 
-    def _attach_if_near(self) -> None:
+    def _near(self) -> bool:
         d = self._data
         grasp = d.site_xpos[self._grasp_site]
         obj = d.xpos[self._object_body]
-        if float(np.linalg.norm(grasp - obj)) > self._grasp_radius:
-            return
+        return float(np.linalg.norm(grasp - obj)) <= self._grasp_radius
+
+    def _attach(self) -> None:
+        d = self._data
+        obj = d.xpos[self._object_body]
         gpos = d.xpos[self._gripper_body]
         gmat = d.xmat[self._gripper_body].reshape(3, 3)
         rel_pos = gmat.T @ (obj - gpos)
@@ -506,7 +609,19 @@ class ArmSim:
             actual = d.qpos[self._qpos_idx[tracking.indices]]
             tracking.motion.desired = tuple(float(v) for v in desired)
             tracking.motion.actual = tuple(float(v) for v in actual)
-            if elapsed >= tracking.path.duration:
+            deviation = np.abs(actual - desired)
+            if tracking.path_tolerance is not None and elapsed < tracking.path.duration and (
+                    np.any(deviation > tracking.path_tolerance)):
+                worst = int(np.argmax(deviation - tracking.path_tolerance))
+                name = self._joint_names[int(tracking.indices[worst])]
+                hold = actual.copy()
+                d.ctrl[self._act_idx[tracking.indices]] = hold
+                self._end_tracking(
+                    MotionOutcome.PATH_TOLERANCE_VIOLATED,
+                    f'{name} path error {deviation[worst]:.4f} rad > path tolerance '
+                    f'{tracking.path_tolerance[worst]:.4f} at {elapsed:.3f} s')
+                tracking = None
+            if tracking is not None and elapsed >= tracking.path.duration:
                 errors = np.abs(actual - tracking.path.final)
                 error = float(np.max(errors))
                 if tracking.braking:
@@ -525,12 +640,19 @@ class ArmSim:
         gripper = self._gripper_motion
         if gripper is not None and now >= self._gripper_ends_at:
             self._gripper_motion = None
-            message = 'opened'
-            if self._gripper_closed:
-                self._attach_if_near()
-                message = 'closed, holding the object' if d.eq_active[self._weld] else (
-                    'closed, nothing grasped'
-                )
+            fingers = d.qpos[self._qpos_idx[self._n_arm:]]
+            position = float(np.mean(fingers))
+            stalled = self._gripper_stalling
+            if stalled:
+                self._attach()
+                message = f'stalled on the object at {position:.4f}, holding it'
+            else:
+                grasped = ', nothing grasped' if self._gripper_closed else ''
+                message = f'reached {position:.4f}{grasped}'
+            gripper.gripper = GripperOutcome(
+                position=position, effort=self._gripper_effort if stalled else 0.0,
+                stalled=stalled,
+                reached_goal=not stalled and abs(position - self._gripper_command) < 2e-3)
             gripper.finish(MotionOutcome.SUCCEEDED, message)
         mujoco.mj_step(self._model, d)
 

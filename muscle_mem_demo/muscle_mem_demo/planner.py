@@ -67,10 +67,10 @@ __all__ = [
     'plan',
 ]
 
-SHELF: tuple[float, float] = (0.3, -0.3)
+SHELF: tuple[float, float] = (0.4, -0.3)
 """Where ``restock`` puts the cube (the agent's default place target), metres."""
 
-BIN: tuple[float, float] = (0.3, -0.15)
+BIN: tuple[float, float] = (0.4, -0.15)
 """Where ``tidy`` puts the cube, metres: 15 cm from the shelf along y."""
 
 PARENT_PLACES: dict[str, tuple[float, float]] = {'restock': SHELF, 'tidy': BIN}
@@ -126,9 +126,9 @@ class WorldView:
 
 @dataclass(frozen=True)
 class PickPlaceSpec:
-    """Where to put the cube and how to move; defaults fit the packaged arm.xml."""
+    """Where to put the cube and how to move; defaults fit the Panda on its table."""
 
-    place_x: float = 0.3
+    place_x: float = 0.4
     """Place target, metres forward."""
     place_y: float = -0.3
     """Place target, metres left (negative: right)."""

@@ -88,7 +88,7 @@ def node_commands(
             '-p', f'think_time:={float(think_time)}',
             '-p', 'arm_action:=/muscle_mem/arm/follow_joint_trajectory',
             '-p', 'pose_action:=/muscle_mem/arm/move_to_pose',
-            '-p', 'gripper_service:=/muscle_mem/gripper/set',
+            '-p', 'gripper_action:=/muscle_mem/gripper/gripper_cmd',
             '-p', 'subtask_action:=/muscle_mem/execute_subtask',
         ],
     }

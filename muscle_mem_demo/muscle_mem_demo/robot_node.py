@@ -15,17 +15,29 @@
 """
 ROS 2 node ``sim_robot``: the MuJoCo demo arm behind ordinary robot interfaces.
 
+The arm is a real model, the Franka Emika Panda (``arm`` parameter; :mod:`arms`), whose MJCF
+is published once on ``robot_description`` (std_msgs/String, transient local, as
+robot_state_publisher publishes a URDF: a late subscriber gets it), model name ``panda``.
 Publishes ``joint_states`` (sensor_msgs/JointState, 120 Hz by default), ``ee_pose``
 (geometry_msgs/PoseStamped of the grasp point between the jaws, from the published joint
 positions through the forward kinematics, gripper down, with each joint state's stamp) and
 ``object_pose`` (geometry_msgs/PoseStamped, 30 Hz) from the physics state. Serves the
 joint-trajectory action ``arm/follow_joint_trajectory``
-(muscle_mem_demo_interfaces/action/FollowJointTrajectory, which mirrors control_msgs':
-``trajectory``, per-joint ``goal_tolerance`` positions and ``goal_time_tolerance`` are used,
-a ``multi_dof_trajectory`` is refused), the Cartesian move ``arm/move_to_pose``
-(muscle_mem_demo_interfaces/action/MoveToPose: the grasp point to a position, gripper down,
-through the arm's inverse kinematics), the gripper ``gripper/set`` (std_srvs/srv/SetBool,
-true closes), and for demos and tests ``~/move_object``
+(muscle_mem_demo_interfaces/action/FollowJointTrajectory, which mirrors control_msgs', served
+as joint_trajectory_controller serves it: ``trajectory``; per-joint ``path_tolerance``
+positions, a joint leaving its tolerance while the trajectory runs aborts the goal with
+PATH_TOLERANCE_VIOLATED and an error_string naming the joint, the arm holding where it is;
+per-joint ``goal_tolerance`` positions checked by the last waypoint's time plus
+``goal_time_tolerance``, else GOAL_TOLERANCE_VIOLATED naming the joint; feedback with desired,
+actual and error; a ``multi_dof_trajectory`` is refused), the Cartesian move
+``arm/move_to_pose`` (muscle_mem_demo_interfaces/action/MoveToPose: the grasp point to a
+position, gripper down, through damped-least-squares inverse kinematics on the model; a point
+out of reach is UNREACHABLE with the reason), the gripper action ``gripper/gripper_cmd``
+(muscle_mem_demo_interfaces/action/GripperCommand, which mirrors control_msgs', served as
+gripper_action_controller with allow_stalling serves it: jaws closing on the cube stop
+against it and the goal SUCCEEDS with stalled true and reached_goal false; feedback and
+result say position, effort, stalled, reached_goal), the older gripper service ``gripper/set``
+(std_srvs/srv/SetBool, true closes), and for demos and tests ``~/move_object``
 (muscle_mem_demo_interfaces/srv/MoveObject) and ``~/reset`` (std_srvs/srv/Trigger). A
 MoveObject with a delay knocks the cube during the next arm goal; when that goal ends the
 node publishes on ``~/knocks`` (muscle_mem_demo_interfaces/msg/Knock) when the knock and the
@@ -35,26 +47,30 @@ relative, so namespaces and remapping apply.
 
 A goal's stop has a real controller's manners, chosen by ``cancel_manners``:
 
-* ``accept`` (the default): the cancel is accepted and the arm holds where it is at once;
-* ``refuse``: rclpy's default cancel callback, the cancel is rejected and the motion runs on;
-* ``brake``: the cancel is accepted, the arm decelerates evenly from its commanded velocity to
-  rest over ``brake_time`` simulated seconds, then the goal is CANCELED and the arm holds.
+* ``brake`` (the default, as joint_trajectory_controller stops a canceled goal): the cancel
+  is accepted, the arm decelerates evenly from its commanded velocity to rest over
+  ``brake_time`` simulated seconds, then the goal is CANCELED and the arm holds there;
+* ``accept``: the cancel is accepted and the arm holds where it is at once (no deceleration);
+* ``refuse``: rclpy's default cancel callback, the cancel is rejected and the motion runs on.
 
 Whatever the manners, a hold goal stops the arm where it is and holds it (the goal in
 progress ends ABORTED, 'preempted by a hold'), as joint_trajectory_controller does with an
 empty trajectory: a FollowJointTrajectory goal with no joints and no points, or the all-zero
-MoveToPose goal (frame '', position (0, 0, 0), which no move can reach: it is on the pan
-axis; duration 0). Both are ``{}`` as JSON: the behavior cache's ``actions.<tool>.stop_goal``.
+MoveToPose goal (frame '', position (0, 0, 0), which no move can reach: it is inside the
+arm's base; duration 0). Both are ``{}`` as JSON: the behavior cache's ``actions.<tool>.stop_goal``.
 
 Every goal is reported when its execution ends on ``~/goals`` (std_msgs/String, JSON: action,
 goal_id, hold, started and ended (monotonic seconds of the machine), status, cancel
-('' | 'accepted' | 'refused'), cancel_at (monotonic, or null), and ``overlaps``: the goal
-ids of motions still executing when this motion started: two motions at once).
+('' | 'accepted' | 'refused'), cancel_at (monotonic, or null), error_code and error_string
+(of an arm goal's result; null and '' for the gripper), and ``overlaps``: the goal ids of
+motions still executing when this motion started: two motions at once).
 
-Parameters: ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
+Parameters: ``arm`` ('panda'), ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
 ``object_pose_rate`` (Hz, 30.0), ``joint_noise`` (rad, standard deviation, 0.0),
 ``object_noise`` (m, 0.0), ``noise_seed`` (0), ``frame_id`` ('world'),
-``cancel_manners`` ('accept', 'refuse' or 'brake'), ``brake_time`` (s, 0.6).
+``cancel_manners`` ('brake', 'accept' or 'refuse'), ``brake_time`` (s, 0.6),
+``servo_scale`` (1.0, may be set while running: the arm servos' stiffness, below 1 a weaker
+arm that lags its path, for tests of path tolerances).
 """
 
 from __future__ import annotations
@@ -69,19 +85,22 @@ from typing import TypeVar
 
 from action_msgs.msg import GoalStatus
 from geometry_msgs.msg import Point, PoseStamped
-from muscle_mem_demo import kinematics
+from muscle_mem_demo import arms, kinematics
 from muscle_mem_demo.motion import Motion, MotionOutcome
 from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_demo.physics import ArmSim
 from muscle_mem_demo.trajectory import JointPath
-from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory, GripperCommand, MoveToPose
 from muscle_mem_demo_interfaces.msg import Knock
 from muscle_mem_demo_interfaces.srv import MoveObject
 import numpy as np
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
@@ -105,6 +124,9 @@ class SimRobotNode(Node):
         :raises ValueError: a parameter is out of range; the message names it.
         """
         super().__init__(node_name, **kwargs)
+        arm = declare_string(self, 'arm', 'panda')
+        if arm not in arms.ARMS:
+            raise ValueError(f"parameter 'arm': {arm!r} is not one of {sorted(arms.ARMS)}")
         rtf = declare_number(self, 'rtf', 1.0, minimum=0.0, exclusive=True)
         self._joint_rate = declare_number(self, 'joint_state_rate', 120.0, minimum=0.0,
                                           exclusive=True)
@@ -114,14 +136,27 @@ class SimRobotNode(Node):
         self._object_noise = declare_number(self, 'object_noise', 0.0, minimum=0.0)
         seed = declare_int(self, 'noise_seed', 0, minimum=0)
         self._frame_id = declare_string(self, 'frame_id', 'world')
-        self._manners = declare_string(self, 'cancel_manners', 'accept')
+        self._manners = declare_string(self, 'cancel_manners', 'brake')
         if self._manners not in MANNERS:
             raise ValueError(f"parameter 'cancel_manners': {self._manners!r} is not one of "
                              f'{list(MANNERS)}')
         self._brake_time = declare_number(self, 'brake_time', 0.6, minimum=0.0, exclusive=True)
         self._rng = np.random.default_rng(seed)
-        self._sim = ArmSim(rtf=rtf)
+        self._sim = ArmSim(arm=arm, rtf=rtf)
+        scale = self.declare_parameter('servo_scale', 1.0, ParameterDescriptor(
+            description='stiffness of the arm servos (kp times this); below 1 a weaker arm '
+                        'that lags its path; may be set while running',
+            floating_point_range=[FloatingPointRange(from_value=0.01, to_value=10.0)])).value
+        try:
+            self._sim.set_servo_scale(float(scale))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"parameter 'servo_scale': {err}") from err
+        self.add_on_set_parameters_callback(self._on_parameters)
+        self._kin = kinematics.for_arm(arm)
         group = ReentrantCallbackGroup()
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self._description_pub = self.create_publisher(String, 'robot_description', latched)
+        self._description_pub.publish(String(data=arms.description(arm)))
         self._joint_pub = self.create_publisher(JointState, 'joint_states', 10)
         self._ee_pub = self.create_publisher(PoseStamped, 'ee_pose', 10)
         self._object_pub = self.create_publisher(PoseStamped, 'object_pose', 10)
@@ -151,6 +186,16 @@ class SimRobotNode(Node):
             cancel_callback=self._on_cancel,
             callback_group=group,
         )
+        self._gripper_action = ActionServer(
+            self,
+            GripperCommand,
+            'gripper/gripper_cmd',
+            execute_callback=lambda handle: self._timed(handle, 'gripper_cmd',
+                                                        self._execute_gripper),
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
         self.create_service(SetBool, 'gripper/set', self._on_gripper, callback_group=group)
         self.create_service(MoveObject, '~/move_object', self._on_move, callback_group=group)
         self.create_service(Trigger, '~/reset', self._on_reset, callback_group=group)
@@ -159,9 +204,21 @@ class SimRobotNode(Node):
         self._publisher = threading.Thread(target=self._publish_loop, daemon=True)
         self._publisher.start()
         self.get_logger().info(
-            f'sim robot up: rtf {rtf}, joint_states {self._joint_rate} Hz, '
+            f'sim robot up: {arm}, rtf {rtf}, joint_states {self._joint_rate} Hz, '
             f'object_pose {self._object_rate} Hz'
         )
+
+    def _on_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """Apply a new ``servo_scale``; the other parameters are read once at start."""
+        for param in params:
+            if param.name != 'servo_scale':
+                continue
+            try:
+                self._sim.set_servo_scale(float(param.value))
+            except (TypeError, ValueError) as err:
+                return SetParametersResult(successful=False, reason=str(err))
+            self.get_logger().info(f'servo_scale now {param.value}')
+        return SetParametersResult(successful=True)
 
     @property
     def sim(self) -> ArmSim:
@@ -215,7 +272,7 @@ class SimRobotNode(Node):
 
     def _ee_pose(self, positions: np.ndarray, stamp: object) -> PoseStamped:
         """Return the grasp point of arm joint ``positions`` as a PoseStamped, gripper down."""
-        point = kinematics.forward(positions[:len(kinematics.ARM_JOINTS)])
+        point = self._kin.forward(positions[:len(self._kin.joint_names)])
         ee = PoseStamped()
         ee.header.frame_id = self._frame_id
         ee.header.stamp = stamp
@@ -258,13 +315,17 @@ class SimRobotNode(Node):
         if record['overlaps']:
             self.get_logger().error(f'{action} goal {key.hex()[:8]} started while '
                                     f'{record["overlaps"]} still executing: two motions')
+        result: object = None
         try:
-            return execute(goal_handle)
+            result = execute(goal_handle)
+            return result  # type: ignore[return-value]
         finally:
             with self._goals_lock:
                 self._executing.pop(key, None)
                 record['ended'] = time.monotonic()
                 record['status'] = _OUTCOMES.get(goal_handle.status, str(goal_handle.status))
+                record['error_code'] = getattr(result, 'error_code', None)
+                record['error_string'] = getattr(result, 'error_string', '')
             self._goals_pub.publish(String(data=json.dumps(record)))
 
     def _hold(self, goal_handle: ServerGoalHandle, result: _R) -> _R:
@@ -291,9 +352,11 @@ class SimRobotNode(Node):
             path = _path_from(traj)
             motion = self._sim.follow(names=names, path=path,
                                       tolerance=_goal_tolerances(goal.goal_tolerance, names),
-                                      settle_time=_seconds(goal.goal_time_tolerance))
+                                      settle_time=_seconds(goal.goal_time_tolerance),
+                                      path_tolerance=_goal_tolerances(goal.path_tolerance, names,
+                                                                      'path_tolerance'))
         except ValueError as err:
-            unknown = not names or any(n not in self._sim.joint_names[:4] for n in names)
+            unknown = not names or any(n not in self._kin.joint_names for n in names)
             result.error_code = (
                 FollowJointTrajectory.Result.INVALID_JOINTS
                 if unknown or len(set(names)) != len(names)
@@ -308,7 +371,7 @@ class SimRobotNode(Node):
         while not motion.wait(_FEEDBACK_PERIOD):
             if self._stop.is_set() or goal_handle.is_cancel_requested or (
                     not goal_handle.is_active):
-                return self._reported(goal_handle, motion, _trajectory_end(names, path), (
+                return self._reported(goal_handle, motion, self._trajectory_end(names, path), (
                     self._end_early(goal_handle, motion, result, FollowJointTrajectory.Result)))
             feedback.header.stamp = self.get_clock().now().to_msg()
             desired, actual = list(motion.desired), list(motion.actual)
@@ -326,10 +389,63 @@ class SimRobotNode(Node):
         elif motion.outcome is MotionOutcome.TOLERANCE_VIOLATED:
             result.error_code = FollowJointTrajectory.Result.GOAL_TOLERANCE_VIOLATED
             goal_handle.abort()
+        elif motion.outcome is MotionOutcome.PATH_TOLERANCE_VIOLATED:
+            result.error_code = FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED
+            self.get_logger().warning(f'aborted trajectory: {motion.message}')
+            goal_handle.abort()
         else:
             result.error_code = FollowJointTrajectory.Result.INVALID_GOAL
             goal_handle.abort()
-        return self._reported(goal_handle, motion, _trajectory_end(names, path), result)
+        return self._reported(goal_handle, motion, self._trajectory_end(names, path), result)
+
+    def _trajectory_end(self, names: Sequence[str], path: JointPath) -> tuple[float, ...]:
+        """Return the grasp point at a trajectory's last waypoint (NaN unless all arm joints)."""
+        if tuple(names) != self._kin.joint_names:
+            return (math.nan,) * 3
+        point = self._kin.forward(path.final)
+        return (point.x, point.y, point.z)
+
+    def _execute_gripper(self, goal_handle: ServerGoalHandle) -> GripperCommand.Result:
+        """Move the jaws as gripper_action_controller does (allow_stalling: a stall succeeds)."""
+        command = goal_handle.request.command
+        result = GripperCommand.Result()
+        try:
+            motion = self._sim.set_gripper(position=float(command.position),
+                                           max_effort=float(command.max_effort))
+        except ValueError as err:
+            self.get_logger().warning(f'rejected gripper command: {err}')
+            result.position = float(np.mean(self._sim.state().positions[-2:]))
+            goal_handle.abort()
+            return result
+        feedback = GripperCommand.Feedback()
+        deadline = time.monotonic() + 10.0 / max(self._sim.rtf, 0.1) + 2.0
+        while not motion.wait(_FEEDBACK_PERIOD):
+            fingers = self._sim.state().positions[-2:]
+            if self._stop.is_set() or goal_handle.is_cancel_requested or (
+                    time.monotonic() > deadline):
+                self._sim.set_gripper(position=float(np.clip(
+                    np.mean(fingers), *sorted((self._sim.arm.gripper_closed,
+                                               self._sim.arm.gripper_open)))))
+                result.position = float(np.mean(fingers))
+                if goal_handle.is_cancel_requested and not self._stop.is_set():
+                    goal_handle.canceled()
+                else:
+                    goal_handle.abort()
+                return result
+            feedback.position = float(np.mean(fingers))
+            goal_handle.publish_feedback(feedback)
+        self._publish_joints()
+        outcome = motion.gripper
+        if motion.outcome is not MotionOutcome.SUCCEEDED or outcome is None:
+            result.position = float(np.mean(self._sim.state().positions[-2:]))
+            goal_handle.abort()
+            return result
+        result.position = outcome.position  # type: ignore[attr-defined]
+        result.effort = outcome.effort  # type: ignore[attr-defined]
+        result.stalled = outcome.stalled  # type: ignore[attr-defined]
+        result.reached_goal = outcome.reached_goal  # type: ignore[attr-defined]
+        goal_handle.succeed()
+        return result
 
     def _execute_move(self, goal_handle: ServerGoalHandle) -> MoveToPose.Result:
         target = goal_handle.request.target
@@ -337,7 +453,7 @@ class SimRobotNode(Node):
         if _is_hold(goal_handle.request):
             return self._hold(goal_handle, result)
         try:
-            joints = _joints_for(target, self._frame_id)
+            joints = _joints_for(self._kin, target, self._frame_id)
         except kinematics.UnreachableError as err:
             result.error_code, result.error_string = MoveToPose.Result.UNREACHABLE, str(err)
         except ValueError as err:
@@ -348,7 +464,7 @@ class SimRobotNode(Node):
             return result
         duration = _seconds(goal_handle.request.duration) or _DEFAULT_MOVE_TIME
         try:
-            motion = self._sim.follow(names=kinematics.ARM_JOINTS,
+            motion = self._sim.follow(names=self._kin.joint_names,
                                       path=JointPath(times=[duration], positions=[joints]))
         except ValueError as err:
             result.error_code = MoveToPose.Result.INVALID_GOAL
@@ -362,7 +478,7 @@ class SimRobotNode(Node):
                     not goal_handle.is_active):
                 return self._reported(goal_handle, motion, _point(target.pose.position), (
                     self._end_early(goal_handle, motion, result, MoveToPose.Result)))
-            point = kinematics.forward(motion.actual)
+            point = self._kin.forward(motion.actual)
             feedback.current.header.stamp = self.get_clock().now().to_msg()
             position = feedback.current.pose.position
             position.x, position.y, position.z = point.x, point.y, point.z
@@ -498,8 +614,8 @@ def _is_hold(goal: object) -> bool:
     """
     Return whether ``goal`` is a hold: an empty trajectory, or the all-zero MoveToPose goal.
 
-    The all-zero MoveToPose target (frame '', the origin, on the pan axis) is no move the
-    arm can make, so it cannot be mistaken for one.
+    The all-zero MoveToPose target (frame '', the origin: inside the arm's base) is no move
+    the arm can make, so it cannot be mistaken for one.
     """
     if isinstance(goal, FollowJointTrajectory.Goal):
         return not (goal.trajectory.joint_names or goal.trajectory.points
@@ -518,25 +634,18 @@ def _msg_point(xyz: Sequence[float]) -> Point:
     return Point(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
 
 
-def _trajectory_end(names: Sequence[str], path: JointPath) -> tuple[float, ...]:
-    """Return the grasp point at a trajectory's last waypoint (NaN unless all arm joints)."""
-    if tuple(names) != kinematics.ARM_JOINTS:
-        return (math.nan,) * 3
-    point = kinematics.forward(path.final)
-    return (point.x, point.y, point.z)
-
-
 def _seconds(duration: object) -> float:
     return duration.sec + duration.nanosec * 1e-9  # type: ignore[attr-defined]
 
 
-def _goal_tolerances(tolerances: list[object], names: list[str]) -> list[float]:
+def _goal_tolerances(tolerances: list[object], names: list[str],
+                     field: str = 'goal_tolerance') -> list[float]:
     """
-    Return the final position tolerance of each joint in ``names`` from JointTolerance entries.
+    Return the position tolerance of each joint in ``names`` from JointTolerance entries.
 
     As joint_trajectory_controller reads them: a joint not listed, or listed with position
-    0, keeps the server default (0 here, which the simulation takes as its default); -1
-    accepts any final position.
+    0, keeps the server default (0 here: for the goal, the simulation's default; for the
+    path, not checked); -1 accepts any position.
 
     :raises ValueError: an entry names a joint that is not in the trajectory, or a joint twice.
     """
@@ -544,13 +653,14 @@ def _goal_tolerances(tolerances: list[object], names: list[str]) -> list[float]:
     for entry in tolerances:
         name = entry.name  # type: ignore[attr-defined]
         if name not in names or name in by_name:
-            raise ValueError(f'goal_tolerance names {name!r}: not a joint of the trajectory '
+            raise ValueError(f'{field} names {name!r}: not a joint of the trajectory '
                              f'{names}, or named twice')
         by_name[name] = float(entry.position)  # type: ignore[attr-defined]
     return [by_name.get(name, 0.0) for name in names]
 
 
-def _joints_for(target: object, frame_id: str) -> tuple[float, ...]:
+def _joints_for(kin: kinematics.Kinematics, target: object,
+                frame_id: str) -> tuple[float, ...]:
     """
     Return the arm joints that put the grasp point at a MoveToPose target, gripper down.
 
@@ -568,7 +678,7 @@ def _joints_for(target: object, frame_id: str) -> tuple[float, ...]:
     p = target.pose.position  # type: ignore[attr-defined]
     if not all(math.isfinite(v) for v in (p.x, p.y, p.z)):
         raise ValueError(f'target.pose.position ({p.x}, {p.y}, {p.z}) is not finite')
-    return kinematics.inverse(kinematics.GraspPoint(x=p.x, y=p.y, z=p.z))
+    return kin.inverse(kinematics.GraspPoint(x=p.x, y=p.y, z=p.z))
 
 
 def _path_from(traj: object) -> JointPath:

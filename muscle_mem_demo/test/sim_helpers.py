@@ -34,7 +34,7 @@ import uuid
 
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_demo_interfaces.action import FollowJointTrajectory, MoveToPose
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory, GripperCommand, MoveToPose
 from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
@@ -126,6 +126,8 @@ class SimClient(Node):
         self.agent = FeedbackClient(self, ExecuteTask, f'{ns}/demo_agent/execute_task',
                                     callback_group=group)
         self.gripper = self.create_client(SetBool, f'{ns}/gripper/set', callback_group=group)
+        self.gripper_cmd = FeedbackClient(self, GripperCommand, f'{ns}/gripper/gripper_cmd',
+                                          callback_group=group)
         self.reset_client = self.create_client(Trigger, f'{ns}/sim_robot/reset',
                                                callback_group=group)
         self.move_client = self.create_client(MoveObject, f'{ns}/sim_robot/move_object',
@@ -253,6 +255,19 @@ class SimClient(Node):
         assert self.move_to_pose.wait_for_server(timeout_sec=timeout)
         handle = self.result_of(self.move_to_pose.send_goal_async(goal,
                                                                   feedback_callback=callback))
+        assert handle.accepted
+        response = self.result_of(handle.get_result_async(), timeout)
+        return response.status, response.result
+
+    def send_gripper(self, position: float, *, max_effort: float = 0.0,
+                     feedback: list | None = None, timeout: float = 30.0) -> tuple[int, Any]:
+        goal = GripperCommand.Goal()
+        goal.command.position = float(position)
+        goal.command.max_effort = float(max_effort)
+        callback = (lambda fb: feedback.append(fb.feedback)) if feedback is not None else None
+        assert self.gripper_cmd.wait_for_server(timeout_sec=timeout)
+        handle = self.result_of(self.gripper_cmd.send_goal_async(goal,
+                                                                 feedback_callback=callback))
         assert handle.accepted
         response = self.result_of(handle.get_result_async(), timeout)
         return response.status, response.result

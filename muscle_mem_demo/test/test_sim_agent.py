@@ -118,7 +118,7 @@ def test_place_target_from_the_task_params(sim):
     ('pick_and_place', '{not json', 'not JSON'),
     ('pick_and_place', '[1, 2]', 'JSON object'),
     ('pick_and_place', '{"place": [3.0, 0.0]}', 'within reach'),
-    ('place', '{"place": [0.3, -0.3]}', 'not held'),
+    ('place', '{"place": [0.4, -0.3]}', 'not held'),
 ])
 def test_bad_tasks_fail_with_a_reason_and_move_nothing(sim, task, params, match):
     result = sim.run_task(task, params_json=params)
@@ -170,8 +170,8 @@ def test_cancel_stops_the_task_and_the_arm(sim):
     response = sim.result_of(handle.get_result_async())
     assert response.status == GoalStatus.STATUS_CANCELED
     assert response.result.steps_by_agent < 8
-    first = sim.wait_fresh()[0].position[:4]
-    second = sim.wait_fresh(sim.now_ns() + 300_000_000)[0].position[:4]
+    first = sim.wait_fresh()[0].position[:7]
+    second = sim.wait_fresh(sim.now_ns() + 300_000_000)[0].position[:7]
     assert second == pytest.approx(first, abs=0.01)
     # the agent takes the next task
     sim.reset()

@@ -58,7 +58,7 @@ def _params(namespace: str, store: str) -> dict:
     for sensor in params['sensors'].values():
         sensor['topic'] = namespace + sensor['topic']
     for group in ('actions', 'services'):
-        for tool in params[group].values():
+        for tool in params.get(group, {}).values():
             tool['server'] = namespace + tool['server']
             tool['proxy'] = namespace + tool['proxy']
     return {'/**': {'ros__parameters': params}}
@@ -69,7 +69,7 @@ def _agent(namespace: str, logs: Path, prefix: str) -> NodeProcess:
         'think_time': 0.02,
         'arm_action': f'{prefix}/arm/follow_joint_trajectory',
         'pose_action': f'{prefix}/arm/move_to_pose',
-        'gripper_service': f'{prefix}/gripper/set',
+        'gripper_action': f'{prefix}/gripper/gripper_cmd',
     }, log_dir=logs)
 
 

@@ -57,7 +57,7 @@ def _cache_params(namespace: str, store: str) -> dict:
     for sensor in params['sensors'].values():
         sensor['topic'] = namespace + sensor['topic']
     for group in ('actions', 'services'):
-        for tool in params[group].values():
+        for tool in params.get(group, {}).values():
             tool['server'] = namespace + tool['server']
             tool['proxy'] = namespace + tool['proxy']
     return {'/**': {'ros__parameters': params}}
@@ -78,7 +78,7 @@ def world(tmp_path_factory):
         'think_time': 0.02,
         'arm_action': f'{proxies}/arm/follow_joint_trajectory',
         'pose_action': f'{proxies}/arm/move_to_pose',
-        'gripper_service': f'{proxies}/gripper/set',
+        'gripper_action': f'{proxies}/gripper/gripper_cmd',
     }, log_dir=logs)
     rclpy.init()
     client = SimClient(namespace)

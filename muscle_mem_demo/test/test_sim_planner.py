@@ -79,9 +79,9 @@ def test_without_a_bump_it_continues_where_it_was():
 
 
 def test_holding_above_the_target_it_lowers_and_lets_go():
-    above_place = kinematics.inverse(GraspPoint(x=0.3, y=-0.3, z=0.15))
+    above_place = kinematics.inverse(GraspPoint(x=0.4, y=-0.3, z=0.15))
     view = WorldView(joints=above_place, gripper_closed=True,
-                     object_position=(0.3, -0.3, 0.15))
+                     object_position=(0.4, -0.3, 0.15))
     assert [s.label for s in plan(view, SPEC)] == EIGHT[5:]
 
 
@@ -91,14 +91,16 @@ def test_a_closed_empty_gripper_is_opened_first():
 
 
 def test_done_when_placed_and_home():
-    view = dataclasses.replace(HOME_VIEW, object_position=(0.31, -0.29, 0.02))
+    view = dataclasses.replace(HOME_VIEW, object_position=(0.41, -0.29, 0.02))
     assert next_step(view, SPEC) is None
 
 
 def test_place_target_from_the_spec():
-    spec = PickPlaceSpec(place_x=0.45, place_y=0.1)
+    spec = PickPlaceSpec(place_x=0.45, place_y=-0.1)
     target = kinematics.forward(plan(HOME_VIEW, spec)[5].joints)
-    assert (target.x, target.y, target.z) == pytest.approx((0.45, 0.1, spec.release_height))
+    expected = (0.45, -0.1, spec.release_height)
+    assert (target.x, target.y, target.z) == pytest.approx(expected,
+                                                           abs=kinematics.POSITION_TOLERANCE)
 
 
 def test_unreachable_targets_are_refused():
@@ -118,8 +120,9 @@ def test_executing_the_plan_in_the_simulation_places_the_object():
     sim = ArmSim()
     for _ in range(12):
         state = sim.state()
-        view = WorldView(joints=state.positions[:4],
-                         gripper_closed=state.positions[4] > kinematics.GRIPPER_CLOSED / 2,
+        arm = len(kinematics.ARM_JOINTS)
+        view = WorldView(joints=state.positions[:arm],
+                         gripper_closed=kinematics.jaws_closed(state.positions[arm:]),
                          object_position=state.object_position)
         step = next_step(view, SPEC)
         if step is None:
@@ -130,7 +133,7 @@ def test_executing_the_plan_in_the_simulation_places_the_object():
             motion = sim.follow(
                 names=kinematics.ARM_JOINTS, tolerance=0.005,
                 path=JointPath(times=[step.duration], positions=[step.joints],
-                               velocities=[[0.0] * 4]))
+                               velocities=[[0.0] * len(step.joints)]))
         while not motion.done:
             sim.advance(0.01)
     else:
@@ -141,8 +144,8 @@ def test_executing_the_plan_in_the_simulation_places_the_object():
 
 
 @pytest.mark.parametrize('cube, place', [
-    (OBJECT_START, (0.3, -0.3)),
-    ((0.355123456789, 0.2401, 0.0198), (0.34, -0.27)),
+    (OBJECT_START, (0.4, -0.3)),
+    ((0.455123456789, 0.2401, 0.0198), (0.44, -0.27)),
 ])
 def test_cartesian_goals_carry_the_cube_and_place_values_exactly(cube, place):
     """

@@ -60,7 +60,7 @@ def world(tmp_path_factory):
         'think_time': 0.02,
         'arm_action': f'{proxies}/arm/follow_joint_trajectory',
         'pose_action': f'{proxies}/arm/move_to_pose',
-        'gripper_service': f'{proxies}/gripper/set',
+        'gripper_action': f'{proxies}/gripper/gripper_cmd',
     }, log_dir=logs)
     rclpy.init()
     client = SimClient(namespace)

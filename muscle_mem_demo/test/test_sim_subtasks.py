@@ -73,7 +73,7 @@ def _cache_params(namespace: str, store: str) -> dict:
     for sensor in params['sensors'].values():
         sensor['topic'] = namespace + sensor['topic']
     for group in ('actions', 'services'):
-        for tool in params[group].values():
+        for tool in params.get(group, {}).values():
             tool['server'] = namespace + tool['server']
             tool['proxy'] = namespace + tool['proxy']
     return {'/**': {'ros__parameters': params}}
@@ -99,7 +99,7 @@ def world(tmp_path_factory):
         'think_time': 0.3,
         'arm_action': f'{cache_node}/arm/follow_joint_trajectory',
         'pose_action': f'{cache_node}/arm/move_to_pose',
-        'gripper_service': f'{cache_node}/gripper/set',
+        'gripper_action': f'{cache_node}/gripper/gripper_cmd',
     }, log_dir=logs)
     rclpy.init()
     client = SimClient(namespace)
@@ -211,8 +211,8 @@ def placed(sim, target, tolerance: float = 0.03) -> tuple:
 
 
 def assert_arm_still(sim) -> None:
-    first = sim.wait_fresh()[0].position[:4]
-    second = sim.wait_fresh(sim.now_ns() + 300_000_000)[0].position[:4]
+    first = sim.wait_fresh()[0].position[:7]
+    second = sim.wait_fresh(sim.now_ns() + 300_000_000)[0].position[:7]
     assert second == pytest.approx(first, abs=0.01)
 
 
