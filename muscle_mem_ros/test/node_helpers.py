@@ -134,6 +134,11 @@ class Names:
     def agent(self) -> str:
         return f'/{self.prefix}/agent/execute_task'
 
+    @property
+    def description(self) -> str:
+        """Return the robot description topic the cache reads (``robot_description``, remapped)."""
+        return f'/{self.prefix}/robot_description'
+
     def proxy(self, server: str) -> str:
         """Return the default proxy name of ``server`` (``~/<server>``)."""
         return f'/{self.node}{server}'
@@ -157,6 +162,7 @@ def params(names: Names, *, store: Path, **overrides: Any) -> dict[str, Any]:
         'step_timeout': 5.0,
         'post_check_timeout': 1.0,
         'agent_timeout': 20.0,
+        'robot_description_timeout': 0.0,  # the body is the joints and tools (test_node_bodies)
         'sensors': {
             'joints': {'topic': names.joints, 'type': 'sensor_msgs/msg/JointState',
                        'fields': ['position'], 'tolerance': [0.01], 'mode': 'abs',
@@ -217,7 +223,8 @@ class CacheProcess:
         entry = ['-m', 'muscle_mem_ros.ros.node.main'] if host is None else [str(host)]
         self.proc = subprocess.Popen(
             [sys.executable, *entry, '--ros-args',
-             '-r', f'__node:={names.node}', '--params-file', str(params_file)],
+             '-r', f'__node:={names.node}', '-r', f'robot_description:={names.description}',
+             '--params-file', str(params_file)],
             stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
         )
 

@@ -1,0 +1,195 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The body a branch was learned on, on two robots of different build sharing one PostgreSQL store.
+
+Two behavior_cache processes (robots A and B: the same ROS names on two ROS domains, as on
+two machines), each with its fake arm and agent, and each its own robot description
+published on ``robot_description`` (transient local, as robot_state_publisher does; the
+harness remaps it under its prefix, so no other test's description reaches it): a
+Panda on A, a UR5e on B. Both learn the same task name; each replays its own branch, never
+the other's. A recalibrated Panda (one number of its description changed) misses until its
+owner declares the two bodies compatible; a store learned before bodies replays as before.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+import re
+import sqlite3
+
+from action_msgs.msg import GoalStatus
+from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_interfaces.srv import Replay
+from muscle_mem_ros.body import Body
+from muscle_mem_ros.cli import main
+from muscle_mem_ros.store import PostgresStore
+from node_helpers import Harness, Names
+from pg_server import _make
+import pytest
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
+
+PANDA = ('<robot name="panda"><link name="base"/>'
+         '<joint name="j1" type="revolute"><origin xyz="0 0 0.333"/></joint></robot>')
+RECALIBRATED = PANDA.replace('0.333', '0.3335')
+UR5E = ('<robot name="ur5e"><link name="base_link"/>'
+        '<joint name="shoulder_pan_joint" type="revolute"><origin xyz="0 0 0.1625"/></joint>'
+        '</robot>')
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class Described:
+    """A harness whose robot publishes its description on /robot_description."""
+
+    def __init__(self, h: Harness, description: str) -> None:
+        self.h = h
+        node = Node(f'{h.names.prefix}_rsp', context=h.context)
+        h.extra_nodes.append(node)
+        h.executor.add_node(node)
+        self._pub = node.create_publisher(String, h.names.description, LATCHED)
+        self.describe(description)
+
+    def describe(self, description: str) -> None:
+        self._pub.publish(String(data=description))
+
+    def body(self) -> str:
+        """Return the body key the cache logged at configure (the latest start)."""
+        assert self.h.cache is not None
+        found = re.findall(r'this robot is \S+ \((\S+)\): description from', self.h.cache.output())
+        assert found, self.h.cache.output()
+        return str(found[-1])
+
+
+@pytest.fixture(scope='module')
+def fleet(tmp_path_factory):
+    server = _make()
+    url = server.new_url()
+    names = Names.unique()
+    domain = int(os.environ.get('ROS_DOMAIN_ID', '0'))
+    a = Harness(tmp=tmp_path_factory.mktemp('panda'), names=names, domain_id=domain)
+    b = Harness(tmp=tmp_path_factory.mktemp('ur5e'), names=names, domain_id=(domain + 50) % 101)
+    try:
+        arm_a, arm_b = Described(a, PANDA), Described(b, UR5E)
+        a.start_cache(store_path=url, robot_id='robot_a', robot_description_timeout=5.0)
+        b.start_cache(store_path=url, robot_id='robot_b', robot_description_timeout=5.0)
+        yield url, arm_a, arm_b
+    finally:
+        a.close()
+        b.close()
+        server.destroy()
+
+
+@pytest.fixture
+def robots(fleet):
+    url, arm_a, arm_b = fleet
+    for h in (arm_a.h, arm_b.h):
+        h.robot.reset()
+        h.agent.fail_next = False
+        assert h.cache is not None and h.cache.alive(), h.cache.output()
+    yield url, arm_a, arm_b
+    for h in (arm_a.h, arm_b.h):
+        assert h.cache is not None and h.cache.alive(), h.cache.output()
+
+
+def run(h: Harness, task: str, *, hit: bool):
+    h.robot.reset()
+    calls = len(h.agent.calls)
+    done = h.run_task(task)
+    assert done.status == GoalStatus.STATUS_SUCCEEDED, done.result.message
+    assert done.result.cache_hit is hit, done.result.message
+    assert len(h.agent.calls) == calls + (0 if hit else 1)
+    h.robot.reset()
+    return done.result
+
+
+def dry_run(h: Harness, task: str):
+    h.robot.reset()
+    return h.call(Replay, 'replay', task=task, dry_run=True)
+
+
+def test_two_arms_of_different_build_learn_one_task_and_each_replays_its_own(robots):
+    url, panda, ur5e = robots
+    a, b = panda.h, ur5e.h
+    learned_a = run(a, 'pick_bodies', hit=False).trajectory_id
+    learned_b = run(b, 'pick_bodies', hit=False).trajectory_id  # the Panda's is not the UR5e's
+    assert learned_b != learned_a
+    (miss,) = b.wait_events(CacheEvent.MISS, 'pick_bodies')
+    assert f'learned on {Body.parse(panda.body())}, this robot is ' \
+        f'{Body.parse(ur5e.body())}' in miss.detail
+    for _ in range(2):
+        assert run(a, 'pick_bodies', hit=True).trajectory_id == learned_a
+        assert run(b, 'pick_bodies', hit=True).trajectory_id == learned_b
+    with PostgresStore(url=url) as store:
+        bodies = {t.id: t.body for t in store.trajectories(task='pick_bodies')}
+    assert bodies == {learned_a: panda.body(), learned_b: ur5e.body()}
+    assert main(['tree', url, 'pick_bodies']) == 0  # the body is shown per trajectory
+
+
+def test_a_recalibrated_arm_misses_until_its_owner_declares_the_bodies_compatible(robots):
+    url, panda, _ = robots
+    a = panda.h
+    learned = run(a, 'place_bodies', hit=False).trajectory_id
+    before = panda.body()
+    a.stop_cache()
+    panda.describe(RECALIBRATED)
+    try:
+        a.start_cache(store_path=url, robot_id='robot_a', robot_description_timeout=5.0)
+        after = panda.body()
+        assert after != before and Body.parse(after).name == 'panda'
+        answer = dry_run(a, 'place_bodies')
+        assert not answer.success
+        assert f'learned on {Body.parse(before)}, this robot is {Body.parse(after)}' in \
+            answer.message
+        assert not a.call(Replay, 'replay', task='place_bodies').success  # no move either
+        assert main(['bodies', url, '--compatible', str(Body.parse(before)), after,
+                     '--who', 'carol']) == 0
+        answer = dry_run(a, 'place_bodies')  # read with the next run: no restart
+        assert answer.success, answer.message
+        assert answer.trajectory_id == learned
+        assert run(a, 'place_bodies', hit=True).trajectory_id == learned
+    finally:
+        a.stop_cache()
+        panda.describe(PANDA)
+        a.start_cache(store_path=url, robot_id='robot_a', robot_description_timeout=5.0)
+    assert panda.body() == before
+
+
+def test_a_store_learned_before_bodies_replays_as_before(robots, tmp_path: Path):
+    _, panda, _ = robots
+    a = panda.h
+    path = tmp_path / 'old.db'
+    a.stop_cache()
+    try:
+        a.start_cache(store_path=str(path), robot_description_timeout=5.0)
+        learned = run(a, 'fetch_bodies', hit=False).trajectory_id
+        a.stop_cache()
+        conn = sqlite3.connect(path)  # as schema 10 left it: no bodies
+        conn.execute('DROP TABLE compatible_bodies')
+        conn.execute('ALTER TABLE trajectories DROP COLUMN body')
+        conn.execute('PRAGMA user_version = 10')
+        conn.commit()
+        conn.close()
+        a.start_cache(store_path=str(path), robot_description_timeout=5.0)
+        assert 'store: 1 trajectory learned before trajectories recorded their body: they ' \
+            'replay on any body, as before' in a.cache.output()
+        assert run(a, 'fetch_bodies', hit=True).trajectory_id == learned
+    finally:
+        a.stop_cache()
+        a.start_cache(store_path=robots[0], robot_id='robot_a',
+                      robot_description_timeout=5.0)
