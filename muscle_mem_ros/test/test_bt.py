@@ -233,6 +233,14 @@ def test_import_brings_a_reviewed_tree_back_approved_and_refuses_a_bad_goal(tmp_
         orders = {json.loads(store.path(t.id)[-1].step.payload_json).get('order')
                   for t in found}
         assert orders == {5, 8}  # the edit came back
+        assert {t.body for t in found} == {''}  # no --body: it replays on any body
+    key = 'panda@' + '3f2c' * 4  # --body: for that body only (a full key, as a node logs it)
+    assert main(['import', str(tmp_path / 'panda.db'), str(tmp_path / 'ok.yaml'),
+                 '--who', 'alice', '--body', key]) == 0
+    with SqliteStore(path=tmp_path / 'panda.db') as store:
+        assert {t.body for t in store.trajectories(task='pick')} == {key}
+    assert main(['import', str(tmp_path / 'panda.db'), str(tmp_path / 'ok.yaml'),
+                 '--who', 'alice', '--body', 'ur5e@91ab']) == 1  # names no body of the store
     bad = text.replace('order: 7', 'order: seven')
     (tmp_path / 'bad.yaml').write_text(bad)
     assert main(['import', str(tmp_path / 'bad2.db'), str(tmp_path / 'bad.yaml'),

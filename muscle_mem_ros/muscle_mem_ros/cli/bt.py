@@ -49,6 +49,7 @@ from .output import Output
 from .paramsfile import BindingSettings, read_binding_settings
 from ..bindings.rules import element_tolerances, sensor_sources
 from ..bindings.variants import canonical, Variant
+from ..body import resolve, shown
 from ..bt.btcpp import to_xml
 from ..bt.document import as_run, BtDocument, build
 from ..bt.subtrees import attach, call_of, documents
@@ -210,12 +211,14 @@ def import_variant(doc: BtDocument) -> str:
     return canonical(doc.params)
 
 
-def import_bt(store: Store, doc: BtDocument, steps: dict[int, Step], *, who: str) -> list[int]:
+def import_bt(store: Store, doc: BtDocument, steps: dict[int, Step], *, who: str,
+              body: str = '') -> list[int]:
     """
     Add every path of ``doc`` to ``store`` as a trajectory approved by ``who``.
 
     :param steps: The document's steps, built by :func:`goal_steps` (so a goal that does
         not fit its type stopped the import before anything was opened for writing).
+    :param body: Key of the body the trajectories are for ('': unknown, any body).
     :return: The trajectory ids.
     """
     ids = []
@@ -225,7 +228,7 @@ def import_bt(store: Store, doc: BtDocument, steps: dict[int, Step], *, who: str
         for path in doc.paths():
             info = store.add_trajectory(task=doc.task, variant=import_variant(doc),
                                         params_json=params_json,
-                                        steps=[steps[s.id] for s in path])
+                                        steps=[steps[s.id] for s in path], body=body)
             ids.append(info.id)
             reviewed.update(zip(info.node_ids, (s.id for s in path)))
     # the approval covers the bindings the reviewer read in the document, nothing inferred later
@@ -245,6 +248,10 @@ def add_import_parser(cmd: argparse.ArgumentParser) -> None:
                      help='who reviewed it (required: an import approves what it brings, and '
                           'an approval names a person); stored as the approval of every '
                           'trajectory imported')
+    cmd.add_argument('--body', metavar='BODY', default='',
+                     help='the body the imported trajectories replay on (panda@3f2c, as '
+                          'muscle-mem bodies lists it, or the key a node logs); default: '
+                          'none, they replay on any body')
     cmd.set_defaults(run=run_import)
 
 
@@ -260,15 +267,20 @@ def run_import(args: argparse.Namespace, out: Output) -> int:
     trees = [(tree, goal_steps(tree)) for name, tree in documents(doc) if not name or tree.steps]
     subtasks: dict[str, list[int]] = {}
     with open_cli_store(args.store, write=True) as store:
-        ids = import_bt(store, doc, trees[0][1], who=who)
+        try:
+            body = resolve(args.body, [k for k in store.bodies() if k]) if args.body else ''
+        except ValueError as err:
+            raise ConfigError(f'--body: {err}') from err
+        ids = import_bt(store, doc, trees[0][1], who=who, body=body)
         for tree, steps in trees[1:]:  # each subtree as its own task's trajectories
-            subtasks.setdefault(tree.task, []).extend(import_bt(store, tree, steps, who=who))
+            subtasks.setdefault(tree.task, []).extend(
+                import_bt(store, tree, steps, who=who, body=body))
     if out.json_mode:
         out.json({'task': doc.task, 'trajectories': ids, 'approved_by': who,
-                  'subtasks': subtasks})
+                  'subtasks': subtasks, 'body': body})
     else:
         also = '; '.join(f'subtask {t!r}: {", ".join(map(str, i))}' for t, i in subtasks.items())
         out.print(f'imported {len(ids)} trajectories of task {doc.task!r} '
                   f'({", ".join(map(str, ids))}){" and " + also if also else ""}, '
-                  f'approved by {who}')
+                  f'approved by {who}, for {f"body {shown(body)}" if body else "any body"}')
     return 0
