@@ -244,6 +244,7 @@ class MobileHarness(Harness):
         values: dict[str, Any] = {
             'store_path': str(self.tmp / 'cache.db'), 'agent_action': self.names.agent,
             'step_timeout': 5.0, 'post_check_timeout': 1.0, 'agent_timeout': 20.0,
+            'robot_description_timeout': 0.0,  # the body: joints and tools
             'sensors': {
                 'odom': {'topic': f'/{prefix}/odom', 'type': 'nav_msgs/msg/Odometry',
                          'fields': ['pose.pose.position'], 'tolerance': [0.02],
