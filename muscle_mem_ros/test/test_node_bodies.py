@@ -141,6 +141,26 @@ def test_two_arms_of_different_build_learn_one_task_and_each_replays_its_own(rob
     assert main(['tree', url, 'pick_bodies']) == 0  # the body is shown per trajectory
 
 
+def test_a_shadow_run_on_one_arm_predicts_nothing_from_the_others_branch(robots):
+    url, panda, ur5e = robots
+    a, b = panda.h, ur5e.h
+    learned = run(a, 'shadow_bodies', hit=False).trajectory_id
+    assert b.set_mode('shadow').successful
+    try:
+        b.robot.reset()
+        done = b.run_task('shadow_bodies')
+        assert done.status == GoalStatus.STATUS_SUCCEEDED, done.result.message
+        assert 'shadow: 0 of 4 steps agreed with the cache; step 0: the cache would have ' \
+            'handed off here' in done.result.message, done.result.message
+    finally:
+        assert b.set_mode('learn').successful
+    with PostgresStore(url=url) as store:
+        agreed, _ = store.agreement(task='shadow_bodies')
+        assert learned not in agreed  # the Panda's branch earned nothing on the UR5e
+        assert {t.body for t in store.trajectories(task='shadow_bodies')} == {
+            panda.body(), ur5e.body()}  # the UR5e learned its own
+
+
 def test_a_recalibrated_arm_misses_until_its_owner_declares_the_bodies_compatible(robots):
     url, panda, _ = robots
     a = panda.h
