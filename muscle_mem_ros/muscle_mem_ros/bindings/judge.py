@@ -551,7 +551,7 @@ class BindingJudge:
             advance(after, node, plan=plan, bound=bound, senses=senses)
         post = after.expected(node.step.post, senses=senses, scope=senses.scope(node, True))
         retargeted = bound is not None and (bool(bound.values) or any(bound.shifts.values()))
-        if not retargeted:
+        if not retargeted or bound is None:
             return During(pre, post)
         followed = {key for key, _ in (plan.follows if plan is not None else ())}
         if isinstance(senses, SensorSenses):  # what followed a field sent as recorded keeps
