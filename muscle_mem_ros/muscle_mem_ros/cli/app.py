@@ -35,7 +35,7 @@ from typing import Any
 from rich.tree import Tree
 import yaml
 
-from . import bodies, bt, calibrate, export, prune
+from . import bodies, bt, calibrate, export, learn, prune
 from .inventory import (
     binding_trust_rows,
     cli_trees,
@@ -391,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser('run-bt', help='tick an exported behavior tree against the robot, no '
                    'cache: muscle-mem run-bt FILE --ros-args --params-file PARAMS',
                    add_help=False)
+    learn.add_parser(add('learn', 'learn a task from a recording (rosbag2 MCAP, or an export) '
+                         'as the node would have learned it live', task=False, store=False))
     calibrate.add_parser(add('calibrate', 'propose sensor tolerances: from the recorded runs '
                              'of a task, or live from a running node (--live NODE)',
                              task=False, store=False))

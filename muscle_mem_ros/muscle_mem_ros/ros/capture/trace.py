@@ -183,9 +183,9 @@ class TraceTaker:
                     continue
                 rows.append((stamp, tuple(values)))
 
-    def feedback(self, message: Any) -> None:
-        """Keep a feedback message's leaves, at most ``rate`` a second."""
-        now = time.monotonic()
+    def feedback(self, message: Any, at: float | None = None) -> None:
+        """Keep a feedback message's leaves (got ``at``, default now), at most ``rate`` a s."""
+        now = time.monotonic() if at is None else at
         with self._lock:
             if self._untraceable or (
                     self._feedback and now - self._feedback[-1][0] < 1.0 / self._rate):

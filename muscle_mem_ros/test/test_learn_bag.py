@@ -1,0 +1,230 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+
+"""
+``muscle-mem learn`` from a bag recorded live from the test arm, then replayed by the cache.
+
+The bag is recorded as ``ros2 bag record`` would (:class:`bag_helpers.BagRecorder`): the
+sensors, and the introspection events (with contents) that the robot's servers and the
+agent's ExecuteTask server publish. The agent calls the robot's servers itself; no cache
+runs while the bag is recorded. Three tasks, the object at three positions, are learned
+from the one bag into an empty store; the cache then replays the task with the object at a
+fourth position (a binding inferred across the three) with no agent call, and hands off
+where the world differs in what no binding explains.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+import time
+
+from action_msgs.msg import GoalStatus
+from bag_helpers import BagRecorder
+from geometry_msgs.msg import PoseStamped
+from muscle_mem_demo_interfaces.action import FollowJointTrajectory
+from muscle_mem_interfaces.action import ExecuteTask
+from muscle_mem_ros.cli.app import main
+from muscle_mem_ros.ros.rclfix.action_client import ActionClient
+from muscle_mem_ros.store import SqliteStore
+from node_helpers import Harness, OBJECT_HOME, write_params
+import pytest
+from rclpy.action import ActionServer
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.qos import qos_profile_system_default
+from rclpy.serialization import deserialize_message
+from rclpy.service_introspection import ServiceIntrospectionState
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool
+from test_msgs.action import Fibonacci
+
+POSITIONS = [(0.4, 0.1, 0.05), (0.45, 0.13, 0.05), (0.38, 0.16, 0.05)]
+"""Where the object is in the three recorded tasks."""
+FOURTH = (0.43, 0.07, 0.05)
+
+
+def _event_types(h: Harness) -> dict[str, tuple[str, object]]:
+    names = h.names
+    out: dict[str, tuple[str, object]] = {
+        names.joints: ('sensor_msgs/msg/JointState', JointState),
+        names.object: ('geometry_msgs/msg/PoseStamped', PoseStamped),
+        f'{names.gripper}/_service_event': ('std_srvs/srv/SetBool_Event', SetBool.Event),
+    }
+    for server, action, type_name in (
+            (names.arm, FollowJointTrajectory,
+             'muscle_mem_demo_interfaces/action/FollowJointTrajectory'),
+            (names.fib, Fibonacci, 'test_msgs/action/Fibonacci'),
+            (names.agent, ExecuteTask, 'muscle_mem_interfaces/action/ExecuteTask')):
+        impl = action.Impl
+        out[f'{server}/_action/send_goal/_service_event'] = (
+            f'{type_name}_SendGoal_Event', impl.SendGoalService.Event)
+        out[f'{server}/_action/get_result/_service_event'] = (
+            f'{type_name}_GetResult_Event', impl.GetResultService.Event)
+    out[f'{names.arm}/_action/feedback'] = (
+        'muscle_mem_demo_interfaces/action/FollowJointTrajectory_FeedbackMessage',
+        FollowJointTrajectory.Impl.FeedbackMessage)
+    return out
+
+
+def record_bag(h: Harness, path: Path, positions: list) -> dict[str, int]:
+    """Record the agent doing ``pick`` once per object position; return messages per topic."""
+    agent, robot, names = h.agent, h.robot, h.names
+    group = ReentrantCallbackGroup()
+    agent._arm = ActionClient(agent, FollowJointTrajectory, names.arm, callback_group=group)
+    agent._fib = ActionClient(agent, Fibonacci, names.fib, callback_group=group)
+    agent._gripper = agent.create_client(SetBool, names.gripper, callback_group=group)
+    agent.step_delay = 0.1
+    servers = [w for w in robot.waitables if isinstance(w, ActionServer)]
+    servers += [s for s in robot.services if s.srv_name == names.gripper]
+    servers += [w for w in agent.waitables if isinstance(w, ActionServer)]
+    for server in servers:
+        server.configure_introspection(h.client.get_clock(), qos_profile_system_default,
+                                       ServiceIntrospectionState.CONTENTS)
+    robot.arm_delay = 0.0
+    topics = _event_types(h)
+    recorder = BagRecorder(h.client, path, topics)
+    deadline = time.monotonic() + 15.0
+    while time.monotonic() < deadline and not all(
+            h.client.count_publishers(t) >= 1 for t in topics if 'feedback' not in t):
+        time.sleep(0.05)
+    time.sleep(0.5)
+    client = ActionClient(h.client, ExecuteTask, names.agent, callback_group=group)
+    assert client.wait_for_server(timeout_sec=10.0)
+    try:
+        for obj in positions:
+            robot.reset()
+            robot.move_object(obj)
+            time.sleep(0.2)
+            handle = h.wait(client.send_goal_async(ExecuteTask.Goal(task='pick')))
+            assert handle.accepted
+            wrapped = h.wait(handle.get_result_async(), 30.0)
+            assert wrapped.status == GoalStatus.STATUS_SUCCEEDED, wrapped.result.message
+            time.sleep(0.3)
+    finally:
+        time.sleep(0.3)
+        recorder.close()
+    return recorder.counts
+
+
+@pytest.fixture(scope='module')
+def learned(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('learn_bag')
+    h = Harness(tmp=tmp)
+    bag = tmp / 'teleop.mcap'
+    counts = record_bag(h, bag, POSITIONS)
+    params_file = write_params(tmp / 'robot.yaml', 'muscle_mem', h.values())
+    yield h, bag, params_file, counts
+    h.close()
+
+
+def test_the_bag_holds_the_sensors_and_the_calls(learned):
+    h, _bag, _params, counts = learned
+    assert counts[h.names.joints] > 50
+    assert counts[f'{h.names.agent}/_action/send_goal/_service_event'] >= 3
+
+
+def test_learns_three_tasks_then_replays_a_fourth_position_without_the_agent(learned, capsys):
+    h, bag, params_file, _ = learned
+    store_path = h.tmp / 'cache.db'
+    code = main(['learn', str(bag), '--params-file', str(params_file), '--task', 'pick',
+                 '--store', str(store_path), '--json'])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    report = json.loads(out.out)
+    assert [t['steps'] for t in report['tasks']] == [4, 4, 4], report
+    assert all(t['source'].startswith('ExecuteTask on') for t in report['tasks'])
+    with SqliteStore(path=str(store_path), read_only=True) as store:
+        infos = store.trajectories(task='pick')
+        assert infos
+        steps = store.path(infos[0].id)
+        arm = deserialize_message(steps[0].step.payload, FollowJointTrajectory.Goal)
+        assert list(arm.trajectory.points[0].positions) == pytest.approx([0.1, 0.2, 0.3])
+        assert steps[0].step.pre is not None and steps[0].step.post is not None
+        assert steps[0].step.trace is not None
+        assert steps[0].step.pre.features['object'] == pytest.approx(POSITIONS[0])
+    h.start_cache()
+    h.robot.reset()
+    h.robot.move_object(FOURTH)
+    before = len(h.agent.calls)
+    run = h.run_task('pick')
+    assert run.status == GoalStatus.STATUS_SUCCEEDED, run.result.message
+    assert run.result.cache_hit, (run.result.message, h.cache.output()[-3000:])
+    assert len(h.agent.calls) == before
+    last = deserialize_message(h.robot.arm_goals[-1], FollowJointTrajectory.Goal)
+    assert list(last.trajectory.points[0].positions)[:2] == pytest.approx(FOURTH[:2], abs=1e-3)
+    # A world no binding explains (the arm not home): the cache hands the task to the agent.
+    h.robot.reset()
+    h.robot.set_joints([0.3, -0.2, 0.1])
+    run = h.run_task('pick')
+    assert run.status == GoalStatus.STATUS_SUCCEEDED, run.result.message
+    assert not run.result.cache_hit
+    assert len(h.agent.calls) == before + 1
+
+
+def test_learning_twice_folds_into_the_same_branches(learned, capsys):
+    h, bag, params_file, _ = learned
+    store_path = h.tmp / 'again.db'
+    for _ in range(2):
+        assert main(['learn', str(bag), '--params-file', str(params_file), '--task', 'pick',
+                     '--store', str(store_path)]) == 0, capsys.readouterr().err
+    with SqliteStore(path=str(store_path), read_only=True) as store:
+        first = {n.id for t in store.trajectories(task='pick') for n in store.path(t.id)}
+        assert len(first) <= 3 * 4
+
+
+def test_a_range_of_the_bag_is_one_task(learned, capsys):
+    h, bag, params_file, _ = learned
+    store_path = h.tmp / 'range.db'
+    code = main(['learn', str(bag), '--params-file', str(params_file), '--task', 'first',
+                 '--store', str(store_path), '--from', '0', '--to', '1.5', '--json'])
+    out = capsys.readouterr()
+    if code != 0:
+        assert 'has no step' in out.err
+        return
+    (task,) = json.loads(out.out)['tasks']
+    assert task['steps'] >= 1 and task['source'].endswith('of the bag')
+
+
+def test_export_learned_back_gives_the_same_tree(learned, capsys):
+    h, bag, params_file, _ = learned
+    first, second = h.tmp / 'rt1.db', h.tmp / 'rt2.db'
+    assert main(['learn', str(bag), '--params-file', str(params_file), '--task', 'pick',
+                 '--store', str(first)]) == 0
+    export = h.tmp / 'pick.mcap'
+    assert main(['export', str(first), 'pick', '--mcap', str(export)]) == 0
+    capsys.readouterr()
+    code = main(['learn', str(export), '--params-file', str(params_file), '--task', 'pick',
+                 '--store', str(second)])
+    assert code == 0, capsys.readouterr().err
+    with SqliteStore(path=str(first), read_only=True) as a, \
+            SqliteStore(path=str(second), read_only=True) as b:
+        paths_a = [a.path(t.id) for t in a.trajectories(task='pick')]
+        paths_b = [b.path(t.id) for t in b.trajectories(task='pick')]
+        assert len(paths_a) == len(paths_b)
+        for pa, pb in zip(paths_a, paths_b):
+            assert [n.step.payload for n in pa] == [n.step.payload for n in pb]
+            assert [n.step.tool for n in pa] == [n.step.tool for n in pb]
+            for na, nb in zip(pa, pb):
+                for snap_a, snap_b in ((na.step.pre, nb.step.pre), (na.step.post, nb.step.post)):
+                    assert (snap_a is None) == (snap_b is None)
+                    if snap_a is not None and snap_b is not None:
+                        assert snap_a.features.keys() == snap_b.features.keys()
+                        for name in snap_a.features:
+                            assert snap_b.features[name] == pytest.approx(
+                                snap_a.features[name], abs=1e-9)
+
+
+def test_object_home_is_the_first_position():
+    assert POSITIONS[0] == OBJECT_HOME
