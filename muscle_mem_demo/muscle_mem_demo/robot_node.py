@@ -57,7 +57,8 @@ Whatever the manners, a hold goal stops the arm where it is and holds it (the go
 progress ends ABORTED, 'preempted by a hold'), as joint_trajectory_controller does with an
 empty trajectory: a FollowJointTrajectory goal with no joints and no points, or the all-zero
 MoveToPose goal (frame '', position (0, 0, 0), which no move can reach: it is inside the
-arm's base; duration 0). Both are ``{}`` as JSON: the behavior cache's ``actions.<tool>.stop_goal``.
+arm's base; duration 0). Both are ``{}`` as JSON: the behavior cache's
+``actions.<tool>.stop_goal``.
 
 Every goal is reported when its execution ends on ``~/goals`` (std_msgs/String, JSON: action,
 goal_id, hold, started and ended (monotonic seconds of the machine), status, cancel

@@ -293,7 +293,7 @@ def test_judge_fails_a_failed_task():
 
 def test_figure_is_written_even_for_failed_runs(tmp_path):
     outcomes = [outcome_like_expected(STORY[0], trace_times=[0.0, 1.0],
-                                      trace_positions=[(0.0,) * 4, (0.1,) * 4]),
+                                      trace_positions=[(0.0,) * 7, (0.1,) * 7]),
                 outcome_like_expected(STORY[1], success=False)]
     path = write_figure(outcomes, tmp_path / 'f.png')
     assert path.read_bytes()[:4] == b'\x89PNG'
