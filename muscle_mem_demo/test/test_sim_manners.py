@@ -24,7 +24,8 @@ With the cache and the agent (the demo's config without the tool sensor, whose t
 the watch before the controller's own check): a replayed move home that a weakened arm cannot
 keep within its path tolerance is a failed step (the agent finishes from that step), and a
 task canceled during a replayed move home whose server refuses the cancel is stopped by the
-tool's ``stop_goal: '{}'``, the empty trajectory, with no two motions at once.
+tool's ``stop_goal: '{}'``, the empty trajectory, with no two motions at once. And the sim
+robot runs the wheel's other arm, the Fetch, for tests of a second body.
 """
 
 from __future__ import annotations
@@ -358,3 +359,37 @@ def test_a_refused_cancel_gets_the_empty_trajectory_as_the_arms_stop(world):
     joints, _ = world.sim.wait_fresh()
     away = max(abs(a - b) for a, b in zip(joints.position[:N], kinematics.HOME, strict=True))
     assert away > 0.05, 'the arm reached home: the move was not stopped'
+
+
+def test_the_sim_robot_runs_the_fetch_arm_too(ros, tmp_path):
+    """The second arm of the same wheel, for tests of bodies: its own description and joints."""
+    namespace = unique_namespace()
+    process = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
+                          params={'rtf': 4.0, 'arm': 'fetch'}, log_dir=tmp_path)
+    client = SimClient(namespace)
+    received: list[str] = []
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    client.create_subscription(String, f'{namespace}/robot_description',
+                               lambda msg: received.append(msg.data), latched)
+    try:
+        client.wait_robot()
+        client.wait_for(lambda: bool(received), 20.0, 'the robot description')
+        assert received[0].startswith('<mujoco model="fetch">')
+        joints, _ = client.wait_fresh()
+        assert list(joints.name)[:2] == ['shoulder_pan_joint', 'shoulder_lift_joint']
+        status, result = client.send_move_to_pose((0.5, 0.2, 0.15), duration=1.0)
+        assert status == GoalStatus.STATUS_SUCCEEDED, result.error_string
+        client.wait_fresh(client.now_ns())
+        client.wait_for(lambda: _stamp(client.ee_msgs[-1]) >= _stamp(client.joint_msgs[-1]),
+                        10.0, 'the tool pose of the latest joint state')
+        with client.lock:
+            ee = client.ee_msgs[-1].pose.position
+        assert (ee.x, ee.y, ee.z) == pytest.approx((0.5, 0.2, 0.15), abs=0.01)
+    finally:
+        process.stop()
+        client.close()
+        print(process.log())
+
+
+def _stamp(msg) -> int:
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
