@@ -228,3 +228,15 @@ def test_export_learned_back_gives_the_same_tree(learned, capsys):
 
 def test_object_home_is_the_first_position():
     assert POSITIONS[0] == OBJECT_HOME
+
+
+if __name__ == '__main__':  # record the README's example bag: python test_learn_bag.py DIR
+    import sys
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    harness = Harness(tmp=out)
+    try:
+        record_bag(harness, out / 'teleop.mcap', POSITIONS)
+        write_params(out / 'robot.yaml', 'muscle_mem', harness.values())
+    finally:
+        harness.close()
