@@ -43,6 +43,7 @@ while it runs, on a robot whose moves are actions, not the demo arm:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 import json
 import math
@@ -491,3 +492,12 @@ class BaseHarness(Harness):
                     break
             else:
                 raise RuntimeError(f'the {kind} proxy did not pass a call:\n{cache.output()}')
+
+
+def fresh_world(harness: BaseHarness) -> Iterator[BaseHarness]:
+    """Yield ``harness`` with the world reset and the cache learning; then check it lived."""
+    harness.robot.reset()
+    assert harness.set_mode('learn').successful
+    yield harness
+    harness.robot.reset()
+    assert harness.cache is not None and harness.cache.alive(), harness.cache.output()

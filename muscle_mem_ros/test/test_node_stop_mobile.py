@@ -49,7 +49,7 @@ import threading
 import time
 
 from action_msgs.msg import GoalStatus
-from mobile_base_helpers import BaseHarness, Goto
+from mobile_base_helpers import BaseHarness, fresh_world, Goto
 from mobile_helpers import TAG_HOME
 from muscle_mem_demo_interfaces.action import MoveToPose
 from muscle_mem_interfaces.msg import CacheEvent
@@ -76,11 +76,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BaseHarness]:
 
 @pytest.fixture
 def world(harness: BaseHarness) -> Iterator[BaseHarness]:
-    harness.robot.reset()
-    assert harness.set_mode('learn').successful
-    yield harness
-    harness.robot.reset()
-    assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
+    yield from fresh_world(harness)
 
 
 def run(h: BaseHarness, task: str) -> tuple[TaskRun, int, int]:
@@ -132,14 +128,19 @@ def assert_handed_back_stopped(h: BaseHarness, task: str, done: TaskRun, calls: 
     return stopped, after
 
 
+def knocked_replay(h: BaseHarness, task: str, manners: str) -> tuple[Goto, Goto, list[float]]:
+    """Learn ``task``, replay it knocked 0.5 s into its first goto; return the gotos, knock."""
+    learn(h, task)
+    gotos = len(h.robot.gotos)
+    knocked = knock_during(h, gotos, 0.5, manners)
+    done, calls, _ = run(h, task)
+    assert knocked, 'the goto never started'
+    return (*assert_handed_back_stopped(h, task, done, calls, gotos), knocked)
+
+
 def test_a_refused_cancel_gets_the_stop_service_and_the_agent_a_stopped_base(world):
     h = world
-    learn(h, 'stop_refused')
-    gotos = len(h.robot.gotos)
-    knocked = knock_during(h, gotos, 0.5, 'refuse')
-    done, calls, _ = run(h, 'stop_refused')
-    assert knocked, 'the goto never started'
-    stopped, after = assert_handed_back_stopped(h, 'stop_refused', done, calls, gotos)
+    stopped, after, _ = knocked_replay(h, 'stop_refused', 'refuse')
     assert stopped.refused == 1 and h.robot.stops == 1
     assert stopped.short_by() > 0.05, stopped  # halted by the stop, far from its goal
     said = [e.detail for e in h.wait_events(CacheEvent.STOPPED, 'stop_refused', 4)]
@@ -157,12 +158,7 @@ def test_a_refused_cancel_gets_the_stop_service_and_the_agent_a_stopped_base(wor
 
 def test_a_braking_server_is_waited_for_before_the_agent_gets_the_base(world):
     h = world
-    learn(h, 'stop_brake')
-    gotos = len(h.robot.gotos)
-    knocked = knock_during(h, gotos, 0.5, 'brake')
-    done, calls, _ = run(h, 'stop_brake')
-    assert knocked, 'the goto never started'
-    stopped, after = assert_handed_back_stopped(h, 'stop_brake', done, calls, gotos)
+    stopped, after, knocked = knocked_replay(h, 'stop_brake', 'brake')
     assert stopped.ended - stopped.canceled_at >= h.robot.brake - 0.05  # it braked
     assert h.robot.stops == 0  # the cancel was accepted: no stop needed
     said = [e.detail for e in h.wait_events(CacheEvent.STOPPED, 'stop_brake', 3)]

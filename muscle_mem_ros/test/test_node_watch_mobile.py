@@ -39,7 +39,7 @@ import threading
 import time
 
 from action_msgs.msg import GoalStatus
-from mobile_base_helpers import BaseHarness, Goto
+from mobile_base_helpers import BaseHarness, fresh_world, Goto
 from mobile_helpers import STANDOFF, TAG_HOME
 from muscle_mem_interfaces.msg import CacheEvent
 from node_helpers import TaskRun
@@ -63,10 +63,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BaseHarness]:
 
 @pytest.fixture
 def world(harness: BaseHarness) -> Iterator[BaseHarness]:
-    harness.robot.reset()
-    assert harness.set_mode('learn').successful
-    yield harness
-    assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
+    yield from fresh_world(harness)
 
 
 class Hogs:
