@@ -35,7 +35,7 @@ from typing import Any
 from rich.tree import Tree
 import yaml
 
-from . import bodies, bt, calibrate, export, learn, prune
+from . import bodies, bt, calibrate, export, init, learn, prune
 from .inventory import (
     binding_trust_rows,
     cli_trees,
@@ -396,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_parser(add('calibrate', 'propose sensor tolerances: from the recorded runs '
                              'of a task, or live from a running node (--live NODE)',
                              task=False, store=False))
+    init.add_parser(add('init', 'write a params file for the robot running now: its servers, '
+                        'its sensors, tolerances from their noise at rest', task=False,
+                        store=False))
     return parser
 
 

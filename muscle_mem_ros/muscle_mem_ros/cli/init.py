@@ -1,0 +1,214 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``muscle-mem init FILE``: write the node's params file from the running robot's graph.
+
+With the robot running and at rest: read the graph (servers, agents, topics), sample
+the readable topics for ``--duration`` seconds, and write a commented params file that
+starts the node as it is (the rules: :mod:`.initrules`). Never overwrites a file.
+Gates: ``replay_requires: none``, so that the file learns and replays at once (the
+point of a first try, watched by whoever ran init); the file says to raise it to
+``shadow:3`` or ``approval`` before the robot replays unattended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any, TYPE_CHECKING
+
+from .initrules import choose_key, Sensor, sensor_from, Skipped, Tool
+from .output import Output
+from ..errors import MuscleMemError
+
+if TYPE_CHECKING:
+    from ..ros.capture.survey import Survey
+
+__all__ = ['add_parser', 'render', 'run']
+
+
+def add_parser(cmd: argparse.ArgumentParser) -> None:
+    """Add the init arguments to its subparser."""
+    cmd.add_argument('file', metavar='FILE', help='params file to write (never overwritten)')
+    cmd.add_argument('--tool', action='append', metavar='SERVER',
+                     help='only this action server or service (repeatable; default: all found)')
+    cmd.add_argument('--sensor', action='append', metavar='TOPIC',
+                     help='only this topic (repeatable; default: every readable one)')
+    cmd.add_argument('--agent', metavar='ACTION',
+                     help="the agent's ExecuteTask server (default: the one found)")
+    cmd.add_argument('--duration', type=float, default=3.0, metavar='S',
+                     help='seconds to sample the sensors, robot still (default 3)')
+    cmd.add_argument('--discovery', type=float, default=2.0, metavar='S',
+                     help='seconds to wait for the graph (default 2)')
+    cmd.add_argument('--node-name', default='muscle_mem',
+                     help="the node's name: top key and proxy prefix (default muscle_mem)")
+    cmd.add_argument('--store', default='~/.ros/muscle_mem/cache.db', metavar='PATH',
+                     help='store_path (default ~/.ros/muscle_mem/cache.db)')
+    cmd.set_defaults(run=run)
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _numbers(values: tuple[float, ...]) -> str:
+    return '[' + ', '.join(f'{v:g}' for v in values) + ']'
+
+
+def _sensor_lines(key: str, s: Sensor) -> list[str]:
+    sampled = s.sampled
+    lines = [f'      # {sampled.topic}: {sampled.kind.why};',
+             f'      # {s.rate:.3g} Hz heard, largest std at rest {s.noise:.2g}',
+             f'      {key}:', f'        topic: {_q(sampled.topic)}',
+             f'        type: {sampled.type}',
+             f"        fields: [{', '.join(_q(f) for f in sampled.kind.fields)}]"]
+    if sampled.joints:
+        lines.append(f"        joints: [{', '.join(_q(j) for j in sampled.joints)}]")
+    lines += [f'        tolerance: {_numbers(s.tolerance)}',
+              f'        mode: {sampled.kind.mode.value}', f'        max_age: {s.max_age:g}']
+    return lines
+
+
+def _tool_lines(key: str, tool: Tool, node_name: str) -> list[str]:
+    return [f'      # served by {tool.node}', f'      {key}:',
+            f'        server: {_q(tool.server)}', f'        type: {tool.type}',
+            f'        proxy: {_q("/" + node_name + tool.server)}']
+
+
+def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
+           tools: dict[str, Tool], agent: str, agent_note: str, node_name: str,
+           store: str) -> str:
+    """Return the params file's text."""
+    out = [
+        f'# Written by muscle-mem init from the ROS graph ({len(found.nodes)} nodes) and '
+        'the sensors sampled at rest.',
+        '# Start: behavior_cache --ros-args --params-file THIS_FILE',
+        '# The reference of every parameter: muscle_mem_ros/config/behavior_cache.yaml.',
+        '#',
+        '# Before trusting it:',
+        '# - point the agent at the proxies below (remap its clients), not at the servers;',
+        '# - the tolerances are the noise heard at rest: run a task twice and read',
+        '#   muscle-mem calibrate STORE TASK for what varies between runs;',
+        '# - replay_requires is none (a learned task replays at once: the point of a first',
+        '#   try, watched). Before the robot replays unattended set shadow:3 or approval.',
+    ]
+    if found.caches:
+        out.append(f"# Caches already running, left out: {', '.join(found.caches)}.")
+    out += [f'{node_name}:', '  ros__parameters:', '    autostart: true',
+            f'    store_path: {_q(store)}', f'    # {agent_note}',
+            f'    agent_action: {_q(agent)}', '    cache_mode: learn',
+            '    replay_requires: none', '    sensors:']
+    for key, sensor in sensors.items():
+        out += _sensor_lines(key, sensor)
+    for kind in ('action', 'service'):
+        chosen = {k: t for k, t in tools.items() if t.kind == kind}
+        if chosen:
+            out.append(f'    {kind}s:')
+            for key, tool in chosen.items():
+                out += _tool_lines(key, tool, node_name)
+    if skipped:
+        out.append('# Left out:')
+        out += [f'#   {s.name} ({s.type}): {s.reason}' for s in skipped]
+    return '\n'.join(out) + '\n'
+
+
+def _choose(args: argparse.Namespace, found: Survey) -> tuple[dict[str, Tool], str, str]:
+    tools = list(found.tools)
+    if args.tool:
+        missing = [t for t in args.tool if t not in {x.server for x in tools}]
+        if missing:
+            raise MuscleMemError(f"no server {', '.join(missing)} in the graph (found: "
+                                 f"{', '.join(t.server for t in tools) or 'none'})")
+        tools = [t for t in tools if t.server in args.tool]
+    taken: set[str] = set()
+    chosen = {choose_key(t.server, taken): t for t in tools}
+    if args.agent:
+        agent, note = args.agent, 'the agent named with --agent'
+    elif len(found.agents) == 1:
+        agent, note = found.agents[0], 'the ExecuteTask server found in the graph'
+    elif found.agents:
+        agent = ''
+        note = (f"{len(found.agents)} ExecuteTask servers found ({', '.join(found.agents)}): "
+                'none chosen, name one here (a miss fails until then)')
+    else:
+        agent, note = '', 'no agent found: a miss fails until one is named here'
+    return chosen, agent, note
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    """Survey the graph and write the file."""
+    path = Path(args.file).expanduser()
+    if path.exists():
+        raise MuscleMemError(f'{path} exists: init never overwrites a file')
+    for name in ('duration', 'discovery'):
+        if not getattr(args, name) > 0:
+            raise ValueError(f'--{name} must be > 0')
+    found = _survey(args, out)
+    domain = os.environ.get('ROS_DOMAIN_ID', '0')
+    if not found.nodes:
+        raise MuscleMemError(f'no ROS node found in ROS_DOMAIN_ID={domain} after '
+                             f'{args.discovery:g} s: is the robot running, in this domain?')
+    tools, agent, note = _choose(args, found)
+    if not tools:
+        raise MuscleMemError(f'{len(found.nodes)} node(s) in ROS_DOMAIN_ID={domain}, but no '
+                             'action server or service for the cache to proxy')
+    sensors: dict[str, Sensor] = {}
+    skipped = list(found.skipped)
+    taken: set[str] = set()
+    for sampled in found.sampled:
+        entry = sensor_from(sampled)
+        if isinstance(entry, str):
+            skipped.append(Skipped(sampled.topic, sampled.type, entry))
+        else:
+            sensors[choose_key(sampled.topic, taken)] = entry
+    text = render(found=found, sensors=sensors, skipped=skipped, tools=tools, agent=agent,
+                  agent_note=note, node_name=args.node_name, store=args.store)
+    with open(path, 'x', encoding='utf-8') as stream:
+        stream.write(text)
+    summary: dict[str, Any] = {
+        'file': str(path), 'agent': agent, 'sensors': sorted(sensors),
+        'tools': sorted(tools), 'left_out': [s.name for s in skipped]}
+    if out.json_mode:
+        out.json(summary)
+        return 0
+    out.print(f'wrote {path}: {len(sensors)} sensor(s), {len(tools)} tool(s), agent '
+              f"{agent or 'none'}")
+    if not agent:
+        out.print(note)
+    if not sensors:
+        out.print('no sensor found: nothing is checked, so nothing replays')
+    out.print(json.dumps({'left out': summary['left_out']}))
+    return 0
+
+
+def _survey(args: argparse.Namespace, out: Output) -> Survey:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from ..ros.capture.survey import survey
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node('muscle_mem_init', context=context,
+                                 start_parameter_services=False)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        with out.progress(f'reading the graph, then sampling for {args.duration:g} s', 1):
+            return survey(node=node, executor=executor, discovery=args.discovery,
+                          duration=args.duration, topics_only=tuple(args.sensor or ()))
+    finally:
+        rclpy.try_shutdown(context=context)

@@ -1,0 +1,194 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Survey a running robot's ROS graph for ``muscle-mem init``: its servers and its sensors.
+
+Servers are read per node (only what a node *serves*: a client is not a tool). Left
+out as infrastructure: parameter, type-description and lifecycle services, hidden
+names (``/_action/...``, ``_service_event``), ``muscle_mem_interfaces`` types, and every
+name served by a running cache (a node serving a ``muscle_mem_interfaces`` service:
+its own servers and proxies). ``ExecuteTask`` servers of other nodes are agents, not
+tools. Topics with a publisher and a readable type (:func:`..cli.initrules.kind_of`)
+are subscribed for the sampling window; each message's receive time and feature
+vector are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import time
+from typing import Any
+
+from ..messages.introspection import compile_field_path, resolve_type
+from ...cli.initrules import Kind, kind_of, Sampled, Skipped, Tool
+from ...errors import TypeResolutionError
+
+__all__ = ['Survey', 'survey']
+
+EXECUTE_TASK = 'muscle_mem_interfaces/action/ExecuteTask'
+INFRA_TYPES = ('rcl_interfaces/', 'type_description_interfaces/', 'lifecycle_msgs/',
+               'muscle_mem_interfaces/', 'composition_interfaces/')
+INFRA_TOPICS = ('/rosout', '/parameter_events', '/tf', '/tf_static', '/robot_description',
+                '/diagnostics')
+SPIN = 0.05
+
+
+@dataclass(frozen=True)
+class Survey:
+    """
+    What the graph offered.
+
+    :ivar nodes: Node names seen, besides the survey's own.
+    :ivar tools: Servers the agent may call.
+    :ivar agents: ExecuteTask servers of nodes that are not caches.
+    :ivar sampled: Readable topics with what they sent.
+    :ivar skipped: Topics left out, with why.
+    :ivar caches: Caches already running (their names were left out).
+    """
+
+    nodes: tuple[str, ...]
+    tools: tuple[Tool, ...]
+    agents: tuple[str, ...]
+    sampled: tuple[Sampled, ...]
+    skipped: tuple[Skipped, ...]
+    caches: tuple[str, ...]
+
+
+def _fqn(name: str, namespace: str) -> str:
+    return f"{namespace.rstrip('/')}/{name}"
+
+
+def _hidden(name: str) -> bool:
+    return any(part.startswith('_') for part in name.split('/'))
+
+
+def _fields(type_name: str) -> dict[str, str] | None:
+    try:
+        cls = resolve_type(type_name, kind='msg')
+    except TypeResolutionError:
+        return None
+    return dict(cls.get_fields_and_field_types())
+
+
+def _nested(type_name: str) -> dict[str, str]:
+    pkg, _, name = type_name.partition('/')
+    return _fields(f'{pkg}/msg/{name}') or {}
+
+
+def _servers(node: Any) -> tuple[list[Tool], list[str], list[str], list[str]]:
+    from rclpy.action.graph import get_action_server_names_and_types_by_node
+    own = node.get_fully_qualified_name()
+    tools: list[Tool] = []
+    agents: list[str] = []
+    caches: list[str] = []
+    names: list[str] = []
+    for name, namespace in node.get_node_names_and_namespaces():
+        fqn = _fqn(name, namespace)
+        if fqn == own:
+            continue
+        names.append(fqn)
+        services = node.get_service_names_and_types_by_node(name, namespace)
+        if any(t.startswith('muscle_mem_interfaces/srv/') and not _hidden(service)
+               for service, types in services for t in types):
+            caches.append(fqn)
+            continue
+        for action, types in get_action_server_names_and_types_by_node(node, name, namespace):
+            if EXECUTE_TASK in types:
+                agents.append(action)
+            elif not _hidden(action) and not types[0].startswith(INFRA_TYPES):
+                tools.append(Tool('action', action, types[0], fqn))
+        for service, types in services:
+            if not _hidden(service) and not types[0].startswith(INFRA_TYPES):
+                tools.append(Tool('service', service, types[0], fqn))
+    unique = {(t.kind, t.server): t for t in tools}
+    return sorted(unique.values(), key=lambda t: t.server), sorted(set(agents)), caches, names
+
+
+def _reader(kind: Kind, type_name: str) -> Any:
+    cls = resolve_type(type_name, kind='msg')
+    if kind.name == 'joints':
+        return None
+    extractors = [compile_field_path(cls, path) for path in kind.fields]
+    return lambda msg: tuple(v for e in extractors for v in e.extract(msg))
+
+
+def _sample(node: Any, topics: list[tuple[str, str, Kind]], duration: float,
+            executor: Any) -> list[Sampled]:
+    from rclpy.qos import qos_profile_sensor_data
+    heard: dict[str, list[tuple[float, Any]]] = {topic: [] for topic, _, _ in topics}
+    subscriptions = []
+    for topic, type_name, _ in topics:
+        subscriptions.append(node.create_subscription(
+            resolve_type(type_name, kind='msg'), topic,
+            lambda msg, t=topic: heard[t].append((time.monotonic(), msg)),
+            qos_profile_sensor_data))
+    end = time.monotonic() + duration
+    while time.monotonic() < end:
+        executor.spin_once(timeout_sec=SPIN)
+    for sub in subscriptions:
+        node.destroy_subscription(sub)
+    out: list[Sampled] = []
+    for topic, type_name, kind in topics:
+        messages = heard[topic]
+        if kind.name == 'joints':
+            order: list[str] = []
+            latest: dict[str, float] = {}
+            rows: list[tuple[float, ...]] = []
+            for _, msg in messages:
+                if len(msg.position) != len(msg.name):
+                    continue
+                for joint, value in zip(msg.name, msg.position):
+                    if joint not in latest:
+                        order.append(joint)
+                    latest[joint] = float(value)
+                rows.append(tuple(latest[j] for j in order))
+            rows = [r for r in rows if len(r) == len(order)]
+            out.append(Sampled(topic, type_name, kind, tuple(t for t, _ in messages),
+                               tuple(rows), tuple(order)))
+            continue
+        read = _reader(kind, type_name)
+        out.append(Sampled(topic, type_name, kind, tuple(t for t, _ in messages),
+                           tuple(read(m) for _, m in messages)))
+    return out
+
+
+def survey(*, node: Any, executor: Any, discovery: float, duration: float,
+           topics_only: tuple[str, ...] = ()) -> Survey:
+    """
+    Read the graph after ``discovery`` seconds, then sample the readable topics.
+
+    :param node: The survey's node (spun by ``executor``).
+    :param topics_only: Sample only these topics (empty: every readable one).
+    """
+    end = time.monotonic() + discovery
+    while time.monotonic() < end:
+        executor.spin_once(timeout_sec=SPIN)
+    tools, agents, caches, nodes = _servers(node)
+    skipped: list[Skipped] = []
+    readable: list[tuple[str, str, Kind]] = []
+    for topic, types in sorted(node.get_topic_names_and_types()):
+        if (topic in INFRA_TOPICS or _hidden(topic) or types[0].startswith(INFRA_TYPES)
+                or any(topic.startswith(c + '/') for c in caches)
+                or (topics_only and topic not in topics_only)
+                or node.count_publishers(topic) == 0):
+            continue
+        kind = kind_of(types[0], _fields(types[0]), _nested)
+        if isinstance(kind, str):
+            skipped.append(Skipped(topic, types[0], kind))
+        else:
+            readable.append((topic, types[0], kind))
+    sampled = _sample(node, readable, duration, executor) if readable else []
+    return Survey(nodes=tuple(nodes), tools=tuple(tools), agents=tuple(agents),
+                  sampled=tuple(sampled), skipped=tuple(skipped), caches=tuple(caches))
