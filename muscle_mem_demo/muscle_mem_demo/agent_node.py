@@ -44,9 +44,10 @@ other concurrent goal is rejected. Canceling a parent cancels the subtask it wai
 Each call is announced on ``~/calls`` (std_msgs/String, JSON: event start|end, task,
 resume_from_step, steps, success) so demos and tests can count the agent's calls.
 
-Parameters: ``think_time`` (s, 1.5), ``arm_action`` ('arm/follow_joint_trajectory'),
-``pose_action`` ('arm/move_to_pose'), ``gripper_action`` ('gripper/gripper_cmd'),
-``gripper_effort`` (N, 20.0),
+Parameters: ``arm`` ('panda': the arm it plans for, one of the sim robot's, :mod:`arms`; its
+joints are read from ``joint_states`` by name), ``think_time`` (s, 1.5),
+``arm_action`` ('arm/follow_joint_trajectory'), ``pose_action`` ('arm/move_to_pose'),
+``gripper_action`` ('gripper/gripper_cmd'), ``gripper_effort`` (N, 20.0),
 ``place_x``/``place_y`` (m, 0.4/-0.3),
 ``move_time``/``vertical_time`` (s of robot motion, 0.8/0.5), ``step_timeout`` (s, 30.0),
 ``max_steps`` (16), ``goal_tolerance`` (rad, 0.005), ``path_tolerance`` (rad, 0.0: the
@@ -66,7 +67,7 @@ from typing import Any
 from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_demo import kinematics
+from muscle_mem_demo import arms, kinematics
 from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_demo.planner import (
     next_pick_step,
@@ -135,6 +136,10 @@ class DemoAgentNode(Node):
         :raises ValueError: a parameter is out of range; the message names it.
         """
         super().__init__(node_name, **kwargs)
+        arm = declare_string(self, 'arm', kinematics.ARM)
+        if arm not in arms.ARMS:
+            raise ValueError(f"parameter 'arm': {arm!r} is not one of {sorted(arms.ARMS)}")
+        kinematics.use_arm(arm)
         self._think_time = declare_number(self, 'think_time', 1.5, minimum=0.0)
         arm_action = declare_string(self, 'arm_action', 'arm/follow_joint_trajectory')
         pose_action = declare_string(self, 'pose_action', 'arm/move_to_pose')
@@ -183,9 +188,9 @@ class DemoAgentNode(Node):
             callback_group=self._group,
         )
         self.get_logger().info(
-            f'demo agent up: think {self._think_time} s/step, arm -> {self._arm._action_name}, '
-            f'pose -> {self._pose._action_name}, gripper -> {self._gripper._action_name}, '
-            f'subtasks -> {self._subtasks._action_name}'
+            f'demo agent up: {arm}, think {self._think_time} s/step, '
+            f'arm -> {self._arm._action_name}, pose -> {self._pose._action_name}, '
+            f'gripper -> {self._gripper._action_name}, subtasks -> {self._subtasks._action_name}'
         )
 
     def shutdown(self) -> None:

@@ -211,6 +211,11 @@ def _panda_spec(arm: ArmModel) -> tuple[mujoco.MjSpec, str]:
 
 _FETCH_BASE = (-0.1826, 0.0, -0.75)
 """Where the Fetch's base stands: on the floor, its shoulder 15 cm behind the table's origin."""
+_FETCH_FINGER_KP = 2000.0
+_FETCH_FINGER_KV = 150.0
+"""The Fetch's finger servos (N/m, N s/m): its fingers weigh 4 kg each in the wheel's model,
+so a softer or undamped servo lets them ring around the cube for a second after a grasp (the
+jaws read 0.004 to 0.034 m), and a replayed grasp would not find them where it learned them."""
 _FETCH_TORSO = 0.3861
 """The Fetch's torso lift, fixed at its top (m): the shoulder 36 cm above the table."""
 
@@ -283,7 +288,8 @@ def _fetch_spec(arm: ArmModel) -> tuple[mujoco.MjSpec, str]:
         finger.armature = _FINGER_ARMATURE
         finger.damping = [_FINGER_DAMPING, 0.0, 0.0]
         spec.add_actuator(name=name, target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT,
-                          gainprm=[500.0] + [0.0] * 9, biasprm=[0.0, -500.0, 0.0] + [0.0] * 7,
+                          gainprm=[_FETCH_FINGER_KP] + [0.0] * 9,
+                          biasprm=[0.0, -_FETCH_FINGER_KP, -_FETCH_FINGER_KV] + [0.0] * 7,
                           biastype=mujoco.mjtBias.mjBIAS_AFFINE,
                           ctrlrange=[arm.gripper_closed, arm.gripper_open],
                           ctrllimited=mujoco.mjtLimited.mjLIMITED_TRUE,

@@ -26,8 +26,9 @@ same point always gives the same joints (a replay sends the same goal and gets t
 motion). A point it cannot reach within ``POSITION_TOLERANCE`` and ``ANGLE_TOLERANCE`` inside
 the limits raises :class:`UnreachableError`, naming the point and the joint at its limit.
 
-The module-level names describe the default arm (``panda``); :class:`Kinematics` serves any
-arm of :data:`arms.ARMS`.
+The module-level names describe the process's arm, the Panda unless :func:`use_arm` chose
+another (the demo agent does, from its ``arm`` parameter); :class:`Kinematics` serves any arm
+of :data:`arms.ARMS`.
 """
 
 from __future__ import annotations
@@ -59,10 +60,11 @@ __all__ = [
     'forward',
     'inverse',
     'jaws_closed',
+    'use_arm',
 ]
 
 ARM = 'panda'
-"""The arm the module-level names describe."""
+"""The arm the module-level names describe (:func:`use_arm` changes it)."""
 
 ARM_JOINTS: tuple[str, ...] = arms.ARMS[ARM].arm_joints
 """Joints the joint-trajectory action moves, in the order /joint_states lists them."""
@@ -221,18 +223,41 @@ def for_arm(arm: str = ARM) -> Kinematics:
     return Kinematics(arm=arm)
 
 
+def use_arm(arm: str) -> None:
+    """
+    Make ``arm`` the process's arm: the module-level names and functions then describe it.
+
+    For a process that drives one arm (the demo agent, from its ``arm`` parameter); call it
+    before planning. The names are read at call time by the planner and the agent.
+
+    :raises ValueError: an unknown arm.
+    :raises arms.ModelFilesError: the model files are missing.
+    """
+    global ARM, ARM_JOINTS, GRIPPER_JOINTS, GRIPPER_OPEN, GRIPPER_CLOSED, HOME
+    model = arms.ARMS.get(arm)
+    if model is None:
+        raise ValueError(f'unknown arm {arm!r}: one of {sorted(arms.ARMS)}')
+    for_arm(arm)  # its model loads, or this raises
+    ARM = arm
+    ARM_JOINTS = model.arm_joints
+    GRIPPER_JOINTS = model.gripper_joints
+    GRIPPER_OPEN = model.gripper_open
+    GRIPPER_CLOSED = model.gripper_closed
+    HOME = model.home
+
+
 def forward(positions: Sequence[float]) -> GraspPoint:
-    """Return the default arm's grasp point for arm joint positions (ARM_JOINTS order)."""
-    return for_arm().forward(positions)
+    """Return the process arm's grasp point for arm joint positions (ARM_JOINTS order)."""
+    return for_arm(ARM).forward(positions)
 
 
 def inverse(target: GraspPoint) -> tuple[float, ...]:
     """
-    Return the default arm's joint positions that put the grasp point at ``target``.
+    Return the process arm's joint positions that put the grasp point at ``target``.
 
     :raises UnreachableError: the point is out of reach or outside the joint limits.
     """
-    return for_arm().inverse(target)
+    return for_arm(ARM).inverse(target)
 
 
 def jaws_closed(positions: Sequence[float]) -> bool:
