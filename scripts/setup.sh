@@ -15,17 +15,28 @@ _mm_setup() {
   if [ -n "${ROS_DISTRO:-}" ] && python3 -c "import rclpy" 2>/dev/null; then
     echo "setup: using the sourced ROS 2 ${ROS_DISTRO}"
     # module:how to install it. rosdep installs those with a key (package.xml); mcap and
-    # mcap_ros2 come with the mcap-ros2-support key (a pip rule). psycopg (only for a
-    # postgresql:// store) and behaviortreepy (one test) have no key: see the README, Setup.
-    local entry mod how
+    # mcap_ros2 come with the mcap-ros2-support key (a pip rule), gymnasium_robotics (the
+    # demo's arm models) with python3-gymnasium-robotics-pip (a pip rule too; only its model
+    # files are read, so it is looked for, not imported: its __init__ imports gymnasium).
+    # psycopg (only for a postgresql:// store) and behaviortreepy (one test) have no key:
+    # see the README, Setup.
+    local entry mod how check
     for entry in numpy:python3-numpy scipy:python3-scipy yaml:python3-yaml \
         mujoco:mujoco matplotlib:python3-matplotlib pytest:python3-pytest \
         pytest_timeout:python3-pytest-timeout rich:python3-rich mcap:mcap-ros2-support \
-        mcap_ros2:mcap-ros2-support py_trees:ros-${ROS_DISTRO}-py-trees pydot:python3-pydot; do
+        mcap_ros2:mcap-ros2-support py_trees:ros-${ROS_DISTRO}-py-trees pydot:python3-pydot \
+        gymnasium_robotics:python3-gymnasium-robotics-pip; do
       mod="${entry%%:*}"
       how="${entry#*:}"
-      python3 -c "import $mod" 2>/dev/null || {
+      check="import $mod"
+      if [ "$mod" = gymnasium_robotics ]; then
+        check="import importlib.util, sys; sys.exit(importlib.util.find_spec('$mod') is None)"
+      fi
+      python3 -c "$check" 2>/dev/null || {
         case "$how" in
+          *-pip)  # a rosdep pip rule: python3-<name>-pip installs <name> from PyPI
+            how="${how#python3-}"
+            how="rosdep install --from-paths . -y --ignore-src, or pip install ${how%-pip}" ;;
           python3-*|ros-*) how="rosdep install --from-paths . -y --ignore-src, or apt install $how" ;;
           *) how="rosdep install --from-paths . -y --ignore-src, or pip install $how" ;;
         esac

@@ -146,6 +146,8 @@ def test_real_arm_example_has_the_same_shape_as_the_sim_config():
     # the sim selects the jaws by name (joints:); the real arm's sensor reads every joint
     assert set(real['sensors']['joints']) | {'joints'} == set(sim['sensors']['jaws'])
     assert real['actions']['arm']['type'] == 'control_msgs/action/FollowJointTrajectory'
-    for tool in real['actions'].values():
-        # the sim's stop_goal ('{}': its hold) is a choice of this robot, not of the shape
-        assert set(tool) - {'stop_goal'} == set(sim['actions']['arm']) - {'stop_goal'}
+    # the same keys per tool: the arm's stop_goal ('{}', the empty trajectory: a hold) included
+    assert set(real['actions']) == {'arm', 'gripper'}
+    assert set(real['actions']['arm']) == set(sim['actions']['arm'])
+    assert real['actions']['arm']['stop_goal'] == sim['actions']['arm']['stop_goal'] == '{}'
+    assert set(real['actions']['gripper']) == set(sim['actions']['gripper'])
