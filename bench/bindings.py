@@ -19,7 +19,7 @@ Bindings benchmark: the literal cache against the symbolic cache on randomized c
 Five processes on loopback (real rclpy, Fast DDS, SQLite, MuJoCo), all started here: the
 demo's sim robot (``sim_robot``), two behavior caches and one demo agent per cache:
 
-* ``literal``: the demo's sensors, actions and services (config/sim_demo.yaml), no declared
+* ``literal``: the demo's sensors and actions (config/sim_demo.yaml), no declared
   bindings and ``infer_bindings: false``: it replays only what it recorded, while every
   sensor is within tolerance (the cube within 2 cm of a recorded spot);
 * ``symbolic``: the same, no declared bindings, ``infer_bindings: true``: the binding of the
@@ -35,7 +35,7 @@ Each cache has its own SQLite file in a temporary directory, its own proxies
 (``/<cache>/arm/move_to_pose``, ...) and its own agent (``agent_<cache>``, think time
 ``--think-time``, motions shortened by ``--move-time``/``--vertical-time``). Both drive the
 one simulated arm, one task at a time: for every task the world is reset, the cube put on
-the task's spot, and the task (``pick_and_place``, ``{"place": [0.3, -0.3]}``) sent to the
+the task's spot, and the task (``pick_and_place``, ``{"place": [0.4, -0.3]}``) sent to the
 cache; then the same for the other cache. The simulation judges every task: the cube's
 distance from the place target afterwards.
 
@@ -82,24 +82,24 @@ EXPECTED_SOURCES = ('sensor:object[0]', 'sensor:object[1]', 'param:place[0]', 'p
 SQUARE = 0.16
 """Side of the square the cube's spots are drawn from, metres, centred on its start."""
 
-DEMOS: tuple[tuple[float, float], ...] = ((0.42, 0.23), (0.46, 0.19))
-"""The cube's spots in the two demonstrations (the start is (0.40, 0.20)).
+DEMOS: tuple[tuple[float, float], ...] = ((0.52, 0.23), (0.56, 0.19))
+"""The cube's spots in the two demonstrations (the start is (0.50, 0.20) on the Panda).
 
 Not on a diagonal: with both axes moved by the same amount, y minus the cube's x would be as
 constant across the two as y minus the cube's y, and inference could not tell which one the
 agent used. And away from values that sensor elements take after the cube-relative steps:
 the cache pairs a post element with a bound goal field it equals within the element's
 tolerance (to move that element with the field's shift), whatever their units, so a recorded
-x or y within 2 cm of a tool height (0.02, 0.15 m) or of the closed jaws (0.35 rad) would
-make it expect the tool's height or the jaws to move with the cube."""
+x or y within 2 cm of a tool height (0.02, 0.15 m) would make it expect the tool's height to
+move with the cube (the Panda's fingers, 0.02-0.04 m, have a 5 mm tolerance)."""
 
 OUTSIDE: tuple[tuple[float, float], ...] = (
-    (0.25, 0.20), (0.40, 0.06), (0.26, 0.38), (0.57, 0.10), (0.40, 0.38))
+    (0.35, 0.20), (0.50, 0.06), (0.36, 0.38), (0.67, 0.10), (0.50, 0.38))
 """Cube spots outside the symbolic cache's range of the demonstrations (> 0.1 along an axis
 from both) and of each other, and, like ``DEMOS``, away from the values above (the agent's
 runs on them are recorded)."""
 
-PLACE = (0.3, -0.3)
+PLACE = (0.4, -0.3)
 """The place target, sent as the task parameter ``place``."""
 
 LITERAL_TOLERANCE = 0.02
@@ -196,7 +196,9 @@ def cache_params(name: str, *, store: str, infer: bool, max_shift: float,
     params['store_path'] = store
     params['cache_mode'] = mode
     params['agent_action'] = f'/agent_{name}/execute_task'
-    for group in ('actions', 'services'):
+    for group in ('actions', 'services'):  # the Panda's sim_demo.yaml has no services
+        if group not in params:
+            continue
         params[group] = {
             tool: dict(spec, proxy=spec['proxy'].replace('/muscle_mem/', f'/{name}/'))
             for tool, spec in params[group].items()
@@ -226,7 +228,7 @@ def commands(args: argparse.Namespace, scratch: Path) -> dict[str, list[str]]:
             '-p', f'vertical_time:={float(args.vertical_time)}',
             '-p', f'arm_action:=/{name}/arm/follow_joint_trajectory',
             '-p', f'pose_action:=/{name}/arm/move_to_pose',
-            '-p', f'gripper_service:=/{name}/gripper/set',
+            '-p', f'gripper_action:=/{name}/gripper/gripper_cmd',
         ]
     return out
 
@@ -473,13 +475,13 @@ def render(args: argparse.Namespace, results: dict[str, list[TaskResult]],
         ' with their proxies renamed, no declared bindings, each with its own SQLite file) and '
         f'one demo agent per cache (think time {args.think_time:g} s per step, moves of '
         f'{args.move_time:g} s and {args.vertical_time:g} s). Each task: reset the world, put '
-        'the cube on the task\'s spot, send `pick_and_place` with `{"place": [0.3, -0.3]}` to '
+        'the cube on the task\'s spot, send `pick_and_place` with `{"place": [0.4, -0.3]}` to '
         'the cache, wait for the result, read where the cube ended (the simulation is the '
         'judge); then the same task on the other caches.',
         '',
         f'Tasks: 2 demonstrations (cube at {", ".join(_xy(s) for s in DEMOS)}), then '
         f"{args.tasks} spots uniform in the {SQUARE * 100:.0f} cm square around the cube's "
-        f'start (0.40, 0.20) (seed {args.seed}), with {len(OUTSIDE)} spots outside every '
+        f'start (0.50, 0.20) (seed {args.seed}), with {len(OUTSIDE)} spots outside every '
         f'learned spot\'s range inserted at even intervals: {", ".join(_xy(s) for s in OUTSIDE)}'
         ". A task is outside a cache's range when no spot that cache learned from (the demos, "
         'every earlier task its agent did) is within reach: for the symbolic cache '

@@ -18,7 +18,7 @@ Watch benchmark: the watch during replayed motions, the new tube against the old
 
 Two parts, all processes started here (real rclpy, Fast DDS on loopback, SQLite):
 
-**The MuJoCo demo arm** (issue 36, "Measured"): the demo's sim robot (``sim_robot``), and
+**The MuJoCo demo arm** (issue 36, "Measured"; a Franka Panda since issue 37): the demo's sim robot (``sim_robot``), and
 two behavior caches, each with its own demo agent, configured as config/sim_demo.yaml
 (its sensors, actions, declared bindings), ``watch: true``, ``step_back: off`` (the
 bench measures the watch, not the ledger: a knocked branch would be held after three
@@ -106,7 +106,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 ACTION_STEPS = (0, 1, 3, 4, 5, 7)
-"""The steps of pick_and_place that are arm goals (2 and 6 are the gripper service)."""
+"""The steps of pick_and_place that are arm goals (2 and 6 are the gripper's
+GripperCommand action, which the robot's MoveObject does not count among arm goals)."""
 TABLE_STEPS = (0, 1, 7)
 """Action steps during which the cube rests on the table (before the grasp, after the release)."""
 LIFT_STEP = 3
@@ -383,7 +384,9 @@ def cache_params(name: str, *, store: str) -> dict[str, Any]:
     params['watch'] = True
     params['step_back'] = 'off'
     params['agent_action'] = f'/agent_{name}/execute_task'
-    for group in ('actions', 'services'):
+    for group in ('actions', 'services'):  # the Panda's sim_demo.yaml has no services
+        if group not in params:
+            continue
         params[group] = {
             tool: dict(spec, proxy=spec['proxy'].replace('/muscle_mem/', f'/{name}/'))
             for tool, spec in params[group].items()
@@ -431,7 +434,7 @@ def commands(args: argparse.Namespace, scratch: Path, rtf: float, caches: list[s
             '-p', f'vertical_time:={float(args.vertical_time)}',
             '-p', f'arm_action:=/{name}/arm/follow_joint_trajectory',
             '-p', f'pose_action:=/{name}/arm/move_to_pose',
-            '-p', f'gripper_service:=/{name}/gripper/set',
+            '-p', f'gripper_action:=/{name}/gripper/gripper_cmd',
         ]
     return out
 
