@@ -173,6 +173,28 @@ def test_learns_three_tasks_then_replays_a_fourth_position_without_the_agent(lea
     assert len(h.agent.calls) == before + 1
 
 
+def test_learned_from_a_bag_is_not_trusted_for_that(learned, capsys):
+    """Under replay_requires: approval a branch learned from a bag waits like any other."""
+    h, bag, params_file, _ = learned
+    store_path = h.tmp / 'gated.db'
+    assert main(['learn', str(bag), '--params-file', str(params_file), '--task', 'pick',
+                 '--store', str(store_path)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(['tree', str(store_path), 'pick']) == 0
+    tree = ' '.join(capsys.readouterr().out.split())
+    assert f'learned from {bag} ' in tree, tree
+    if h.cache is not None:
+        h.stop_cache()
+    h.start_cache(replay_requires='approval', store_path=str(store_path))
+    h.robot.reset()
+    before = len(h.agent.calls)
+    run = h.run_task('pick')
+    assert run.status == GoalStatus.STATUS_SUCCEEDED, run.result.message
+    assert not run.result.cache_hit
+    assert len(h.agent.calls) == before + 1
+    h.stop_cache()
+
+
 def test_learning_twice_folds_into_the_same_branches(learned, capsys):
     h, bag, params_file, _ = learned
     store_path = h.tmp / 'again.db'

@@ -32,6 +32,7 @@ from builtin_interfaces.msg import Time
 from muscle_mem_ros.cli.app import main
 from muscle_mem_ros.store import SqliteStore
 from node_helpers import write_params
+from pg_server import pg_server  # noqa: F401 (fixture)
 import pytest
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
@@ -129,6 +130,22 @@ def test_a_good_bag_is_one_task_with_its_step(tmp_path, capsys):
         assert step.pre.taken_at == pytest.approx(T0 * 1e-9 + 0.5)
         assert step.duration == pytest.approx(0.3)
         assert step.trace is not None and step.trace.sensors['joints'].values[-1] == (0.1,)
+        bag = (tmp_path / 'b.mcap').resolve()
+        assert store.sources(task='t') == {info.id: f'{bag} 0.000-1.980 s'}
+        assert store.approvals(task='t') == []
+
+
+def test_the_memory_store_keeps_sources_too():
+    from muscle_mem_ros.records import Step, ToolKind
+    from muscle_mem_ros.store import MemoryStore
+    store = MemoryStore()
+    info = store.add_trajectory(task='t', variant='{}', params_json='{}', steps=[
+        Step(tool='/a', kind=ToolKind.ACTION, type_name='test_msgs/action/Fibonacci',
+             payload=b'x')])
+    store.note_source(trajectory_id=info.id, source='bag.mcap 0-1 s')
+    store.note_source(trajectory_id=info.id, source='another')
+    assert store.sources(task='t') == {info.id: 'bag.mcap 0-1 s'}
+    assert store.sources(task='u') == {}
 
 
 def test_ranges_split_a_bag(tmp_path, capsys):
@@ -243,3 +260,16 @@ def test_a_missing_params_file_is_refused(tmp_path, capsys):
     code = main(['learn', str(tmp_path / 'b.mcap'), '--params-file', str(tmp_path / 'no.yaml'),
                  '--task', 't', '--store', str(tmp_path / 'cache.db')])
     assert code == 1 and 'no such file' in capsys.readouterr().err
+
+
+def test_a_fleet_store_keeps_the_source(tmp_path, capsys, pg_server):  # noqa: F811
+    write_bag(tmp_path / 'b.mcap', good_bag())
+    url = pg_server.new_url()
+    code = main(['learn', str(tmp_path / 'b.mcap'), '--params-file', str(params_file(tmp_path)),
+                 '--task', 't', '--store', url])
+    assert code == 0, capsys.readouterr().err
+    from muscle_mem_ros.store import open_store
+    with open_store(url, read_only=True) as store:
+        (info,) = store.trajectories(task='t')
+        assert store.sources(task='t') == {
+            info.id: f'{(tmp_path / "b.mcap").resolve()} 0.000-1.980 s'}

@@ -127,11 +127,14 @@ def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
         opened = _opened(store, args.task, trees, bindings) if args.subtasks else {}
         shown += [(name, sub, trust_rows(store, name)) for name, sub in opened.items()
                   if sub is not None]
+        sources = {name: store.sources(task=name) for name, _, _ in shown}  # muscle-mem learn
     if out.json_mode:
         out.json({'tree': trees, 'subtasks': opened} if args.subtasks else trees)
         return 0
     for task, task_trees, rows in shown:
-        trust = {r['trajectory']: f" on {r['body']}{_trust_text(r)}" for r in rows}
+        learned = {i: f', learned from {text}' for i, text in sources[task].items()}
+        trust = {r['trajectory']: f" on {r['body']}{learned.get(r['trajectory'], '')}"
+                 f'{_trust_text(r)}' for r in rows}
         for tree in task_trees:
             root = Tree(f"{'subtask ' if task != args.task else ''}{task}  params "
                         f"{tree['params']}  ({len(tree['trajectories'])} trajectories)")

@@ -62,6 +62,12 @@ def add_parser(cmd: argparse.ArgumentParser) -> None:
     cmd.set_defaults(run=run)
 
 
+def _filed(trajectory: int | None, new: bool) -> str:
+    if trajectory is None:
+        return 'nothing new'
+    return f'{trajectory} (new)' if new else f'{trajectory} (folded in)'
+
+
 def run(args: argparse.Namespace, out: Output) -> int:
     """Learn as the arguments say; print each task found and what it gave."""
     from ..ros.bags.command import file_learned, prepare, read_config
@@ -71,14 +77,14 @@ def run(args: argparse.Namespace, out: Output) -> int:
     with open_cli_store(args.store or config.store_path, write=True) as store:
         file_learned(store, config, done)
     rows: list[dict[str, Any]] = []
-    for planned, info in zip(done.planned, done.infos):
+    for planned, info, fresh in zip(done.planned, done.infos, done.fresh):
         window = planned.window
         rows.append({
             'from': round((window.start - done.bag.start) * _NS, 3) if not done.export else None,
             'to': round((window.end - done.bag.start) * _NS, 3) if not done.export else None,
             'source': window.source, 'params': json.loads(window.params_json),
             'steps': len(planned.steps), 'trajectory': info.id if info is not None else None,
-            'skipped': planned.skipped})
+            'skipped': planned.skipped, 'new': fresh})
     if out.json_mode:
         out.json({'bag': str(done.bag.path), 'task': args.task, 'body': str(done.body),
                   'tasks': rows})
@@ -87,8 +93,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         ('' if r['from'] is None else f"{r['from']:.3f}",
          '' if r['to'] is None else f"{r['to']:.3f}", r['source'],
          json.dumps(r['params'], sort_keys=True), str(r['steps']),
-         'skipped' if r['skipped'] else (str(r['trajectory']) if r['trajectory'] else
-                                         'folded into its branch'))
+         'skipped' if r['skipped'] else _filed(r['trajectory'], r['new']))
         for r in rows], title=f'{done.bag.path}: task {args.task!r} on {done.body}')
     for r in rows:
         if r['skipped']:

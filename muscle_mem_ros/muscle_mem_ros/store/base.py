@@ -51,7 +51,7 @@ import numpy as np
 from .columns import Columns
 from .values import Blobs, pack
 from ..body import Compatibility
-from ..errors import UnsafeValueError
+from ..errors import StoreError, UnsafeValueError
 from ..records import (
     Agreement, Approval, Declaration, Node, ReplayBook, Step, TaskStats, ToolKind,
     TrajectoryInfo,
@@ -459,6 +459,14 @@ class Store(abc.ABC):
     def compatible_bodies(self) -> list[Compatibility]:
         """Return the pairs of bodies declared compatible (:mod:`muscle_mem_ros.body`)."""
         return []
+
+    def note_source(self, *, trajectory_id: int, source: str) -> None:
+        """Record what a trajectory was learned from (a recording: ``muscle-mem learn``)."""
+        raise StoreError(f'{type(self).__name__} does not keep where trajectories were learned')
+
+    def sources(self, *, task: str) -> dict[int, str]:
+        """Return what each trajectory of ``task`` learned from a recording was learned from."""
+        return {}
 
     @abc.abstractmethod
     def declare_compatible(self, *, a: str, b: str, who: str) -> Compatibility:

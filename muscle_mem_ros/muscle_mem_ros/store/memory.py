@@ -106,6 +106,7 @@ class MemoryStore(Store):
         self._bound_task: dict[tuple[int, str], str] = {}
         self._approvals: dict[tuple[str, int], Approval] = {}
         self._compatible: dict[tuple[str, str], Compatibility] = {}
+        self._sources: dict[int, str] = {}
         self._books: dict[int, ReplayBook] = {}
         self._recordings: dict[int, _MemoryRecording] = {}
 
@@ -290,6 +291,17 @@ class MemoryStore(Store):
             found = self._compatible[(first, second)] = Compatibility(first, second, who,
                                                                       time.time())
             return found
+
+    def note_source(self, *, trajectory_id: int, source: str) -> None:
+        """Record what a trajectory was learned from (the first one kept)."""
+        with self._lock:
+            self._sources.setdefault(trajectory_id, source)
+
+    def sources(self, *, task: str) -> dict[int, str]:
+        """Return what each trajectory of ``task`` learned from a recording was learned from."""
+        with self._lock:
+            ids = {i for i, t in self._trajs.items() if t.task == task}
+            return {i: s for i, s in self._sources.items() if i in ids}
 
     def compatible_bodies(self) -> list[Compatibility]:
         """Return the pairs declared compatible, oldest first."""

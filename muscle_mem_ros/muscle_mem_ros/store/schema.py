@@ -49,7 +49,8 @@ trajectories and inferred bindings its approver saw; NULL in older rows); 7 a st
 what learning found, kept for a restart (:mod:`.keptsql`); 10 the declared bindings an
 approval saw (:mod:`.trustsql`; NULL in older rows, which saw none); 11 the body each
 trajectory was learned on and the pairs of bodies declared compatible (:mod:`.bodysql`; ''
-in older rows: an unknown body, replayed on any body as before).
+in older rows: an unknown body, replayed on any body as before); 12 what a trajectory learned
+from a recording was learned from (:mod:`.sourcesql`; no row for one learned live).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from typing import Any
 from .bodysql import BODIES
 from .keptsql import KEPT
 from .legacy import convert_rows, Dropped
+from .sourcesql import SOURCES
 from .trustsql import BOOKS, COVERAGE, DECLARED, TABLES
 from ..errors import StoreCorruptError, StoreVersionError
 
@@ -138,6 +140,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     KEPT,  # 9: learned plans kept for a restart (:mod:`.keptsql`)
     DECLARED,  # 10: the declared bindings an approval saw (:mod:`.trustsql`)
     BODIES,  # 11: the body of each trajectory, bodies declared compatible (:mod:`.bodysql`)
+    SOURCES,  # 12: what a trajectory learned from a recording was learned from (.sourcesql)
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

@@ -85,6 +85,7 @@ from .gcpause import gc_paused
 from .keptsql import sqlite_ranges, SqlKept
 from .legacy import Dropped
 from .owners import HOST, Owner
+from .sourcesql import SqlSources
 from .sqlfile import open_file, transaction
 from .trustsql import SqlTrust
 from ..errors import StoreAccessError, StoreCorruptError, StoreError, UnknownTrajectoryError
@@ -137,7 +138,7 @@ class _SqliteRecording(Recording):
         self._closed = True
 
 
-class SqliteStore(Batching, SqlTrust, SqlKept, SqlBodies):
+class SqliteStore(Batching, SqlTrust, SqlKept, SqlBodies, SqlSources):
     """
     Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
 

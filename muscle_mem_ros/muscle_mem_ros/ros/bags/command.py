@@ -108,6 +108,18 @@ class Learned:
     planned: list[Planned] = field(default_factory=list)
     infos: list[TrajectoryInfo | None] = field(default_factory=list)
     export: bool = False
+    marked: dict[int, str] = field(default_factory=dict)
+    """The trajectories the learn added, with what they were learned from (shown by tree)."""
+    fresh: list[bool] = field(default_factory=list)
+    """Per planned task: it added a trajectory (False: skipped, or folded into one)."""
+
+    def source(self, planned: Planned) -> str:
+        """Return what a task of the bag is, as the store keeps it (path and range)."""
+        window = planned.window
+        if self.export:
+            return f'{self.bag.path.resolve()} ({window.source})'
+        return (f'{self.bag.path.resolve()} {(window.start - self.bag.start) * 1e-9:.3f}-'
+                f'{(window.end - self.bag.start) * 1e-9:.3f} s')
 
 
 def prepare(bag_path: str | Path, config: NodeConfig, *, task: str,
@@ -140,6 +152,20 @@ def prepare(bag_path: str | Path, config: NodeConfig, *, task: str,
 
 
 def file_learned(store: Store, config: NodeConfig, learned: Learned) -> Learned:
-    """File what :func:`prepare` built into ``store``; return ``learned`` with its infos."""
+    """
+    File what :func:`prepare` built into ``store``; return ``learned`` with its infos.
+
+    Each trajectory the learn added (not one a task folded into) is marked with what it was
+    learned from (:meth:`~muscle_mem_ros.store.Store.note_source`), after its commit: a
+    crash in between leaves it learned and unmarked.
+    """
+    before = {t.id for t in store.trajectories(task=learned.task)}
     learned.infos = file_tasks(store, config, learned.body, learned.task, learned.planned)
+    for planned, info in zip(learned.planned, learned.infos):
+        learned.fresh.append(info is not None and info.id not in before)
+        if info is not None and info.id not in before:
+            source = learned.source(planned)
+            store.note_source(trajectory_id=info.id, source=source)
+            learned.marked[info.id] = source
+            before.add(info.id)
     return learned

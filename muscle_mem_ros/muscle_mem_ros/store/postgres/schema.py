@@ -39,7 +39,8 @@ approval covers (the trajectories and inferred bindings its approver saw; NULL i
 what learning found, kept for a restart (:mod:`..keptsql`); 8 kept first steps uncompressed;
 9 the declared bindings an approval saw (:mod:`..trustsql`; NULL in older rows, which saw none);
 10 the body each trajectory was learned on and the pairs of bodies declared compatible
-(:mod:`..bodysql`; '' in older rows: an unknown body, replayed on any body as before).
+(:mod:`..bodysql`; '' in older rows: an unknown body, replayed on any body as before); 11 what
+a trajectory learned from a recording was learned from (:mod:`..sourcesql`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from typing import Any
 from ..bodysql import PG_BODIES
 from ..keptsql import KEPT
 from ..schema import MAGIC
+from ..sourcesql import PG_SOURCES
 from ..trustsql import BOOKS, COVERAGE, TABLES
 from ...errors import StoreCorruptError, StoreVersionError
 
@@ -132,6 +134,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'ALTER TABLE approvals ADD COLUMN IF NOT EXISTS declared TEXT',
     ),
     PG_BODIES,  # 10: the body of each trajectory, bodies declared compatible (:mod:`..bodysql`)
+    PG_SOURCES,  # 11: what a trajectory learned from a recording was learned from (sourcesql)
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -69,6 +69,7 @@ from ..childcache import ChildCache, Key
 from ..codec import NODE_COLS, node_from_row, TRAJ_COLS, trajectory_from_row
 from ..gcpause import gc_paused
 from ..keptsql import pg_ranges, SqlKept
+from ..sourcesql import SqlSources
 from ..trustsql import SqlTrust
 from ...errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
 from ...records import Node, Step, TaskStats, TrajectoryInfo
@@ -84,7 +85,7 @@ _NOTIFY_LIMIT = 7000
 """Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
 
 
-class PostgresStore(Batching, SqlTrust, SqlKept, SqlBodies):
+class PostgresStore(Batching, SqlTrust, SqlKept, SqlBodies, SqlSources):
     """
     Trajectory trees in PostgreSQL, shared by a fleet; thread-safe.
 
