@@ -94,7 +94,7 @@ def test_init_writes_a_file_the_node_learns_and_replays_with(base):
     assert set(params['sensors']) == {'odom', 'tag'}, text
     odom, tag = params['sensors']['odom'], params['sensors']['tag']
     assert odom['fields'] == ['pose.pose.position'] and odom['mode'] == 'norm'
-    assert tag['type'] == 'geometry_msgs/msg/PoseStamped' and tag['tolerance'] == [0.01]
+    assert tag['type'] == 'geometry_msgs/msg/PoseStamped' and tag['tolerance'] == [0.02]
     assert 0.5 <= odom['max_age'] <= 1.0 and 0.5 <= tag['max_age'] <= 1.0, text
     assert f'/{prefix}/scan (sensor_msgs/msg/LaserScan): a big array' in text
     assert params['actions'] == {'goto': {

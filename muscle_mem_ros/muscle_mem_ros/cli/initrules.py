@@ -100,8 +100,8 @@ MAX_NUMERIC = 16
 """Most numbers a generic numeric sensor may have (the watch traces up to 16)."""
 MIN_AGE = 0.5
 """Smallest max_age written, seconds."""
-FLOORS = {'joints': 0.02, 'position': 0.01, 'numeric': 0.01}
-"""Smallest tolerance per kind: 0.02 rad (or m) for a joint, 1 cm for a position, 0.01
+FLOORS = {'joints': 0.02, 'position': 0.02, 'numeric': 0.01}
+"""Smallest tolerance per kind: 0.02 rad (or m) for a joint, 2 cm for a position, 0.01
 (or 1 % of the value, whichever is larger) for a generic number."""
 _SKIP_NESTED = ('std_msgs/Header', 'builtin_interfaces/Time', 'builtin_interfaces/Duration')
 _FLOATS = ('float', 'double')
