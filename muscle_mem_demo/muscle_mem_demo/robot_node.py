@@ -69,7 +69,7 @@ motions still executing when this motion started: two motions at once).
 Parameters: ``arm`` ('panda'), ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
 ``object_pose_rate`` (Hz, 30.0), ``joint_noise`` (rad, standard deviation, 0.0),
 ``object_noise`` (m, 0.0), ``noise_seed`` (0), ``frame_id`` ('world'),
-``cancel_manners`` ('brake', 'accept' or 'refuse'), ``brake_time`` (s, 0.6),
+``cancel_manners`` ('brake', 'accept' or 'refuse'), ``brake_time`` (s, 0.2),
 ``servo_scale`` (1.0, may be set while running: the arm servos' stiffness, below 1 a weaker
 arm that lags its path, for tests of path tolerances).
 """
@@ -141,7 +141,7 @@ class SimRobotNode(Node):
         if self._manners not in MANNERS:
             raise ValueError(f"parameter 'cancel_manners': {self._manners!r} is not one of "
                              f'{list(MANNERS)}')
-        self._brake_time = declare_number(self, 'brake_time', 0.6, minimum=0.0, exclusive=True)
+        self._brake_time = declare_number(self, 'brake_time', 0.2, minimum=0.0, exclusive=True)
         self._rng = np.random.default_rng(seed)
         self._sim = ArmSim(arm=arm, rtf=rtf)
         scale = self.declare_parameter('servo_scale', 1.0, ParameterDescriptor(
