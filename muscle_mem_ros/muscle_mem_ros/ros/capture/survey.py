@@ -43,6 +43,10 @@ INFRA_TYPES = ('rcl_interfaces/', 'type_description_interfaces/', 'lifecycle_msg
 INFRA_TOPICS = ('/rosout', '/parameter_events', '/tf', '/tf_static', '/robot_description',
                 '/diagnostics')
 SPIN = 0.05
+SETTLE = 1.0
+"""Seconds the graph must stay the same before it is read."""
+MAX_SETTLE = 10.0
+"""Most seconds waited for it after the discovery time."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,33 @@ def _sample(node: Any, topics: list[tuple[str, str, Kind]], duration: float,
     return out
 
 
+def _graph(node: Any) -> tuple[Any, ...]:
+    return (sorted(node.get_node_names_and_namespaces()),
+            sorted(n for n, _ in node.get_topic_names_and_types()),
+            sorted(n for n, _ in node.get_service_names_and_types()))
+
+
+def _settle(node: Any, executor: Any, discovery: float) -> None:
+    """
+    Spin ``discovery`` seconds, then until the graph stayed the same for :data:`SETTLE` s.
+
+    A loaded machine discovers another process's nodes and servers over seconds; at most
+    :data:`MAX_SETTLE` seconds more are waited.
+    """
+    start = time.monotonic()
+    seen, since = _graph(node), start
+    while True:
+        executor.spin_once(timeout_sec=SPIN)
+        now = time.monotonic()
+        if now - start < discovery:
+            continue
+        graph = _graph(node)
+        if graph != seen:
+            seen, since = graph, now
+        elif now - since >= SETTLE or now - start >= discovery + MAX_SETTLE:
+            return
+
+
 def survey(*, node: Any, executor: Any, discovery: float, duration: float,
            topics_only: tuple[str, ...] = ()) -> Survey:
     """
@@ -172,9 +203,7 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
     :param node: The survey's node (spun by ``executor``).
     :param topics_only: Sample only these topics (empty: every readable one).
     """
-    end = time.monotonic() + discovery
-    while time.monotonic() < end:
-        executor.spin_once(timeout_sec=SPIN)
+    _settle(node, executor, discovery)
     tools, agents, caches, nodes = _servers(node)
     skipped: list[Skipped] = []
     readable: list[tuple[str, str, Kind]] = []
