@@ -21,8 +21,8 @@ Two parts, all processes started here (real rclpy, Fast DDS on loopback, SQLite)
 **The MuJoCo demo arm** (issue 36, "Measured"; a Franka Panda since issue 37): the demo's
 sim robot (``sim_robot``), and two behavior caches, each with its own demo agent,
 configured as config/sim_demo.yaml (its sensors, actions, declared bindings),
-``watch: true``, ``step_back: off`` (the bench measures the watch, not the ledger: a knocked branch would be held after three
-knocks and then never replayed):
+``watch: true``, ``step_back: off`` (the bench measures the watch, not the ledger: a
+knocked branch would be held after three knocks and then never replayed):
 
 * ``new``: the tube of this tree (checks/tube.py: one progress for the whole step, shared by
   every watched element);
