@@ -85,7 +85,8 @@ class Tool:
     sent: list[dict[str, Any] | None] = field(default_factory=list)
 
     def call(self, payload: bytes, *, timeout: float, cancel: CancelToken,
-             fields: dict[str, Any] | None = None, watch: Any = None) -> CallOutcome:
+             fields: dict[str, Any] | None = None, watch: Any = None,
+             say: Any = None) -> CallOutcome:
         self.sent.append(dict(fields) if fields else None)
         now = time.monotonic()
         return CallOutcome(StepStatus.SUCCEEDED, '', now, now)
