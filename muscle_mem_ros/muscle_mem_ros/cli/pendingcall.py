@@ -51,6 +51,8 @@ class PendingCall:
         self._result: Any = None
         self._stopping: threading.Thread | None = None
         self._report: StopReport | None = None
+        self._answered = threading.Event()
+        """Set once the server answered the goal (accepted, or ended before), or it failed."""
         self.status = Status.RUNNING
         self.reason = ''
         self.watch: StepWatch | None = None
@@ -85,9 +87,9 @@ class PendingCall:
         """Keep the goal's handle and result future (a stop asked before it came starts now)."""
         with self._lock:
             self._handle, self._result = handle, result
-            canceled = self._canceled
-        if canceled:
-            self._stop(handle, result)
+            if self._canceled:
+                self._start_stop()
+        self._answered.set()
 
     def cancel(self) -> bool:
         """Stop the goal (once; when it is accepted, if it is not yet); True the first time."""
@@ -95,31 +97,42 @@ class PendingCall:
             if self._canceled:
                 return False
             self._canceled = True
-            handle, result = self._handle, self._result
-        if handle is not None:
-            self._stop(handle, result)
+            if self._handle is not None:
+                self._start_stop()
         return True
 
-    def _stop(self, handle: Any, result: Any) -> None:
-        if self._stopper is None or result is None:
+    def _start_stop(self) -> None:
+        """Start stopping the goal (holding the lock: whoever reads the stop sees it started)."""
+        handle, result, stopper = self._handle, self._result, self._stopper
+        if stopper is None or result is None:
             handle.cancel_goal_async()
             return
         rest = self.watch.names if self.watch is not None else self._rest
-        stopper = self._stopper
 
         def work() -> None:
             self._report = stopper.stop(handle, result, sensors=rest)
 
-        self._stopping = threading.Thread(target=work, name='run-bt stop', daemon=True)
-        self._stopping.start()
+        thread = threading.Thread(target=work, name='run-bt stop', daemon=True)
+        thread.start()
+        self._stopping = thread
 
     def settle(self) -> tuple[str, str]:
         """
         Wait until a stop it began is over.
 
+        A goal stopped before its server answered it is waited for first, up to
+        ``stop_timeout``: it may yet be accepted and move.
+
         :return: (what happened, '' or why the robot did not stop); ('', '') without a stop.
         """
-        thread = self._stopping
+        stopper = self._stopper
+        if self._canceled and stopper is not None and \
+                not self._answered.wait(stopper.timeout):
+            return '', (f'the goal sent was not answered within {stopper.timeout:g} s of its '
+                        'cancel: it may be moving, the robot did not stop (the agent was not '
+                        'asked)')
+        with self._lock:
+            thread = self._stopping
         if thread is not None:
             thread.join()
         report = self._report
@@ -146,6 +159,7 @@ class PendingCall:
     def end(self, ok: bool, why: str) -> None:
         self.status = Status.SUCCESS if ok else Status.FAILURE
         self.reason = '' if ok else why
+        self._answered.set()
 
     def fail(self, why: str) -> None:
         self.end(False, why)
