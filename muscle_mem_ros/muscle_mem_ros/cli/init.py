@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 from pathlib import Path
+import time
 from typing import Any, TYPE_CHECKING
 
 from .initrules import choose_key, Sensor, sensor_from, Skipped, Tool
@@ -157,11 +158,13 @@ def run(args: argparse.Namespace, out: Output) -> int:
     for name in ('duration', 'discovery'):
         if not getattr(args, name) > 0:
             raise ValueError(f'--{name} must be > 0')
+    began = time.monotonic()
     found = _survey(args, out)
     domain = os.environ.get('ROS_DOMAIN_ID', '0')
     if not found.nodes:
         raise MuscleMemError(f'no ROS node found in ROS_DOMAIN_ID={domain} after '
-                             f'{args.discovery:g} s: is the robot running, in this domain?')
+                             f'{time.monotonic() - began:.0f} s: is the robot running, in '
+                             'this domain?')
     tools, agent, note = _choose(args, found)
     if not tools:
         raise MuscleMemError(f'{len(found.nodes)} node(s) in ROS_DOMAIN_ID={domain}, but no '

@@ -179,7 +179,9 @@ def _settle(node: Any, executor: Any, discovery: float) -> None:
     Spin ``discovery`` seconds, then until the graph stayed the same for :data:`SETTLE` s.
 
     A loaded machine discovers another process's nodes and servers over seconds; at most
-    :data:`MAX_SETTLE` seconds more are waited.
+    :data:`MAX_SETTLE` seconds more are waited. A graph holding no node but the survey's
+    own has not settled (it is what a starved process sees before discovery answers), so
+    an empty domain takes the whole wait.
     """
     start = time.monotonic()
     seen, since = _graph(node), start
@@ -189,10 +191,18 @@ def _settle(node: Any, executor: Any, discovery: float) -> None:
         if now - start < discovery:
             continue
         graph = _graph(node)
+        if now - start >= discovery + MAX_SETTLE:
+            return
         if graph != seen:
             seen, since = graph, now
-        elif now - since >= SETTLE or now - start >= discovery + MAX_SETTLE:
+        elif now - since >= SETTLE and _others(node, graph):
             return
+
+
+def _others(node: Any, graph: tuple[Any, ...]) -> bool:
+    """Whether ``graph`` holds a node besides ``node``."""
+    own = (node.get_name(), node.get_namespace())
+    return any(tuple(entry) != own for entry in graph[0])
 
 
 def survey(*, node: Any, executor: Any, discovery: float, duration: float,
