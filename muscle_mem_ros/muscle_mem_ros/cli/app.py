@@ -35,7 +35,7 @@ from typing import Any
 from rich.tree import Tree
 import yaml
 
-from . import bodies, bt, calibrate, export, init, learn, prune
+from . import bodies, bt, calibrate, export, init, learn, prune, runtask
 from .inventory import (
     binding_trust_rows,
     cli_trees,
@@ -402,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_parser(add('init', 'write a params file for the robot running now: its servers, '
                         'its sensors, tolerances from their noise at rest', task=False,
                         store=False))
+    runtask.add_parser(add('run', "send a task to a running cache's ~/execute_task and say "
+                           'what it did: replayed, learned, or handed to the agent', task=False,
+                           store=False))
     return parser
 
 
