@@ -230,6 +230,7 @@ def test_export_learned_back_gives_the_same_tree(learned, capsys):
     code = main(['learn', str(export), '--params-file', str(params_file), '--task', 'pick',
                  '--store', str(second)])
     assert code == 0, capsys.readouterr().err
+    traced = 0
     with SqliteStore(path=str(first), read_only=True) as a, \
             SqliteStore(path=str(second), read_only=True) as b:
         paths_a = [a.path(t.id) for t in a.trajectories(task='pick')]
@@ -246,6 +247,23 @@ def test_export_learned_back_gives_the_same_tree(learned, capsys):
                         for name in snap_a.features:
                             assert snap_b.features[name] == pytest.approx(
                                 snap_a.features[name], abs=1e-9)
+                traced += same_trace(na.step.trace, nb.step.trace)
+    assert traced >= 2 * len(paths_a), traced  # the arm's two moves of each pick had a trace
+
+
+def same_trace(a, b) -> int:
+    """Assert two traces equal (times to the export's nanosecond); return 1 for a trace."""
+    assert (a is None) == (b is None)
+    if a is None:
+        return 0
+    assert a.rate == b.rate and a.feedback_leaves == b.feedback_leaves
+    pairs = [(a.sensors[k], b.sensors[k]) for k in a.sensors]
+    assert a.sensors.keys() == b.sensors.keys() and (a.feedback is None) == (b.feedback is None)
+    pairs += [(a.feedback, b.feedback)] if a.feedback is not None else []
+    for sa, sb in pairs:
+        assert sb.values == sa.values  # float64 through CDR: exact
+        assert sb.times == pytest.approx(sa.times, abs=1e-9)
+    return 1
 
 
 def test_object_home_is_the_first_position():

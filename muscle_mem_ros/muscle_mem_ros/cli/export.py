@@ -24,6 +24,13 @@ What the file holds (profile ``ros2``, messages CDR, schemas ``ros2msg``):
 * every pre and post snapshot on ``/muscle_mem/pre`` and ``/muscle_mem/post`` as
   ``muscle_mem_interfaces/msg/Snapshot``: the features by sensor name, with the
   tolerances and modes of ``--params FILE`` (empty without it);
+* every step's trace (what the watched sensors and the action's feedback did while it
+  ran) on ``/muscle_mem/trace``: one Snapshot of phase ``trace`` per sample of one series
+  (the sensor's name; ``~feedback`` for the feedback), stamped at the goal's time plus the
+  sample's offset from the goal's acceptance (to the nanosecond; a sample taken before the
+  acceptance comes before the goal), so Foxglove plots the path the watch replays against;
+  the rate and the feedback's leaf names per ``<trajectory>/<step>`` in a
+  ``muscle_mem_traces`` metadata record (JSON), so ``muscle-mem learn`` reads the traces back;
 * a ``muscle_mem`` metadata record naming the task and the trajectories.
 
 Times. The store keeps, per step, the snapshots' capture times (a monotonic
@@ -47,7 +54,8 @@ snapshot messages) only when a file is written.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import os
 from pathlib import Path
@@ -59,12 +67,12 @@ from .msgdefs import message_schema, payload_type
 from .output import Output
 from .paramsfile import read_sensor_settings, SensorSetting
 from ..errors import UnknownTrajectoryError
-from ..records import Node, Snapshot, ToolKind, TrajectoryInfo
+from ..records import Node, Snapshot, ToolKind, Trace, TrajectoryInfo
 from ..replay.subtasks import subtask_call
 from ..store import Store
 
-__all__ = ['ExportSummary', 'SNAPSHOT_TYPE', 'SUBTASK_TOPIC', 'add_parser', 'export_mcap', 'run',
-           'timeline']
+__all__ = ['ExportSummary', 'SNAPSHOT_TYPE', 'SUBTASK_TOPIC', 'TRACE_FEEDBACK', 'TRACE_METADATA',
+           'TRACE_TOPIC', 'add_parser', 'export_mcap', 'run', 'timeline']
 
 SNAPSHOT_TYPE = 'muscle_mem_interfaces/msg/Snapshot'
 """Message type of exported snapshots."""
@@ -74,6 +82,12 @@ POST_TOPIC = '/muscle_mem/post'
 """Topic of the snapshots taken just after each step."""
 SUBTASK_TOPIC = '/muscle_mem/execute_subtask/goal'
 """Topic of the subtask steps' calls (ExecuteTask goals, as sent to the cache's action)."""
+TRACE_TOPIC = '/muscle_mem/trace'
+"""Topic of the steps' traces: one Snapshot (phase ``trace``) per sample of one series."""
+TRACE_FEEDBACK = '~feedback'
+"""Feature name of a trace's feedback series (``~`` is in no sensor's name)."""
+TRACE_METADATA = 'muscle_mem_traces'
+"""Metadata record: per ``<trajectory>/<step>``, the trace's rate and feedback leaves (JSON)."""
 MAX_GAP = 3600.0
 """Seconds; a longer pause between two steps' snapshots means they came from two runs."""
 TRAJECTORY_GAP = 1.0
@@ -144,6 +158,26 @@ class _Snapshots:
         call = subtask_call(node.step)
         return bytes(self._serialize(ExecuteTask.Goal(task=call.task,
                                                       params_json=call.params_json)))
+
+    def trace(self, trace: Trace, *, goal_ns: int, task: str, trajectory: int, index: int,
+              node: Node) -> Iterator[tuple[int, bytes]]:
+        """Yield (time, message) per sample of each series (series after series), stamped
+        the goal's time plus the sample's offset."""
+        named = [(name, series) for name, series in trace.sensors.items()]
+        if trace.feedback is not None:
+            named.append((TRACE_FEEDBACK, trace.feedback))
+        for name, series in named:
+            setting = self._settings.get(name)
+            for offset, values in zip(series.times, series.values):
+                when_ns = goal_ns + int(round(offset * _NS))
+                msg = self._msg(task=task, trajectory_id=trajectory, step=index,
+                                node_id=node.id, tool=node.step.tool, phase='trace')
+                msg.stamp.sec, msg.stamp.nanosec = divmod(when_ns, _NS)
+                msg.features.append(self._feature(
+                    name=name, values=[float(v) for v in values],
+                    tolerance=list(setting.tolerance) if setting else [],
+                    mode=setting.mode.value if setting else '', age=-1.0))
+                yield when_ns, bytes(self._serialize(msg))
 
     def encode(self, snapshot: Snapshot, *, when_ns: int, task: str, trajectory: int,
                index: int, node: Node, phase: str) -> bytes:
@@ -224,6 +258,7 @@ def export_mcap(
 
             previous_end = 0.0
             last_ns = 0
+            traces: dict[str, str] = {}
             for info, nodes in paths:
                 spans = timeline(nodes)
                 base = info.created - (spans[-1][1] if spans else 0.0)
@@ -248,6 +283,12 @@ def export_mcap(
                         suffix = 'goal' if step.kind is ToolKind.ACTION else 'request'
                         emit(_topic(step.tool, suffix), goal_types[step.type_name][0],
                              bytes(step.payload), t_goal)
+                    if step.trace is not None:
+                        traces[f'{info.id}/{index}'] = json.dumps(
+                            {'rate': step.trace.rate, 'leaves': step.trace.feedback_leaves})
+                        for when_ns, data in sorted(encoder.trace(step.trace, goal_ns=t_goal,
+                                                                  **meta)):
+                            emit(TRACE_TOPIC, SNAPSHOT_TYPE, data, max(when_ns, 0))
                     if step.post is not None:
                         emit(POST_TOPIC, SNAPSHOT_TYPE, encoder.encode(
                             step.post, when_ns=t_post, phase='post', **meta), t_post)
@@ -257,6 +298,8 @@ def export_mcap(
                     advance()
             writer.add_metadata('muscle_mem', {
                 'task': task, 'trajectories': ','.join(str(i) for i in summary.trajectories)})
+            if traces:
+                writer.add_metadata(TRACE_METADATA, traces)
             writer.finish()  # type: ignore[no-untyped-call]  # mcap 1.6 leaves it unannotated
     except BaseException:
         partial.unlink(missing_ok=True)

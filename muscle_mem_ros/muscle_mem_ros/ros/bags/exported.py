@@ -23,7 +23,9 @@ them the goal as sent (``<server>/goal``, a service's request on ``<server>/requ
 the stored CDR bytes). The steps are rebuilt from those: the goal's bytes unchanged (a
 goal learned back is byte-identical), the snapshots' features and the age of each reading.
 A step's status is success (only those are exported), its duration the time from its pre
-to its post snapshot; the export writes no traces, so none are learned back. One task per
+to its post snapshot, its trace the samples on ``/muscle_mem/trace`` (each series' times
+from the goal's, to the nanosecond), with the rate and feedback leaves of the
+``muscle_mem_traces`` metadata record. One task per
 exported trajectory; the export does not carry the task's params (give ``--params``).
 Tools are matched to the params file's by server; a goal on a topic no tool has is
 refused, naming it.
@@ -31,7 +33,9 @@ refused, naming it.
 
 from __future__ import annotations
 
-from muscle_mem_ros.records import Snapshot, Step, ToolKind
+import json
+
+from muscle_mem_ros.records import Series, Snapshot, Step, ToolKind, Trace
 from muscle_mem_ros.ros.bags.calls import decode
 from muscle_mem_ros.ros.bags.reader import Bag, BagError, Topic
 from muscle_mem_ros.ros.messages.introspection import message_to_json
@@ -40,6 +44,12 @@ from rclpy.serialization import deserialize_message
 
 __all__ = ['PRE_TOPIC', 'POST_TOPIC', 'exported_steps', 'is_export']
 
+TRACE_TOPIC = '/muscle_mem/trace'
+"""The export's trace samples (one Snapshot per sample of one series)."""
+TRACE_METADATA = 'muscle_mem_traces'
+"""The export's metadata record of each trace's rate and feedback leaves."""
+TRACE_FEEDBACK = '~feedback'
+"""The feature name of a trace's feedback series."""
 PRE_TOPIC = '/muscle_mem/pre'
 """The export's pre snapshots (:mod:`muscle_mem_ros.cli.export`)."""
 POST_TOPIC = '/muscle_mem/post'
@@ -68,7 +78,7 @@ def _goal_topics(bag: Bag, config: NodeConfig) -> dict[str, ToolConfig]:
         suffix = 'goal' if tool.kind is ToolKind.ACTION else 'request'
         tools['/' + tool.server.strip('/') + '/' + suffix] = tool
     for name, topic in bag.topics.items():
-        if name in (PRE_TOPIC, POST_TOPIC) or not topic.times:
+        if name in (PRE_TOPIC, POST_TOPIC, TRACE_TOPIC) or not topic.times:
             continue
         if name not in tools:
             raise BagError(f'{bag.path}: goals on {name}, a tool the params file does not have')
@@ -93,6 +103,7 @@ def exported_steps(bag: Bag, config: NodeConfig, task: str) -> list[list[Step]]:
         if topic is not None:
             for when, msg in decode(topic, SnapshotMsg):
                 events.append((when, 2 * order, topic_name, msg, None, 0))
+    samples = _trace_samples(bag, SnapshotMsg)
     tools = _goal_topics(bag, config)
     for name, tool in tools.items():
         topic = bag.topic(name)
@@ -114,22 +125,64 @@ def exported_steps(bag: Bag, config: NodeConfig, task: str) -> list[list[Step]]:
             if goal is None:
                 raise BagError(f'{bag.path}: a post snapshot at {when} ns with no goal before it')
             current = int(item.trajectory_id)  # type: ignore[attr-defined]
-            trajectories.setdefault(current, []).append(
-                _step(goal, pre, _snapshot(item), when))
+            steps = trajectories.setdefault(current, [])
+            steps.append(_step(goal, pre, _snapshot(item), when, _trace(
+                bag, samples, current, int(item.step), goal[2])))  # type: ignore[attr-defined]
             pre = goal = None
             continue
         if goal is not None:  # the previous step had no post snapshot
-            trajectories.setdefault(current, []).append(_step(goal, pre, None, goal[2]))
+            steps = trajectories.setdefault(current, [])
+            steps.append(_step(goal, pre, None, goal[2],
+                               _trace(bag, samples, current, len(steps), goal[2])))
             pre = None
         assert topic is not None and isinstance(item, ToolConfig)
         goal = (item, topic.data[index], when)
     if goal is not None:
-        trajectories.setdefault(current, []).append(_step(goal, pre, None, goal[2]))
+        steps = trajectories.setdefault(current, [])
+        steps.append(_step(goal, pre, None, goal[2],
+                           _trace(bag, samples, current, len(steps), goal[2])))
     return [steps for steps in trajectories.values() if steps]
 
 
+_Samples = dict[tuple[int, int], dict[str, list[tuple[int, tuple[float, ...]]]]]
+
+
+def _trace_samples(bag: Bag, message_type: type) -> _Samples:
+    """Return the trace samples by (trajectory, step), then series name: (time, values)."""
+    samples: _Samples = {}
+    topic = bag.topic(TRACE_TOPIC)
+    if topic is None:
+        return samples
+    for _, msg in decode(topic, message_type):
+        when = msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec  # type: ignore[attr-defined]
+        key = (int(msg.trajectory_id), int(msg.step))  # type: ignore[attr-defined]
+        for feature in msg.features:  # type: ignore[attr-defined]
+            samples.setdefault(key, {}).setdefault(feature.name, []).append(
+                (when, tuple(float(v) for v in feature.values)))
+    return samples
+
+
+def _trace(bag: Bag, samples: _Samples, trajectory: int, index: int,
+           goal_ns: int) -> Trace | None:
+    """Return the trace of one step from its samples, or None when it had none."""
+    series = samples.get((trajectory, index))
+    if not series:
+        return None
+    try:
+        shape = json.loads(bag.metadata.get(TRACE_METADATA, {})[f'{trajectory}/{index}'])
+        rate, leaves = float(shape['rate']), tuple(str(leaf) for leaf in shape['leaves'])
+    except (KeyError, TypeError, ValueError) as err:
+        raise BagError(f'{bag.path}: trajectory {trajectory} step {index} has trace samples '
+                       f'but no readable {TRACE_METADATA} entry ({err!r})') from err
+    built = {name: Series(times=tuple((t - goal_ns) * _NS for t, _ in rows),
+                          values=tuple(v for _, v in rows))
+             for name, rows in ((n, sorted(r)) for n, r in series.items())}
+    feedback = built.pop(TRACE_FEEDBACK, None)
+    return Trace(rate=rate, sensors=built, feedback=feedback, feedback_leaves=leaves)
+
+
 def _step(goal: tuple[ToolConfig, bytes, int], pre: tuple[int, Snapshot] | None,
-          post: Snapshot | None, end: int) -> Step:
+          post: Snapshot | None, end: int, trace: Trace | None) -> Step:
     tool, payload, when = goal
     kind = 'Goal' if tool.kind is ToolKind.ACTION else 'Request'
     message_type = getattr(tool.interface, kind)
@@ -143,4 +196,4 @@ def _step(goal: tuple[ToolConfig, bytes, int], pre: tuple[int, Snapshot] | None,
                 payload=bytes(payload), payload_json=message_to_json(message),
                 pre=pre[1] if pre is not None and pre[1].features else None,
                 post=post if post is not None and post.features else None,
-                duration=(end - start) * _NS)
+                duration=(end - start) * _NS, trace=trace)
