@@ -19,7 +19,7 @@ _mm_setup() {
     # demo's arm models) with python3-gymnasium-robotics-pip (a pip rule too; only its model
     # files are read, so it is looked for, not imported: its __init__ imports gymnasium).
     # psycopg (only for a postgresql:// store) and behaviortreepy (one test) have no key:
-    # see the README, Setup.
+    # see docs/setup.md.
     local entry mod how check
     for entry in numpy:python3-numpy scipy:python3-scipy yaml:python3-yaml \
         mujoco:mujoco matplotlib:python3-matplotlib pytest:python3-pytest \
