@@ -31,12 +31,13 @@ import json
 from pathlib import Path
 import time
 
-from action_msgs.msg import GoalStatus
-from bag_helpers import BagRecorder
+from action_msgs.msg import GoalStatus, GoalStatusArray
+from bag_helpers import BagRecorder, write_bag
 from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.cli.app import main
+from muscle_mem_ros.ros.bags.reader import read_bag
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.store import SqliteStore
 from node_helpers import Harness, OBJECT_HOME, write_params
@@ -44,7 +45,7 @@ import pytest
 from rclpy.action import ActionServer
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import qos_profile_system_default
-from rclpy.serialization import deserialize_message
+from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.service_introspection import ServiceIntrospectionState
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool
@@ -72,6 +73,8 @@ def _event_types(h: Harness) -> dict[str, tuple[str, object]]:
             f'{type_name}_SendGoal_Event', impl.SendGoalService.Event)
         out[f'{server}/_action/get_result/_service_event'] = (
             f'{type_name}_GetResult_Event', impl.GetResultService.Event)
+    for server in (names.arm, names.fib):
+        out[f'{server}/_action/status'] = ('action_msgs/msg/GoalStatusArray', GoalStatusArray)
     out[f'{names.arm}/_action/feedback'] = (
         'muscle_mem_demo_interfaces/action/FollowJointTrajectory_FeedbackMessage',
         FollowJointTrajectory.Impl.FeedbackMessage)
@@ -264,6 +267,74 @@ def same_trace(a, b) -> int:
         assert sb.values == sa.values  # float64 through CDR: exact
         assert sb.times == pytest.approx(sa.times, abs=1e-9)
     return 1
+
+
+def status_only(bag: Path, out: Path, servers: tuple[str, ...], *, goals: bool) -> None:
+    """
+    Rewrite ``bag`` without the servers' introspection: their status and feedback stay.
+
+    With ``goals``, each goal is put on ``<server>/goal`` when its request was sent (what an
+    agent publishing its goals beside sending them leaves in a bag).
+    """
+    types = dict(zip(servers, (FollowJointTrajectory, Fibonacci)))
+    read = read_bag(bag)
+    messages = []
+    for name, topic in read.topics.items():
+        server = next((s for s in servers if name.startswith(s + '/_action/')), None)
+        if server is None or not name.endswith('_service_event'):
+            messages += [(name, topic.type_name, d, t) for t, d in zip(topic.times, topic.data)]
+        if goals and server is not None and name.endswith('send_goal/_service_event'):
+            impl = types[server].Impl.SendGoalService.Event
+            seen = set()
+            for when, raw in zip(topic.times, topic.data):
+                event = deserialize_message(raw, impl)
+                if event.request and bytes(event.request[0].goal_id.uuid) not in seen:
+                    seen.add(bytes(event.request[0].goal_id.uuid))
+                    messages.append((f'{server}/goal', topic.type_name.replace(
+                        '_SendGoal_Event', '_Goal'), bytes(serialize_message(
+                            event.request[0].goal)), when))
+    write_bag(out, sorted(messages, key=lambda m: m[3]))
+
+
+def test_a_bag_without_introspection_learns_the_same_goals_from_status_and_goal_topics(
+        learned, capsys):
+    h, bag, params_file, _ = learned
+    servers = (h.names.arm, h.names.fib)
+    plain = h.tmp / 'status_only.mcap'
+    status_only(bag, plain, servers, goals=True)
+    assert not any(t.endswith('_service_event') and t.startswith(servers)
+                   for t in read_bag(plain).topics)
+    full, light = h.tmp / 'full.db', h.tmp / 'light.db'
+    for source, store in ((bag, full), (plain, light)):
+        code = main(['learn', str(source), '--params-file', str(params_file), '--task', 'pick',
+                     '--store', str(store)])
+        assert code == 0, capsys.readouterr().err
+    with SqliteStore(path=str(full), read_only=True) as a, \
+            SqliteStore(path=str(light), read_only=True) as b:
+        paths_a = [a.path(t.id) for t in a.trajectories(task='pick')]
+        paths_b = [b.path(t.id) for t in b.trajectories(task='pick')]
+    assert len(paths_b) == len(paths_a) >= 1
+    for pa, pb in zip(paths_a, paths_b):
+        assert [n.step.payload for n in pb] == [n.step.payload for n in pa]
+        for na, nb in zip(pa, pb):  # the trace from the same sensors, the same feedback
+            assert (na.step.trace is None) == (nb.step.trace is None)
+            if na.step.trace is not None:
+                assert nb.step.trace.sensors.keys() == na.step.trace.sensors.keys()
+                assert (nb.step.trace.feedback is None) == (na.step.trace.feedback is None)
+
+
+def test_a_bag_with_status_but_no_goals_is_refused_naming_the_topics(learned, capsys):
+    h, bag, params_file, _ = learned
+    plain = h.tmp / 'no_goals.mcap'
+    status_only(bag, plain, (h.names.arm, h.names.fib), goals=False)
+    store = h.tmp / 'none.db'
+    capsys.readouterr()
+    code = main(['learn', str(plain), '--params-file', str(params_file), '--task', 'pick',
+                 '--store', str(store)])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f'{h.names.arm}/_action/status (goals were sent)' in err
+    assert f'nor {h.names.arm}/goal' in err and not store.exists()
 
 
 def test_object_home_is_the_first_position():

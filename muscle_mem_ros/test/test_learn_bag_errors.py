@@ -240,7 +240,8 @@ def test_status_without_introspection_is_refused_naming_what_is_missing(tmp_path
         (f'{FIB}/_action/status', 'action_msgs/msg/GoalStatusArray', status, T0 + 500 * MS)]
     write_bag(tmp_path / 'b.mcap', sorted(messages, key=lambda m: m[3]))
     _refused(tmp_path, capsys, tmp_path / 'b.mcap',
-             f'the bag has {FIB}/_action/status (goals were sent) but not {SENDGOAL}')
+             f'the bag has {FIB}/_action/status (goals were sent) but not {SENDGOAL}, '
+             f'{FIB}/_action/get_result/_service_event nor {FIB}/goal')
 
 
 def test_a_stale_sensor_skips_the_task_and_says_so(tmp_path, capsys):

@@ -54,9 +54,9 @@ snapshot messages) only when a file is written.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -161,8 +161,7 @@ class _Snapshots:
 
     def trace(self, trace: Trace, *, goal_ns: int, task: str, trajectory: int, index: int,
               node: Node) -> Iterator[tuple[int, bytes]]:
-        """Yield (time, message) per sample of each series (series after series), stamped
-        the goal's time plus the sample's offset."""
+        """Yield (time, message) per sample, series after series: the goal's time + offset."""
         named = [(name, series) for name, series in trace.sensors.items()]
         if trace.feedback is not None:
             named.append((TRACE_FEEDBACK, trace.feedback))

@@ -24,9 +24,16 @@ What each form of bag needs, per configured tool (its ``server`` in the params f
   ``<server>/_action/get_result/_service_event`` (the status and the result). The trace's
   feedback is read from ``<server>/_action/feedback`` when the bag has it.
 * **service, introspection**: ``<server>/_service_event`` with contents.
-* **action without introspection** (only ``_action/status`` and ``_action/feedback``): the
-  goal's contents are nowhere in such a bag, so the call cannot be replayed; it is refused
-  with the topics it lacks.
+* **action without introspection**: ``<server>/_action/status`` (each goal's id, when it
+  was accepted and how it ended) and the goals' contents on ``<server>/goal`` as
+  ``<pkg>/action/<Action>_Goal`` messages (what ``muscle-mem export --mcap`` writes, and what
+  an agent or a recorder can publish beside each goal it sends); ``_action/feedback`` for
+  the trace, when the bag has it. A goal id is given the last unused goal message received
+  before its first ACCEPTED or EXECUTING status. The result is not in such a bag: a call
+  succeeded when its status is SUCCEEDED (a tool's ``success`` rule on the result's fields
+  cannot be applied). A bag with the status but not the goals is refused, naming both
+  topics that could have held them; so is a goal accepted with no goal message before it.
+* **service without introspection**: nothing in a bag tells a request's answer; not read.
 
 The events are decoded as the node's tap decodes them live (:mod:`..capture.tap`): with the
 installed interface (``<Action>.Impl.SendGoalService.Event``), one call per goal id (or per
@@ -43,7 +50,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from action_msgs.msg import GoalStatus
+from action_msgs.msg import GoalStatus, GoalStatusArray
 from muscle_mem_ros.records import StepStatus, ToolKind
 from muscle_mem_ros.ros.bags.reader import Bag, BagError, Topic
 from muscle_mem_ros.ros.messages.success import answered, refusal_reason
@@ -126,14 +133,18 @@ def find_calls(bag: Bag, tool: ToolConfig) -> list[Call]:
     topics = [bag.topic(name) for name in event_topics(tool)]
     if any(topic is None for topic in topics):
         status = bag.topic(_path(tool.server, '_action/status'))
-        if status is not None and status.times:
+        if tool.kind is not ToolKind.ACTION or status is None or not status.times:
+            return []
+        goals = bag.topic(_path(tool.server, 'goal'))
+        if goals is None or not goals.times:
             missing = ', '.join(n for n, t in zip(event_topics(tool), topics) if t is None)
             raise BagError(
-                f'{tool.server}: the bag has {status.name} (goals were sent) but not {missing}: '
-                'the goals themselves are not in it. Record the introspection events '
-                '(configure_introspection with CONTENTS on the server or its client, and '
-                'ros2 bag record --all-services or those topics)')
-        return []
+                f'{tool.server}: the bag has {status.name} (goals were sent) but not {missing} '
+                f'nor {_path(tool.server, "goal")}: the goals themselves are not in it. Record '
+                'the introspection events (configure_introspection with CONTENTS on the server '
+                'or its client, and ros2 bag record --all-services or those topics), or the '
+                'goals on <server>/goal')
+        return _status_calls(status, goals, tool)
     if tool.kind is ToolKind.SERVICE:
         assert topics[0] is not None
         return _service_calls(topics[0], tool)
@@ -210,6 +221,43 @@ def _action_calls(send: Topic, result: Topic, tool: ToolConfig) -> list[Call]:
             status = StepStatus.FAILED if why else StepStatus.SUCCEEDED
         calls.append(Call(tool, start[0], accepted.get(goal_id, start[0]), when, start[1],
                           status, why, goal_id))
+    return calls
+
+
+_TERMINAL = {GoalStatus.STATUS_SUCCEEDED: StepStatus.SUCCEEDED,
+             GoalStatus.STATUS_CANCELED: StepStatus.CANCELED,
+             GoalStatus.STATUS_ABORTED: StepStatus.FAILED}
+_RUNNING = (GoalStatus.STATUS_ACCEPTED, GoalStatus.STATUS_EXECUTING, GoalStatus.STATUS_CANCELING)
+
+
+def _status_calls(status: Topic, goals: Topic, tool: ToolConfig) -> list[Call]:
+    """Return the calls told by the status topic, their goals from the goal topic."""
+    accepted: dict[bytes, int] = {}
+    ended: dict[bytes, tuple[int, int]] = {}
+    for when, msg in decode(status, GoalStatusArray):
+        for entry in msg.status_list:
+            goal_id = bytes(entry.goal_info.goal_id.uuid)
+            if entry.status in _RUNNING or entry.status in _TERMINAL:
+                accepted.setdefault(goal_id, when)
+            if entry.status in _TERMINAL:
+                ended.setdefault(goal_id, (when, int(entry.status)))
+    sent = list(decode(goals, tool.interface.Goal))
+    used = [False] * len(sent)
+    calls: list[Call] = []
+    for goal_id, at in sorted(accepted.items(), key=lambda item: item[1]):
+        free = [i for i in range(bisect_right(goals.times, at)) if not used[i]]
+        if not free:
+            raise BagError(f'{tool.server}: goal {goal_id.hex()} accepted at {at} ns (on '
+                           f'{status.name}) with no {goals.name} message before it: its '
+                           'contents are missing')
+        used[free[-1]] = True
+        if goal_id not in ended:
+            continue
+        end, code = ended[goal_id]
+        why = '' if code == GoalStatus.STATUS_SUCCEEDED else f'goal ended with status {code}'
+        calls.append(Call(tool, sent[free[-1]][0], at, end, sent[free[-1]][1], _TERMINAL[code],
+                          why, goal_id))
+    calls.sort(key=lambda call: call.ended)
     return calls
 
 

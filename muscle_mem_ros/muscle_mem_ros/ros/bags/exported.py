@@ -154,9 +154,9 @@ def _trace_samples(bag: Bag, message_type: type) -> _Samples:
     if topic is None:
         return samples
     for _, msg in decode(topic, message_type):
-        when = msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec  # type: ignore[attr-defined]
-        key = (int(msg.trajectory_id), int(msg.step))  # type: ignore[attr-defined]
-        for feature in msg.features:  # type: ignore[attr-defined]
+        when = msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec
+        key = (int(msg.trajectory_id), int(msg.step))
+        for feature in msg.features:
             samples.setdefault(key, {}).setdefault(feature.name, []).append(
                 (when, tuple(float(v) for v in feature.values)))
     return samples
