@@ -239,8 +239,8 @@ def render(res: dict[str, Any], args: argparse.Namespace) -> str:
         "(until the sensor reports after the goal's end) and the step's write to the store, "
         "which the proxy does before it answers so that the next step's pre snapshot never "
         "precedes this one's post.",
-        '- What introspection gives up for that is in the README ("Recording without a '
-        'proxy"): the pre snapshot is taken when the request event arrives, and a call sent '
+        '- What introspection gives up for that is in docs/robots.md ("Recording '
+        'without a proxy"): the pre snapshot is taken when the request event arrives, and a call sent '
         "before the sensors reported the previous call's end gets that call's post snapshot "
         "as its pre. The p90 and p99 columns show the machine's load (see the load average "
         'above) more than any path.',

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-Draw a behavior tree written by ``muscle-mem export --bt py_trees``: the README's picture.
+Draw a behavior tree written by ``muscle-mem export --bt py_trees``: docs/behavior-trees.md's picture.
 
 Usage: ``python3 docs/plot_bt.py TASK.bt.yaml OUT.png``. Builds the py_trees tree
 ``muscle-mem run-bt`` would tick and draws it top down, one row per behaviour, as

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-Plot a file written by ``muscle-mem export``: the README's figure of an exported task.
+Plot a file written by ``muscle-mem export``: docs/operating.md's figure of an exported task.
 
 Usage: ``python3 docs/plot_mcap.py TASK.mcap OUT.png``. Reads the file with the
 mcap reader and mcap_ros2's decoder (no ROS needed), and draws per sensor the

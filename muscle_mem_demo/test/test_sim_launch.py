@@ -109,7 +109,7 @@ def test_setup_puts_the_demo_commands_on_path():
 
     ament_python installs the console scripts to ``lib/muscle_mem_demo``, where only
     ``ros2 run`` looks; setup.sh puts that folder on PATH beside muscle_mem_ros's, so the
-    README's ``sim_demo`` (and ``sim_robot``, ``demo_agent``) run as written.
+    docs/demo.md's ``sim_demo`` (and ``sim_robot``, ``demo_agent``) run as written.
     """
     setup = ROOT / 'scripts' / 'setup.sh'
     if not setup.is_file():

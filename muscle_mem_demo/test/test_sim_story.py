@@ -15,7 +15,7 @@
 """
 The whole demo story end to end (sim robot + behavior cache + agent), with a short think time.
 
-Runs ``python -m muscle_mem_demo.demo`` as the README does, with a short think time at the
+Runs ``python -m muscle_mem_demo.demo`` as docs/demo.md does, with a short think time at the
 demo's real-time factor 1 (the cache watches replayed motions against their recorded timing;
 at rtf 4 a motion takes 0.2 s, the arm's feedback comes at 20 Hz, and the story is not
 the one the README shows), then checks each run's mode, the agent's calls and where the

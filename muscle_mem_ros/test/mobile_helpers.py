@@ -252,7 +252,7 @@ class MobileHarness(Harness):
                 'tag': {'topic': f'/{prefix}/tag', 'type': 'geometry_msgs/msg/PoseStamped',
                         'fields': ['pose.position'], 'tolerance': [0.02], 'mode': 'norm',
                         'max_age': 0.5},
-                # one wide tolerance for every range (the README allows it), and allowed
+                # one wide tolerance for every range (docs/parameters.md allows it), and allowed
                 # as an inferred source: the worst case for coincidences
                 'scan': {'topic': f'/{prefix}/scan', 'type': 'sensor_msgs/msg/LaserScan',
                          'fields': ['ranges'], 'tolerance': [0.3], 'mode': 'abs',

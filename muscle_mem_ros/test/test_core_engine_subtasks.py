@@ -15,7 +15,7 @@
 """
 The Python API and skills: an Engine task calls another Engine's task from inside a tool.
 
-The README says how: calls of one engine do not nest (muscle-mem's semantics), and a skill
+docs/subtasks.md says how: calls of one engine do not nest (muscle-mem's semantics), and a skill
 is a second engine whose call is a tool of the first: the first records one call, and its
 replay calls the tool again, which replays the skill (or asks the skill's agent).
 """

@@ -78,7 +78,7 @@ ROSDEP_KEYS = frozenset({
 rosdep keys the manifests use, each a top-level key of rosdep/python.yaml.
 
 Checked in ros/rosdistro at commit 8468e88ccd523427f9131e39d2af0938f1c298b2 (2026-08-22).
-Not keys there (so not declared; the README's Setup says how they are installed):
+Not keys there (so not declared; docs/setup.md says how they are installed):
 python3-psycopg (only python3-psycopg2, another library), python3-mcap-pip,
 python3-mcap-ros2-support-pip (the key is mcap-ros2-support), python3-behaviortreepy-pip.
 """
