@@ -240,10 +240,10 @@ def render(res: dict[str, Any], args: argparse.Namespace) -> str:
         "which the proxy does before it answers so that the next step's pre snapshot never "
         "precedes this one's post.",
         '- What introspection gives up for that is in docs/robots.md ("Recording '
-        'without a proxy"): the pre snapshot is taken when the request event arrives, and a call sent '
-        "before the sensors reported the previous call's end gets that call's post snapshot "
-        "as its pre. The p90 and p99 columns show the machine's load (see the load average "
-        'above) more than any path.',
+        'without a proxy"): the pre snapshot is taken when the request event arrives, and a '
+        "call sent before the sensors reported the previous call's end gets that call's post "
+        "snapshot as its pre. The p90 and p99 columns show the machine's load (see the load "
+        'average above) more than any path.',
         '',
     ]
     return '\n'.join(lines)

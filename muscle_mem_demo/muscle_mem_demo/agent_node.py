@@ -52,7 +52,10 @@ joints are read from ``joint_states`` by name), ``think_time`` (s, 1.5),
 ``move_time``/``vertical_time`` (s of robot motion, 0.8/0.5), ``step_timeout`` (s, 30.0),
 ``max_steps`` (16), ``goal_tolerance`` (rad, 0.005), ``path_tolerance`` (rad, 0.0: the
 joint-trajectory goal's per-joint path tolerance; 0 leaves the server's, none), ``subtask_action``
-('muscle_mem/execute_subtask': the cache node ``muscle_mem`` in this node's namespace).
+('muscle_mem/execute_subtask': the cache node ``muscle_mem`` in this node's namespace),
+``introspection`` (false: true publishes service introspection events, with contents, of its
+arm, pose and gripper clients and of its ExecuteTask server, which is what a bag needs for
+``muscle-mem learn``: ``sim_demo --record-bag``).
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo import arms, kinematics
-from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
+from muscle_mem_demo.params import (
+    declare_bool, declare_int, declare_number, declare_string, spin_node)
 from muscle_mem_demo.planner import (
     next_pick_step,
     next_place_step,
@@ -90,6 +94,8 @@ from rclpy.action import CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.qos import qos_profile_system_default
+from rclpy.service_introspection import ServiceIntrospectionState
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -155,6 +161,7 @@ class DemoAgentNode(Node):
         move_time = declare_number(self, 'move_time', 0.8, minimum=0.0, exclusive=True)
         vertical_time = declare_number(self, 'vertical_time', 0.5, minimum=0.0, exclusive=True)
         subtask_action = declare_string(self, 'subtask_action', 'muscle_mem/execute_subtask')
+        introspection = declare_bool(self, 'introspection', False)
         try:
             self._spec = PickPlaceSpec(place_x=place_x, place_y=place_y, move_time=move_time,
                                        vertical_time=vertical_time)
@@ -187,6 +194,10 @@ class DemoAgentNode(Node):
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._group,
         )
+        if introspection:  # what a bag needs to learn from: the goals, whom they went to
+            for endpoint in (self._arm, self._pose, self._gripper, self._server):
+                endpoint.configure_introspection(self.get_clock(), qos_profile_system_default,
+                                                 ServiceIntrospectionState.CONTENTS)
         self.get_logger().info(
             f'demo agent up: {arm}, think {self._think_time} s/step, '
             f'arm -> {self._arm._action_name}, pose -> {self._pose._action_name}, '

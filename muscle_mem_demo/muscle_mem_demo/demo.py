@@ -92,6 +92,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         'config/sim_demo.yaml)')
     parser.add_argument('--skip-subtasks', action='store_true',
                         help="leave out the story's second part (subtasks)")
+    parser.add_argument('--record-bag', action='store_true',
+                        help='instead of the story: record a bag of the agent doing '
+                        'pick_and_place alone (no cache) with the cube at three positions, to '
+                        '<output-dir>/demo.mcap, and print how to learn from it')
     parser.add_argument('--startup-timeout', type=float, default=60.0,
                         help='seconds to wait for the nodes to come up (default 60)')
     args = parser.parse_args(argv)
@@ -241,6 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     try:
+        if args.record_bag:
+            from muscle_mem_demo.recordbag import record_bag
+            held = record_bag(args, lambda line: print(line, flush=True))
+            print(f'sim_demo: recorded in {time.monotonic() - started:.0f} s'
+                  + ('' if held else ': a run did NOT place the cube'))
+            return 0 if held else 1
         outcomes = run_story(args)
     except NodeProcessError as err:
         print(f'sim_demo: a node failed: {err}', file=sys.stderr)

@@ -160,12 +160,15 @@ class StoryDriver(Node):
 
     # -- readiness ----------------------------------------------------------------------------
 
-    def wait_ready(self, *, timeout: float, alive: Callable[[], None]) -> None:
+    def wait_ready(self, *, timeout: float, alive: Callable[[], None],
+                   cache: bool = True) -> None:
         """
         Wait until every interface the story uses is up and the sensors are streaming.
 
         :param timeout: seconds.
         :param alive: called while waiting; raises if a child process died.
+        :param cache: False when ``cache_action`` is the agent's own (no cache runs: the
+            demo's ``--record-bag``), so nothing waits for a cache to discover its agent.
         :raises DriverError: something is still missing after ``timeout`` (named).
         """
         deadline = time.monotonic() + timeout
@@ -180,7 +183,8 @@ class StoryDriver(Node):
         ]
         checks += [
             # a task sent before the cache discovered its agent would fail at once
-            ('the cache to discover the agent', lambda: self._cache_sees_agent.wait(0.0)),
+            ('the cache to discover the agent', lambda: not cache or self._cache_sees_agent.wait(
+                0.0)),
             # its feedback (replay and agent progress) reaches this node from the first task
             ('the cache to match this node as its client', lambda: wait_for_action_matched(
                 self, self._task, self._cache_node, 1.0)),

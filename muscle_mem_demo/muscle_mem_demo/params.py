@@ -83,6 +83,12 @@ def declare_string(node: Node, name: str, default: str, *, description: str = ''
             name, default, empty=False, description=description)
 
 
+def declare_bool(node: Node, name: str, default: bool, *, description: str = '') -> bool:
+    """Declare a boolean parameter; ValueError naming it when not a boolean."""
+    with _as_value_error(name):
+        return ParameterReader(node=node).boolean(name, default, description=description)
+
+
 @contextmanager
 def _as_value_error(name: str) -> Iterator[None]:
     """Turn the shared validator's ConfigError into the ValueError :func:`spin_node` expects."""

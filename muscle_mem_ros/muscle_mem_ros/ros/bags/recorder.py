@@ -1,0 +1,163 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Record topics to an MCAP file, as ``ros2 bag record`` does, where it is not installed.
+
+The PyPI-wheel ROS 2 here has no ``ros2 bag``; the demo's ``--record-bag`` and the tests
+still need bags recorded live from running robots to learn from. :class:`BagRecorder` is
+a node's raw subscriptions writing every message it receives to an MCAP file through the
+``mcap`` writer (profile ``ros2``, CDR), the receive time as the log time, schemas carrying
+the type's name and, where installed interface files give it, its definition (an
+introspection event type is generated, with no file: its schema is empty), which is what
+``muscle-mem learn`` reads. :func:`tool_topics` names the topics a tool's calls are learned
+from. :func:`write_bag` writes messages with given times (tests of bad bags, the bench).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+import threading
+import time
+from typing import Any, BinaryIO
+
+from mcap.well_known import MessageEncoding, SchemaEncoding
+from mcap.writer import CompressionType, Writer
+from muscle_mem_ros.cli.msgdefs import message_schema
+from muscle_mem_ros.errors import TypeResolutionError
+from muscle_mem_ros.ros.messages.introspection import resolve_type
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+__all__ = ['BagRecorder', 'Topics', 'tool_topics', 'write_bag']
+
+Topics = dict[str, tuple[str, Any]]
+"""Topic -> (type name, message class)."""
+
+
+def _definition(type_name: str) -> bytes:
+    try:
+        return message_schema(type_name).encode()
+    except TypeResolutionError:  # an introspection event type: generated, no file
+        return b''
+
+
+class _File:
+    """An open MCAP file: schemas and channels registered on first use."""
+
+    def __init__(self, path: str | Path, library: str) -> None:
+        self._stream: BinaryIO = open(path, 'wb')
+        self.writer = Writer(self._stream, compression=CompressionType.ZSTD)
+        self.writer.start(profile='ros2', library=library)
+        self._channels: dict[str, int] = {}
+        self._schemas: dict[str, int] = {}
+        self._sequence = 0
+
+    def add(self, topic: str, type_name: str, data: bytes, when_ns: int) -> None:
+        if topic not in self._channels:
+            if type_name not in self._schemas:
+                self._schemas[type_name] = self.writer.register_schema(
+                    type_name, SchemaEncoding.ROS2, _definition(type_name))
+            self._channels[topic] = self.writer.register_channel(
+                topic, MessageEncoding.CDR, self._schemas[type_name])
+        self.writer.add_message(self._channels[topic], log_time=when_ns, data=data,
+                                publish_time=when_ns, sequence=self._sequence)
+        self._sequence += 1
+
+    def close(self) -> None:
+        self.writer.finish()  # type: ignore[no-untyped-call]  # mcap leaves it unannotated
+        self._stream.close()
+
+
+def write_bag(path: str | Path, messages: Iterable[tuple[str, str, bytes, int]],
+              metadata: dict[str, dict[str, str]] | None = None) -> None:
+    """Write (topic, type name, CDR bytes, log time ns) messages to an MCAP file."""
+    out = _File(path, 'muscle_mem_ros write_bag')
+    for topic, type_name, data, when in messages:
+        out.add(topic, type_name, data, when)
+    for name, values in (metadata or {}).items():
+        out.writer.add_metadata(name, values)
+    out.close()
+
+
+def tool_topics(server: str, type_name: str) -> Topics:
+    """
+    Return the topics a tool's calls are learned from (:mod:`.calls`), with their types.
+
+    An action (``pkg/action/X``): its send_goal and get_result introspection events, its
+    status and its feedback; a service (``pkg/srv/X``): its introspection events.
+
+    :raises TypeResolutionError: the type is not installed.
+    """
+    base = '/' + server.strip('/')
+    if '/action/' in type_name:
+        impl = resolve_type(type_name, kind='action').Impl
+        return {
+            f'{base}/_action/send_goal/_service_event': (
+                f'{type_name}_SendGoal_Event', impl.SendGoalService.Event),
+            f'{base}/_action/get_result/_service_event': (
+                f'{type_name}_GetResult_Event', impl.GetResultService.Event),
+            f'{base}/_action/status': ('action_msgs/msg/GoalStatusArray',
+                                       resolve_type('action_msgs/msg/GoalStatusArray',
+                                                    kind='msg')),
+            f'{base}/_action/feedback': (f'{type_name}_FeedbackMessage',
+                                         impl.FeedbackMessage)}
+    return {f'{base}/_service_event': (f'{type_name}_Event',
+                                       resolve_type(type_name, kind='srv').Event)}
+
+
+class BagRecorder:
+    """
+    Record topics of a running system to an MCAP file (subscribes on ``node``).
+
+    :param node: A node spun by an executor (its callbacks write the file).
+    :param path: The MCAP file.
+    :param topics: What to record.
+    :param latched: Topics published once and kept (transient local, as
+        ``/robot_description``): subscribed so, to get what was sent before the recording.
+    """
+
+    def __init__(self, node: Node, path: str | Path, topics: Topics, *,
+                 latched: Iterable[str] = ('/robot_description',)) -> None:
+        self._file: _File | None = _File(path, 'muscle_mem_ros BagRecorder')
+        self._lock = threading.Lock()
+        self._node = node
+        self.counts: dict[str, int] = dict.fromkeys(topics, 0)
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        kept = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        latched = set(latched)
+        self._subs = [
+            node.create_subscription(cls, topic, self._callback(topic, type_name),
+                                     kept if topic in latched else qos, raw=True)
+            for topic, (type_name, cls) in topics.items()]
+
+    def _callback(self, topic: str, type_name: str) -> Any:
+        def on_message(raw: bytes) -> None:
+            with self._lock:
+                now = time.time_ns()
+                if self._file is not None:
+                    self._file.add(topic, type_name, bytes(raw), now)
+                    self.counts[topic] += 1
+        return on_message
+
+    def close(self) -> None:
+        """Stop recording and finish the file."""
+        for sub in self._subs:
+            self._node.destroy_subscription(sub)
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
