@@ -40,6 +40,7 @@ from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.matching import AgentSeen, wait_for_action_matched
+from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
 from rclpy.executors import MultiThreadedExecutor
@@ -108,12 +109,18 @@ class StoryDriver(Node):
                                  callback_group=group)
         self._executor = MultiThreadedExecutor(num_threads=3)
         self._executor.add_node(self)
-        self._spinner = threading.Thread(target=self._executor.spin, daemon=True)
-        self._spinner.start()
+        self._spinner = Spinner(self._executor)
 
     def close(self) -> None:
-        """Stop spinning and destroy the node."""
-        self._executor.shutdown(timeout_sec=2.0)
+        """
+        Stop spinning and destroy the node.
+
+        Through :class:`~muscle_mem_ros.ros.rclfix.shutdown.Spinner`: ``Executor.shutdown``
+        while another thread spins races in rclpy 9.1.2, and the spinning thread left
+        waiting aborted the process at exit under load ('terminate called without an
+        active exception' after ``--record-bag``).
+        """
+        self._spinner.stop(2.0)
         self.destroy_node()
 
     # -- subscriptions ------------------------------------------------------------------------

@@ -18,11 +18,12 @@ Record topics to an MCAP file, as ``ros2 bag record`` does, where it is not inst
 The PyPI-wheel ROS 2 here has no ``ros2 bag``; the demo's ``--record-bag`` and the tests
 still need bags recorded live from running robots to learn from. :class:`BagRecorder` is
 a node's raw subscriptions writing every message it receives to an MCAP file through the
-``mcap`` writer (profile ``ros2``, CDR), the receive time as the log time, schemas carrying
-the type's name and, where installed interface files give it, its definition (an
-introspection event type is generated, with no file: its schema is empty), which is what
-``muscle-mem learn`` reads. :func:`tool_topics` names the topics a tool's calls are learned
-from. :func:`write_bag` writes messages with given times (tests of bad bags, the bench).
+``mcap`` writer (profile ``ros2``, CDR), the middleware's reception time as the log time,
+schemas carrying the type's name and, where installed interface files give it, its
+definition (an introspection event type is generated, with no file: its schema is empty),
+which is what ``muscle-mem learn`` reads. :func:`tool_topics` names the topics a tool's
+calls are learned from. :func:`write_bag` writes messages with given times (tests of bad
+bags, the bench).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from muscle_mem_ros.errors import TypeResolutionError
 from muscle_mem_ros.ros.messages.introspection import resolve_type
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import MessageInfo
 
 __all__ = ['BagRecorder', 'Topics', 'tool_topics', 'write_bag']
 
@@ -145,11 +147,15 @@ class BagRecorder:
             for topic, (type_name, cls) in topics.items()]
 
     def _callback(self, topic: str, type_name: str) -> Any:
-        def on_message(raw: bytes) -> None:
+        def on_message(raw: bytes, info: MessageInfo) -> None:
+            # The middleware's reception time, as rosbag2 records it, not the callback's:
+            # an executor that falls behind takes a backlog of sensor messages after a
+            # result that arrived later, and stamping them when taken would put a reading
+            # from before the result after it (a post snapshot of an arm still moving).
+            when = int(info.get('received_timestamp') or 0) or time.time_ns()
             with self._lock:
-                now = time.time_ns()
                 if self._file is not None:
-                    self._file.add(topic, type_name, bytes(raw), now)
+                    self._file.add(topic, type_name, bytes(raw), when)
                     self.counts[topic] += 1
         return on_message
 
