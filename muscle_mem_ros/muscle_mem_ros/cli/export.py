@@ -71,8 +71,9 @@ from ..records import Node, Snapshot, ToolKind, Trace, TrajectoryInfo
 from ..replay.subtasks import subtask_call
 from ..store import Store
 
-__all__ = ['ExportSummary', 'SNAPSHOT_TYPE', 'SUBTASK_TOPIC', 'TRACE_FEEDBACK', 'TRACE_METADATA',
-           'TRACE_TOPIC', 'add_parser', 'export_mcap', 'run', 'timeline']
+__all__ = ['ExportSummary', 'POST_TOPIC', 'PRE_TOPIC', 'SNAPSHOT_TYPE', 'SUBTASK_TOPIC',
+           'TRACE_FEEDBACK', 'TRACE_METADATA', 'TRACE_TOPIC', 'add_parser', 'export_mcap', 'run',
+           'timeline']
 
 SNAPSHOT_TYPE = 'muscle_mem_interfaces/msg/Snapshot'
 """Message type of exported snapshots."""

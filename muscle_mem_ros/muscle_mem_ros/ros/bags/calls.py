@@ -245,18 +245,20 @@ def _status_calls(status: Topic, goals: Topic, tool: ToolConfig) -> list[Call]:
     used = [False] * len(sent)
     calls: list[Call] = []
     for goal_id, at in sorted(accepted.items(), key=lambda item: item[1]):
-        free = [i for i in range(bisect_right(goals.times, at)) if not used[i]]
-        if not free:
+        last = bisect_right(goals.times, at) - 1
+        while last >= 0 and used[last]:
+            last -= 1
+        if last < 0:
             raise BagError(f'{tool.server}: goal {goal_id.hex()} accepted at {at} ns (on '
                            f'{status.name}) with no {goals.name} message before it: its '
                            'contents are missing')
-        used[free[-1]] = True
+        used[last] = True
         if goal_id not in ended:
             continue
         end, code = ended[goal_id]
         why = '' if code == GoalStatus.STATUS_SUCCEEDED else f'goal ended with status {code}'
-        calls.append(Call(tool, sent[free[-1]][0], at, end, sent[free[-1]][1], _TERMINAL[code],
-                          why, goal_id))
+        calls.append(Call(tool, sent[last][0], at, end, sent[last][1], _TERMINAL[code], why,
+                          goal_id))
     calls.sort(key=lambda call: call.ended)
     return calls
 

@@ -20,7 +20,7 @@ The params file is read as the node reads it: a node of a private rclpy context 
 started with ``--ros-args --params-file FILE`` under the node's name and its parameters
 validated by the node's own :func:`~..node.config.load_config` (a value the node refuses
 is refused here with the same message). The body is the node's
-(:func:`muscle_mem_ros.body.body_of`): the description from ``robot_description_file``,
+(:func:`~..node.description.body_from`): the description from ``robot_description_file``,
 else the last ``robot_description`` message in the bag, else none (joint names and tools).
 """
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from muscle_mem_ros.body import Body, body_of
+from muscle_mem_ros.body import Body
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import TrajectoryInfo
 from muscle_mem_ros.ros.bags.exported import exported_steps, is_export
@@ -39,6 +39,7 @@ from muscle_mem_ros.ros.bags.learning import (
 from muscle_mem_ros.ros.bags.reader import Bag, BagError, read_bag
 from muscle_mem_ros.ros.messages.convert import canonical_params
 from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS
+from muscle_mem_ros.ros.node.description import body_from, description_file, DESCRIPTION_TOPIC
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig
 from muscle_mem_ros.store import Store
 import rclpy
@@ -70,23 +71,16 @@ def read_config(params_file: str | Path, node_name: str = 'muscle_mem') -> NodeC
 
 
 def _body(bag: Bag, config: NodeConfig, node_name: str) -> Body:
-    description = ''
-    if config.robot_description_file:
-        try:
-            description = Path(config.robot_description_file).read_text()
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f'robot_description_file: cannot read '
-                              f'{config.robot_description_file!r}: {err}') from err
-    else:
-        topic = bag.topic('/robot_description')
+    """Return the body as the node would read it: the description file, else the bag's."""
+    description = description_file(config)
+    if description is None:
+        description = ''
+        topic = bag.topic('/' + DESCRIPTION_TOPIC)
         if topic is not None and topic.data:
             from rclpy.serialization import deserialize_message
             from std_msgs.msg import String
             description = str(deserialize_message(topic.data[-1], String).data)
-    return body_of(description=description,
-                   joints={s.name: tuple(s.joints) for s in config.sensors if s.joints},
-                   tools=[(t.server, t.type_name) for t in config.tools],
-                   name=config.body_name, fallback=node_name)
+    return body_from(config, description, node_name)
 
 
 @dataclass

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import json
 
+from muscle_mem_ros.cli.export import (
+    POST_TOPIC, PRE_TOPIC, TRACE_FEEDBACK, TRACE_METADATA, TRACE_TOPIC)
 from muscle_mem_ros.records import Series, Snapshot, Step, ToolKind, Trace
 from muscle_mem_ros.ros.bags.calls import decode
 from muscle_mem_ros.ros.bags.reader import Bag, BagError, Topic
@@ -42,18 +44,8 @@ from muscle_mem_ros.ros.messages.introspection import message_to_json
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig, ToolConfig
 from rclpy.serialization import deserialize_message
 
-__all__ = ['PRE_TOPIC', 'POST_TOPIC', 'exported_steps', 'is_export']
+__all__ = ['exported_steps', 'is_export']
 
-TRACE_TOPIC = '/muscle_mem/trace'
-"""The export's trace samples (one Snapshot per sample of one series)."""
-TRACE_METADATA = 'muscle_mem_traces'
-"""The export's metadata record of each trace's rate and feedback leaves."""
-TRACE_FEEDBACK = '~feedback'
-"""The feature name of a trace's feedback series."""
-PRE_TOPIC = '/muscle_mem/pre'
-"""The export's pre snapshots (:mod:`muscle_mem_ros.cli.export`)."""
-POST_TOPIC = '/muscle_mem/post'
-"""The export's post snapshots."""
 _NS = 1e-9
 
 

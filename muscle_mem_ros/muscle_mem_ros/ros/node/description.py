@@ -55,7 +55,8 @@ from rclpy.node import Node as RosNode
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
-__all__ = ['DESCRIPTION_TOPIC', 'read_body', 'read_description']
+__all__ = ['DESCRIPTION_TOPIC', 'body_from', 'description_file', 'read_body',
+           'read_description']
 
 DESCRIPTION_TOPIC = 'robot_description'
 """The topic read, relative to the node's namespace (as robot_state_publisher names it)."""
@@ -64,18 +65,37 @@ _LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
+def description_file(config: NodeConfig) -> str | None:
+    """
+    Return the text of ``robot_description_file``, or None when it is not set.
+
+    :raises ConfigError: it cannot be read.
+    """
+    if not config.robot_description_file:
+        return None
+    try:
+        return Path(config.robot_description_file).read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f'robot_description_file: cannot read '
+                          f'{config.robot_description_file!r}: {err}') from err
+
+
+def body_from(config: NodeConfig, description: str, fallback: str) -> Body:
+    """Return the body of a node configured by ``config`` with ``description`` ('': none)."""
+    return body_of(description=description,
+                   joints={s.name: tuple(s.joints) for s in config.sensors if s.joints},
+                   tools=[(t.server, t.type_name) for t in config.tools],
+                   name=config.body_name, fallback=fallback)
+
+
 def read_description(node: RosNode, config: NodeConfig) -> tuple[str, str]:
     """
     Return (description, where it came from); '' and why when there is none.
 
     :raises ConfigError: ``robot_description_file`` cannot be read.
     """
-    if config.robot_description_file:
-        try:
-            text = Path(config.robot_description_file).read_text()
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f'robot_description_file: cannot read '
-                              f'{config.robot_description_file!r}: {err}') from err
+    text = description_file(config)
+    if text is not None:
         return text, f'description from {config.robot_description_file}'
     topic = node.resolve_topic_name(DESCRIPTION_TOPIC)
     if config.robot_description_timeout <= 0.0:
@@ -104,10 +124,7 @@ def read_body(node: RosNode, config: NodeConfig, store: Store) -> Body:
     """Return this node's body (module docstring); log it, and the store's unknown bodies."""
     log = node.get_logger()
     description, source = read_description(node, config)
-    body = body_of(description=description,
-                   joints={s.name: tuple(s.joints) for s in config.sensors if s.joints},
-                   tools=[(t.server, t.type_name) for t in config.tools],
-                   name=config.body_name, fallback=node.get_name())
+    body = body_from(config, description, node.get_name())
     said = f'this robot is {body} ({body.key}): {source}'
     if description:
         log.info(said)
