@@ -151,11 +151,10 @@ def _wait_publishers(node: Any, topics: dict[str, tuple[str, object]],
     Discovery runs in each process: this one seeing a publisher does not mean the
     publisher's process has matched the new subscription, and what it sends before that is
     lost (the first goal's events). The round trip of
-    :func:`~muscle_mem_ros.ros.rclfix.matching.wait_for_service_matched` (a client created
+    :func:`~muscle_mem_ros.ros.rclfix.matching.wait_for_node_matched` (a client created
     after the subscriptions, answered by each publishing node) closes that gap.
     """
-    from muscle_mem_ros.ros.rclfix.matching import wait_for_service_matched
-    from rcl_interfaces.srv import GetParameters
+    from muscle_mem_ros.ros.rclfix.matching import wait_for_node_matched
 
     wanted = [t for t in topics if 'feedback' not in t and '/_action/status' not in t]
     deadline = time.monotonic() + timeout
@@ -166,10 +165,5 @@ def _wait_publishers(node: Any, topics: dict[str, tuple[str, object]],
             raise RuntimeError(f'nothing publishes {", ".join(missing)}')
         time.sleep(0.05)
     for peer in (AGENT, ROBOT):
-        client = node.create_client(GetParameters, f'{peer}/get_parameters')
-        try:
-            if not wait_for_service_matched(node, client, peer,
-                                            max(1.0, deadline - time.monotonic())):
-                raise RuntimeError(f'{peer} did not answer: the recording may miss its events')
-        finally:
-            node.destroy_client(client)
+        if not wait_for_node_matched(node, peer, max(1.0, deadline - time.monotonic())):
+            raise RuntimeError(f'{peer} did not answer: the recording may miss its events')

@@ -164,10 +164,9 @@ def _summary(o: dict[str, Any]) -> str:
 
 
 def _wait(future: Any, timeout: float | None, what: str) -> Any:
-    """Wait for a future another thread completes; raise on timeout."""
-    done = threading.Event()
-    future.add_done_callback(lambda _f: done.set())
-    if not done.wait(timeout):
+    """Wait for a future another thread completes; raise ``what`` (or TimeoutError) on timeout."""
+    from ..ros.rclfix.sync import wait_future
+    if not wait_future(future, timeout):
         if what:
             raise MuscleMemError(what)
         raise TimeoutError()

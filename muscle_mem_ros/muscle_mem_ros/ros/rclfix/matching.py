@@ -53,7 +53,8 @@ from rclpy.action.client import ActionClient
 from rclpy.client import Client
 from rclpy.node import Node
 
-__all__ = ['AgentSeen', 'wait_for_action_matched', 'wait_for_service_matched']
+__all__ = ['AgentSeen', 'wait_for_action_matched', 'wait_for_node_matched',
+           'wait_for_service_matched']
 
 _ATTEMPT = 1.0
 """Seconds one probe request may take before it is sent again (a lost request)."""
@@ -98,6 +99,21 @@ def wait_for_service_matched(node: Node, client: Client[Any, Any], server_node: 
     if not client.wait_for_service(timeout_sec=timeout):
         return False
     return _probe(node, server_node, deadline)
+
+
+def wait_for_node_matched(node: Node, peer_node: str, timeout: float) -> bool:
+    """
+    Wait until ``peer_node``'s process has matched every reader ``node`` created so far.
+
+    The same round trip, for subscriptions (a recorder's): what the peer publishes before
+    it matched them is sent to nobody.
+
+    :param node: The node that owns the readers; spinning in another thread.
+    :param peer_node: Fully qualified name of a node in the publishing process.
+    :param timeout: Seconds to wait at most.
+    :return: True once matched, False after ``timeout``.
+    """
+    return _probe(node, peer_node, time.monotonic() + timeout)
 
 
 def _probe(node: Node, server_node: str, deadline: float) -> bool:
