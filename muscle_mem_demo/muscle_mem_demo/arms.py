@@ -158,21 +158,26 @@ def _arm(name: str) -> ArmModel:
         raise ValueError(f'unknown arm {name!r}: one of {sorted(ARMS)}') from None
 
 
+def _load(arm: ArmModel, label: str, files: list[str], xml: str) -> mujoco.MjSpec:
+    """Return the spec of ``xml`` (which includes ``files``), named as the arm; say what failed."""
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        raise ModelFilesError(f'{WHEEL}: model files missing: {missing}')
+    try:
+        spec = mujoco.MjSpec.from_string(xml)
+    except ValueError as err:
+        raise ModelFilesError(f'{WHEEL}: the {label} model does not load: {err}') from err
+    spec.modelname = arm.name
+    return spec
+
+
 def _panda_spec(arm: ArmModel) -> tuple[mujoco.MjSpec, str]:
     """Return the Panda's spec, adapted for the demo, and the folder of its files."""
     folder = os.path.join(model_root(), arm.folder)
     files = [os.path.join(folder, f) for f in ('assets.xml', 'actuator.xml', 'chain.xml')]
-    missing = [f for f in files if not os.path.isfile(f)]
-    if missing:
-        raise ModelFilesError(f'{WHEEL}: model files missing: {missing}')
-    xml = (f'<mujoco model="{arm.name}"><include file="{files[0]}"/>'
-           f'<include file="{files[1]}"/><worldbody><include file="{files[2]}"/>'
-           '</worldbody></mujoco>')
-    try:
-        spec = mujoco.MjSpec.from_string(xml)
-    except ValueError as err:
-        raise ModelFilesError(f'{WHEEL}: the Panda model does not load: {err}') from err
-    spec.modelname = arm.name
+    spec = _load(arm, 'Panda', files, f'<mujoco model="{arm.name}"><include file="{files[0]}"/>'
+                 f'<include file="{files[1]}"/><worldbody><include file="{files[2]}"/>'
+                 '</worldbody></mujoco>')
     spec.meshdir = ''
     for mesh in spec.meshes:
         mesh.file = os.path.join(folder, 'meshes', os.path.relpath(mesh.file, folder))
@@ -231,17 +236,9 @@ def _fetch_spec(arm: ArmModel) -> tuple[mujoco.MjSpec, str]:
     """
     folder = os.path.join(model_root(), arm.folder)
     files = [os.path.join(folder, f) for f in ('shared.xml', 'robot.xml')]
-    missing = [f for f in files if not os.path.isfile(f)]
-    if missing:
-        raise ModelFilesError(f'{WHEEL}: model files missing: {missing}')
-    xml = (f'<mujoco model="{arm.name}"><compiler angle="radian"/>'
-           f'<include file="{files[0]}"/><worldbody><include file="{files[1]}"/>'
-           '</worldbody></mujoco>')
-    try:
-        spec = mujoco.MjSpec.from_string(xml)
-    except ValueError as err:
-        raise ModelFilesError(f'{WHEEL}: the Fetch model does not load: {err}') from err
-    spec.modelname = arm.name
+    spec = _load(arm, 'Fetch', files, f'<mujoco model="{arm.name}"><compiler angle="radian"/>'
+                 f'<include file="{files[0]}"/><worldbody><include file="{files[1]}"/>'
+                 '</worldbody></mujoco>')
     assets = os.path.dirname(folder)
     for mesh in spec.meshes:
         mesh.file = os.path.join(assets, 'stls', 'fetch', os.path.basename(mesh.file))
