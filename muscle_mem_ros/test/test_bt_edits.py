@@ -432,3 +432,46 @@ def test_an_import_covers_the_declared_bindings_it_saw_and_a_change_to_them_hold
         assert 'sensor:tag[1] (max_shift 0.1), now sensor:tag[1] (max_shift 0.3)' in \
             wider.reasons[approval.trajectory_id]
         assert 'was removed after' in gate().reasons[approval.trajectory_id]
+
+
+def test_trust_and_tree_show_an_approval_the_params_file_no_longer_matches(tmp_path, capsys):
+    tag_y = Declared('/goto', 'goal.pose.position.y', 'sensor:tag[1]', 0.1, 0.05)
+    (tmp_path / 'fetch.yaml').write_text(exported(tmp_path, declared=(tag_y,)))
+    db = str(tmp_path / 'new.db')
+    assert main(['import', db, str(tmp_path / 'fetch.yaml'), '--who', 'ann']) == 0
+    capsys.readouterr()
+
+    def params(max_shift: float) -> str:  # the node's params file, binding tag_y as declared
+        path = tmp_path / f'params_{max_shift}.yaml'
+        path.write_text(json.dumps({'muscle_mem': {'ros__parameters': {
+            'sensors': {s.name: {'topic': f'/{s.name}', 'type': 'geometry_msgs/msg/Point',
+                                 'tolerance': list(s.tolerance), 'mode': s.mode.value}
+                        for s in SENSORS},
+            'services': {'goto': {'server': '/goto', 'type': 'nav_msgs/srv/GetPlan'}},
+            'bindings': {'tag_y': {'tool': 'goto', 'field': 'goal.pose.position.y',
+                                   'source': 'sensor:tag[1]', 'max_offset': 0.05,
+                                   'max_shift': max_shift}}}}}))
+        return str(path)
+
+    def trust(*extra: str) -> tuple[list[dict[str, Any]], str]:
+        assert main(['trust', db, 'fetch', '--json', *extra]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert main(['trust', db, 'fetch', *extra]) == 0
+        out, err = capsys.readouterr()  # the table, then the notes (stderr)
+        return rows, ' '.join((out + err).split())
+
+    (row,), text = trust('--params', params(0.1))  # what ann saw: approved, not held
+    assert (row['approved_by'], row['approval_held'], row['declared_seen']) == ('ann', '', 1)
+    assert '(held)' not in text and 'checked only with --params' not in text
+    (row,), text = trust('--params', params(0.3))  # widened since: held, with the gate's reason
+    assert row['approved_by'] == 'ann'
+    assert row['approval_held'].startswith('the declared binding of goal.pose.position.y on '
+                                           'learned step 1 of trajectory 1 changed after ')
+    assert 'ann (held)' in text and 'now sensor:tag[1] (max_shift 0.3)' in text
+    (row,), text = trust()  # no params file: not compared, and said so
+    assert row['approval_held'] is None
+    assert 'checked only with --params FILE' in text
+    assert main(['tree', db, 'fetch', '--params', params(0.3)]) == 0
+    text = ' '.join(''.join(capsys.readouterr()).split())
+    assert 'approved by ann, HELD: its declared bindings changed' in text
+    assert 'now sensor:tag[1] (max_shift 0.3)' in text

@@ -123,9 +123,9 @@ def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
     bindings = read_binding_settings(args.params, args.node_name) if args.params else None
     with open_cli_store(args.store) as store:
         trees = task_tree(store, args.task, bindings)
-        shown = [(args.task, trees, trust_rows(store, args.task))]
+        shown = [(args.task, trees, trust_rows(store, args.task, bindings))]
         opened = _opened(store, args.task, trees, bindings) if args.subtasks else {}
-        shown += [(name, sub, trust_rows(store, name)) for name, sub in opened.items()
+        shown += [(name, sub, trust_rows(store, name, bindings)) for name, sub in opened.items()
                   if sub is not None]
         sources = {name: store.sources(task=name) for name, _, _ in shown}  # muscle-mem learn
     if out.json_mode:
@@ -144,6 +144,9 @@ def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
                 node = branch.add(_tree_label(entry, trust, args.store))
                 stack.extend((node, child) for child in reversed(entry['children']))
             out.print(root)
+        for why in (r['approval_held'] for r in rows if r['approval_held']):
+            out.note(why)
+    _unchecked_declared([r for _, _, rows in shown for r in rows], out)
     for name in (n for n, sub in opened.items() if sub is None):
         out.note(f'subtask {name!r}: not learned (the cache asks the agent for it)')
     return 0
@@ -219,7 +222,8 @@ def _trust_text(row: dict[str, Any]) -> str:
     if row['shadow_runs']:
         parts.append(f"shadow {row['shadow_agreed']}/{row['shadow_runs']} agreed")
     if row['approved_by']:
-        parts.append(f"approved by {row['approved_by']}")
+        parts.append(f"approved by {row['approved_by']}"
+                     f"{', HELD: its declared bindings changed' if row['approval_held'] else ''}")
     if row['false_hits'] + row['completed'] + row['canceled'] + row['handed_back']:
         parts.append(f'replays {_book_text(row)}')
     if row['held']:
@@ -228,9 +232,10 @@ def _trust_text(row: dict[str, Any]) -> str:
 
 
 def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
+    settings = read_binding_settings(args.params, args.node_name) if args.params else None
     with open_cli_store(args.store) as store:
         task_trajectories(store, args.task)  # raises for an unknown task
-        rows = trust_rows(store, args.task)
+        rows = trust_rows(store, args.task, settings)
         bound = binding_trust_rows(store, args.task)
     if out.json_mode:  # each trajectory with the counts of the inferred bindings on it
         keys = ('step', 'node', 'field', 'shadow_runs', 'shadow_agreed')
@@ -241,12 +246,15 @@ def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
                'approved', 'replays', 'false hits'),
               ([r['trajectory'], r['body'], r['shadow_runs'], r['shadow_agreed'],
                 _rate(r['shadow_agreed'], r['shadow_runs']),
-                r['approved_by'] or '-', when(r['approved_at']) if r['approved_at'] else '-',
+                (r['approved_by'] + (' (held)' if r['approval_held'] else '')) or '-',
+                when(r['approved_at']) if r['approved_at'] else '-',
                 _book_text(r), _share(r['false_hit_rate'])]
                for r in rows), right=('trajectory', 'shadow runs', 'agreed', 'rate'))
     for r in rows:
-        if r['held']:
-            out.note(r['held'])
+        for why in (r['held'], r['approval_held']):
+            if why:
+                out.note(why)
+    _unchecked_declared(rows, out)
     if bound:
         out.table(('step', 'learned step', 'binding', 'trajectories', 'shadow runs', 'agreed',
                    'rate'),
@@ -256,6 +264,14 @@ def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
                   title='inferred bindings (shadow runs that predicted them)',
                   right=('step', 'learned step', 'shadow runs', 'agreed', 'rate'))
     return 0
+
+
+def _unchecked_declared(rows: list[dict[str, Any]], out: Output) -> None:
+    """Say that approvals saw declared bindings no one compared with the params file now."""
+    if any(r['declared_seen'] and r['approval_held'] is None for r in rows):
+        out.note("approvals here saw declared bindings; whether the node's params file still "
+                 'declares them (else the approval gate holds the trajectory) is checked only '
+                 'with --params FILE')
 
 
 def _rate(agreed: int, runs: int) -> str:
@@ -366,8 +382,14 @@ def build_parser() -> argparse.ArgumentParser:
               'recently used of each task (of TASK, or of every task)', task=False)
     cmd.add_argument('task', metavar='TASK', nargs='?', help='only this task')
     prune.add_parser(cmd)
-    add('trust', "a task's trajectories: body, shadow runs, agreement, approvals, replays "
-        'booked').set_defaults(run=_cmd_trust)
+    cmd = add('trust', "a task's trajectories: body, shadow runs, agreement, approvals, "
+              'replays booked')
+    cmd.add_argument('--params', metavar='FILE',
+                     help="the node's params file: an approval whose declared bindings it no "
+                          'longer declares is shown held, with the reason')
+    cmd.add_argument('--node-name', default='muscle_mem',
+                     help='top key of the params file (default muscle_mem)')
+    cmd.set_defaults(run=_cmd_trust)
     bodies.add_parser(add('bodies', 'the bodies branches were learned on (trajectories each); '
                           '--compatible A B --who NAME declares two one for the cache',
                           task=False))

@@ -35,6 +35,7 @@ from ..body import shown
 from ..errors import MuscleMemError, UnknownTrajectoryError
 from ..records import Approval, Node, ReplayBook, Snapshot, ToolKind, TrajectoryInfo
 from ..replay.booking import held
+from ..replay.gates import Gate, GateKind, trusted
 from ..replay.subtasks import subtask_call
 from ..replay.treeview import Trees
 from ..store import open_store, SqliteStore, Store
@@ -386,29 +387,44 @@ def covering_approval(info: TrajectoryInfo, approvals: Sequence[Approval]) -> Ap
         (a for a in reversed(approvals) if a.covers_trajectory(info)), None)
 
 
-def trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
+def trust_rows(store: Store, task: str,
+               settings: BindingSettings | None = None) -> list[dict[str, Any]]:
     """
     Return per trajectory of ``task``: shadow runs, agreements, and its approval (or the task's).
 
     A task's approval counts only for the trajectories it covers: one learned after it is
     not listed approved (:meth:`~muscle_mem_ros.records.Approval.covers_trajectory`).
+    An approval also names the declared bindings it saw; whether the node's params file
+    still declares those is known only with that file, so ``approval_held`` (why the
+    approval gate holds an approved trajectory, as the node would say it) is filled in
+    only with ``settings``, and is None without them.
 
     :param store: The store.
     :param task: Task name.
+    :param settings: The node's binding settings (its params file), or None.
     """
     by_trajectory, _ = store.agreement(task=task)
     approvals = store.approvals(task=task)
     books = store.replay_books(task=task)
+    trees = cli_trees(store, settings) if settings is not None else None
+    approval_gate = Gate(GateKind.APPROVAL)
     rows = []
     for info in store.trajectories(task=task):
         counts = by_trajectory.get(info.id)
         approval = covering_approval(info, approvals)
+        approval_held = None
+        if trees is not None:
+            approval_held = '' if approval is None else trusted(
+                approval_gate, [info], plans=trees.plans(task, info.variant),
+                agreement=({}, {}), approvals=approvals).reasons.get(info.id, '')
         rows.append({'trajectory': info.id, 'body': shown(info.body), 'body_key': info.body,
                      'shadow_runs': counts.runs if counts else 0,
                      'shadow_agreed': counts.agreed if counts else 0,
                      'approved_by': approval.who if approval else '',
                      'approved_at': approval.at if approval else None,
                      'whole_task': bool(approval and approval.trajectory_id == 0),
+                     'declared_seen': len(approval.declared or ()) if approval else 0,
+                     'approval_held': approval_held,
                      **_booked([books[info.id]] if info.id in books else []),
                      'held': held(books.get(info.id), agreed=counts.agreed if counts else 0,
                                   runs=0, approvals=approvals)})
