@@ -857,6 +857,16 @@ def _cm(x: float) -> str:
     return f'{x * 100:.1f} cm' if math.isfinite(x) else '-'
 
 
+def command_line(args: argparse.Namespace) -> str:
+    """Return the command that runs what ``args`` ran (kept in the JSON: --render shows it)."""
+    return (f'bench/watch --unchanged {args.unchanged} --retargeted {args.retargeted} '
+            f'--slow {args.slow} --fast {args.fast} --knocks {args.knocks} --near {args.near} '
+            f'--pushes {args.pushes} --drops {args.drops} --rknocks {args.rknocks} '
+            f'--stops {args.stops} --seed {args.seed} --think-time {args.think_time:g} '
+            f'--move-time {args.move_time:g} --vertical-time {args.vertical_time:g}'
+            f"{' --no-old' if args.no_old else ''}{' --no-arm' if args.no_arm else ''}")
+
+
 def render(args: argparse.Namespace, results: list[TaskResult], stops: list[StopRun],
            info: dict[str, Any]) -> str:
     """Return the Markdown report."""
@@ -893,11 +903,7 @@ def render(args: argparse.Namespace, results: list[TaskResult], stops: list[Stop
         f"at the end (the machine is shared with other engineers' tests); the run took "
         f'{info.get("seconds", math.nan):.0f} s.',
         '',
-        f'Command: `bench/watch --unchanged {args.unchanged} --retargeted {args.retargeted} '
-        f'--slow {args.slow} --fast {args.fast} --knocks {args.knocks} --near {args.near} '
-        f'--pushes {args.pushes} --drops {args.drops} --rknocks {args.rknocks} '
-        f'--stops {args.stops} --seed {args.seed} --think-time {args.think_time:g} '
-        f'--move-time {args.move_time:g} --vertical-time {args.vertical_time:g}`',
+        f"Command: `{info.get('command') or command_line(args)}`",
         '',
         *([args.note, ''] if args.note else []),
         '**Counts.** Issue 36 asks for 100 unchanged and 100 retargeted replays (also at rtf 0.5 '
@@ -1069,7 +1075,8 @@ def main() -> int:
         from rclpy.signals import SignalHandlerOptions
 
         os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-        info = {'load_start': os.getloadavg()[0], 'date': time.strftime('%Y-%m-%d %H:%M %Z')}
+        info = {'load_start': os.getloadavg()[0], 'date': time.strftime('%Y-%m-%d %H:%M %Z'),
+                'command': command_line(args)}
         started = time.monotonic()
 
         def save() -> None:  # as it goes: a run cut short keeps its tasks
