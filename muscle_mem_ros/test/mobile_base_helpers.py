@@ -58,7 +58,7 @@ from muscle_mem_demo_interfaces.action import MoveToPose
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from nav_msgs.msg import Odometry
-from node_helpers import AgentCall, Harness, Names, override, wait_until
+from node_helpers import AgentCall, Harness, Names, override, SUBTASK, Subtasks, wait_until
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -379,7 +379,12 @@ def fetch_plan(tag: tuple[float, float], params: dict[str, Any]) -> list[tuple[s
 
 
 class BaseAgent(Node):
-    """ExecuteTask: fetch from the tag to a shelf, through the cache's proxies."""
+    """
+    ExecuteTask: fetch from the tag to a shelf, through the cache's proxies.
+
+    A task with a plan in :attr:`subtasks` follows it instead, sending its subtask steps
+    to the cache's ``~/execute_subtask`` (the harness started with ``subtasks=True``).
+    """
 
     def __init__(self, *, names: Names, robot: MobileBase, context: Any) -> None:
         super().__init__(f'{names.prefix}_base_agent', context=context)
@@ -390,6 +395,7 @@ class BaseAgent(Node):
                                   callback_group=group)
         self._gripper = self.create_client(SetBool, names.proxy(f'/{names.prefix}/gripper'),
                                            callback_group=group)
+        self.subtasks = Subtasks(self, names, group)
         ActionServer(self, ExecuteTask, names.agent, self._execute, callback_group=group,
                      cancel_callback=lambda _h: CancelResponse.ACCEPT)
 
@@ -425,9 +431,18 @@ class BaseAgent(Node):
                                     goal.resume_reason, goal.steps_done))
         with self._robot.lock:
             tag = self._robot.tag
-        steps = fetch_plan(tag, json.loads(goal.params_json or '{}'))[goal.resume_from_step:]
+        params = json.loads(goal.params_json or '{}')
+        own = self.subtasks.plan(goal.task, tag, params)
+        steps = (own if own is not None else fetch_plan(tag, params))[goal.resume_from_step:]
         result = ExecuteTask.Result()
         for kind, arg in steps:
+            if kind == SUBTASK:
+                call = self.subtasks.call(goal.task, *arg)
+                if not call.ok:
+                    result.message = f'subtask {arg[0]} failed: {call.message}'
+                    goal_handle.abort()
+                    return result
+                continue
             if not self.do(kind, arg):
                 result.message = f'{kind} failed'
                 goal_handle.abort()

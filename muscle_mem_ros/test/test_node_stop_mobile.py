@@ -31,7 +31,9 @@ base's ``base_stop`` service as the goto's stop and a 2 s ``stop_timeout``:
   ``stop_timeout``: the motion ran to its end, so it is a step that ran, judged by its
   post-check (which fails here: the agent goes on from the next step);
 * ``muscle-mem run-bt`` of the exported tree, the same knock and refusal: run-bt stops
-  the goal the same way before it asks the agent.
+  the goal the same way before it asks the agent;
+* a subtask the cache replays for its parent, knocked with the cancel refused: the
+  subtask is handed to the agent only once the base stopped.
 
 Events say each happening of the stop (STOPPED), stamped when it happened, after the
 CHECK_FAILED stamped when the check failed; a hand-back mid-task is no MISS.
@@ -49,13 +51,13 @@ import threading
 import time
 
 from action_msgs.msg import GoalStatus
-from mobile_base_helpers import BaseHarness, fresh_world, Goto
+from mobile_base_helpers import BaseHarness, fetch_plan, fresh_world, Goto
 from mobile_helpers import TAG_HOME
 from muscle_mem_demo_interfaces.action import MoveToPose
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
-from node_helpers import TaskRun, wait_until
+from node_helpers import SUBTASK, TaskRun, wait_until
 import pytest
 import yaml
 
@@ -65,7 +67,7 @@ STOP_TIMEOUT = 2.0
 
 @pytest.fixture(scope='module')
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BaseHarness]:
-    h = BaseHarness(tmp=tmp_path_factory.mktemp('stop_mobile'))
+    h = BaseHarness(tmp=tmp_path_factory.mktemp('stop_mobile'), subtasks=True)
     prefix = h.names.prefix
     h.stop_params = {'stop_timeout': STOP_TIMEOUT,
                      'actions.goto.stop_service': f'/{prefix}/base_stop'}
@@ -263,3 +265,29 @@ def test_run_bt_stops_a_refused_goal_before_it_asks_the_agent(world):
     assert stopped.refused == 1 and h.robot.stops == 1, out
     assert not h.robot.overlaps and after.started > stopped.ended, out
     assert 'refused the cancel' in out and 'at rest after' in out, out
+
+
+def test_a_knocked_subtask_is_handed_back_only_once_the_base_stopped(world):
+    h = world
+    pick, parent = 'stop_sub_pick', 'stop_sub'
+    plans = h.agent.subtasks.plans
+    plans[pick] = lambda tag, params: fetch_plan(tag, params)[:2]  # standoff, grip
+    plans[parent] = lambda tag, params: [(SUBTASK, (pick, {}))] + fetch_plan(tag, params)[2:]
+    done, calls, _ = run(h, parent)  # learned: the parent, and the pick it calls
+    assert done.status == GoalStatus.STATUS_SUCCEEDED, done.result.message
+    assert [c.task for c in h.agent.calls[calls:]] == [parent, pick]
+    h.robot.reset()
+    gotos = len(h.robot.gotos)
+    knocked = knock_during(h, gotos, 0.5, 'refuse')  # the pick's replayed goto
+    done, calls, _ = run(h, parent)
+    assert knocked, 'the goto never started'
+    asked = h.agent.calls[calls:]
+    assert asked and asked[0].task == pick and asked[0].resume_from_step == 0, asked
+    stopped, after = h.robot.gotos[gotos], h.robot.gotos[gotos + 1]
+    assert stopped.refused == 1 and h.robot.stops == 1, stopped
+    assert not h.robot.overlaps, f'two motions at once: {h.robot.overlaps}'
+    assert not math.isnan(stopped.ended) and after.started > stopped.ended
+    said = [e.detail for e in h.wait_events(CacheEvent.STOPPED, pick, 4)]
+    assert any('refused the cancel' in d for d in said), said
+    assert any(d.startswith('at rest after') for d in said), said
+    assert len(h.events_of(CacheEvent.MISS, pick)) == 1, 'a hand-back mid-task is no MISS'
