@@ -473,5 +473,5 @@ def test_trust_and_tree_show_an_approval_the_params_file_no_longer_matches(tmp_p
     assert 'checked only with --params FILE' in text
     assert main(['tree', db, 'fetch', '--params', params(0.3)]) == 0
     text = ' '.join(''.join(capsys.readouterr()).split())
-    assert 'approved by ann, HELD: its declared bindings changed' in text
+    assert 'approved by ann, HELD by the approval gate' in text
     assert 'now sensor:tag[1] (max_shift 0.3)' in text

@@ -223,7 +223,7 @@ def _trust_text(row: dict[str, Any]) -> str:
         parts.append(f"shadow {row['shadow_agreed']}/{row['shadow_runs']} agreed")
     if row['approved_by']:
         parts.append(f"approved by {row['approved_by']}"
-                     f"{', HELD: its declared bindings changed' if row['approval_held'] else ''}")
+                     f"{', HELD by the approval gate' if row['approval_held'] else ''}")
     if row['false_hits'] + row['completed'] + row['canceled'] + row['handed_back']:
         parts.append(f'replays {_book_text(row)}')
     if row['held']:
@@ -385,8 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmd = add('trust', "a task's trajectories: body, shadow runs, agreement, approvals, "
               'replays booked')
     cmd.add_argument('--params', metavar='FILE',
-                     help="the node's params file: an approval whose declared bindings it no "
-                          'longer declares is shown held, with the reason')
+                     help="the node's params file: an approved trajectory the approval gate "
+                          'would hold (its declared bindings changed, a binding inferred since) '
+                          'is shown held, with the reason')
     cmd.add_argument('--node-name', default='muscle_mem',
                      help='top key of the params file (default muscle_mem)')
     cmd.set_defaults(run=_cmd_trust)

@@ -394,10 +394,10 @@ def trust_rows(store: Store, task: str,
 
     A task's approval counts only for the trajectories it covers: one learned after it is
     not listed approved (:meth:`~muscle_mem_ros.records.Approval.covers_trajectory`).
-    An approval also names the declared bindings it saw; whether the node's params file
-    still declares those is known only with that file, so ``approval_held`` (why the
-    approval gate holds an approved trajectory, as the node would say it) is filled in
-    only with ``settings``, and is None without them.
+    An approval also names the bindings it saw; whether the node's params file still
+    declares those, and what the node infers with it, is known only with that file, so
+    ``approval_held`` (why the approval gate holds an approved trajectory, as the node would
+    say it) is filled in only with ``settings``, and is None without them.
 
     :param store: The store.
     :param task: Task name.
