@@ -437,9 +437,9 @@ class BaseAgent(Node):
         result = ExecuteTask.Result()
         for kind, arg in steps:
             if kind == SUBTASK:
-                call = self.subtasks.call(goal.task, *arg)
-                if not call.ok:
-                    result.message = f'subtask {arg[0]} failed: {call.message}'
+                why = self.subtasks.failure(goal.task, *arg)
+                if why:
+                    result.message = why
                     goal_handle.abort()
                     return result
                 continue

@@ -214,9 +214,9 @@ class MobileAgent(Node):
         steps = self.plan(params, goal.task)[goal.resume_from_step:]
         for kind, arg in steps:
             if kind == SUBTASK:
-                call = self.subtasks.call(goal.task, *arg)
-                if not call.ok and self.subtasks.on_failure == 'abort':
-                    result.message = f'subtask {arg[0]} failed: {call.message}'
+                why = self.subtasks.failure(goal.task, *arg)
+                if why:
+                    result.message = why
                     goal_handle.abort()
                     return result
                 continue

@@ -514,6 +514,13 @@ class Subtasks:
                 return call
         return None
 
+    def failure(self, caller: str, task: str, params: dict[str, Any]) -> str:
+        """Call ``task`` for ``caller``; return why the caller's goal ends ('': it goes on)."""
+        call = self.call(caller, task, params)
+        if call.ok or self.on_failure != 'abort':
+            return ''
+        return f'subtask {task} failed: {call.message}'
+
     def call(self, caller: str, task: str, params: dict[str, Any],
              timeout: float = 60.0) -> SubtaskCall:
         """Send ``task`` to the cache as a subtask of ``caller``'s goal; wait for its end."""
@@ -631,11 +638,11 @@ class FakeAgent(Node):
                 mode=ExecuteTask.Feedback.MODE_AGENT, step=goal.resume_from_step + index,
                 total=-1, detail=f'{kind} {arg}'))
             if kind == SUBTASK:
-                call = self.subtasks.call(goal.task, *arg)
+                why = self.subtasks.failure(goal.task, *arg)
                 if goal_handle.is_cancel_requested:
                     return self._canceled(goal_handle, result)
-                if not call.ok and self.subtasks.on_failure == 'abort':
-                    result.message = f'subtask {arg[0]} failed: {call.message}'
+                if why:
+                    result.message = why
                     goal_handle.abort()
                     return result
                 continue
