@@ -119,8 +119,20 @@ def _opened(store: Store, task: str, trees: list[dict[str, Any]],
     return opened
 
 
+def _params_file(args: argparse.Namespace) -> BindingSettings | None:
+    """Return the binding settings of ``--params`` (None: not given)."""
+    return read_binding_settings(args.params, args.node_name) if args.params else None
+
+
+def _add_params_file(cmd: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--params FILE`` (the node's params file, for ``what``) and its ``--node-name``."""
+    cmd.add_argument('--params', metavar='FILE', help=f"the node's params file: {what}")
+    cmd.add_argument('--node-name', default='muscle_mem',
+                     help='top key of the params file (default muscle_mem)')
+
+
 def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
-    bindings = read_binding_settings(args.params, args.node_name) if args.params else None
+    bindings = _params_file(args)
     with open_cli_store(args.store) as store:
         trees = task_tree(store, args.task, bindings)
         shown = [(args.task, trees, trust_rows(store, args.task, bindings))]
@@ -232,7 +244,7 @@ def _trust_text(row: dict[str, Any]) -> str:
 
 
 def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
-    settings = read_binding_settings(args.params, args.node_name) if args.params else None
+    settings = _params_file(args)
     with open_cli_store(args.store) as store:
         task_trajectories(store, args.task)  # raises for an unknown task
         rows = trust_rows(store, args.task, settings)
@@ -362,10 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
         task=False).set_defaults(run=_cmd_tasks)
     cmd = add('tree', "a task's branches as a tree: step, tool, goal, successes, last success, "
               'bindings')
-    cmd.add_argument('--params', metavar='FILE',
-                     help="the node's params file: declared bindings, sensor tolerances")
-    cmd.add_argument('--node-name', default='muscle_mem',
-                     help='top key of the params file (default muscle_mem)')
+    _add_params_file(cmd, 'declared bindings, sensor tolerances')
     cmd.add_argument('--subtasks', action='store_true',
                      help="open the subtasks: after the task's trees, the trees of every "
                           'task its subtask steps call (theirs too, each once)')
@@ -384,12 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_parser(cmd)
     cmd = add('trust', "a task's trajectories: body, shadow runs, agreement, approvals, "
               'replays booked')
-    cmd.add_argument('--params', metavar='FILE',
-                     help="the node's params file: an approved trajectory the approval gate "
-                          'would hold (its declared bindings changed, a binding inferred since) '
-                          'is shown held, with the reason')
-    cmd.add_argument('--node-name', default='muscle_mem',
-                     help='top key of the params file (default muscle_mem)')
+    _add_params_file(cmd, 'an approved trajectory the approval gate would hold (its declared '
+                     'bindings changed, a binding inferred since) is shown held, with the reason')
     cmd.set_defaults(run=_cmd_trust)
     bodies.add_parser(add('bodies', 'the bodies branches were learned on (trajectories each); '
                           '--compatible A B --who NAME declares two one for the cache',
@@ -399,12 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
               'bindings now; what is learned later needs its own approval) are stored',
               trajectory=True)
     cmd.add_argument('--who', help='who approves (default: user@host)')
-    cmd.add_argument('--params', metavar='FILE',
-                     help="the node's params file: the approval covers the inferred bindings "
-                          'the node learns with it (without it: those found with no sensor '
-                          'tolerances, i.e. parameter bindings only)')
-    cmd.add_argument('--node-name', default='muscle_mem',
-                     help='top key of the params file (default muscle_mem)')
+    _add_params_file(cmd, 'the approval covers the inferred bindings the node learns with it '
+                     '(without it: those found with no sensor tolerances, i.e. parameter '
+                     'bindings only)')
     cmd.set_defaults(run=_cmd_approve)
     add('revoke', 'withdraw the approval of a task (or one trajectory)',
         trajectory=True).set_defaults(run=_cmd_approve)
