@@ -58,7 +58,7 @@ from muscle_mem_demo_interfaces.action import MoveToPose
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from nav_msgs.msg import Odometry
-from node_helpers import AgentCall, Harness, Names, override, SUBTASK, Subtasks, wait_until
+from node_helpers import AgentCall, Harness, Names, override, perform, Subtasks, wait_until
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -434,24 +434,7 @@ class BaseAgent(Node):
         params = json.loads(goal.params_json or '{}')
         own = self.subtasks.plan(goal.task, tag, params)
         steps = (own if own is not None else fetch_plan(tag, params))[goal.resume_from_step:]
-        result = ExecuteTask.Result()
-        for kind, arg in steps:
-            if kind == SUBTASK:
-                why = self.subtasks.failure(goal.task, *arg)
-                if why:
-                    result.message = why
-                    goal_handle.abort()
-                    return result
-                continue
-            if not self.do(kind, arg):
-                result.message = f'{kind} failed'
-                goal_handle.abort()
-                return result
-        result.success = True
-        result.steps_by_agent = len(steps)
-        result.message = f'agent did {len(steps)} steps'
-        goal_handle.succeed()
-        return result
+        return perform(goal_handle, steps, caller=goal.task, subtasks=self.subtasks, do=self.do)
 
 
 class BaseHarness(Harness):

@@ -40,7 +40,7 @@ from geometry_msgs.msg import PoseStamped
 from muscle_mem_interfaces.action import ExecuteTask
 from nav_msgs.msg import Odometry
 from nav_msgs.srv import GetPlan
-from node_helpers import AgentCall, Harness, Names, override, SUBTASK, Subtasks, wait_until
+from node_helpers import AgentCall, Harness, Names, override, perform, Subtasks, wait_until
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -209,26 +209,9 @@ class MobileAgent(Node):
         # why the planner asked for this tolerance today, no sensor says
         self.tolerance = round(0.3 + float(self._rng.choice((-1, 1))) *
                                float(self._rng.uniform(0.03, 0.08)), 4)
-        result = ExecuteTask.Result()
         params = json.loads(goal.params_json or '{}')
         steps = self.plan(params, goal.task)[goal.resume_from_step:]
-        for kind, arg in steps:
-            if kind == SUBTASK:
-                why = self.subtasks.failure(goal.task, *arg)
-                if why:
-                    result.message = why
-                    goal_handle.abort()
-                    return result
-                continue
-            if not self.do(kind, arg):
-                result.message = f'{kind} failed'
-                goal_handle.abort()
-                return result
-        result.success = True
-        result.steps_by_agent = len(steps)
-        result.message = f'agent did {len(steps)} steps'
-        goal_handle.succeed()
-        return result
+        return perform(goal_handle, steps, caller=goal.task, subtasks=self.subtasks, do=self.do)
 
 
 class MobileHarness(Harness):

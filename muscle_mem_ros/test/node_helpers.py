@@ -546,6 +546,28 @@ class Subtasks:
             record.done.set()
 
 
+def perform(goal_handle: Any, steps: list[tuple[str, Any]], *, caller: str,
+            subtasks: Subtasks, do: Callable[[str, Any], bool]) -> Any:
+    """
+    Do an agent's ``steps`` for its goal and end the goal: aborted at the first that fails.
+
+    A subtask step is sent to the cache (:meth:`Subtasks.failure`), any other is ``do``'s.
+    """
+    result = ExecuteTask.Result()
+    for kind, arg in steps:
+        why = subtasks.failure(caller, *arg) if kind == SUBTASK else (
+            '' if do(kind, arg) else f'{kind} failed')
+        if why:
+            result.message = why
+            goal_handle.abort()
+            return result
+    result.success = True
+    result.steps_by_agent = len(steps)
+    result.message = f'agent did {len(steps)} steps'
+    goal_handle.succeed()
+    return result
+
+
 def _wait(future: Any, timeout: float) -> Any:
     """Return ``future``'s result once done (None after ``timeout``), spun by another thread."""
     done = threading.Event()
