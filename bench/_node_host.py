@@ -74,7 +74,7 @@ The first two always run; the others unless ``MM_BENCH_PARTS=0``."""
 
 
 _SAMPLER = 'muscle_mem sampler'
-"""Name of the node's sampler thread (``muscle_mem_ros.ros.capture.trace.Sampler``)."""
+"""Name of the node's sampler thread (``muscle_mem_ros.ros.capture.tracing.Sampler``)."""
 _SAMPLER_KINDS = {'capture': 'poll'}
 """A probe's kind when the sampler thread makes the call."""
 

@@ -25,7 +25,7 @@ binding judge (:mod:`muscle_mem_ros.bt.tree`).
 
 It watches as the cache does: an action step recorded with a trace (the document's
 ``trace``) is judged while its goal runs, with the node's own parts (the sampler of
-:mod:`muscle_mem_ros.ros.capture.trace` at ``watch_rate``, the watch of
+:mod:`muscle_mem_ros.ros.capture.tracing` at ``watch_rate``, the watch of
 :mod:`muscle_mem_ros.ros.execution.watch` under the params file's ``watch`` settings, the
 shift of a retargeted step from the binding judge). The moment the world leaves the
 recording's tube the goal is canceled at the server and the task handed to the agent
@@ -73,7 +73,7 @@ from muscle_mem_ros.replay.subtasks import SUBTASK_TYPE
 from muscle_mem_ros.resume import Resume
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.stopping import Stopper, stopper_for
-from muscle_mem_ros.ros.capture.trace import Sampler
+from muscle_mem_ros.ros.capture.tracing import Sampler
 from muscle_mem_ros.ros.execution.watch import make_watch, StepWatch
 from muscle_mem_ros.ros.messages.convert import resume_goal
 from muscle_mem_ros.ros.messages.fromdata import message_from_data

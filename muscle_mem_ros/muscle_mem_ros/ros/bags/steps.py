@@ -27,7 +27,7 @@ The bag's clock (receive times, in seconds) stands in for the node's monotonic c
 * the post snapshot is taken once every sensor has sent a message after the result (at
   most ``post_check_timeout`` later, as live), each sensor's reading then;
 * an action's trace (``watch`` on) is sampled from acceptance to the result at
-  ``watch_rate`` by the node's own :class:`..capture.trace.TraceTaker`, with the action's
+  ``watch_rate`` by the node's own :class:`..capture.tracing.TraceTaker`, with the action's
   feedback from the bag, and ends with the post snapshot.
 
 Freshness: a sensor missing, or older than its ``max_age``, in a step's pre or post
@@ -45,7 +45,7 @@ from muscle_mem_ros.records import Snapshot, Step
 from muscle_mem_ros.ros.bags.calls import Call, feedback_between
 from muscle_mem_ros.ros.bags.reader import Bag, BagError, Topic
 from muscle_mem_ros.ros.capture.sensors import BY_NAME_DEPTH
-from muscle_mem_ros.ros.capture.trace import TraceTaker
+from muscle_mem_ros.ros.capture.tracing import TraceTaker
 from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from muscle_mem_ros.ros.messages.introspection import message_to_json
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig, SensorConfig

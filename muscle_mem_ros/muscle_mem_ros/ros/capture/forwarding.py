@@ -73,7 +73,7 @@ from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.recorder import Recorder, Session
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.stopping import StopReport
-from muscle_mem_ros.ros.capture.trace import Sampler, TraceTaker
+from muscle_mem_ros.ros.capture.tracing import Sampler, TraceTaker
 from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from muscle_mem_ros.ros.messages.goalfields import set_fields
 from muscle_mem_ros.ros.messages.introspection import message_to_json

@@ -31,7 +31,7 @@ from muscle_mem_ros.ros.capture.proxies import make_proxy
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.tap import Ledger, make_tap, Tap
-from muscle_mem_ros.ros.capture.trace import Sampler
+from muscle_mem_ros.ros.capture.tracing import Sampler
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, StopRule, ToolConfig
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup

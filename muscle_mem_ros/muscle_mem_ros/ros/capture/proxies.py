@@ -31,7 +31,7 @@ from muscle_mem_ros.ros.capture.forwarding import (
 from muscle_mem_ros.ros.capture.recorder import Session
 from muscle_mem_ros.ros.capture.serviceproxy import ServiceProxy
 from muscle_mem_ros.ros.capture.stopping import stopper_for, StopReport
-from muscle_mem_ros.ros.capture.trace import TraceTaker
+from muscle_mem_ros.ros.capture.tracing import TraceTaker
 from muscle_mem_ros.ros.messages.success import refusal_reason
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom, ToolConfig
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient

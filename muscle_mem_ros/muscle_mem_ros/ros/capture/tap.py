@@ -84,7 +84,7 @@ from muscle_mem_ros.records import Snapshot, StepStatus, ToolKind
 from muscle_mem_ros.ros.capture.forwarding import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.capture.recorder import Recorder, Session
 from muscle_mem_ros.ros.capture.sensors import SensorHub
-from muscle_mem_ros.ros.capture.trace import TraceTaker
+from muscle_mem_ros.ros.capture.tracing import TraceTaker
 from muscle_mem_ros.ros.messages.success import answered, refusal_reason
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.impl.rcutils_logger import RcutilsLogger

@@ -16,7 +16,7 @@
 The check during a replayed action goal: judge the world while it runs, cancel when it leaves.
 
 A :class:`StepWatch` is made for one replayed goal whose step was recorded with a
-trace (:func:`make_watch`). The sampler (:mod:`..capture.trace`) hands it each
+trace (:func:`make_watch`). The sampler (:mod:`..capture.tracing`) hands it each
 poll of the sensors; each new reading of a watched sensor is judged against the
 recording's tube (:class:`~muscle_mem_ros.checks.tube.Tube`) at its receive time
 into the step, and each feedback message as it arrives. The first reading outside
@@ -52,7 +52,7 @@ from muscle_mem_ros.checks.tube import FEEDBACK, Tube
 from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, Step, ToolKind
 from muscle_mem_ros.replay.watching import watched_elements
 from muscle_mem_ros.resume import FailureKind
-from muscle_mem_ros.ros.capture.trace import feedback_leaves
+from muscle_mem_ros.ros.capture.tracing import feedback_leaves
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 
 __all__ = ['FEEDBACK_TOLERANCE', 'make_watch', 'StepWatch']

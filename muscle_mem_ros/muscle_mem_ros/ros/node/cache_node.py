@@ -97,7 +97,7 @@ from muscle_mem_ros.ros.capture.host import ProxyHost
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.tap import Tap
-from muscle_mem_ros.ros.capture.trace import Sampler
+from muscle_mem_ros.ros.capture.tracing import Sampler
 from muscle_mem_ros.ros.execution.calibrator import Calibrator
 from muscle_mem_ros.ros.execution.events import cache_event, stamp_at, Watched
 from muscle_mem_ros.ros.execution.goals import TaskGoals
