@@ -241,3 +241,12 @@ def test_pep257():
     # ament_pep257 does not look for AMENT_IGNORE: exclude the marked folders by name.
     excludes = [str(path) for path in _ignored_dirs(PACKAGE)]
     assert main.main(argv=[str(PACKAGE), '--exclude', *excludes]) == 0
+
+
+def test_no_module_shadows_a_standard_library_module():
+    # flake8-builtins 2.2 and later (A005) flag a module named after a standard-library one
+    # (a ``trace.py``); ament pins 2.1, which does not, so a ROS user with current plugins would
+    # see what this run would not. The rule is checked here by name.
+    shadowing = sorted(str(path.relative_to(REPO)) for path in _python_files(*_roots())
+                       if path.stem in sys.stdlib_module_names)
+    assert not shadowing, f'modules named after standard-library modules: {shadowing}'
