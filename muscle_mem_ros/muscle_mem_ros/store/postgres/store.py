@@ -47,7 +47,7 @@ URLs are shown through :func:`~.link.redact`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 import itertools
@@ -55,37 +55,38 @@ import json
 import logging
 import threading
 import time
-from typing import Any, ContextManager, TypeVar
+from typing import Any, ContextManager
 import uuid
 
 from . import recording as recordings
 from . import schema as pgschema
 from .link import PgConn, PgLink, redact
+from .reads import LastKnownReads
 from .recording import Offline, Pending, PgRecording, StoreSide
 from .. import sqlwrites
-from ..base import Batching, check_step, NodeList, Recording, RecordingInfo, tree_tallies
+from ..base import Batching, check_step, NodeList, Recording, RecordingInfo
 from ..bodysql import SqlBodies
 from ..childcache import ChildCache, Key
-from ..codec import NODE_COLS, node_from_row, TRAJ_COLS, trajectory_from_row
+from ..codec import NODE_COLS, node_from_row
 from ..gcpause import gc_paused
 from ..keptsql import pg_ranges, SqlKept
 from ..sourcesql import SqlSources
 from ..trustsql import SqlTrust
 from ...errors import StoreError, StoreUnavailableError, UnknownTrajectoryError
-from ...records import Node, Step, TaskStats, TrajectoryInfo
+from ...records import Node, Step, TrajectoryInfo
 
 __all__ = ['PostgresStore']
 
 _log = logging.getLogger(__name__)
 _store_ids = itertools.count(1)
-_T = TypeVar('_T')
 TREE_LIMIT = 5000
 """A tree of at most this many nodes is loaded whole on its first lookup."""
 _NOTIFY_LIMIT = 7000
 """Largest NOTIFY payload sent with node ids (the server's limit is 8000 bytes)."""
 
 
-class PostgresStore(Batching, SqlTrust, SqlKept, SqlBodies, SqlSources):
+class PostgresStore(Batching, LastKnownReads, SqlTrust, SqlKept, SqlBodies,
+                    SqlSources):
     """
     Trajectory trees in PostgreSQL, shared by a fleet; thread-safe.
 
@@ -422,92 +423,6 @@ class PostgresStore(Batching, SqlTrust, SqlKept, SqlBodies, SqlSources):
         tasks, self._batch_tasks = self._batch_tasks, set()
         for task in sorted(tasks):
             self._notify(conn, 'task', task)
-
-    # -- reads and bookkeeping ---------------------------------------------------------
-
-    def _seen(self, rows: Sequence[tuple[Any, ...]]) -> list[TrajectoryInfo]:
-        """Decode trajectory rows and remember them for while the server is away."""
-        infos = [trajectory_from_row(r) for r in rows]
-        with self._lock:
-            for info in infos:
-                self._known[info.id] = info
-        return infos
-
-    def _last_known(self, err: StoreUnavailableError,
-                    pick: Callable[[list[TrajectoryInfo]], _T | None]) -> _T:
-        """Answer from trajectories read before the server went away, or re-raise ``err``."""
-        with self._lock:
-            found = pick(list(self._known.values()))
-        if found is None:
-            raise err
-        return found
-
-    def trajectory(self, trajectory_id: int) -> TrajectoryInfo:
-        """Return one trajectory; while the server is away, as it was last read."""
-        try:
-            with self._db() as conn:
-                row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
-                                   ' WHERE id = ?', (trajectory_id,)).fetchone()
-        except StoreUnavailableError as err:
-            return self._last_known(err, lambda known: next(
-                (t for t in known if t.id == trajectory_id), None))
-        if row is None:
-            raise UnknownTrajectoryError(f'no trajectory with id {trajectory_id}')
-        return self._seen([row])[0]
-
-    def trajectories(self, *, task: str | None = None, variant: str | None = None,
-                     after: int = 0, limit: int | None = None) -> list[TrajectoryInfo]:
-        """
-        Return every trajectory (of one task, of one tree, newer than ``after``).
-
-        While the server is away, those of a task as they were last read.
-        """
-        try:
-            with self._db() as conn:
-                rows = sqlwrites.trajectory_rows(conn, f'{TRAJ_COLS}, robot_id', task, variant,
-                                                 after, limit)
-        except StoreUnavailableError as err:
-            if task is None:
-                raise
-            return self._last_known(err, lambda known: sorted(
-                (t for t in known if t.task == task and variant in (None, t.variant)
-                 and t.id > after), key=lambda t: t.id)[:limit])
-        return self._seen(rows)
-
-    def tally(self, *, task: str, variant: str) -> tuple[int, int]:
-        """Return (count, sum of ids) of a tree's trajectories; as last read while away."""
-        try:
-            with self._db() as conn:
-                return sqlwrites.tally(conn, task, variant)
-        except StoreUnavailableError as err:
-            return self._last_known(err, lambda known: (
-                sum(1 for t in known if (t.task, t.variant) == (task, variant)),
-                sum(t.id for t in known if (t.task, t.variant) == (task, variant))))
-
-    def trees(self, *, task: str) -> dict[str, tuple[int, int]]:
-        """Return a task's trees: variant -> (count, sum of ids); as last read while away."""
-        try:
-            with self._db() as conn:
-                return sqlwrites.trees(conn, task)
-        except StoreUnavailableError as err:
-            return self._last_known(err, lambda known: tree_tallies(
-                t for t in known if t.task == task))
-
-    def trajectory_ending_at(self, node_id: int) -> TrajectoryInfo | None:
-        """Return the trajectory whose last node is ``node_id``, if any."""
-        try:
-            with self._db() as conn:
-                row = conn.execute(f'SELECT {TRAJ_COLS}, robot_id FROM trajectories'
-                                   ' WHERE leaf = ?', (node_id,)).fetchone()
-        except StoreUnavailableError as err:
-            return self._last_known(err, lambda known: next(
-                (t for t in known if t.node_ids[-1] == node_id), None))
-        return None if row is None else self._seen([row])[0]
-
-    def tasks(self) -> list[TaskStats]:
-        """Return per-task counters, sorted by name."""
-        with self._db() as conn:
-            return sqlwrites.task_stats(conn)
 
     def forget(self, *, task: str, trajectory_id: int | None = None) -> int:
         """Remove one trajectory or all of a task; every robot's cache drops the task."""
