@@ -35,7 +35,7 @@ setup(
     # MCAP export. psycopg (3) only for a postgresql:// store, imported when one is opened;
     # pure Python here so a ROS install's python3-psycopg (with the system libpq) satisfies it;
     # the venv's requirements add the binary wheel, which bundles libpq.
-    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml', 'rich', 'mcap',
+    install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml', 'pillow', 'rich', 'mcap',
                       'mcap-ros2-support', 'psycopg>=3.1', 'py-trees>=2.2', 'pydot'],
     python_requires='>=3.10',
     zip_safe=True,

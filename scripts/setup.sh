@@ -21,7 +21,7 @@ _mm_setup() {
     # psycopg (only for a postgresql:// store) and behaviortreepy (one test) have no key:
     # see docs/setup.md.
     local entry mod how check
-    for entry in numpy:python3-numpy scipy:python3-scipy yaml:python3-yaml \
+    for entry in numpy:python3-numpy scipy:python3-scipy yaml:python3-yaml PIL:python3-pil \
         mujoco:mujoco matplotlib:python3-matplotlib pytest:python3-pytest \
         pytest_timeout:python3-pytest-timeout rich:python3-rich mcap:mcap-ros2-support \
         mcap_ros2:mcap-ros2-support py_trees:ros-${ROS_DISTRO}-py-trees pydot:python3-pydot \

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 __all__ = [
     'ConfigError',
+    'ImageError',
     'MissingParamError',
     'MuscleMemError',
     'RecordingBusyError',
@@ -116,3 +117,7 @@ class RecordingBusyError(MuscleMemError, RuntimeError):
 
 class TypeResolutionError(MuscleMemError, ValueError):
     """A type name or a field path does not resolve; the message says why."""
+
+
+class ImageError(MuscleMemError, ValueError):
+    """A camera frame that cannot be read: an unknown encoding, a corrupt or cut-off image."""

@@ -71,7 +71,7 @@ ROSDEP_KEYS = frozenset({
     'python3-flake8-comprehensions', 'python3-flake8-deprecated', 'python3-flake8-docstrings',
     'python3-flake8-import-order', 'python3-flake8-quotes', 'python3-gymnasium-robotics-pip',
     'python3-matplotlib',
-    'python3-mujoco-pip', 'python3-numpy', 'python3-pydot', 'python3-pytest',
+    'python3-mujoco-pip', 'python3-numpy', 'python3-pil', 'python3-pydot', 'python3-pytest',
     'python3-pytest-timeout', 'python3-rich', 'python3-scipy', 'python3-yaml',
 })
 """
