@@ -30,6 +30,7 @@ import os
 from pathlib import Path
 import re
 import sqlite3
+import threading
 
 from action_msgs.msg import GoalStatus
 from muscle_mem_interfaces.msg import CacheEvent
@@ -37,7 +38,7 @@ from muscle_mem_interfaces.srv import Replay
 from muscle_mem_ros.body import Body
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.store import PostgresStore
-from node_helpers import Harness, Names
+from node_helpers import Harness, Names, OBJECT_HOME, wait_until
 from pg_server import _make
 import pytest
 from rclpy.node import Node
@@ -213,3 +214,70 @@ def test_a_store_learned_before_bodies_replays_as_before(robots, tmp_path: Path)
         a.stop_cache()
         a.start_cache(store_path=robots[0], robot_id='robot_a',
                       robot_description_timeout=5.0)
+
+
+def test_a_branch_another_body_adds_mid_walk_is_not_replayed_here(robots):
+    """
+    Issue 43 item 8: the body is checked at every step of a walk, whatever the gate.
+
+    A trajectory learned before bodies ('' : both arms replay it) is the shared trunk. The
+    Panda's walk is held in its first step; meanwhile the UR5e, with the object bumped after
+    the gripper, learns its own branch under the trunk's second step, and the store tells
+    the Panda's cache of it. The Panda, bumped the same way, then reaches that node: the
+    UR5e's branch passes its checks there, but it is another body's, so the Panda misses and
+    asks its agent.
+    """
+    url, panda, ur5e = robots
+    a, b = panda.h, ur5e.h
+    source = run(a, 'trunk_source_bodies', hit=False).trajectory_id
+    bumped = (OBJECT_HOME[0] + 0.2, OBJECT_HOME[1] - 0.1, OBJECT_HOME[2])
+    a.stop_cache()  # a step held while the other arm learns: give it time
+    a.start_cache(store_path=url, robot_id='robot_a', robot_description_timeout=5.0,
+                  step_timeout=60.0)
+    entered, release = threading.Event(), threading.Event()
+    plain = a.robot._count_call
+    try:
+        with PostgresStore(url=url) as store:
+            info = store.trajectory(source)
+            trunk = store.add_trajectory(
+                task='trunk_bodies', variant=info.variant, params_json=info.params_json,
+                steps=[n.step for n in store.path(source)], body='')
+            assert len(store.children(task='trunk_bodies', variant=info.variant,
+                                      parent=trunk.node_ids[1])) == 1
+
+            def held() -> None:
+                if not entered.is_set():
+                    entered.set()
+                    assert release.wait(60.0)
+                plain()
+            a.robot._count_call = held
+            a.robot.reset()
+            a.robot.bump_after = (2, bumped)
+            handle = a.send_task('trunk_bodies')
+            assert handle.accepted
+            assert entered.wait(30.0)  # the Panda's walk is in its first step
+            b.robot.reset()
+            b.robot.bump_after = (2, bumped)
+            done_b = b.run_task('trunk_bodies')
+            assert done_b.result.success and not done_b.result.cache_hit, done_b.result.message
+            assert b.agent.calls[-1].resume_from_step == 2  # a branch under the trunk
+            assert wait_until(lambda: len(store.children(
+                task='trunk_bodies', variant=info.variant, parent=trunk.node_ids[1])) == 2)
+            branch = done_b.result.trajectory_id
+            release.set()
+            calls = len(a.agent.calls)
+            done_a = a.result(handle, 60.0)
+            assert done_a.status == GoalStatus.STATUS_SUCCEEDED, done_a.result.message
+            assert not done_a.result.cache_hit, done_a.result.message
+            assert done_a.result.trajectory_id != branch
+            assert len(a.agent.calls) == calls + 1
+            assert a.agent.calls[-1].resume_from_step == 2
+            assert "is not this body's to replay: learned after this run read the tree" in \
+                a.agent.calls[-1].resume_reason, a.agent.calls[-1].resume_reason
+            assert store.trajectory(branch).body == ur5e.body()
+            assert store.trajectory(done_a.result.trajectory_id).body == panda.body()
+    finally:
+        release.set()
+        a.robot._count_call = plain
+        a.stop_cache()
+        a.start_cache(store_path=url, robot_id='robot_a', robot_description_timeout=5.0)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 import json
 import logging
 import threading
@@ -102,6 +103,18 @@ class TreeView:
     def nodes(self) -> frozenset[int] | None:
         """Return the learned steps this robot may replay (None: every one, none is foreign)."""
         if not self.foreign:
+            return None
+        return frozenset(i for t in self.trajectories for i in t.node_ids)
+
+    @cached_property
+    def visible(self) -> frozenset[int] | None:
+        """
+        Return the learned steps of the trajectories this body replays (None: bodies ignored).
+
+        The set a walk checks each step it takes against (:func:`.walk.on_body`): a node
+        outside it is another body's, or was added to the tree after the run read it.
+        """
+        if self.kin is None:
             return None
         return frozenset(i for t in self.trajectories for i in t.node_ids)
 

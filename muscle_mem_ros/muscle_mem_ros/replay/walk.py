@@ -54,6 +54,10 @@ The rules (the only place they are written down):
 * A failed step (raised, aborted, rejected, timed out, server missing) stops
   the walk with resume step k under P (the agent redoes step k); a canceled
   one stops it as CANCELED.
+* The body is checked at every step a walk takes, whatever the gate (:func:`on_body`): a
+  candidate that passed its pre-check but is not on a trajectory this body replays, as
+  the run read its tree (another body's, or a branch a fleet added since the run began),
+  is not taken; a miss it alone would have served names why.
 * The trajectory a walk is on at step k (reported with each event, used as
   the progress ``total``): of the learned trajectories through step k's node,
   the one replayed to the end most often, then the longer, then the newer.
@@ -80,7 +84,7 @@ from ..store.base import Store
 
 __all__ = [
     'blamed', 'Cancel', 'candidates_at', 'choose', 'Executor', 'Judge', 'locate', 'Miss',
-    'Outcome', 'Reporter', 'StepEvent', 'Verdict', 'walk', 'WalkResult',
+    'on_body', 'Outcome', 'Reporter', 'StepEvent', 'Verdict', 'walk', 'WalkResult',
 ]
 
 
@@ -285,6 +289,33 @@ def choose(verdict: Verdict) -> Node | None:
     return best[0] if best is not None else None
 
 
+def on_body(verdict: Verdict, tree: TreeView | None, step: int) -> Verdict:
+    """
+    Return ``verdict`` without the passing candidates this body does not replay.
+
+    Checked at every step, after the judge (so a store's own list of children, and the
+    matcher's index kept on it, serve the common case untouched): a node outside the
+    tree's :attr:`~.treeview.TreeView.visible` steps is another body's branch, or one
+    added to the tree since the run read it (a fleet robot's, whose body this run has not
+    read). When none is left, the miss says so.
+    """
+    if tree is None or tree.visible is None or tree.kin is None:
+        return verdict
+    seen, kin = tree.visible, tree.kin
+    if all(node.id in seen for node, _ in verdict.passing):
+        return verdict
+    kept = tuple((node, d) for node, d in verdict.passing if node.id in seen)
+    if kept:
+        return Verdict(kept, verdict.miss)
+    left = sorted(node.id for node, _ in verdict.passing)
+    foreign = sorted({kin.reason(t.body) for t in tree.foreign if set(left) & set(t.node_ids)})
+    why = '; '.join(foreign) or ('learned after this run read the tree: its body is read '
+                                 'by the next run')
+    return Verdict((), Miss(FailureKind.NO_CANDIDATE, f'step {step}: what passes its '
+                            f'pre-check (node {", ".join(map(str, left))}) is not this '
+                            f"body's to replay: {why}"))
+
+
 class _NoCancel:
     cancelled = False
 
@@ -351,7 +382,7 @@ def walk(
         with timed('lookup'):
             candidates = candidates_at(store, task=task, variant=variant, parent=parent,
                                        depth=depth, path=path)
-        verdict = judge.pick(candidates, depth)
+        verdict = on_body(judge.pick(candidates, depth), tree, depth)
         node = choose(verdict)
         if node is None:
             if parent is not None and parent.terminal and post_miss is None:
