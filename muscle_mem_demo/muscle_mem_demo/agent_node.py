@@ -90,9 +90,12 @@ from muscle_mem_demo_interfaces.msg import JointTolerance
 from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.action_server import ActionServer
+from muscle_mem_ros.ros.rclfix.shutdown import Spinner
+import rclpy
 from rclpy.action import CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_system_default
 from rclpy.service_introspection import ServiceIntrospectionState
@@ -174,10 +177,7 @@ class DemoAgentNode(Node):
         self._running = 0
         self._waiting = 0
         self._stopping = threading.Event()
-        self.create_subscription(JointState, 'joint_states', self._on_joints, 10,
-                                 callback_group=self._group)
-        self.create_subscription(PoseStamped, 'object_pose', self._on_object, 10,
-                                 callback_group=self._group)
+        self._senses = _Senses(self, self._on_joints, self._on_object)
         self._arm = ActionClient(self, FollowJointTrajectory, arm_action,
                                  callback_group=self._group)
         self._pose = ActionClient(self, MoveToPose, pose_action, callback_group=self._group)
@@ -215,6 +215,12 @@ class DemoAgentNode(Node):
         if not self._server.wait_results_sent(_SHUTDOWN_WAIT):
             self.get_logger().warning(
                 f'shutdown: a task result was not sent within {_SHUTDOWN_WAIT:g} s')
+        self._senses.close()
+
+    def destroy_node(self) -> None:
+        """Destroy the perception's helper node too (stopped first if no shutdown did)."""
+        self._senses.close()
+        super().destroy_node()
 
     def _check_stopping(self) -> None:
         if self._stopping.is_set():
@@ -557,6 +563,43 @@ class DemoAgentNode(Node):
         if future.exception() is not None:
             raise _TaskFailed(f'{what} failed: {future.exception()}')
         return future.result()
+
+
+class _Senses:
+    """
+    The agent's perception subscriptions, on a helper node spun by an executor of its own.
+
+    ``joint_states`` (120 Hz) and ``object_pose`` (30 Hz) on the agent's multi-threaded
+    executor kept one core busy while a task ran: every message rebuilt a wait set over all
+    the agent's action clients and servers, and the executor yields a ready subscription
+    again until a worker thread has taken its message. A single-threaded executor on a node
+    that holds only these two subscriptions takes each message inline, with nothing else to
+    wait on. The helper is ``_<agent>_senses`` in the agent's namespace, with the same
+    global remappings (a remapped ``joint_states`` applies to it as well).
+
+    :param node: The agent node.
+    :param on_joints: Called with each JointState.
+    :param on_object: Called with each object PoseStamped.
+    """
+
+    def __init__(self, node: Node, on_joints: Callable[[JointState], None],
+                 on_object: Callable[[PoseStamped], None]) -> None:
+        name = f'_{node.get_name()}_senses'
+        self._node = rclpy.create_node(
+            name, context=node.context, namespace=node.get_namespace(),
+            cli_args=['--ros-args', '-r', f'__node:={name}'], start_parameter_services=False)
+        self._node.create_subscription(JointState, 'joint_states', on_joints, 10)
+        self._node.create_subscription(PoseStamped, 'object_pose', on_object, 10)
+        executor = SingleThreadedExecutor(context=node.context)
+        executor.add_node(self._node)
+        self._spinner: Spinner | None = Spinner(executor)
+
+    def close(self) -> None:
+        """Stop spinning and destroy the helper node (once; later calls do nothing)."""
+        spinner, self._spinner = self._spinner, None
+        if spinner is not None:
+            spinner.stop(_SHUTDOWN_WAIT)
+            self._node.destroy_node()
 
 
 def _duration(seconds: float) -> Duration:
