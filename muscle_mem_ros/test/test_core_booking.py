@@ -223,7 +223,8 @@ def test_the_gate_holds_a_stepped_back_trajectory_whatever_replay_requires(tmp_p
                 b, F, StepBack(3, 5), now=100.0, agreed=agreed))
         for gate in (Gate(), Gate.parse('shadow:1')):
             trust = gate_tree(gate, store, trees.view('t', ''))
-            assert one.node_ids[0] not in (trust.nodes or ()), gate
+            # None would admit every node: the held branch must be left out of a set
+            assert trust.nodes is not None and one.node_ids[0] not in trust.nodes, gate
             assert trust.reasons[one.id].startswith(f'trajectory {one.id} stepped back'), gate
         assert gate_tree(Gate(), store, trees.view('t', '')).nodes == frozenset(two.node_ids)
         for _ in range(RETURN_RUNS):
