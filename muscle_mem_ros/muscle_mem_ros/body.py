@@ -37,8 +37,10 @@ renames).
 Which trajectories a robot replays (:class:`Kin`): those of its own body, those of
 bodies its owner declared compatible with it (pairs kept in the store, so a fleet
 shares them; compatibility is transitive: a calibration declared compatible with one
-declared compatible with the first is too), and those of an unknown body (''),
-learned before trajectories recorded their body: they replay on any body, as before.
+declared compatible with the first is too), those of an unknown body (''), learned
+before trajectories recorded their body: they replay on any body, as before; and those
+imported for any body (:data:`ANY_BODY`: from a file that recorded no body, with no
+``--body`` given), which replay on any body too, and are said to be imported.
 """
 
 from __future__ import annotations
@@ -49,8 +51,11 @@ import hashlib
 import json
 import xml.etree.ElementTree as ElementTree
 
-__all__ = ['Body', 'body_of', 'Compatibility', 'Kin', 'kin', 'normalised', 'resolve',
-           'robot_name', 'shown']
+__all__ = ['ANY_BODY', 'anywhere', 'Body', 'body_of', 'Compatibility', 'Kin', 'kin',
+           'normalised', 'resolve', 'robot_name', 'shown']
+
+ANY_BODY = '*'
+"""The key of trajectories imported for any body (a file that recorded none, no ``--body``)."""
 
 DIGITS = 16
 """Hex digits of the digest a store keeps."""
@@ -81,9 +86,9 @@ class Body:
 
     @classmethod
     def parse(cls, key: str) -> Body | None:
-        """Return the body a store's key names (None for '', an unknown body)."""
+        """Return the body a store's key names (None for '' and :data:`ANY_BODY`: any body)."""
         name, at, digest = key.rpartition('@')
-        if not key:
+        if not key or key == ANY_BODY:
             return None
         return cls(name, digest) if at else cls('', key)
 
@@ -107,8 +112,31 @@ class Compatibility:
 
 def shown(key: str) -> str:
     """Return a stored body as a person reads it (``panda@3f2c``; 'unknown' for '')."""
+    if key == ANY_BODY:
+        return 'any body (imported)'
     body = Body.parse(key)
     return 'unknown' if body is None else str(body)
+
+
+def anywhere(counts: Mapping[str, int]) -> list[str]:
+    """
+    Return what a node says at start of a store's trajectories that replay on any body.
+
+    Those learned before trajectories recorded their body ('') and those imported for
+    any body (:data:`ANY_BODY`) are said apart: an import was not learned before bodies.
+
+    :param counts: Trajectories by body key (:meth:`~.store.base.Store.bodies`).
+    """
+    said = []
+    for key, why, where in (('', 'learned before trajectories recorded their body', ', as before'),
+                            (ANY_BODY, 'imported for any body ({} file recorded none)', '')):
+        n = counts.get(key, 0)
+        if n:
+            one = n == 1
+            said.append(f'{n} trajector{"y" if one else "ies"} '
+                        f'{why.format("its" if one else "their")}: '
+                        f'{"it replays" if one else "they replay"} on any body{where}')
+    return said
 
 
 def normalised(description: str) -> str:

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+import sqlite3
 from xml.etree import ElementTree
 
 from cli_helpers import build_store, SENSOR_PARAMS
 from muscle_mem_ros.bindings.judge import BindingJudge
 from muscle_mem_ros.bindings.rules import Binding, DECLARED, element_tolerances
+from muscle_mem_ros.body import ANY_BODY
 from muscle_mem_ros.bt.btcpp import LEAVES
 from muscle_mem_ros.bt.document import BtDocument, BtStep
 from muscle_mem_ros.bt.tree import build_tree, Progress
@@ -233,7 +235,7 @@ def test_import_brings_a_reviewed_tree_back_approved_and_refuses_a_bad_goal(tmp_
         orders = {json.loads(store.path(t.id)[-1].step.payload_json).get('order')
                   for t in found}
         assert orders == {5, 8}  # the edit came back
-        assert {t.body for t in found} == {''}  # no --body: it replays on any body
+        assert {t.body for t in found} == {ANY_BODY}  # no --body: it replays on any body
     key = 'panda@' + '3f2c' * 4  # --body: for that body only (a full key, as a node logs it)
     assert main(['import', str(tmp_path / 'panda.db'), str(tmp_path / 'ok.yaml'),
                  '--who', 'alice', '--body', key]) == 0
@@ -356,3 +358,78 @@ def test_run_bt_refuses_a_file_that_is_not_yaml_in_one_line(capsys, tmp_path):
     err = capsys.readouterr().err
     assert err.count('\n') == 1 and err.startswith(
         f'muscle-mem run-bt: error: {bad}: not YAML: line '), err
+
+
+PANDA_KEY = 'panda@' + '3f2c' * 4
+UR5E_KEY = 'ur5e@' + '91ab' * 4
+
+
+def _learned_on(path: Path, body: str, *, trajectory: int | None = None) -> None:
+    """Say in the store that the trajectories of ``pick`` (or one) were learned on ``body``."""
+    conn = sqlite3.connect(path)
+    where, args = ('task = ?', ('pick',)) if trajectory is None else ('id = ?', (trajectory,))
+    conn.execute(f'UPDATE trajectories SET body = ? WHERE {where}', (body, *args))
+    conn.commit()
+    conn.close()
+
+
+def test_a_tree_goes_out_and_back_on_the_body_it_was_learned_on(tmp_path, capsys):
+    """Issue 43 items 9 and 10: export --bt records the body; import keeps it, or says why not."""
+    text = exported(tmp_path, 'py_trees')  # (builds cache.db)
+    _learned_on(tmp_path / 'cache.db', PANDA_KEY)
+    out = tmp_path / 'pick.yaml'
+    assert main(['export', str(tmp_path / 'cache.db'), 'pick', '--bt', 'py_trees',
+                 '--out', str(out)]) == 0
+    assert load(out.read_text()).body == PANDA_KEY
+    capsys.readouterr()
+    assert main(['import', str(tmp_path / 'kept.db'), str(out), '--who', 'alice']) == 0
+    said = capsys.readouterr().out
+    assert 'for body panda@3f2c' in said, said
+    with SqliteStore(path=tmp_path / 'kept.db') as store:
+        assert {t.body for t in store.trajectories(task='pick')} == {PANDA_KEY}
+    # another body stamped on the Panda's branches: refused, naming both; nothing written
+    assert main(['import', str(tmp_path / 'stamped.db'), str(out), '--who', 'alice',
+                 '--body', UR5E_KEY]) == 1
+    err = capsys.readouterr().err
+    assert 'learned on panda@3f2c' in err and 'ur5e@91ab' in err, err
+    assert not (tmp_path / 'stamped.db').exists()
+    # a tree that mixes bodies goes out only for the body chosen
+    with SqliteStore(path=tmp_path / 'cache.db') as store:
+        pick = store.trajectories(task='pick')
+    _learned_on(tmp_path / 'cache.db', UR5E_KEY, trajectory=pick[-1].id)
+    assert main(['export', str(tmp_path / 'cache.db'), 'pick', '--bt', 'py_trees',
+                 '--out', str(tmp_path / 'mixed.yaml')]) == 1
+    err = capsys.readouterr().err
+    assert 'mixes bodies' in err and 'panda@3f2c' in err and 'ur5e@91ab' in err, err
+    assert main(['export', str(tmp_path / 'cache.db'), 'pick', '--bt', 'py_trees',
+                 '--out', str(tmp_path / 'ur5e.yaml'), '--body', 'ur5e@91ab']) == 0
+    doc = load((tmp_path / 'ur5e.yaml').read_text())
+    assert doc.body == UR5E_KEY and len(doc.paths()) == 1
+    # a file that records no body (written before bodies) is imported for any body, said so
+    old = '\n'.join(line for line in out.read_text().splitlines()
+                    if not line.startswith('body:')) + '\n'
+    (tmp_path / 'old.yaml').write_text(old)
+    assert load(old).body == ''
+    capsys.readouterr()
+    assert main(['import', str(tmp_path / 'any.db'), str(tmp_path / 'old.yaml'),
+                 '--who', 'alice']) == 0
+    said = capsys.readouterr().out
+    assert 'for any body' in said, said
+    with SqliteStore(path=tmp_path / 'any.db') as store:
+        assert {t.body for t in store.trajectories(task='pick')} == {ANY_BODY}
+        assert store.bodies() == {ANY_BODY: len(pick)}
+    assert main(['bodies', str(tmp_path / 'any.db')]) == 0
+    said = capsys.readouterr().out
+    assert 'imported for any body' in said and 'learned before' not in said, said
+    assert text  # (the first export, without a body chosen, was of a tree of one body)
+
+
+def test_an_import_of_one_trajectory_says_trajectory(tmp_path, capsys):
+    build_store(tmp_path / 'cache.db')
+    out = tmp_path / 'wave.yaml'
+    assert main(['export', str(tmp_path / 'cache.db'), 'wave', '--bt', 'py_trees',
+                 '--out', str(out)]) == 0
+    capsys.readouterr()
+    assert main(['import', str(tmp_path / 'new.db'), str(out), '--who', 'alice']) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("imported 1 trajectory of task 'wave'"), said

@@ -24,7 +24,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from muscle_mem_ros.body import Body, body_of, Compatibility, kin, normalised, resolve, shown
+from muscle_mem_ros.body import (ANY_BODY, anywhere, Body, body_of, Compatibility, kin,
+                                 normalised, resolve, shown)
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
 from muscle_mem_ros.replay.gates import Gate, gate_tree
@@ -307,3 +308,23 @@ def test_the_cli_shows_each_trajectorys_body_and_declares_two_compatible(tmp_pat
     with SqliteStore(path=path) as s:
         pairs = [(p.a, p.b) for p in s.compatible_bodies()]
     assert pairs == [tuple(sorted((panda.key, ur5e.key)))]
+
+
+def test_a_node_says_which_trajectories_replay_on_any_body_and_why():
+    """Issue 43 item 10: an import is not 'learned before trajectories recorded their body'."""
+    key = body().key
+    assert anywhere({key: 3}) == []
+    assert anywhere({'': 1, key: 2}) == [
+        '1 trajectory learned before trajectories recorded their body: it replays on any '
+        'body, as before']
+    said = anywhere({ANY_BODY: 1, key: 2})
+    assert said == ['1 trajectory imported for any body (its file recorded none): it replays '
+                    'on any body']
+    assert 'learned before' not in ' '.join(said)
+    assert anywhere({'': 2, ANY_BODY: 3}) == [
+        '2 trajectories learned before trajectories recorded their body: they replay on any '
+        'body, as before',
+        '3 trajectories imported for any body (their file recorded none): they replay on any '
+        'body']
+    assert shown(ANY_BODY) == 'any body (imported)' and Body.parse(ANY_BODY) is None
+    assert kin(body(), []).sees(ANY_BODY)

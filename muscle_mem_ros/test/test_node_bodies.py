@@ -207,8 +207,8 @@ def test_a_store_learned_before_bodies_replays_as_before(robots, tmp_path: Path)
         conn.commit()
         conn.close()
         a.start_cache(store_path=str(path), robot_description_timeout=5.0)
-        assert 'store: 1 trajectory learned before trajectories recorded their body: they ' \
-            'replay on any body, as before' in a.cache.output()
+        assert 'store: 1 trajectory learned before trajectories recorded their body: it ' \
+            'replays on any body, as before' in a.cache.output()
         assert run(a, 'fetch_bodies', hit=True).trajectory_id == learned
     finally:
         a.stop_cache()

@@ -187,6 +187,9 @@ class BtDocument:
     subtrees: dict[str, BtDocument] = field(default_factory=dict)
     """The trees its subtask steps call, by name (:mod:`.subtrees`); a subtree's own
     subtask steps name trees here too (its own ``subtrees`` is empty)."""
+    body: str = ''
+    """The key of the body its trajectories were learned on ('': the file records none);
+    an export of a tree that mixes bodies holds the one chosen (:mod:`..body`)."""
 
     def walk(self) -> Iterator[tuple[int, BtStep, BtStep | None]]:
         """Yield (depth, step, parent) of every step, depth first in rank order."""
@@ -310,7 +313,7 @@ class _FilePlans(Mapping[int, Plan]):
 def build(store: Store, *, task: str, variant: str, plans: Mapping[int, Plan],
           sensors: Mapping[str, dict[str, Any]] | None = None,
           params: Mapping[str, Any] | None = None,
-          tolerance: Tolerance = lambda key: None) -> BtDocument:
+          tolerance: Tolerance = lambda key: None, body: str | None = None) -> BtDocument:
     """
     Return one learned tree of ``task`` as a document.
 
@@ -321,8 +324,11 @@ def build(store: Store, *, task: str, variant: str, plans: Mapping[int, Plan],
     :param sensors: Sensor name -> tolerance and mode, for the checks (from the params file).
     :param params: The parameters the tree runs with (default: its first recording's).
     :param tolerance: Sensor element tolerances (which post elements follow a goal field).
+    :param body: Only the trajectories learned on this body (its key), recorded in the
+        document; None: every trajectory, and the document records no body.
     """
-    listing = store.trajectories(task=task, variant=variant)
+    listing = [t for t in store.trajectories(task=task, variant=variant)
+               if body is None or t.body == body]
     if not listing:
         raise ConfigError(f'task {task!r} has no trajectories in tree {variant!r}')
     through: dict[int, list[int]] = {}
@@ -338,7 +344,8 @@ def build(store: Store, *, task: str, variant: str, plans: Mapping[int, Plan],
                          steps_under(n.id), tolerance) for n in nodes if n.id in through]
     first = _recorded_params(listing[0])
     return BtDocument(task=task, params=dict(params if params is not None else first),
-                      variant=variant, sensors=dict(sensors or {}), steps=steps_under(None))
+                      variant=variant, sensors=dict(sensors or {}), steps=steps_under(None),
+                      body=body or '')
 
 
 def bound_leaves(pattern: Any, prefix: str = '') -> list[str]:

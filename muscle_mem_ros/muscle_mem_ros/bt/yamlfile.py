@@ -49,7 +49,7 @@ FORMAT = 'muscle_mem_bt/1'
 def dump(doc: BtDocument) -> str:
     """Return the document as YAML, a comment above each step."""
     head = {'format': FORMAT, 'task': doc.task, 'params': doc.params, 'variant': doc.variant,
-            'sensors': doc.sensors}
+            **({'body': doc.body} if doc.body else {}), 'sensors': doc.sensors}
     lines = [f'# muscle_mem behavior tree of task {doc.task!r}: edit goals, params or',
              '# branches, then run it (muscle-mem run-bt) or bring it back (muscle-mem import).',
              '# An edited goal field is sent as edited, and the post elements its step lists',
@@ -172,7 +172,11 @@ def load(text: str, *, source: str = 'the tree') -> BtDocument:
     sensors = data.get('sensors') or {}
     if not isinstance(sensors, dict):
         raise ConfigError(f'{source}: sensors: not a map')
+    if not isinstance(data.get('body', ''), str):
+        raise ConfigError(f'{source}: body: not a string (the key of a body, as '
+                          'muscle-mem bodies lists it)')
     doc = _load_tree(data, '', source, sensors)
+    doc.body = str(data.get('body') or '')
     subtrees = data.get('subtrees') or {}
     if not isinstance(subtrees, dict):
         raise ConfigError(f'{source}: subtrees: not a map')

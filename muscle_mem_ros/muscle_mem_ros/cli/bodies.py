@@ -31,10 +31,15 @@ import argparse
 
 from .inventory import body_rows, open_cli_store
 from .output import Output, when
-from ..body import resolve, shown
+from ..body import ANY_BODY, resolve, shown
 from ..errors import MuscleMemError
 
 __all__ = ['add_parser', 'run']
+
+
+_ANYWHERE = {'': '(learned before bodies: replays on any body)',
+             ANY_BODY: '(imported for any body: replays on any body)'}
+"""What the key column says of the keys that are no body."""
 
 
 def add_parser(cmd: argparse.ArgumentParser) -> None:
@@ -75,8 +80,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
             {'a': p.a, 'b': p.b, 'who': p.who, 'at': p.at} for p in pairs]})
         return 0
     out.table(('body', 'key', 'trajectories'),
-              ([r['body'], r['key'] or '(learned before bodies: replays on any body)',
-                r['trajectories']] for r in rows), right=('trajectories',))
+              ([r['body'], _ANYWHERE.get(r['key'], r['key']), r['trajectories']]
+               for r in rows), right=('trajectories',))
     if pairs:
         out.table(('body', 'compatible with', 'declared by', 'when'),
                   ([shown(p.a), shown(p.b), p.who, when(p.at)] for p in pairs),

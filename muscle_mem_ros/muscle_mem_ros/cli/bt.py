@@ -40,6 +40,7 @@ move (:func:`~muscle_mem_ros.bt.traces.imported_trace`).
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import json
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ from .output import Output
 from .paramsfile import BindingSettings, read_binding_settings
 from ..bindings.rules import element_tolerances, sensor_sources
 from ..bindings.variants import canonical, Variant
-from ..body import resolve, shown
+from ..body import ANY_BODY, Body, resolve, shown
 from ..bt.btcpp import to_xml
 from ..bt.document import as_run, BtDocument, build
 from ..bt.subtrees import attach, call_of, documents
@@ -62,21 +63,25 @@ from ..replay.subtasks import subtask_step
 from ..replay.treeview import Trees
 from ..store import Store
 
-__all__ = ['add_import_parser', 'export_bt', 'goal_steps', 'import_bt', 'import_variant',
-           'run_export', 'run_import']
+__all__ = ['add_import_parser', 'export_bt', 'exported_body', 'goal_steps', 'import_bt',
+           'import_variant', 'imported_body', 'run_export', 'run_import']
 
 SUFFIX = {'py_trees': '.bt.yaml', 'btcpp': '.xml', 'dot': '.dot'}
 
 
 def export_bt(store: Store, task: str, *, kind: str, params: dict[str, Any] | None,
-              params_file: str | None = None, node_name: str = 'muscle_mem') -> str:
+              params_file: str | None = None, node_name: str = 'muscle_mem',
+              body: str = '') -> str:
     """
     Return one learned tree of ``task`` as a behavior tree of ``kind``.
 
     :param params: The run's parameters (choose the tree as a run would); None: the
         task's only tree.
     :param params_file: The node's params file: sensor tolerances and declared bindings.
-    :raises ConfigError: no such task, or several trees and no ``params``.
+    :param body: The body whose trajectories go out (as a person names it); '': the
+        tree's only one (:func:`exported_body`).
+    :raises ConfigError: no such task, several trees and no ``params``, or a tree that
+        mixes bodies and no ``body``.
     """
     settings = read_binding_settings(params_file, node_name) if params_file else \
         BindingSettings()
@@ -97,13 +102,40 @@ def export_bt(store: Store, task: str, *, kind: str, params: dict[str, Any] | No
     sensors = {s.name: {'tolerance': list(s.tolerance), 'mode': s.mode.value}
                for s in settings.sensors}
     doc = build(store, task=task, variant=variant, plans=trees.plans(task, variant),
-                sensors=sensors, params=params, tolerance=trees.tolerance)
+                sensors=sensors, params=params, tolerance=trees.tolerance,
+                body=exported_body(store, task, variant, body))
     attach(store, doc, trees)
     if kind == 'py_trees':
         return dump(doc)
     if kind == 'btcpp':
         return to_xml(doc)
     return dot(doc)
+
+
+def exported_body(store: Store, task: str, variant: str, wanted: str) -> str:
+    """
+    Return the key of the body a tree goes out for: the one chosen, else its only one.
+
+    A file records one body, so that an import keeps it: a tree whose trajectories were
+    learned on several bodies goes out only for the one ``wanted`` names.
+
+    :raises ConfigError: ``wanted`` names no body of the tree, or the tree mixes bodies
+        and none is chosen (naming them, with their trajectories).
+    """
+    counts = Counter(t.body for t in store.trajectories(task=task, variant=variant))
+    if wanted:
+        try:
+            key = resolve(wanted, [k for k in counts if Body.parse(k) is not None])
+        except ValueError as err:
+            raise ConfigError(f'--body: {err}') from err
+        if key not in counts:
+            raise ConfigError(f'--body: task {task!r} has no trajectory learned on {shown(key)}')
+        return key
+    if len(counts) > 1:
+        listed = ', '.join(f'{shown(k)}: {n}' for k, n in sorted(counts.items()))
+        raise ConfigError(f'task {task!r}: its tree mixes bodies (trajectories: {listed}), '
+                          'and a file records one: choose it with --body')
+    return next(iter(counts))
 
 
 def dot(doc: BtDocument) -> str:
@@ -126,6 +158,10 @@ def add_export_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument('--params-json', metavar='JSON',
                      help='with --bt: the parameters the tree runs with (chooses the tree '
                           "as a run would; default the tree's own)")
+    cmd.add_argument('--body', metavar='BODY', default='',
+                     help='with --bt: the body whose branches go out (panda@3f2c, as '
+                          'muscle-mem bodies lists it), recorded in the file; required when '
+                          "the tree mixes bodies (default: the tree's only body)")
 
 
 def run_export(args: argparse.Namespace, out: Output) -> int:
@@ -133,7 +169,7 @@ def run_export(args: argparse.Namespace, out: Output) -> int:
     params = _params(args.params_json)
     with open_cli_store(args.store) as store:
         text = export_bt(store, args.task, kind=args.bt, params=params,
-                         params_file=args.params, node_name=args.node_name)
+                         params_file=args.params, node_name=args.node_name, body=args.body)
     path = Path(args.out or f'{args.task}{SUFFIX[args.bt]}')
     path.write_text(text, encoding='utf-8')
     if out.json_mode:
@@ -250,8 +286,10 @@ def add_import_parser(cmd: argparse.ArgumentParser) -> None:
                           'trajectory imported')
     cmd.add_argument('--body', metavar='BODY', default='',
                      help='the body the imported trajectories replay on (panda@3f2c, as '
-                          'muscle-mem bodies lists it, or the key a node logs); default: '
-                          'none, they replay on any body')
+                          'muscle-mem bodies lists it, or the key a node logs), for a file '
+                          'that records none; a file that records a body is imported for '
+                          'it, and another body given is refused. Default: the body the '
+                          'file records, else any body')
     cmd.set_defaults(run=run_import)
 
 
@@ -265,10 +303,12 @@ def run_import(args: argparse.Namespace, out: Output) -> int:
     doc = load(path.read_text(encoding='utf-8'), source=str(path))
     # every tree's goals are built before the store is opened: a bad one writes nothing
     trees = [(tree, goal_steps(tree)) for name, tree in documents(doc) if not name or tree.steps]
+    recorded = imported_body(doc, args.body)  # another body than the file's: nothing opened
     subtasks: dict[str, list[int]] = {}
     with open_cli_store(args.store, write=True) as store:
         try:
-            body = resolve(args.body, [k for k in store.bodies() if k]) if args.body else ''
+            body = recorded or resolve(args.body, [k for k in store.bodies()
+                                                   if Body.parse(k) is not None])
         except ValueError as err:
             raise ConfigError(f'--body: {err}') from err
         ids = import_bt(store, doc, trees[0][1], who=who, body=body)
@@ -280,7 +320,33 @@ def run_import(args: argparse.Namespace, out: Output) -> int:
                   'subtasks': subtasks, 'body': body})
     else:
         also = '; '.join(f'subtask {t!r}: {", ".join(map(str, i))}' for t, i in subtasks.items())
-        out.print(f'imported {len(ids)} trajectories of task {doc.task!r} '
-                  f'({", ".join(map(str, ids))}){" and " + also if also else ""}, '
-                  f'approved by {who}, for {f"body {shown(body)}" if body else "any body"}')
+        out.print(f'imported {len(ids)} trajector{"y" if len(ids) == 1 else "ies"} of task '
+                  f'{doc.task!r} ({", ".join(map(str, ids))})'
+                  f'{" and " + also if also else ""}, approved by {who}, for '
+                  f'{"any body" if Body.parse(body) is None else f"body {shown(body)}"}')
     return 0
+
+
+def imported_body(doc: BtDocument, wanted: str) -> str:
+    """
+    Return the key of the body a document is imported for, when it is settled without a store.
+
+    The body the file records (its branches were learned there): ``wanted`` may name
+    only it. A file that records none: :data:`~..body.ANY_BODY` without ``wanted``, ''
+    with it (the store resolves the name).
+
+    :raises ConfigError: ``wanted`` names another body than the one the file records.
+    """
+    if Body.parse(doc.body) is None:
+        return '' if wanted else (doc.body or ANY_BODY)
+    if not wanted:
+        return doc.body
+    try:
+        if resolve(wanted, [doc.body]) == doc.body:
+            return doc.body
+    except ValueError:
+        pass
+    raise ConfigError(f'--body {wanted}: the branches of this file were learned on '
+                      f'{shown(doc.body)}; stamping another body on them would replay them '
+                      'where they were not learned (if the two are one for the cache, '
+                      'declare it: muscle-mem bodies --compatible)')

@@ -36,8 +36,8 @@ executor's callback (a lifecycle manager's ``configure``).
 
 At configure the node logs its body with the key a store keeps (what ``muscle-mem
 bodies --compatible`` takes for a robot that has learned nothing yet) and, once, how
-many trajectories of the store have an unknown body (learned before trajectories
-recorded it): they replay on any body, as before.
+many trajectories of the store replay on any body: those of an unknown body (learned
+before trajectories recorded it), as before, and those imported for any body, said apart.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from __future__ import annotations
 from pathlib import Path
 import time
 
-from muscle_mem_ros.body import Body, body_of
+from muscle_mem_ros.body import anywhere, Body, body_of
 from muscle_mem_ros.errors import ConfigError, StoreError
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig
 from muscle_mem_ros.store import Store
@@ -131,11 +131,10 @@ def read_body(node: RosNode, config: NodeConfig, store: Store) -> Body:
     else:
         log.warning(f'{said}; the body is its joint names and tools only')
     try:
-        unknown = store.bodies().get('', 0)
+        counts = store.bodies()
     except StoreError as err:
         log.warning(f'store: cannot count the bodies of its trajectories: {err}')
         return body
-    if unknown:
-        log.info(f'store: {unknown} trajector{"y" if unknown == 1 else "ies"} learned before '
-                 'trajectories recorded their body: they replay on any body, as before')
+    for line in anywhere(counts):
+        log.info(f'store: {line}')
     return body
