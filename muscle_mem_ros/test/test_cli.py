@@ -305,6 +305,7 @@ def test_trust_lists_the_shadow_counts_of_each_inferred_binding(capsys, store):
     rows = {r['trajectory']: r for r in run_json(capsys, 'trust', str(store), 'pick')}
     assert (rows[first.id]['shadow_runs'], rows[first.id]['shadow_agreed']) == (3, 2)
     assert rows[first.id]['bindings'] == [{'step': depth, 'node': node, 'field': field,
+                                           'source': '',  # learned only with a params file
                                            'shadow_runs': 3, 'shadow_agreed': 2}]
     assert rows[second.id]['bindings'] == []
     code, out, _ = run(capsys, 'trust', str(store), 'pick')

@@ -38,7 +38,10 @@ from muscle_mem_interfaces.srv import Replay
 from muscle_mem_ros.body import Body
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.store import PostgresStore
-from node_helpers import Harness, Names, OBJECT_HOME, wait_until
+from node_helpers import (
+    CacheProcess, Harness, Names, OBJECT_HOME, params, run_cache_to_exit, wait_until,
+    write_params,
+)
 from pg_server import _make
 import pytest
 from rclpy.node import Node
@@ -281,3 +284,42 @@ def test_a_branch_another_body_adds_mid_walk_is_not_replayed_here(robots):
         a.robot._count_call = plain
         a.stop_cache()
         a.start_cache(store_path=url, robot_id='robot_a', robot_description_timeout=5.0)
+
+
+@pytest.mark.parametrize('text, error', [
+    ('panda:\n  joints: 7\n', 'syntax error'),  # YAML, not a description
+    (PANDA[:len(PANDA) // 2], 'unclosed token'),  # a URDF cut off halfway
+])
+def test_a_description_file_that_is_not_a_description_fails_at_start(tmp_path, text, error):
+    """Issue 43 item 10: the node exits at start, naming the file and the parse error."""
+    path = tmp_path / 'panda.urdf'
+    path.write_text(text)
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db', robot_description_file=str(path))
+    done = run_cache_to_exit(names=names, values=values, tmp=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f'bad configuration: robot_description_file: {str(path)!r} is not XML' in \
+        done.stderr, done.stderr
+    assert error in done.stderr, done.stderr
+
+
+def test_a_xacro_description_file_is_said_not_expanded_at_start(tmp_path):
+    """Issue 43 item 10: a .urdf.xacro is another body than its expansion, and the log says so."""
+    path = tmp_path / 'panda.urdf.xacro'
+    path.write_text('<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name="panda">'
+                    '<xacro:property name="z" value="0.333"/><link name="base"/></robot>')
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db', robot_description_file=str(path))
+    cache = CacheProcess(names=names, params_file=write_params(tmp_path / 'p.yaml', names.node,
+                                                               values), log=tmp_path / 'c.log')
+    try:
+        assert wait_until(lambda: 'behavior cache ready' in cache.output()
+                          or not cache.alive(), 30.0), cache.output()
+        assert cache.alive(), cache.output()
+        warned = [line for line in cache.output().splitlines()
+                  if 'WARN' in line and 'xacro' in line]
+        assert warned and 'not expanded' in warned[0] and str(path) in warned[0], \
+            cache.output()
+        assert 'a different body from the URDF it expands to' in warned[0], warned[0]
+    finally:
+        cache.stop()

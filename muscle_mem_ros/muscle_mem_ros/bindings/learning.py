@@ -236,7 +236,9 @@ class Learner:
         for decl in self._declared:
             if decl.tool == o.node.step.tool:
                 for binding in _fit_declared(decl, o):
-                    found.setdefault(binding.field, binding)
+                    had = found.setdefault(binding.field, binding)
+                    if had.origin != DECLARED and had.source == binding.source:
+                        found[binding.field] = binding  # inferred too, but declared: declared
         return found
 
 

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 import json
 from typing import Any
 
-from .rules import is_number, parse_path, Source
+from .rules import DECLARED, is_number, parse_path, Plan, Source, SourceKind
 
-__all__ = ['BOUND', 'canonical', 'Variant']
+__all__ = ['BOUND', 'canonical', 'served', 'Variant']
 
 BOUND = {'$bound': True}
 """What a bound parameter leaf becomes in a tree's variant (its params JSON pattern)."""
@@ -85,6 +85,34 @@ class Variant:
             target[path[-1]] = dict(BOUND)
         return cls(canonical(pattern), pattern)
 
+    def with_bound(self, sources: Iterable[str]) -> Variant:
+        """
+        Return this variant with the parameter leaves ``sources`` name bound as well.
+
+        A source naming a list or an object (``param:place``) binds every leaf under it;
+        a source the pattern does not hold, and every sensor source, changes nothing.
+        """
+        if not isinstance(self.pattern, dict):
+            return self
+        pattern = json.loads(json.dumps(self.pattern))
+        changed = False
+        for text in sources:
+            source = Source.parse(text)
+            if source.kind is not SourceKind.PARAM:
+                continue
+            parent: Any = None
+            key: Any = None
+            target: Any = pattern
+            for part in parse_path(source.name):
+                if not _holds(target, part):
+                    break
+                parent, key, target = target, part, target[part]
+            else:
+                if parent is not None and target != BOUND:
+                    parent[key] = _bind_all(target)
+                    changed = True
+        return Variant(canonical(pattern), pattern) if changed else self
+
     @property
     def has_bound(self) -> bool:
         """Return True when some parameter leaf of the tree is bound."""
@@ -93,6 +121,41 @@ class Variant:
     def fits(self, params: Mapping[str, Any]) -> bool:
         """Return True when ``params`` fit (bound leaves match any number or string)."""
         return self.pattern is not None and _fits(self.pattern, dict(params))
+
+
+def served(variant: str, plans: Mapping[int, Plan]) -> Variant:
+    """
+    Return the variant a tree serves: its own, with the leaves its declared bindings follow bound.
+
+    The one rule for a params edit of a value a declared parameter binding follows, used
+    by the node (:meth:`~..replay.treeview.Trees.variant_for`), run-bt and an import
+    (:meth:`~..bt.document.BtDocument.misfit`, :func:`~..cli.bt.import_variant`): a
+    declaration is the evidence that a second recording is for an inferred binding
+    (:func:`.filing.witnessed`), so the edit is replayed, as filing binds a new tree's
+    declared parameters at once. A parameter that only an inferred binding follows stays
+    held literal until a second recording shows goals following it.
+
+    :param variant: The tree's variant as stored.
+    :param plans: The tree's plans (node id -> plan).
+    """
+    sources = {b.source for plan in plans.values() for b in plan.bindings
+               if b.origin == DECLARED and b.is_param}
+    return Variant.parse(variant).with_bound(sources)
+
+
+def _holds(value: Any, part: str | int) -> bool:
+    if isinstance(part, int):
+        return isinstance(value, list) and 0 <= part < len(value)
+    return isinstance(value, dict) and part in value
+
+
+def _bind_all(value: Any) -> Any:
+    """Return ``value`` with every number or string leaf under it bound."""
+    if isinstance(value, dict) and value != BOUND:
+        return {k: _bind_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bind_all(v) for v in value]
+    return dict(BOUND) if is_number(value) or isinstance(value, str) else value
 
 
 def _any_bound(pattern: Any) -> bool:

@@ -80,7 +80,7 @@ from ..bindings.rules import (
     bindable_leaves, Binding, element_tolerances, goal_leaves, is_number, leaves, moved_sensors,
     Plan, sensor_elements, split_element,
 )
-from ..bindings.variants import BOUND, canonical, Variant
+from ..bindings.variants import BOUND, canonical, served
 from ..checks.tolerance import ToleranceCheck
 from ..errors import ConfigError
 from ..records import (
@@ -234,13 +234,14 @@ class BtDocument:
         """
         Return why the cache would not run this tree with ``params`` ('' when it would).
 
-        A tree serves the parameters of its variant: its bound leaves take any value, the
-        others only the recorded one (one recording is not evidence that a goal follows a
-        parameter: :mod:`muscle_mem_ros.bindings.variants`).
+        A tree serves the parameters of its variant: its bound leaves, and those its
+        declared bindings follow, take any value; the others only the recorded one (one
+        recording is not evidence that a goal follows a parameter, a declaration is:
+        :func:`muscle_mem_ros.bindings.variants.served`, the node's rule too).
         """
         if not self.variant or self.variant == canonical(self.params):
             return ''
-        variant = Variant.parse(self.variant)
+        variant = served(self.variant, self.plans())
         if variant.fits(self.params):
             return ''
         if variant.pattern is None:

@@ -248,9 +248,9 @@ def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
     with open_cli_store(args.store) as store:
         task_trajectories(store, args.task)  # raises for an unknown task
         rows = trust_rows(store, args.task, settings)
-        bound = binding_trust_rows(store, args.task)
+        bound = binding_trust_rows(store, args.task, settings)
     if out.json_mode:  # each trajectory with the counts of the inferred bindings on it
-        keys = ('step', 'node', 'field', 'shadow_runs', 'shadow_agreed')
+        keys = ('step', 'node', 'field', 'source', 'shadow_runs', 'shadow_agreed')
         out.json([{**r, 'bindings': [{k: b[k] for k in keys} for b in bound
                                      if r['trajectory'] in b['trajectories']]} for r in rows])
         return 0
@@ -270,7 +270,9 @@ def _cmd_trust(args: argparse.Namespace, out: Output) -> int:
     if bound:
         out.table(('step', 'learned step', 'binding', 'trajectories', 'shadow runs', 'agreed',
                    'rate'),
-                  ([b['step'], b['node'], b['field'], ', '.join(map(str, b['trajectories'])),
+                  ([b['step'], b['node'],
+                    f"{b['field']} <- {b['source']}" if b['source'] else b['field'],
+                    ', '.join(map(str, b['trajectories'])),
                     b['shadow_runs'], b['shadow_agreed'],
                     _rate(b['shadow_agreed'], b['shadow_runs'])] for b in bound),
                   title='inferred bindings (shadow runs that predicted them)',

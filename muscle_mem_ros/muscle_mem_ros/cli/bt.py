@@ -49,7 +49,7 @@ from .inventory import open_cli_store, task_trajectories
 from .output import Output
 from .paramsfile import BindingSettings, read_binding_settings
 from ..bindings.rules import element_tolerances, sensor_sources
-from ..bindings.variants import canonical, Variant
+from ..bindings.variants import canonical, served
 from ..body import ANY_BODY, Body, resolve, shown
 from ..bt.btcpp import to_xml
 from ..bt.document import as_run, BtDocument, build
@@ -237,13 +237,15 @@ def import_variant(doc: BtDocument) -> str:
     """
     Return the tree an imported document is filed under: where a run with its params looks.
 
-    The document's variant when it binds parameters (its params fit it: one that does
-    not is refused before, :func:`~muscle_mem_ros.bt.document.as_run`, as run-bt does not
-    run it); else the params' literal tree, the variant itself.
+    The document's variant, with the leaves its declared bindings follow bound
+    (:func:`~muscle_mem_ros.bindings.variants.served`), when it binds parameters (its
+    params fit it: one that does not is refused before,
+    :func:`~muscle_mem_ros.bt.document.as_run`, as run-bt does not run it); else the
+    params' literal tree, the variant itself.
     """
-    variant = Variant.parse(doc.variant)
+    variant = served(doc.variant, doc.plans())  # its declared bindings' leaves bound
     if variant.has_bound and variant.fits(doc.params):
-        return doc.variant
+        return variant.text
     return canonical(doc.params)
 
 

@@ -431,28 +431,43 @@ def trust_rows(store: Store, task: str,
     return rows
 
 
-def binding_trust_rows(store: Store, task: str) -> list[dict[str, Any]]:
+def binding_trust_rows(store: Store, task: str,
+                       settings: BindingSettings | None = None) -> list[dict[str, Any]]:
     """
     Return per inferred binding of ``task`` that shadow runs compared: its counts.
 
     One row per (learned step, field), as the store counts them: ``step`` (its index in a
-    run, as ExecuteTask counts steps), ``node`` (the learned step), ``field``, the
-    ``trajectories`` it is on, ``shadow_runs`` and ``shadow_agreed``. A step no longer in
-    the store (forgotten) is left out.
+    run, as ExecuteTask counts steps), ``node`` (the learned step), ``field``, ``source``
+    (``sensor:tag[0]``: what the node learns it from with ``settings``, else what an
+    approval recorded, else ''), the ``trajectories`` it is on, ``shadow_runs`` and
+    ``shadow_agreed``. A step no longer in the store (forgotten) is left out.
 
     :param store: The store.
     :param task: Task name.
+    :param settings: How the node finds bindings (its params file); default: parameter
+        bindings only, as :func:`task_tree` says.
     """
     _, by_binding = store.agreement(task=task)
     on: dict[int, list[int]] = {}
-    for info in store.trajectories(task=task):
+    infos = store.trajectories(task=task)
+    for info in infos:
         for node_id in info.node_ids:
             on.setdefault(node_id, []).append(info.id)
+    sources = {(node, field): source for approval in store.approvals(task=task)
+               for node, field, source in approval.bindings}
+    variants: dict[str, list[TrajectoryInfo]] = {}
+    for info in infos:
+        variants.setdefault(info.variant, []).append(info)
+    if by_binding:
+        for listing in variants.values():
+            for node_id, plan in _plans(store, listing, settings or BindingSettings()).items():
+                sources.update(((node_id, b.field), b.source) for b in plan.bindings)
     rows = []
     for (node_id, field), counts in sorted(by_binding.items()):
         if node_id not in on:
             continue
         rows.append({'step': store.node(node_id).depth, 'node': node_id, 'field': field,
+                     'source': sources.get((node_id, field), ''),
                      'trajectories': on[node_id], 'shadow_runs': counts.runs,
                      'shadow_agreed': counts.agreed})
     return rows

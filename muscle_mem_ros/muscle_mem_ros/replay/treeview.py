@@ -56,7 +56,7 @@ from ..bindings.inference import Sources
 from ..bindings.keeping import fingerprint, KeptPlans, plan_text
 from ..bindings.learning import follow, Learner, no_plans, Plans
 from ..bindings.rules import Declared, DEFAULT_MAX_SHIFT
-from ..bindings.variants import Variant
+from ..bindings.variants import served, Variant
 from ..body import Body, Compatibility, Kin, kin
 from ..errors import StoreError
 from ..records import Step, TrajectoryInfo
@@ -411,11 +411,20 @@ class Trees:
         :param literal: Their canonical JSON (the tree of runs with exactly these values).
         :return: ``literal`` when such a tree exists or no tree binds the differing
             parameters; else the fitting bound tree with the most trajectories (then
-            the one whose trajectories are newer: the larger sum of ids).
+            the one whose trajectories are newer: the larger sum of ids). A tree binds
+            the parameters its variant binds and those its declared bindings follow
+            (:func:`~..bindings.variants.served`: a tree learned before the params file
+            declared them serves their edits too, as run-bt and an import do).
         """
         trees = self._store.trees(task=task)
         if literal in trees:
             return literal
-        fitting = [(tally, text) for text, tally in trees.items()
-                   if (variant := Variant.parse(text)).has_bound and variant.fits(params)]
+        declared = [d.source for d in self.declared]
+        fitting = []
+        for text, tally in trees.items():
+            variant = Variant.parse(text)
+            if declared and variant.with_bound(declared).fits(params):  # read its plans
+                variant = served(text, self.plans(task, text))
+            if variant.has_bound and variant.fits(params):
+                fitting.append((tally, text))
         return max(fitting)[1] if fitting else literal

@@ -18,8 +18,10 @@ The body this node is: its robot description, joints and tools, read once at con
 What defines a body and how it is named is :mod:`muscle_mem_ros.body`. The node reads
 the description at configure, once:
 
-* from ``robot_description_file`` when it is set (a missing or unreadable file is a
-  configuration error naming the parameter);
+* from ``robot_description_file`` when it is set (a missing or unreadable file, or one
+  that is not XML, a URDF cut off halfway among them, is a configuration error naming
+  the parameter, the file and the parse error; a xacro file is read as it is, not
+  expanded, and a warning at start says it is another body than its expansion);
 * else from the ``robot_description`` topic (``std_msgs/msg/String``, reliable,
   transient local, as ``robot_state_publisher`` publishes it; relative, so a node in a
   namespace reads its own robot's, and remappable), waiting at most
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 from pathlib import Path
 import time
+import xml.etree.ElementTree as ElementTree
 
 from muscle_mem_ros.body import anywhere, Body, body_of
 from muscle_mem_ros.errors import ConfigError, StoreError
@@ -56,7 +59,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 __all__ = ['DESCRIPTION_TOPIC', 'body_from', 'description_file', 'read_body',
-           'read_description']
+           'read_description', 'unexpanded']
 
 DESCRIPTION_TOPIC = 'robot_description'
 """The topic read, relative to the node's namespace (as robot_state_publisher names it)."""
@@ -74,10 +77,33 @@ def description_file(config: NodeConfig) -> str | None:
     if not config.robot_description_file:
         return None
     try:
-        return Path(config.robot_description_file).read_text()
+        text = Path(config.robot_description_file).read_text()
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f'robot_description_file: cannot read '
                           f'{config.robot_description_file!r}: {err}') from err
+    try:  # a URDF, MJCF or SDF is XML: anything else would be fingerprinted as a body
+        ElementTree.fromstring(text)
+    except ElementTree.ParseError as err:
+        raise ConfigError(f'robot_description_file: {config.robot_description_file!r} is not '
+                          f'XML (a URDF, MJCF or SDF): {err}') from err
+    return text
+
+
+def unexpanded(config: NodeConfig, description: str) -> str:
+    """
+    Return what to warn of a ``robot_description_file`` that is xacro ('' when it is not).
+
+    A xacro file is read as it is: no ``xacro`` module comes with the ROS wheels the
+    package is tested on, so it is not expanded, and its body differs from the URDF it
+    expands to (what ``robot_state_publisher`` publishes from it).
+    """
+    path = config.robot_description_file
+    if not path or not (path.endswith('.xacro') or 'xmlns:xacro' in description):
+        return ''
+    return (f'robot_description_file {path} is xacro, read as it is (not expanded): it is '
+            'a different body from the URDF it expands to (the robot_description '
+            'robot_state_publisher publishes); give the expanded file (xacro '
+            f'{Path(path).name} > robot.urdf) or leave the parameter unset to read the topic')
 
 
 def body_from(config: NodeConfig, description: str, fallback: str) -> Body:
@@ -130,6 +156,8 @@ def read_body(node: RosNode, config: NodeConfig, store: Store) -> Body:
         log.info(said)
     else:
         log.warning(f'{said}; the body is its joint names and tools only')
+    if unexpanded(config, description):
+        log.warning(unexpanded(config, description))
     try:
         counts = store.bodies()
     except StoreError as err:
