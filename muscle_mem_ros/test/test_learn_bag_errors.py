@@ -171,7 +171,11 @@ def test_a_rosbag2_folder_is_read_through_its_metadata(tmp_path, capsys):
     meta['rosbag2_bagfile_information']['storage_identifier'] = 'sqlite3'
     (folder / 'metadata.yaml').write_text(yaml.safe_dump(meta))
     code, _out, err = run(tmp_path, folder, capsys)
-    assert code == 1 and "storage 'sqlite3' is not read" in err
+    assert code == 1 and 'bag_0.mcap: not a readable rosbag2 sqlite3 file' in err
+    meta['rosbag2_bagfile_information']['storage_identifier'] = 'rosbag_v2'
+    (folder / 'metadata.yaml').write_text(yaml.safe_dump(meta))
+    code, _out, err = run(tmp_path, folder, capsys)
+    assert code == 1 and "storage 'rosbag_v2' is not read; only mcap and sqlite3" in err
 
 
 def _refused(tmp_path, capsys, bag: Path, match: str) -> None:

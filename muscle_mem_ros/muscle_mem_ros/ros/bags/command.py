@@ -32,9 +32,9 @@ from pathlib import Path
 from muscle_mem_ros.body import Body
 from muscle_mem_ros.errors import ConfigError
 from muscle_mem_ros.records import TrajectoryInfo
-from muscle_mem_ros.ros.bags.exported import exported_steps, is_export
+from muscle_mem_ros.ros.bags.exported import export_topics, exported_steps, is_export
 from muscle_mem_ros.ros.bags.learning import (
-    file_tasks, plan_tasks, Planned, task_windows, Window,
+    BagStream, file_tasks, plan_tasks, Planned, task_windows, Window,
 )
 from muscle_mem_ros.ros.bags.reader import Bag, BagError, read_bag
 from muscle_mem_ros.ros.messages.convert import canonical_params
@@ -127,8 +127,11 @@ def prepare(bag_path: str | Path, config: NodeConfig, *, task: str,
     :raises BagError: a bag that cannot be learned from.
     :raises ValueError: ``params_json`` is not a JSON object.
     """
-    bag = read_bag(bag_path)
-    if not any(t.times for t in bag.topics.values()):
+    stream = BagStream(config, node_name,
+                       kept=['/' + DESCRIPTION_TOPIC, *export_topics(config)])
+    bag = read_bag(bag_path, keep=stream.keep, on_message=stream.message)
+    stream.steps.finish()
+    if not any(t.count for t in bag.topics.values()):
         raise BagError(f'{bag_path}: the bag holds no message')
     body = _body(bag, config, node_name)
     if is_export(bag):
@@ -142,7 +145,8 @@ def prepare(bag_path: str | Path, config: NodeConfig, *, task: str,
         return Learned(bag=bag, body=body, task=task, planned=planned, export=True)
     windows = task_windows(bag, config, task=task, node_name=node_name,
                            params_json=params_json, since=since, until=until)
-    return Learned(bag=bag, body=body, task=task, planned=plan_tasks(bag, config, windows))
+    return Learned(bag=bag, body=body, task=task,
+                   planned=plan_tasks(bag, config, windows, stream))
 
 
 def file_learned(store: Store, config: NodeConfig, learned: Learned) -> Learned:

@@ -44,7 +44,7 @@ from muscle_mem_ros.ros.messages.introspection import message_to_json
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig, ToolConfig
 from rclpy.serialization import deserialize_message
 
-__all__ = ['exported_steps', 'is_export']
+__all__ = ['export_topics', 'exported_steps', 'is_export']
 
 _NS = 1e-9
 
@@ -53,6 +53,13 @@ def is_export(bag: Bag) -> bool:
     """Return True when the bag is a ``muscle-mem export --mcap`` file."""
     return 'muscle_mem' in bag.metadata or bag.topic(PRE_TOPIC) is not None \
         or bag.topic(POST_TOPIC) is not None
+
+
+def export_topics(config: NodeConfig) -> list[str]:
+    """Return the topics an export holds (kept whole as a bag is read: they are small)."""
+    return [PRE_TOPIC, POST_TOPIC, TRACE_TOPIC, *(
+        '/' + tool.server.strip('/') + ('/goal' if tool.kind is ToolKind.ACTION else '/request')
+        for tool in config.tools)]
 
 
 def _snapshot(msg: object) -> Snapshot:
@@ -70,7 +77,7 @@ def _goal_topics(bag: Bag, config: NodeConfig) -> dict[str, ToolConfig]:
         suffix = 'goal' if tool.kind is ToolKind.ACTION else 'request'
         tools['/' + tool.server.strip('/') + '/' + suffix] = tool
     for name, topic in bag.topics.items():
-        if name in (PRE_TOPIC, POST_TOPIC, TRACE_TOPIC) or not topic.times:
+        if name in (PRE_TOPIC, POST_TOPIC, TRACE_TOPIC) or not topic.count:
             continue
         if name not in tools:
             raise BagError(f'{bag.path}: goals on {name}, a tool the params file does not have')

@@ -27,7 +27,15 @@ Tasks, first that applies:
 * else the whole bag, one task.
 
 Each task's steps are the successful calls of the configured tools that started and
-ended inside it, in the order they ended (as the node records them). A task whose
+ended inside it, in the order they ended (as the node records them). Inside is judged by
+each call's own stamps against the task's (the introspection events' ``info.stamp``: when
+each request and response was published) where both have them, else by receive times:
+receive order across topics is not publish order, and a step whose events were received
+just after the task's result (they went through another queue) is still the task's last.
+A tool the params file names whose topics are all absent from the bag was not recorded:
+the bag is refused, naming the topics, rather than a task learned without its steps. The
+bag is read in one pass (:class:`BagStream`): the calls' events, the tasks' and the
+description are kept; sensors stream through the steps being built. A task whose
 snapshots are stale (:mod:`.steps`) is skipped, saying which sensor at which step; a task
 with no step is an error. Everything is built before anything is written: a bag that
 fails leaves the store as it was.
@@ -53,15 +61,16 @@ from muscle_mem_ros.body import Body
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.records import Node, Step, StepStatus, ToolKind, TrajectoryInfo
 from muscle_mem_ros.replay.treeview import recorded_params, Trees
-from muscle_mem_ros.ros.bags.calls import Call, find_calls
-from muscle_mem_ros.ros.bags.reader import Bag, BagError
-from muscle_mem_ros.ros.bags.steps import build_step, Sensors
+from muscle_mem_ros.ros.bags.calls import (
+    Call, chosen, event_topics, find_calls, Finder, finders, tool_topics)
+from muscle_mem_ros.ros.bags.reader import Bag, BagError, Topic
+from muscle_mem_ros.ros.bags.steps import Built, Steps
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.messages.convert import canonical_params
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig, ToolConfig
 from muscle_mem_ros.store import Store
 
-__all__ = ['Planned', 'Window', 'file_tasks', 'plan_tasks', 'task_windows']
+__all__ = ['BagStream', 'Planned', 'Window', 'file_tasks', 'plan_tasks', 'task_windows']
 
 _NS = 1e-9
 
@@ -75,12 +84,14 @@ class Window:
     :ivar end: Last receive time (ns).
     :ivar params_json: Its canonical parameters.
     :ivar source: Where the range came from, for people.
+    :ivar stamps: The task's own stamps (ns) of its goal and its result (None: a range).
     """
 
     start: int
     end: int
     params_json: str
     source: str
+    stamps: tuple[int, int] | None = None
 
 
 @dataclass
@@ -98,12 +109,72 @@ class Planned:
     skipped: str = ''
 
 
-def _execute_task_topics(bag: Bag, config: NodeConfig, node_name: str) -> list[str]:
+def _task_servers(config: NodeConfig, node_name: str) -> list[str]:
     servers = {f'/{node_name.strip("/")}/execute_task'}
     if config.agent_action:
         servers.add('/' + config.agent_action.strip('/'))
-    return sorted(s for s in servers
-                  if bag.topic(s + '/_action/send_goal/_service_event') is not None)
+    return sorted(servers)
+
+
+def _execute_task_topics(bag: Bag, config: NodeConfig, node_name: str) -> list[str]:
+    return [s for s in _task_servers(config, node_name)
+            if bag.topic(s + '/_action/send_goal/_service_event') is not None]
+
+
+class BagStream:
+    """
+    What learn does with each message as the bag is read once (:func:`.reader.read_bag`).
+
+    :param config: The node's configuration.
+    :param node_name: The node's name (its ``execute_task``).
+    :param kept: Further topics to keep whole (the export's).
+    """
+
+    def __init__(self, config: NodeConfig, node_name: str, kept: Sequence[str] = ()) -> None:
+        self.steps = Steps(config)
+        self.finders = {tool.server: finders(tool, self.steps) for tool in config.tools}
+        self._fed: dict[str, list[Finder]] = {}
+        for found in self.finders.values():
+            for finder in found:
+                for name in finder.topics:
+                    self._fed.setdefault(name, []).append(finder)
+        self._kept = set(kept)
+        for server in _task_servers(config, node_name):
+            self._kept.update(event_topics(_execute_task_tool(server)))
+
+    def keep(self, topic: Topic) -> bool:
+        """Return True for a topic read at the end (the tasks' calls, the export's)."""
+        return topic.name in self._kept
+
+    def message(self, topic: Topic, when: int, published: int, data: bytes) -> None:
+        """Take one message of the bag, in its order."""
+        self.steps.advance(when)
+        if topic.name in self.steps.sensors.by_topic:
+            self.steps.sensor(topic, when, data)
+        for finder in self._fed.get(topic.name, ()):
+            finder.feed(topic, when, data)
+
+    def built(self, bag: Bag, tool: ToolConfig) -> list[Built]:
+        """
+        Return the steps of a tool's calls that succeeded, in the form the bag holds.
+
+        :raises BagError: the form's refusals (:mod:`.calls`).
+        """
+        best = chosen(self.finders[tool.server], bag)
+        if best is None:
+            return []
+        best.calls(bag)
+        return self.steps.built.get(id(best), [])
+
+
+def _unrecorded(bag: Bag, config: NodeConfig) -> str:
+    missing = [tool for tool in config.tools
+               if not any(bag.topic(name) is not None for name in tool_topics(tool))]
+    if not missing:
+        return ''
+    return (', '.join(f'{tool.name} ({tool.server})' for tool in missing) +
+            ' (none of ' + ', '.join(name for tool in missing for name in tool_topics(tool)) +
+            ' is in the bag)')
 
 
 def task_windows(bag: Bag, config: NodeConfig, *, task: str, node_name: str,
@@ -132,7 +203,8 @@ def task_windows(bag: Bag, config: NodeConfig, *, task: str, node_name: str,
             if call.status is not StepStatus.SUCCEEDED or call.message.task != task:
                 continue
             params = given if given is not None else canonical_params(call.message.params_json)
-            found.append(Window(call.started, call.ended, params, f'ExecuteTask on {server}'))
+            found.append(Window(call.started, call.ended, params, f'ExecuteTask on {server}',
+                                call.stamps))
     if found:
         found.sort(key=lambda w: (w.start, -w.end))
         outer: list[Window] = []
@@ -153,36 +225,55 @@ def _execute_task_tool(server: str) -> ToolConfig:
                       interface=ExecuteTask)
 
 
-def plan_tasks(bag: Bag, config: NodeConfig, windows: Sequence[Window]) -> list[Planned]:
-    """
-    Build every task's steps; nothing is written.
+def _inside(window: Window, call: Call) -> bool:
+    if window.stamps is not None and call.stamps is not None:
+        return window.stamps[0] <= call.stamps[0] and call.stamps[1] <= window.stamps[1]
+    return window.start <= call.started and call.ended <= window.end
 
-    :raises BagError: a task with no step, a type the bag and the params file disagree on,
-        a goal whose contents are missing, a message that does not decode.
+
+def _order(built: list[Built]) -> list[Built]:
+    if all(b.call.stamps is not None for b in built):
+        return sorted(built, key=lambda b: (b.call.stamps or (0, 0))[::-1])
+    return sorted(built, key=lambda b: (b.call.ended, b.call.started))
+
+
+def plan_tasks(bag: Bag, config: NodeConfig, windows: Sequence[Window],
+               stream: BagStream) -> list[Planned]:
     """
-    calls: list[Call] = []
+    Build every task's steps from what the stream built; nothing is written.
+
+    :raises BagError: a tool of the params file not recorded, a task with no step, a type
+        the bag and the params file disagree on, a goal whose contents are missing.
+    """
+    built: list[Built] = []
     for tool in config.tools:
-        calls.extend(c for c in find_calls(bag, tool) if c.status is StepStatus.SUCCEEDED)
-    calls.sort(key=lambda c: (c.ended, c.started))
-    sensors = Sensors(bag, config.sensors)
+        built.extend(stream.built(bag, tool))
+    unrecorded = _unrecorded(bag, config)
     planned = []
     for window in windows:
-        inside = [c for c in calls if window.start <= c.started and c.ended <= window.end]
+        inside = _order([b for b in built if _inside(window, b.call)])
         span = (f'{(window.start - bag.start) * _NS:.3f} s to '
                 f'{(window.end - bag.start) * _NS:.3f} s ({window.source})')
         if not inside:
             raise BagError(f'{bag.path}: the task from {span} has no step: no call of a '
-                           'configured tool succeeded in it')
+                           'configured tool succeeded in it' +
+                           (f'; the bag lacks every topic of {unrecorded}' if unrecorded
+                            else ''))
         item = Planned(window)
-        for index, call in enumerate(inside):
-            step, stale = build_step(bag, call, sensors, config)
-            if stale:
-                item.skipped = (f'step {index} ({call.tool.server}) has stale sensors: '
-                                f'{"; ".join(stale)}; the node would not have learned a step '
-                                'it cannot check, so the task from ' + span + ' is skipped')
+        for index, found in enumerate(inside):
+            if found.stale:
+                item.skipped = (f'step {index} ({found.call.tool.server}) has stale sensors: '
+                                f'{"; ".join(found.stale)}; the node would not have learned a '
+                                'step it cannot check, so the task from ' + span +
+                                ' is skipped')
                 break
-            item.steps.append(step)
+            item.steps.append(found.step)
         planned.append(item)
+    if unrecorded:
+        raise BagError(f'{bag.path}: the params file names tools the bag did not record: '
+                       f'{unrecorded}: a task learned from it would lack their steps. Record '
+                       'them (docs/learning-from-bags.md), or leave them out of the params '
+                       'file')
     return planned
 
 

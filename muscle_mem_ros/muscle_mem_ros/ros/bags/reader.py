@@ -14,35 +14,51 @@
 
 
 """
-Read a bag once: every topic's messages (CDR bytes and receive times), checked.
+Read a bag once, in one pass: every message handed on as it comes, only some kept.
 
 What is read:
 
 * one MCAP file (rosbag2's ``mcap`` storage, the default since Iron, or the cache's own
-  ``muscle-mem export --mcap``);
-* a rosbag2 folder: its ``metadata.yaml`` names the storage (``mcap`` only; ``sqlite3``
-  is refused, convert it with ``ros2 bag convert``) and its files, read in that order.
+  ``muscle-mem export --mcap``), or one compressed whole with zstd (``.mcap.zstd``:
+  rosbag2's ``compression_mode: FILE``), decompressed as it is read;
+* one sqlite3 file (``.db3``: rosbag2's ``sqlite3`` storage, Humble's default), read with
+  Python's own ``sqlite3`` in receive order;
+* a rosbag2 folder: its ``metadata.yaml`` names the storage (``mcap`` or ``sqlite3``), the
+  compression (``FILE``: each file is zstd; ``MESSAGE``: each message is) and its files,
+  read in that order.
 
-The bag's clock is each message's ``log_time`` (when the recorder received it), in
-nanoseconds; :class:`Topic` keeps per topic the times and raw messages in that order.
-Nothing is decoded here: the steps decode only what they use.
+What a file is comes from its first bytes, not its name. The bag's clock is each
+message's receive time (MCAP's ``log_time``, sqlite3's ``timestamp``) in nanoseconds; the
+publish time (MCAP's ``publish_time``; sqlite3 has none: the receive time) is handed on
+beside it. Nothing is decoded here.
+
+Memory: a message is handed to ``on_message`` and dropped, unless ``keep`` says to keep
+its topic (:class:`Topic` then holds its times and raw messages in order): learning keeps
+the few small topics it reads at the end (calls, tasks, the description) and streams the
+rest (sensors, and topics it does not read at all: a camera's images are never held).
 
 Refused, with :class:`BagError` naming the file (and the topic where there is one):
-a file that is not MCAP, truncated or corrupt (CRC checked); a message whose encoding
+a file that is none of these, truncated or corrupt (CRC checked); a message whose encoding
 is not ``cdr``; a topic whose receive times go backwards (the bag's clock must only
 move forward: a recording spliced from two clocks cannot say what came first).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from muscle_mem_ros.errors import MuscleMemError
 import yaml
 
-__all__ = ['Bag', 'BagError', 'Topic', 'bag_files', 'read_bag']
+__all__ = ['Bag', 'BagError', 'BagFile', 'Topic', 'bag_files', 'read_bag']
+
+_SQLITE = b'SQLite format 3\x00'
+_ZSTD = b'\x28\xb5\x2f\xfd'
+_MCAP = b'\x89MCAP'
 
 
 class BagError(MuscleMemError):
@@ -56,14 +72,18 @@ class Topic:
 
     :ivar name: Topic name.
     :ivar type_name: Its message type (``pkg/msg/X``) from the bag's schema ('' if none).
-    :ivar times: Receive times (ns), ascending.
-    :ivar data: The messages (CDR bytes), parallel to ``times``.
+    :ivar times: Receive times (ns), ascending (kept topics only).
+    :ivar data: The messages (CDR bytes), parallel to ``times`` (kept topics only).
+    :ivar count: How many messages the bag holds on it (kept or not).
+    :ivar last: The receive time of its last message (ns; 0: none).
     """
 
     name: str
     type_name: str
     times: list[int] = field(default_factory=list)
     data: list[bytes] = field(default_factory=list)
+    count: int = 0
+    last: int = 0
 
 
 @dataclass
@@ -89,89 +109,209 @@ class Bag:
         return self.topics.get(name) or self.topics.get('/' + name.lstrip('/'))
 
 
-def bag_files(path: str | Path) -> list[Path]:
-    """
-    Return the MCAP files a path stands for (a file, or a rosbag2 folder's files in order).
+OnMessage = Callable[[Topic, int, int, bytes], None]
+"""Called per message in the bag's order: (topic, receive time ns, publish time ns, CDR)."""
 
-    :raises BagError: no such path, a folder without ``metadata.yaml``, or not MCAP storage.
+
+@dataclass(frozen=True)
+class BagFile:
+    """
+    One file of a bag and how it is stored.
+
+    :ivar path: The file.
+    :ivar storage: ``mcap`` or ``sqlite3``.
+    :ivar compression: '' (none), ``file`` (the whole file is zstd) or ``message``.
+    """
+
+    path: Path
+    storage: str
+    compression: str = ''
+
+
+def _sniff(path: Path) -> BagFile:
+    try:
+        with open(path, 'rb') as stream:
+            head = stream.read(16)
+    except OSError as err:
+        raise BagError(f'{path}: cannot read: {err}') from err
+    if head.startswith(_SQLITE):
+        return BagFile(path, 'sqlite3')
+    if head.startswith(_ZSTD):
+        return BagFile(path, 'mcap', 'file')
+    return BagFile(path, 'mcap')
+
+
+def bag_files(path: str | Path) -> list[BagFile]:
+    """
+    Return the files a path stands for (a file, or a rosbag2 folder's files in order).
+
+    :raises BagError: no such path, a folder without ``metadata.yaml``, or another storage.
     """
     target = Path(path)
     if target.is_file():
-        return [target]
+        return [_sniff(target)]
     if not target.is_dir():
-        raise BagError(f'{target}: no such bag (an .mcap file or a rosbag2 folder)')
+        raise BagError(f'{target}: no such bag (an .mcap or .db3 file or a rosbag2 folder)')
     meta_file = target / 'metadata.yaml'
     try:
         meta: Any = yaml.safe_load(meta_file.read_text(encoding='utf-8'))
         info = meta['rosbag2_bagfile_information']
         storage = str(info.get('storage_identifier', ''))
         names = [str(n) for n in info.get('relative_file_paths') or []]
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError) as err:
+        mode = str(info.get('compression_mode') or '').lower()
+        codec = str(info.get('compression_format') or '').lower()
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError,
+            AttributeError) as err:
         raise BagError(f'{meta_file}: not a rosbag2 metadata file ({err})') from err
-    if storage != 'mcap':
-        raise BagError(f'{meta_file}: storage {storage!r} is not read; only mcap '
+    if storage not in ('mcap', 'sqlite3'):
+        raise BagError(f'{meta_file}: storage {storage!r} is not read; only mcap and sqlite3 '
                        '(convert with: ros2 bag convert)')
+    if mode in ('file', 'message') and codec not in ('zstd', ''):
+        raise BagError(f'{meta_file}: compression {codec!r} is not read; only zstd')
     if not names:
         raise BagError(f'{meta_file}: lists no files')
-    return [target / name for name in names]
+    compression = mode if mode in ('file', 'message') else ''
+    files = []
+    for name in names:
+        sniffed = _sniff(target / name)
+        files.append(BagFile(sniffed.path, storage,
+                             sniffed.compression if compression != 'message' else 'message'))
+    return files
 
 
-def read_bag(path: str | Path) -> Bag:
+class _Reading:
+    """One pass over a bag: topics declared, messages checked, handed on, kept or not."""
+
+    def __init__(self, bag: Bag, keep: Callable[[Topic], bool] | None,
+                 on_message: OnMessage | None) -> None:
+        self.bag = bag
+        self._keep = keep
+        self._on_message = on_message
+        self._kept: dict[str, bool] = {}
+
+    def topic(self, file: Path, name: str, type_name: str) -> Topic:
+        topic = self.bag.topics.setdefault(name, Topic(name, type_name))
+        if topic.type_name != type_name:
+            raise BagError(f'{file}: {name} has two types: {topic.type_name!r} and '
+                           f'{type_name!r}')
+        if name not in self._kept:
+            self._kept[name] = self._keep is None or self._keep(topic)
+        return topic
+
+    def message(self, file: Path, topic: Topic, when: int, published: int,
+                data: bytes) -> None:
+        if topic.count and when < topic.last:
+            raise BagError(f'{file}: clock goes backwards on {topic.name}: a message at '
+                           f'{when} ns after one at {topic.last} ns')
+        topic.count += 1
+        topic.last = when
+        bag = self.bag
+        bag.start = when if not bag.start else min(bag.start, when)
+        bag.end = max(bag.end, when)
+        if self._kept[topic.name]:
+            topic.times.append(when)
+            topic.data.append(data)
+        if self._on_message is not None:
+            self._on_message(topic, when, published, data)
+
+
+def read_bag(path: str | Path, *, keep: Callable[[Topic], bool] | None = None,
+             on_message: OnMessage | None = None) -> Bag:
     """
-    Read every message of a bag (see the module docstring).
+    Read a bag in one pass (see the module docstring).
 
-    :param path: An MCAP file or a rosbag2 folder.
+    :param path: An MCAP, ``.mcap.zstd`` or ``.db3`` file, or a rosbag2 folder.
+    :param keep: Which topics to hold in memory (None: every one).
+    :param on_message: Called with every message, in the bag's order, as it is read.
     :return: The bag.
     :raises BagError: unreadable, truncated, corrupt, or a clock going backwards.
     """
     bag = Bag(path=Path(path))
+    reading = _Reading(bag, keep, on_message)
     for file in bag_files(path):
-        _read_file(file, bag)
-    starts = [t.times[0] for t in bag.topics.values() if t.times]
-    if starts:
-        bag.start = min(starts)
-        bag.end = max(t.times[-1] for t in bag.topics.values() if t.times)
+        if file.storage == 'sqlite3':
+            _read_sqlite(file, reading)
+        else:
+            _read_mcap(file, reading)
     return bag
 
 
-def _read_file(file: Path, bag: Bag) -> None:
+@contextmanager
+def _opened(file: BagFile) -> Iterator[BinaryIO]:
+    with open(file.path, 'rb') as raw:
+        if file.compression != 'file':
+            yield raw
+            return
+        import zstandard
+        with zstandard.ZstdDecompressor().stream_reader(raw) as unpacked:
+            yield unpacked
+
+
+def _read_mcap(file: BagFile, reading: _Reading) -> None:
     from mcap.records import Channel, Message, Metadata, Schema
     from mcap.stream_reader import StreamReader
 
+    path = file.path
+    what = 'zstd-compressed MCAP' if file.compression == 'file' else 'MCAP'
     schemas: dict[int, str] = {}
     channels: dict[int, Topic] = {}
     try:
-        with open(file, 'rb') as stream:
+        with _opened(file) as stream:
             for record in StreamReader(stream, validate_crcs=True).records:
                 if isinstance(record, Message):
                     topic = channels.get(record.channel_id)
                     if topic is None:
-                        raise BagError(f'{file}: a message on unknown channel '
+                        raise BagError(f'{path}: a message on unknown channel '
                                        f'{record.channel_id} (corrupt file)')
-                    if topic.times and record.log_time < topic.times[-1]:
-                        raise BagError(
-                            f'{file}: clock goes backwards on {topic.name}: a message at '
-                            f'{record.log_time} ns after one at {topic.times[-1]} ns')
-                    topic.times.append(record.log_time)
-                    topic.data.append(bytes(record.data))
+                    reading.message(path, topic, record.log_time, record.publish_time,
+                                    bytes(record.data))
                 elif isinstance(record, Schema):
                     schemas[record.id] = record.name
                 elif isinstance(record, Channel):
                     if record.message_encoding != 'cdr':
-                        raise BagError(f'{file}: {record.topic} is encoded as '
+                        raise BagError(f'{path}: {record.topic} is encoded as '
                                        f'{record.message_encoding!r}, not cdr')
-                    name = schemas.get(record.schema_id, '')
-                    topic = bag.topics.setdefault(record.topic, Topic(record.topic, name))
-                    if topic.type_name != name:
-                        raise BagError(f'{file}: {record.topic} has two types: '
-                                       f'{topic.type_name!r} and {name!r}')
-                    channels[record.id] = topic
+                    channels[record.id] = reading.topic(
+                        path, record.topic, schemas.get(record.schema_id, ''))
                 elif isinstance(record, Metadata):
-                    bag.metadata[record.name] = dict(record.metadata)
+                    reading.bag.metadata[record.name] = dict(record.metadata)
     except BagError:
         raise
     except OSError as err:
-        raise BagError(f'{file}: cannot read: {err}') from err
+        raise BagError(f'{path}: cannot read: {err}') from err
     except Exception as err:  # the mcap reader's errors, struct and zstd ones: all corruption
-        raise BagError(f'{file}: not a readable MCAP file (truncated or corrupt: '
+        raise BagError(f'{path}: not a readable {what} file (truncated or corrupt: '
                        f'{type(err).__name__}: {err})') from err
+
+
+def _read_sqlite(file: BagFile, reading: _Reading) -> None:
+    import sqlite3
+    path = file.path
+    unpack: Callable[[bytes], bytes] = bytes
+    if file.compression == 'message':
+        import zstandard
+        unpack = zstandard.ZstdDecompressor().decompress
+    try:
+        db = sqlite3.connect(f'file:{path}?mode=ro', uri=True)
+    except sqlite3.Error as err:
+        raise BagError(f'{path}: cannot open as sqlite3 storage: {err}') from err
+    try:
+        topics: dict[int, Topic] = {}
+        for ident, name, type_name, encoding in db.execute(
+                'SELECT id, name, type, serialization_format FROM topics'):
+            if encoding != 'cdr':
+                raise BagError(f'{path}: {name} is encoded as {encoding!r}, not cdr')
+            topics[ident] = reading.topic(path, str(name), str(type_name))
+        for ident, when, data in db.execute(
+                'SELECT topic_id, timestamp, data FROM messages ORDER BY timestamp, id'):
+            topic = topics.get(ident)
+            if topic is None:
+                raise BagError(f'{path}: a message on unknown topic id {ident} (corrupt file)')
+            reading.message(path, topic, int(when), int(when), unpack(data))
+    except BagError:
+        raise
+    except Exception as err:  # sqlite3's and zstd's errors: not rosbag2's sqlite3 storage
+        raise BagError(f'{path}: not a readable rosbag2 sqlite3 file ({type(err).__name__}: '
+                       f'{err})') from err
+    finally:
+        db.close()

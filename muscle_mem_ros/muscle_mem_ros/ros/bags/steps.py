@@ -14,14 +14,15 @@
 
 
 """
-Build each call into the step the node would have recorded live.
+Build each call into the step the node would have recorded live, as the bag streams by.
 
-The bag's clock (receive times, in seconds) stands in for the node's monotonic clock:
+The bag's clock (receive times, in seconds) stands in for the node's monotonic clock, and
+the bag is lived in its order, as the node lived it:
 
-* a sensor's reading at a time is its last message received by then, its features
-  extracted by the sensor's own compiled field paths (:class:`..node.nodeconfig.SensorConfig`,
-  the node's :mod:`..capture.sensors`); a sensor read by name (``joints``) holds the latest
-  value of every configured name over its last messages (at most
+* a sensor's reading is its last message received so far, its features extracted by the
+  sensor's own compiled field paths (:class:`..node.nodeconfig.SensorConfig`, the node's
+  :mod:`..capture.sensors`); a sensor read by name (``joints``) holds the latest value of
+  every configured name over its last messages (at most
   :data:`~..capture.sensors.BY_NAME_DEPTH`), stamped with the oldest of them;
 * the pre snapshot is every sensor's reading when the request was sent;
 * the post snapshot is taken once every sensor has sent a message after the result (at
@@ -30,6 +31,10 @@ The bag's clock (receive times, in seconds) stands in for the node's monotonic c
   ``watch_rate`` by the node's own :class:`..capture.tracing.TraceTaker`, with the action's
   feedback from the bag, and ends with the post snapshot.
 
+Only what a step needs is kept: per sensor its last message (its last
+``BY_NAME_DEPTH`` for one read by name), per call in flight its pre snapshot and trace,
+and the steps of the calls that succeeded. A sensor's messages are never all held.
+
 Freshness: a sensor missing, or older than its ``max_age``, in a step's pre or post
 snapshot is stale there (:meth:`Sensors.stale`); the node would have learned a step it
 cannot check, so the learner skips that task and says which sensor and step.
@@ -37,13 +42,14 @@ cannot check, so the learner skips that task and says which sensor and step.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from collections import deque
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from muscle_mem_ros.records import Snapshot, Step
-from muscle_mem_ros.ros.bags.calls import Call, feedback_between
-from muscle_mem_ros.ros.bags.reader import Bag, BagError, Topic
+from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
+from muscle_mem_ros.ros.bags.calls import Call, Finder
+from muscle_mem_ros.ros.bags.reader import BagError, Topic
 from muscle_mem_ros.ros.capture.sensors import BY_NAME_DEPTH
 from muscle_mem_ros.ros.capture.tracing import TraceTaker
 from muscle_mem_ros.ros.messages.cdr import canonical_cdr
@@ -51,68 +57,73 @@ from muscle_mem_ros.ros.messages.introspection import message_to_json
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig, SensorConfig
 from rclpy.serialization import deserialize_message, serialize_message
 
-__all__ = ['Sensors', 'build_step']
+__all__ = ['Built', 'Sensors', 'Steps']
 
 _NS = 1e-9
 
 
+def _topic_name(name: str) -> str:
+    return '/' + name.lstrip('/')
+
+
 class _Track:
-    """One sensor's messages in the bag, features decoded on demand and kept."""
+    """One sensor's last messages, the reading of the last decoded once."""
 
-    def __init__(self, config: SensorConfig, topic: Topic | None) -> None:
+    def __init__(self, config: SensorConfig) -> None:
         self.config = config
-        self.times = topic.times if topic is not None else []
-        self._data = topic.data if topic is not None else []
-        self._topic = topic
-        self._cache: dict[int, tuple[tuple[float, ...], int] | None] = {}
-        if topic is not None and topic.type_name and topic.type_name != config.type_name:
-            raise BagError(f'{topic.name}: recorded as {topic.type_name}, but sensors.'
-                           f'{config.name}.type is {config.type_name}')
+        self._recent: deque[tuple[int, bytes]] = deque(
+            maxlen=BY_NAME_DEPTH if config.by_name is not None else 1)
+        self._reading: tuple[tuple[float, ...], int] | None = None
+        self._fresh = False
+        self._checked = False
 
-    def at(self, when: int) -> tuple[tuple[float, ...], int] | None:
-        """Return (features, receive time ns) of the reading at ``when``; None: none yet."""
-        index = bisect_right(self.times, when) - 1
-        if index < 0:
+    def push(self, topic: Topic, when: int, raw: bytes) -> None:
+        if not self._checked:
+            self._checked = True
+            if topic.type_name and topic.type_name != self.config.type_name:
+                raise BagError(f'{topic.name}: recorded as {topic.type_name}, but sensors.'
+                               f'{self.config.name}.type is {self.config.type_name}')
+        self._recent.append((when, raw))
+        self._fresh = False
+
+    def reading(self) -> tuple[tuple[float, ...], int] | None:
+        """Return (features, receive time ns) of the reading now; None: none yet."""
+        if not self._recent:
             return None
-        if index not in self._cache:
-            self._cache[index] = self._read(index)
-        return self._cache[index]
+        if not self._fresh:
+            self._reading = self._by_name() if self.config.by_name is not None \
+                else self._read(*self._recent[-1])
+            self._fresh = True
+        return self._reading
 
-    def first_after(self, when: int) -> int | None:
-        """Return the receive time of the first message after ``when`` (None: none)."""
-        index = bisect_right(self.times, when)
-        return self.times[index] if index < len(self.times) else None
-
-    def _decode(self, index: int) -> Any:
+    def _decode(self, when: int, raw: bytes) -> Any:
         try:
-            return deserialize_message(self._data[index], self.config.msg_type)
+            return deserialize_message(raw, self.config.msg_type)
         except Exception as err:  # rclpy raises plain errors for bad CDR
-            raise BagError(f'{self.config.topic}: a message at {self.times[index]} ns does '
+            raise BagError(f'{self.config.topic}: a message at {when} ns does '
                            f'not decode as {self.config.type_name}: {err}') from err
 
-    def _read(self, index: int) -> tuple[tuple[float, ...], int] | None:
-        config = self.config
-        if config.by_name is not None:
-            return self._by_name(index)
-        msg = self._decode(index)
+    def _read(self, when: int, raw: bytes) -> tuple[tuple[float, ...], int]:
+        msg = self._decode(when, raw)
         values: list[float] = []
         try:
-            for extractor in config.extractors:
+            for extractor in self.config.extractors:
                 values.extend(extractor.extract(msg))
         except Exception as err:  # the node reports it and ignores the sensor
-            raise BagError(f'sensors.{config.name}: cannot read {config.topic}: {err}') from err
+            raise BagError(f'sensors.{self.config.name}: cannot read {self.config.topic}: '
+                           f'{err}') from err
         self._length(len(values))
-        return tuple(values), self.times[index]
+        return tuple(values), when
 
-    def _by_name(self, index: int) -> tuple[tuple[float, ...], int] | None:
+    def _by_name(self) -> tuple[tuple[float, ...], int] | None:
         config = self.config
         assert config.by_name is not None
         slots = {name: i for i, name in enumerate(config.joints)}
         width = len(config.joints)
         values: list[float | None] = [None] * (width * len(config.by_name.paths))
-        oldest = self.times[index]
-        for back in range(index, max(-1, index - BY_NAME_DEPTH), -1):
-            names, columns = config.by_name.read(self._decode(back))
+        oldest = self._recent[-1][0]
+        for when, raw in reversed(self._recent):
+            names, columns = config.by_name.read(self._decode(when, raw))
             for column_index, column in enumerate(columns):
                 if column is None:
                     continue
@@ -120,7 +131,7 @@ class _Track:
                     slot = slots.get(name)
                     if slot is not None and values[column_index * width + slot] is None:
                         values[column_index * width + slot] = value
-                        oldest = self.times[back]
+                        oldest = when
             if all(v is not None for v in values):
                 self._length(len(values))
                 return tuple(float(v) for v in values if v is not None), oldest
@@ -133,33 +144,38 @@ class _Track:
 
 
 class Sensors:
-    """The configured sensors' messages in a bag: snapshots at any time of its clock."""
+    """The configured sensors as the bag has them so far: a snapshot of them at any time."""
 
-    def __init__(self, bag: Bag, sensors: Sequence[SensorConfig]) -> None:
-        self._tracks = {s.name: _Track(s, bag.topic(s.topic)) for s in sensors}
+    def __init__(self, sensors: Sequence[SensorConfig]) -> None:
+        self._tracks = {s.name: _Track(s) for s in sensors}
+        self.by_topic: dict[str, list[_Track]] = {}
+        for track in self._tracks.values():
+            self.by_topic.setdefault(_topic_name(track.config.topic), []).append(track)
+
+    @property
+    def names(self) -> list[str]:
+        """Return the sensors' names."""
+        return list(self._tracks)
+
+    def push(self, topic: Topic, when: int, raw: bytes) -> list[str]:
+        """Take a message of a sensor topic; return the sensors it is a reading of."""
+        tracks = self.by_topic.get(topic.name, [])
+        for track in tracks:
+            track.push(topic, when, raw)
+        return [t.config.name for t in tracks]
 
     def snapshot(self, when: int, names: Collection[str] | None = None) -> Snapshot:
-        """Return the snapshot the node would have taken at ``when`` (ns on the bag's clock)."""
+        """Return the snapshot the node would have taken now, at ``when`` (ns)."""
         features: dict[str, tuple[float, ...]] = {}
         stamps: dict[str, float] = {}
         for name, track in self._tracks.items():
             if names is not None and name not in names:
                 continue
-            reading = track.at(when)
+            reading = track.reading()
             if reading is not None:
                 features[name] = reading[0]
                 stamps[name] = reading[1] * _NS
         return Snapshot(features=features, stamps=stamps, taken_at=when * _NS)
-
-    def post_time(self, ended: int, timeout: float) -> int:
-        """Return when the post snapshot is taken: all sensors newer than ``ended``, or timeout."""
-        limit = ended + int(timeout * 1e9)
-        firsts = [track.first_after(ended) for track in self._tracks.values()]
-        if not firsts:
-            return ended
-        if any(first is None or first > limit for first in firsts):
-            return limit
-        return max(first for first in firsts if first is not None)
 
     def stale(self, snapshot: Snapshot) -> list[str]:
         """Return the sensors missing from ``snapshot`` or older than their ``max_age``, why."""
@@ -174,51 +190,132 @@ class Sensors:
         return out
 
 
-def build_step(bag: Bag, call: Call, sensors: Sensors, config: NodeConfig,
-               ) -> tuple[Step, list[str]]:
+@dataclass(frozen=True)
+class Built:
     """
-    Return the step the node would have recorded for ``call``, and its stale sensors.
+    A call that succeeded, built into its step.
 
-    :param bag: The bag (for the action's feedback).
-    :param call: A call that succeeded.
-    :param sensors: The bag's sensors.
-    :param config: The node's configuration (timeouts, watch).
-    :return: The step, and why a snapshot of it is stale (empty: none is).
+    :ivar call: The call.
+    :ivar step: The step the node would have recorded.
+    :ivar stale: Why a snapshot of it is stale (empty: none is).
     """
-    pre = sensors.snapshot(call.started)
-    post = sensors.snapshot(sensors.post_time(call.ended, config.post_check_timeout))
-    trace = None
-    watched = config.watched
-    if watched and call.tool.kind.value == 'action':
-        taker = TraceTaker(sensors=watched, rate=config.watch_rate, started=call.started * _NS,
-                           pre=pre)
-        taker.accepted(call.accepted * _NS)
-        period = int(1e9 / config.watch_rate)
-        feedback = feedback_between(bag, call)
-        next_feedback = 0
-        tick = call.accepted
-        while tick < call.ended:
-            while next_feedback < len(feedback) and feedback[next_feedback][0] <= tick:
-                when, message = feedback[next_feedback]
-                taker.feedback(message, at=when * _NS)
-                next_feedback += 1
-            taker.sample(sensors.snapshot(tick, watched))
-            tick += period
-        for when, message in feedback[next_feedback:]:
-            taker.feedback(message, at=when * _NS)
-        trace = taker.trace(post)
-    step = Step(
-        tool=call.tool.server,
-        kind=call.tool.kind,
-        type_name=call.tool.type_name,
-        payload=canonical_cdr(bytes(serialize_message(call.message)), type(call.message)),
-        payload_json=message_to_json(call.message),
-        pre=pre if pre.features else None,
-        post=post if post.features else None,
-        status=call.status,
-        duration=(call.ended - call.started) * _NS,
-        trace=trace,
-    )
-    stale = [f'pre: {s}' for s in sensors.stale(pre)] + \
-        [f'post: {s}' for s in sensors.stale(post)]
-    return step, stale
+
+    call: Call
+    step: Step
+    stale: list[str]
+
+
+@dataclass
+class _Flight:
+    """A call in flight: its pre snapshot, its trace, and once ended when its post is due."""
+
+    pre: Snapshot
+    started: int
+    taker: TraceTaker | None = None
+    tick: int = 0
+    call: Call | None = None
+    waiting: set[str] = field(default_factory=set)
+    post_at: int | None = None
+    limit: int = 0
+
+
+class Steps:
+    """
+    The listener of every tool's finders (:mod:`.calls`): each call that succeeded, built.
+
+    Fed by :meth:`message` with every message of the bag in its order; :meth:`finish`
+    once the bag ends. :attr:`built` holds per finder its calls' steps.
+    """
+
+    def __init__(self, config: NodeConfig) -> None:
+        self.sensors = Sensors(config.sensors)
+        self._config = config
+        self._flights: dict[tuple[int, object], _Flight] = {}
+        self._period = int(1e9 / config.watch_rate) if config.watch_rate > 0 else 0
+        self.built: dict[int, list[Built]] = {}
+
+    def advance(self, when: int) -> None:
+        """Take every sample and post snapshot due before a message received at ``when``."""
+        for key, flight in list(self._flights.items()):
+            if flight.taker is not None and flight.call is None and self._period:
+                while flight.tick < when:
+                    flight.taker.sample(self.sensors.snapshot(flight.tick,
+                                                              self._config.watched))
+                    flight.tick += self._period
+            if flight.call is not None:
+                due = flight.post_at if flight.post_at is not None else flight.limit
+                if due < when:
+                    self._build(key, flight, due)
+
+    def sensor(self, topic: Topic, when: int, raw: bytes) -> None:
+        """Take a sensor message (after :meth:`advance`)."""
+        names = self.sensors.push(topic, when, raw)
+        for flight in self._flights.values():
+            if flight.call is not None and flight.post_at is None and when > flight.call.ended:
+                flight.waiting.difference_update(names)
+                if not flight.waiting and when <= flight.limit:
+                    flight.post_at = when
+
+    def finish(self) -> None:
+        """Take every post snapshot still due, at its limit: the bag ended."""
+        for key, flight in list(self._flights.items()):
+            if flight.call is not None:
+                self._build(key, flight, flight.post_at if flight.post_at is not None
+                            else flight.limit)
+        self._flights.clear()
+
+    def started(self, finder: Finder, key: object, when: int) -> None:
+        """Take the call's pre snapshot."""
+        self._flights[(id(finder), key)] = _Flight(pre=self.sensors.snapshot(when), started=when)
+
+    def accepted(self, finder: Finder, key: object, when: int) -> None:
+        """Start the call's trace, when the action is watched."""
+        flight = self._flights.get((id(finder), key))
+        watched = self._config.watched
+        if flight is None or not watched or finder.tool.kind is not ToolKind.ACTION:
+            return
+        flight.taker = TraceTaker(sensors=watched, rate=self._config.watch_rate,
+                                  started=flight.started * _NS, pre=flight.pre)
+        flight.taker.accepted(when * _NS)
+        flight.tick = when
+
+    def feedback(self, finder: Finder, key: object, when: int, message: Any) -> None:
+        """Give the call's trace its feedback."""
+        flight = self._flights.get((id(finder), key))
+        if flight is not None and flight.taker is not None and flight.call is None:
+            flight.taker.feedback(message, at=when * _NS)
+
+    def ended(self, finder: Finder, key: object, call: Call) -> None:
+        """Wait for the post snapshot of a call that succeeded; forget one that did not."""
+        flight = self._flights.get((id(finder), key))
+        if flight is None or call.status is not StepStatus.SUCCEEDED:
+            self._flights.pop((id(finder), key), None)
+            return
+        flight.call = call
+        flight.limit = call.ended + int(self._config.post_check_timeout * 1e9)
+        flight.waiting = set(self.sensors.names)
+        if not flight.waiting:
+            flight.post_at = call.ended
+
+    def _build(self, key: tuple[int, object], flight: _Flight, at: int) -> None:
+        del self._flights[key]
+        call = flight.call
+        assert call is not None
+        post = self.sensors.snapshot(at)
+        trace = flight.taker.trace(post) if flight.taker is not None else None
+        pre = flight.pre
+        step = Step(
+            tool=call.tool.server,
+            kind=call.tool.kind,
+            type_name=call.tool.type_name,
+            payload=canonical_cdr(bytes(serialize_message(call.message)), type(call.message)),
+            payload_json=message_to_json(call.message),
+            pre=pre if pre.features else None,
+            post=post if post.features else None,
+            status=call.status,
+            duration=(call.ended - call.started) * _NS,
+            trace=trace,
+        )
+        stale = [f'pre: {s}' for s in self.sensors.stale(pre)] + \
+            [f'post: {s}' for s in self.sensors.stale(post)]
+        self.built.setdefault(key[0], []).append(Built(call, step, stale))
