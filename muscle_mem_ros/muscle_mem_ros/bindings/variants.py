@@ -123,7 +123,7 @@ class Variant:
         return self.pattern is not None and _fits(self.pattern, dict(params))
 
 
-def served(variant: str, plans: Mapping[int, Plan]) -> Variant:
+def served(variant: str, plans: Iterable[Plan]) -> Variant:
     """
     Return the variant a tree serves: its own, with the leaves its declared bindings follow bound.
 
@@ -136,9 +136,9 @@ def served(variant: str, plans: Mapping[int, Plan]) -> Variant:
     held literal until a second recording shows goals following it.
 
     :param variant: The tree's variant as stored.
-    :param plans: The tree's plans (node id -> plan).
+    :param plans: The tree's plans.
     """
-    sources = {b.source for plan in plans.values() for b in plan.bindings
+    sources = {b.source for plan in plans for b in plan.bindings
                if b.origin == DECLARED and b.is_param}
     return Variant.parse(variant).with_bound(sources)
 

@@ -241,7 +241,7 @@ class BtDocument:
         """
         if not self.variant or self.variant == canonical(self.params):
             return ''
-        variant = served(self.variant, self.plans())
+        variant = served(self.variant, [p for _, s, _ in self.walk() if (p := s.plan)])
         if variant.fits(self.params):
             return ''
         if variant.pattern is None:

@@ -243,7 +243,7 @@ def import_variant(doc: BtDocument) -> str:
     :func:`~muscle_mem_ros.bt.document.as_run`, as run-bt does not run it); else the
     params' literal tree, the variant itself.
     """
-    variant = served(doc.variant, doc.plans())  # its declared bindings' leaves bound
+    variant = served(doc.variant, [p for _, s, _ in doc.walk() if (p := s.plan)])
     if variant.has_bound and variant.fits(doc.params):
         return variant.text
     return canonical(doc.params)

@@ -424,7 +424,7 @@ class Trees:
         for text, tally in trees.items():
             variant = Variant.parse(text)
             if declared and variant.with_bound(declared).fits(params):  # read its plans
-                variant = served(text, self.plans(task, text))
+                variant = served(text, self.plans(task, text).values())
             if variant.has_bound and variant.fits(params):
                 fitting.append((tally, text))
         return max(fitting)[1] if fitting else literal
