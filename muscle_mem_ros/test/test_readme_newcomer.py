@@ -113,7 +113,9 @@ def test_a_newcomer_reaches_a_replay_on_the_mobile_base(tmp_path):
         assert second.returncode == 0, second.stdout + second.stderr
         assert 'replayed from the cache: 4 step(s), no agent call' in second.stdout, (
             second.stdout)
-        assert '[replay] step 3' in second.stdout, second.stdout
+        # each step named once: '[replay] step 3: /nb../gripper', not 'step 3: step 3: ...'
+        assert re.search(r'^\[replay\] step 3: /', second.stdout, re.M), second.stdout
+        assert not re.search(r'step (\d+): step \1', second.stdout), second.stdout
         assert len(h.agent.calls) == 1 and len(h.robot.gotos) == gotos + 2
         assert (tmp_path / 'home' / '.ros' / 'muscle_mem' / 'cache.db').exists()
     finally:

@@ -38,7 +38,7 @@ from typing import Any
 from .output import Output
 from ..errors import MuscleMemError
 
-__all__ = ['add_parser', 'run']
+__all__ = ['add_parser', 'feedback_line', 'run']
 
 _MODES = {0: 'replay', 1: 'agent', 2: 'shadow'}
 
@@ -115,11 +115,9 @@ def _send(node: Any, cache: str, args: argparse.Namespace, out: Output) -> int:
     lock = threading.Lock()
 
     def said(msg: Any) -> None:
-        fb = msg.feedback
-        where = f' ({fb.task})' if fb.depth else ''
         with lock:
             if not out.json_mode:
-                out.print(f'[{_MODES.get(fb.mode, fb.mode)}] step {fb.step}{where}: {fb.detail}')
+                out.print(feedback_line(msg.feedback))
 
     goal = ExecuteTask.Goal(task=args.task, params_json=args.params)
     handle = _wait(client.send_goal_async(goal, feedback_callback=said), args.wait,
@@ -150,6 +148,18 @@ def _send(node: Any, cache: str, args: argparse.Namespace, out: Output) -> int:
     if not ok:
         raise MuscleMemError(f'{args.task} failed: {result.message or "no message"}')
     return 0
+
+
+def feedback_line(fb: Any) -> str:
+    """
+    Return one feedback message as a line: ``[replay] step 2 (subtask): /arm/... ok``.
+
+    The cache's own details already start with their step (``step 2: /arm/...``, as
+    ExecuteTask.action documents), an agent's may not: the step is said once either way.
+    """
+    where = f' ({fb.task})' if fb.depth else ''
+    detail = fb.detail.removeprefix(f'step {fb.step}: ')
+    return f'[{_MODES.get(fb.mode, fb.mode)}] step {fb.step}{where}: {detail}'
 
 
 def _summary(o: dict[str, Any]) -> str:
