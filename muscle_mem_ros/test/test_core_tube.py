@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 import math
+import threading
 import time
 
 from muscle_mem_ros.bindings.judge import During
@@ -114,6 +115,51 @@ def test_angles_compare_across_the_wrap():
     assert t.judge('ee', 1.9, (math.remainder(3.29, 2 * math.pi), 0.5)) is None
     assert t.judge('ee', 1.9, (3.295, 0.5)) is None
     assert t.judge('ee', 1.9, (3.6, 0.5)) is not None
+
+
+def test_two_threads_judge_the_state_one_at_a_time():
+    """
+    The sampler's thread judges sensor readings, the feedback callback's thread feedback.
+
+    Each judge reads and writes the one state and the progress reached: a judge that ran
+    while another was half way saw a state neither had left (issue 43 item 17).
+    """
+    values = ramp(0.0, 0.4)
+    # the feedback holds still: the two series fit together whichever reads first
+    trace = Trace(40.0, {'ee': Series(TIMES, values)},
+                  feedback=Series(TIMES, tuple((1.0,) for _ in values)), feedback_leaves=('x',))
+    t = Tube(trace, [Watched('ee', 0, 0.02), Watched(FEEDBACK, 0, 0.02)])
+    earliest = t._earliest  # the search over the state; made slow so two judges would meet
+    inside, most, guard = [0], [0], threading.Lock()
+
+    def slow(start: int) -> int | None:
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.002)
+        try:
+            return earliest(start)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    t._earliest = slow  # type: ignore[method-assign]
+    failures: list[CheckFailure] = []
+
+    def feed(series: str) -> None:
+        for at, value in zip(TIMES[::4], values[::4]):
+            failure = t.judge(series, at, (1.0,) if series == FEEDBACK else value)
+            if failure is not None:
+                failures.append(failure)
+
+    threads = [threading.Thread(target=feed, args=(name,)) for name in ('ee', FEEDBACK)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == 1, f'{most[0]} judges ran at once'
+    assert failures == []
+    assert t.judge('ee', 2.0, values[0]) is not None  # the progress reached was kept
 
 
 def test_a_missing_or_nan_reading_fails():

@@ -79,6 +79,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 import math
+import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -197,6 +198,9 @@ class Tube:
         self._back = np.searchsorted(grid, grid - BACK, side='left')
         """Per progress point: the first point of the window back from it."""
         self._reached = 0
+        self._lock = threading.Lock()
+        """One judge at a time: the sampler's thread judges sensor readings while the
+        feedback callback's thread judges feedback, both on the one state."""
 
     @property
     def series(self) -> frozenset[str]:
@@ -213,7 +217,7 @@ class Tube:
         Judge a new reading of ``series``, taken ``at`` seconds into the step (for the report).
 
         The reading replaces the series' last one in the state, and the whole state is
-        judged (the module's rule).
+        judged (the module's rule). Safe from several threads: one judges at a time.
 
         :return: The element furthest off at the progress the state fits best, or None
             when the state fits the recording at one progress.
@@ -227,14 +231,15 @@ class Tube:
                                 f'has {live.size} elements, the recording more',
                                 FailureKind.MISSING, at=at)
         columns = slice(part.first, part.first + len(part.index))
-        self._state[columns] = live[part.index]
-        self._seen[columns] = True
-        start = int(self._back[self._reached])
-        found = self._earliest(start)
-        if found is not None:
-            self._reached = max(self._reached, found)
-            return None
-        return self._failure(start, at)
+        with self._lock:
+            self._state[columns] = live[part.index]
+            self._seen[columns] = True
+            start = int(self._back[self._reached])
+            found = self._earliest(start)
+            if found is not None:
+                self._reached = max(self._reached, found)
+                return None
+            return self._failure(start, at)
 
     def _earliest(self, start: int) -> int | None:
         """Return the earliest progress point from ``start`` the state fits at, or None."""
