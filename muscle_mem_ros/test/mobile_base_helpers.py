@@ -36,7 +36,8 @@ while it runs, on a robot whose moves are actions, not the demo arm:
   360-range ``LaserScan`` at 10 Hz (more than 16 elements: never watched) and a
   ``std_srvs/srv/SetBool`` gripper.
 * :class:`BaseAgent`: ``ExecuteTask``: go 0.4 m in front of the tag, grip, go to the
-  shelf of the task parameter ``bin``, release, through the cache's proxies.
+  shelf of the task parameter ``bin``, release, through the cache's proxies. It accepts
+  a cancel, or refuses it (:attr:`BaseAgent.ignores_cancels`, rclpy's default).
 * :class:`BaseHarness`: both, a client, and the cache process configured for them
   (the approach's target declared bound to the tag).
 """
@@ -396,8 +397,14 @@ class BaseAgent(Node):
         self._gripper = self.create_client(SetBool, names.proxy(f'/{names.prefix}/gripper'),
                                            callback_group=group)
         self.subtasks = Subtasks(self, names, group)
+        self.ignores_cancels = False
+        """True: the ExecuteTask server refuses every cancel, as rclpy's default cancel
+        callback does (the goal and its proxied goals run on)."""
         ActionServer(self, ExecuteTask, names.agent, self._execute, callback_group=group,
-                     cancel_callback=lambda _h: CancelResponse.ACCEPT)
+                     cancel_callback=self._on_cancel)
+
+    def _on_cancel(self, _goal_handle: Any) -> CancelResponse:
+        return CancelResponse.REJECT if self.ignores_cancels else CancelResponse.ACCEPT
 
     @staticmethod
     def _wait(future: Any, timeout: float) -> Any:

@@ -24,7 +24,7 @@ base's ``base_stop`` service as the goto's stop and a 2 s ``stop_timeout``:
   the base halts, and only then is the agent handed the task; never two motions at once;
 * the same with a braking server: the hand-back waits for the braking and the rest;
 * a base that does not stop at all: the task ends ABORTED naming the server, and the
-  agent is not asked;
+  agent is not asked (the node takes goals again once its sensors see the base at rest);
 * a proxied goal the agent cancels on a server that refuses: the proxy stops it with
   the tool's stop and answers the agent only once the base halted;
 * a goal whose cancel is refused and whose stop does nothing, ending (SUCCEEDED) within
@@ -193,6 +193,9 @@ def test_a_base_that_does_not_stop_ends_the_task_without_the_agent(world):
     assert len(h.events_of(CacheEvent.MISS, 'stop_never')) == 1  # the learning run's
     wait_until(lambda: not math.isnan(h.robot.gotos[gotos].ended), 10.0)
     assert len(h.robot.gotos) == gotos + 1 and not h.robot.overlaps
+    # the node refuses every goal until its sensors see the base at rest (issue 43 item 2)
+    assert wait_until(lambda: any('seen at rest' in e.detail for e in h.events_of(
+        CacheEvent.STOPPED, '')), 10.0), [e.detail for e in h.events_of(CacheEvent.STOPPED)]
 
 
 def test_a_proxied_goal_the_agent_cancels_ends_only_once_the_base_stopped(world):

@@ -35,7 +35,7 @@ from typing import Any
 from rich.tree import Tree
 import yaml
 
-from . import bodies, bt, calibrate, export, init, learn, prune, runtask
+from . import bodies, bt, calibrate, export, init, learn, prune, runtask, standstill
 from .inventory import (
     binding_trust_rows,
     cli_trees,
@@ -432,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     runtask.add_parser(add('run', "send a task to a running cache's ~/execute_task and say "
                            'what it did: replayed, learned, or handed to the agent', task=False,
                            store=False))
+    standstill.add_parser(add('standstill', 'confirm that a robot that did not stop is at rest '
+                              "(a running cache's ~/confirm_standstill, with --who): it takes "
+                              'tasks again', task=False, store=False))
     return parser
 
 

@@ -36,7 +36,8 @@ class PendingCall:
     callback): the moment its watch trips it stops the goal, from the thread that saw
     the reading, not at the next tick. Stopping is the node's (:mod:`...ros.capture.stopping`):
     in a thread of its own, over only once the goal ended and the robot rests; nobody is
-    sent anything before :meth:`settle` says how it went.
+    sent anything before :meth:`settle` says how it went. A stop that raised did not stop
+    the robot: :meth:`settle` says so, as of any stop that failed.
 
     :param node: The learned step it runs, or None (the agent's task).
     :param stopper: Stops its goal (None: a service or the agent: a cancel is all there is).
@@ -110,7 +111,11 @@ class PendingCall:
         rest = self.watch.names if self.watch is not None else self._rest
 
         def work() -> None:
-            self._report = stopper.stop(handle, result, sensors=rest)
+            try:
+                self._report = stopper.stop(handle, result, sensors=rest)
+            except Exception as err:  # noqa: BLE001 - an error is no stop: it did not stop
+                self._report = StopReport(False, (), reason=f'stopping the goal failed ({err!r}): '
+                                          'the robot did not stop')
 
         thread = threading.Thread(target=work, name='run-bt stop', daemon=True)
         thread.start()

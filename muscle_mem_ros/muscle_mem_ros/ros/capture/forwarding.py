@@ -86,7 +86,7 @@ from rclpy.node import Node as RosNode
 from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.task import Future
 
-__all__ = ['CallOutcome', 'ended', 'lost', 'SERVER_WAIT', 'ToolProxy', 'Watching',
+__all__ = ['CallOutcome', 'ended', 'Held', 'lost', 'SERVER_WAIT', 'ToolProxy', 'Watching',
            'with_reason']
 
 SERVER_WAIT = 2.0
@@ -144,6 +144,21 @@ class Watching(Protocol):
         """Judge one poll of the sensors."""
 
 
+class Held(Protocol):
+    """
+    Whether the robot is held after a stop that failed (:mod:`..execution.standstill`).
+
+    A proxy tells it when a goal it stopped did not stop, and asks it before it sends
+    anything: while it refuses, nothing goes to the robot.
+    """
+
+    def refusal(self) -> str:
+        """Return why nothing may be sent now ('' when the robot may be commanded)."""
+
+    def not_stopped(self, server: str, reason: str) -> None:
+        """Note that a goal on ``server`` did not stop (``reason``: the stop's report)."""
+
+
 class ToolProxy:
     """
     Common part of action and service proxies: recording and replay entry point.
@@ -163,6 +178,8 @@ class ToolProxy:
         None: nothing is traced or watched.
     :param traced: Names of the sensors a recorded action step's trace keeps.
     :param stop_rule: What a goal the cache stops is held to (:mod:`.stopping`).
+    :param held: Told of a stop that failed, and asked before anything is sent (None: the
+        proxy keeps no such record).
     """
 
     kind: ToolKind
@@ -183,9 +200,11 @@ class ToolProxy:
         sampler: Sampler | None = None,
         traced: Collection[str] = (),
         stop_rule: StopRule = StopRule(),
+        held: Held | None = None,
     ) -> None:
         self.tool = tool
         self._stop_rule = stop_rule
+        self._held = held
         self.sampler = sampler
         self._traced = frozenset(traced)
         self._node = node
@@ -203,6 +222,15 @@ class ToolProxy:
     def payload_type(self) -> Any:
         """Message class of the stored payload (goal or request)."""
         raise NotImplementedError
+
+    def stop_calls(self) -> list[Future[StopReport]]:
+        """
+        Stop every proxied goal in flight (a task that had them ended, a deactivate).
+
+        :return: Each stop's report, once it is over (a service call: none, it cannot be
+            stopped).
+        """
+        return []
 
     def end_calls(self, timeout: float) -> None:
         """
@@ -246,6 +274,9 @@ class ToolProxy:
             its post-check, as a step that was not watched.
         """
         now = time.monotonic()
+        held = self.refused()
+        if held:  # a robot that did not stop is commanded by nobody, a replay neither
+            return CallOutcome(StepStatus.FAILED, held, now, now, kind=FailureKind.NOT_STOPPED)
         try:
             message = deserialize_message(payload, self.payload_type)
             if fields:
@@ -257,6 +288,8 @@ class ToolProxy:
                 f'{err}', now, now,
             )
         out = self._send(message, timeout=timeout, cancel=cancel, watch=watch, say=say)
+        if out.kind is FailureKind.NOT_STOPPED:
+            self.not_stopped(out.detail)
         if watch is None or watch.failure is None or cancel.cancelled:
             return out
         out = replace(out, failed_at=watch.tripped_at)
@@ -269,6 +302,15 @@ class ToolProxy:
             return out
         return replace(out, status=StepStatus.FAILED, detail=left_tube(watch.failure),
                        kind=FailureKind.DURING_CHECK, failure=watch.failure)
+
+    def refused(self) -> str:
+        """Return why nothing may be sent to the robot now ('' when it may)."""
+        return self._held.refusal() if self._held is not None else ''
+
+    def not_stopped(self, reason: str) -> None:
+        """Note that a goal this proxy stopped did not stop: the robot is held."""
+        if self._held is not None:
+            self._held.not_stopped(self.tool.server, reason)
 
     def start_trace(self, session: Session | None, started: float,
                     pre: Snapshot | None = None) -> TraceTaker | None:

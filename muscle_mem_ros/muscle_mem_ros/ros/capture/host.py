@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 import threading
 
-from muscle_mem_ros.ros.capture.forwarding import ToolProxy
+from muscle_mem_ros.ros.capture.forwarding import Held, ToolProxy
 from muscle_mem_ros.ros.capture.proxies import make_proxy
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
@@ -70,7 +70,8 @@ class ProxyHost:
                 post_timeout: float, timeout: float, logger: RcutilsLogger,
                 sampler: Sampler | None = None,
                 traced: Collection[str] = (),
-                stop_rule: StopRule = StopRule()) -> dict[str, ToolProxy]:
+                stop_rule: StopRule = StopRule(),
+                held: Held | None = None) -> dict[str, ToolProxy]:
         """
         Make a proxy of each tool on this node, each in a reentrant callback group of its own.
 
@@ -83,6 +84,7 @@ class ProxyHost:
         :param sampler: Polls the sensors while an action step runs (None: no trace, no watch).
         :param traced: The sensors a recorded action step's trace keeps.
         :param stop_rule: What a goal the cache stops is held to (:mod:`.stopping`).
+        :param held: Told of the stops that fail; while it refuses, nothing is sent.
         :return: The proxies by server name.
         """
         return {
@@ -90,7 +92,7 @@ class ProxyHost:
                 node=self.node, tool=tool, hub=hub, recorder=recorder,
                 callback_group=ReentrantCallbackGroup(), post_timeout=post_timeout,
                 logger=logger, timeout=timeout, sampler=sampler, traced=traced,
-                stop_rule=stop_rule,
+                stop_rule=stop_rule, held=held,
             )
             for tool in tools
         }

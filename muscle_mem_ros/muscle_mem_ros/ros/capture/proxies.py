@@ -84,19 +84,24 @@ class ActionProxy(ToolProxy):
         """Return the action's Goal class."""
         return self.tool.interface.Goal
 
-    def end_calls(self, timeout: float) -> None:
+    def stop_calls(self) -> list[Future[StopReport]]:
         """
-        Stop the real goals of the proxied goals in flight; wait until their results went out.
+        Stop the real goal of every proxied goal in flight, each as a replayed step is stopped.
 
-        Each such goal then ends once its robot stopped (aborted: the client did not ask
-        for it), instead of meeting a destroyed server.
-
-        :param timeout: Seconds to wait at most (besides the stops' own ``stop_timeout``).
+        :return: Each stop's report, once it is over (its goal ended and the robot rests,
+            or it says why not); the stops run in threads of their own.
         """
         with self._handles_lock:
             keys = list(self._handles)
-        for key in keys:
-            self._begin_stop(key)
+        return [f for f in map(self._begin_stop, keys) if f is not None]
+
+    def end_calls(self, timeout: float) -> None:
+        """
+        Wait until the results of the proxied goals went out (their stops are over already).
+
+        :param timeout: Seconds to wait at most.
+        """
+        self.stop_calls()
         if self._server is not None and not self._server.wait_results_sent(timeout):
             self._log.warning(f'{self._label}: a proxied goal did not end within {timeout:g} s')
 
@@ -117,28 +122,39 @@ class ActionProxy(ToolProxy):
         self._begin_stop(bytes(goal_handle.goal_id.uuid))
         return CancelResponse.ACCEPT
 
-    def _begin_stop(self, key: bytes) -> None:
-        """Stop the real goal of proxied goal ``key`` in a thread of its own (once)."""
+    def _begin_stop(self, key: bytes) -> Future[StopReport] | None:
+        """
+        Stop the real goal of proxied goal ``key`` in a thread of its own (once).
+
+        :return: Its stop's report once over (None: no such goal in flight).
+        """
         with self._handles_lock:
             running = self._handles.get(key)
-            if running is None or running.stopping is not None:
-                return
+            if running is None:
+                return None
+            if running.stopping is not None:
+                return running.stopping
             running.stopping = Future(executor=self._node.executor)
         stopping = running.stopping
         stopping.add_done_callback(lambda _f: None)  # completing it wakes the executor
 
         def work() -> None:
-            report = None
+            report = StopReport(False, (), reason=f'{self.tool.server}: stopping the goal failed')
             try:
                 report = self.stopper.stop(running.handle, running.result, sensors=self._traced)
                 self._log.info(f'{self._label}: proxied goal stopped: {report.describe()}')
-            except Exception as err:  # noqa: BLE001 - said below: the goal ends aborted
+            except Exception as err:  # noqa: BLE001 - an error is no stop: not stopped
+                report = StopReport(False, (), reason=f'{self.tool.server}: stopping the goal '
+                                    f'failed ({err!r}): the robot did not stop')
                 self._log.error(f'{self._label}: stopping a proxied goal failed: {err!r}')
             finally:
+                if not report.stopped:
+                    self.not_stopped(report.reason)
                 stopping.set_result(report)
                 running.settled()
 
         threading.Thread(target=work, name=f'stop {self._label}', daemon=True).start()
+        return stopping
 
     def _on_goal(self, goal: Any) -> GoalResponse:
         """
@@ -151,7 +167,7 @@ class ActionProxy(ToolProxy):
         then aborts.
         """
         try:
-            if self._client.server_is_ready():
+            if not self.refused() and self._client.server_is_ready():
                 self._forwarded[id(goal)] = self._forward(goal)
         except Exception as err:  # _serve tries again and aborts the goal with the reason
             self._log.error(f'{self.tool.proxy}: forwarding failed: {err!r}')
@@ -174,7 +190,10 @@ class ActionProxy(ToolProxy):
         goal = goal_handle.request
         forward = self._forwarded.pop(id(goal), None)
         try:
-            if forward is None:  # the server was not there when the goal came
+            if forward is None:  # the server was not there when the goal came, or held
+                held = self.refused()
+                if held:  # a robot that did not stop is commanded by nobody
+                    return self._give_up(goal_handle, held)
                 if goal_handle.is_cancel_requested:
                     goal_handle.canceled()
                     return empty
@@ -378,7 +397,7 @@ class _Running:
         self.result = result
         self.over = over
         over.add_done_callback(lambda _f: None)  # completing it wakes the executor
-        self.stopping: Future[StopReport | None] | None = None
+        self.stopping: Future[StopReport] | None = None
         self._lock = threading.Lock()
         result.add_done_callback(lambda _f: self.settled())
 

@@ -67,6 +67,10 @@ class ServiceProxy(ToolProxy):
     async def _serve(self, request: Any, response: Any) -> Any:
         """Forward one proxied request (a coroutine: waiting holds no executor thread)."""
         try:
+            held = self.refused()
+            if held:  # a robot that did not stop is commanded by nobody
+                self._log.warning(f'{self.tool.proxy}: request refused: {held}')
+                return with_reason(response, held)
             session = self._recorder.active
             pre = self._pre(session)
             if not self._client.service_is_ready() and not self._client.wait_for_service(

@@ -95,6 +95,8 @@ class CacheServices:
     :param sink: Publishes events (same signature as the task runner's).
     :param logger: The node's logger.
     :param mode: Returns the current cache mode (Replay and StartRecording refuse in ``off``).
+    :param held: Returns why nothing may command the robot now ('' : it may); Replay
+        refuses with it (a robot that did not stop, :mod:`.standstill`).
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class CacheServices:
         sink: EventSink,
         logger: RcutilsLogger,
         mode: Callable[[], CacheMode] = lambda: CacheMode.LEARN,
+        held: Callable[[], str] = lambda: '',
     ) -> None:
         self._store = store
         self._replayer = replayer
@@ -115,6 +118,7 @@ class CacheServices:
         self._sink = sink
         self._log = logger
         self._mode = mode
+        self._held = held
         self.cancel: CancelToken | None = None
 
     def _known(self, task: str) -> bool:
@@ -175,6 +179,11 @@ class CacheServices:
             response.failed_step = 0
             response.message = ('cache_mode is shadow: nothing is replayed (the agent does '
                                 'every task and the cache only predicts)')
+            return response
+        held = self._held()
+        if held:  # nobody commands a robot that did not stop
+            response.failed_step = 0
+            response.message = held
             return response
         try:
             view = self._replayer.trees.view(task, variant)

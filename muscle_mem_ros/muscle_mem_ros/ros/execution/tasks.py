@@ -36,7 +36,12 @@ One goal at a time. For a goal:
    replay, the agent's during a handoff). A replayed goal the cache stops (its watch,
    ``step_timeout``, this cancel) is over only once it ended and the robot rests
    (:mod:`..capture.stopping`); a robot that did not stop ends the task ABORTED and
-   the agent is not asked.
+   the agent is not asked. An agent's goal the cache ends is over only once every goal
+   in flight through the proxies (the agent's, a subtask's) went through the same stop
+   and every subtask ended (:mod:`.agentcall`); the result says what the agent answered
+   and how each stop went.
+5. While a stop that failed is on record (:mod:`.standstill`) a new task is refused,
+   naming the server that did not stop.
 
 Feedback: ``mode`` (replay / agent / shadow), ``step``, ``total`` (-1 while the
 agent is in control), ``detail``. In ``shadow`` (and while a gate holds a task in
@@ -55,9 +60,10 @@ same, and ``/diagnostics`` shows the store degraded until a write succeeds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 import json
+import time
 from typing import Any
 
 from muscle_mem_interfaces.action import ExecuteTask
@@ -68,16 +74,19 @@ from muscle_mem_ros.replay.gates import Trusted
 from muscle_mem_ros.replay.shadow import followed, summary
 from muscle_mem_ros.replay.treeview import TreeView
 from muscle_mem_ros.resume import FailureKind, Resume
+from muscle_mem_ros.ros.capture.forwarding import ToolProxy
 from muscle_mem_ros.ros.capture.recorder import Recorder, Session
+from muscle_mem_ros.ros.execution.agentcall import call_agent, CANCEL_GRACE
 from muscle_mem_ros.ros.execution.events import (
     describe_bindings, EventReporter, EventSink, ShadowReporter,
 )
+from muscle_mem_ros.ros.execution.inflight import InFlight, stop_in_flight, stop_limit
 from muscle_mem_ros.ros.execution.replay import Replayer
 from muscle_mem_ros.ros.execution.subtasks import Frame, TaskStack
 from muscle_mem_ros.ros.messages.convert import canonical_params, resume_goal
 from muscle_mem_ros.ros.node.health import StoreHealth
-from muscle_mem_ros.ros.node.nodeconfig import CacheMode, DEFAULT_AGREEMENT
-from muscle_mem_ros.ros.rclfix.sync import cancel_when_accepted, CancelToken, wait_future
+from muscle_mem_ros.ros.node.nodeconfig import CacheMode, DEFAULT_AGREEMENT, StopRule
+from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.store import Store
 from rclpy.action.client import ActionClient
 from rclpy.action.server import ServerGoalHandle
@@ -87,7 +96,6 @@ __all__ = ['GoalHandle', 'TaskRunner']
 
 _AGENT_WAIT = 2.0
 """Seconds to wait for an agent action server that is not discovered yet."""
-_CANCEL_GRACE = 2.0
 
 GoalHandle = ServerGoalHandle[Any, Any, Any]
 """An ExecuteTask goal on the node's server (the generated messages are untyped)."""
@@ -138,6 +146,10 @@ class TaskRunner:
     :param health: Notes failed and successful store writes (default: a fresh one).
     :param agreement: A tool's shadow agreement (what a shadow run calls the same goal).
     :param stack: The running tasks (default: a fresh one).
+    :param held: Returns why nothing may command the robot now ('' : it may).
+    :param proxies: The proxies by server: their goals in flight are stopped when the cache
+        ends the agent's goal.
+    :param stop_rule: The stops' limits.
     """
 
     def __init__(
@@ -154,6 +166,9 @@ class TaskRunner:
         health: StoreHealth | None = None,
         agreement: Callable[[str], float] = lambda tool: DEFAULT_AGREEMENT,
         stack: TaskStack | None = None,
+        held: Callable[[], str] = lambda: '',
+        proxies: Mapping[str, ToolProxy] | None = None,
+        stop_rule: StopRule = StopRule(),
     ) -> None:
         self._store = store
         self._replayer = replayer
@@ -167,6 +182,9 @@ class TaskRunner:
         self.steps_replayed_total = 0
         self._agreement = agreement
         self.stack = stack if stack is not None else TaskStack()
+        self._proxies = dict(proxies or {})
+        self._held = held
+        self._stop_rule = stop_rule
 
     def run(self, goal_handle: GoalHandle, *, mode: CacheMode, cancel: CancelToken,
             frame: Frame | None = None) -> Any:
@@ -178,6 +196,9 @@ class TaskRunner:
         """
         if frame is not None:
             return self._run(goal_handle, mode=mode, cancel=cancel, frame=frame)
+        held = self._held()
+        if held:  # nobody commands a robot that did not stop
+            return self._fail(goal_handle, ExecuteTask.Result(), goal_handle.request.task, held)
         frame = self.stack.root(goal_handle.request.task.strip(), cancel,
                                 goal_handle.publish_feedback)
         try:
@@ -388,23 +409,34 @@ class TaskRunner:
         frame.ask_agent()
         frame.agent, frame.session = True, session  # the agent may call subtasks meanwhile
         try:
-            outcome = self._call_agent(agent, agent_goal, feedback, cancel)
+            outcome = call_agent(agent, agent_goal, feedback=feedback, cancel=cancel,
+                                 timeout=self._agent_timeout, end_goals=self._end_goals)
+            if outcome.stops is not None:  # the cache ended it: its subtasks end first
+                self._subtasks_ended(frame)
         finally:
             frame.agent, frame.session = False, None
-        agent_result, status_text = outcome
+        agent_result = outcome.result
         if agent_result is None or not agent_result.success:
             if session is not None:
                 self._health.bookkeep('the discarded recording',
                                       partial(self._recorder.finish, save=False))
-            message = status_text or (agent_result.message if agent_result else 'agent failed')
-            if frame.not_stopped:  # a subtask's replay could not stop the robot
+            message = outcome.failure or (agent_result.message if agent_result
+                                          else 'agent failed')
+            stops = outcome.stops
+            own = stops is not None and not stops.stopped
+            if stops is not None and own:
+                frame.robot_not_stopped(stops.reason)
+            if frame.not_stopped:  # its goals, or a subtask's replay, could not stop the robot
+                where = '' if own else 'in a subtask; '
                 return self._fail(goal_handle, result, task,
-                                  f'{frame.not_stopped} (in a subtask; the agent was stopped)')
+                                  f'{frame.not_stopped} ({where}{outcome.said()})')
             if cancel.cancelled:
                 _end_canceled(goal_handle)
-                result.message = f'canceled while the agent was in control: {message}'
+                result.message = ('canceled while the agent was in control: '
+                                  f'{outcome.said() or message}')
                 return result
-            return self._fail(goal_handle, result, task, f'agent failed: {message}')
+            return self._fail(goal_handle, result, task, '; '.join(filter(None, (
+                f'agent failed: {message}', outcome.said()))))
         result.success = True
         result.cache_hit = False
         result.steps_replayed = resume.steps_done
@@ -443,27 +475,13 @@ class TaskRunner:
         goal_handle.succeed()
         return result
 
-    def _call_agent(
-        self, agent: ActionClient[Any, Any, Any], goal: Any, feedback: Callable[[Any], None],
-        cancel: CancelToken,
-    ) -> tuple[Any, str]:
-        """Send ``goal`` to the agent and wait; return (result or None, failure text)."""
-        send = agent.send_goal_async(goal, feedback_callback=feedback)
-        if not wait_future(send, self._agent_timeout, cancel):
-            cancel_when_accepted(send)
-            return None, 'canceled' if cancel.cancelled else 'agent did not answer the goal'
-        handle = send.result()
-        if handle is None or not handle.accepted:
-            return None, 'agent rejected the goal'
-        future = handle.get_result_async()
-        if not wait_future(future, self._agent_timeout, cancel):
-            handle.cancel_goal_async()
-            wait_future(future, _CANCEL_GRACE)
-            if cancel.cancelled:
-                return None, 'canceled'
-            return None, f'agent timed out after {self._agent_timeout:g} s (goal canceled)'
-        wrapped: Any = future.result()
-        if wrapped.result.success:
-            return wrapped.result, ''
-        text = wrapped.result.message or f'agent goal ended with status {wrapped.status}'
-        return wrapped.result, text
+    def _end_goals(self) -> InFlight:
+        """Stop every goal in flight through the proxies; return once each stop is over."""
+        return stop_in_flight(self._proxies.values(), self._stop_rule)
+
+    def _subtasks_ended(self, frame: Frame) -> None:
+        """Wait until every subtask above ``frame`` ended (each bounded by its own stops)."""
+        deadline = time.monotonic() + stop_limit(self._stop_rule) + 2 * CANCEL_GRACE
+        while self.stack.top is not frame and self.stack.top is not None \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)

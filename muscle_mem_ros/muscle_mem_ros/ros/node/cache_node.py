@@ -74,7 +74,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-import time
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -83,6 +82,7 @@ from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import (
     Approve,
     Calibrate,
+    ConfirmStandstill,
     Forget,
     GetTrajectory,
     ListTasks,
@@ -101,8 +101,10 @@ from muscle_mem_ros.ros.capture.tracing import Sampler
 from muscle_mem_ros.ros.execution.calibrator import Calibrator
 from muscle_mem_ros.ros.execution.events import cache_event, stamp_at, Watched
 from muscle_mem_ros.ros.execution.goals import TaskGoals
+from muscle_mem_ros.ros.execution.inflight import wind_down
 from muscle_mem_ros.ros.execution.replay import Replayer
 from muscle_mem_ros.ros.execution.services import CacheServices
+from muscle_mem_ros.ros.execution.standstill import Standstill
 from muscle_mem_ros.ros.execution.tasks import TaskRunner
 from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS, read_autostart
 from muscle_mem_ros.ros.node.description import read_body
@@ -134,10 +136,8 @@ __all__ = ['BehaviorCacheNode']
 Handler = Callable[[Any, Any], Any]
 """A service handler: ``handler(request, response)`` returns the response (untyped messages)."""
 
-_DEACTIVATE_WAIT = 10.0
-"""Seconds deactivate waits for a canceled task or replay to end."""
 _PROXY_END_WAIT = 2.0
-"""Seconds deactivate waits for each proxy's canceled goals to end."""
+"""Seconds deactivate waits for each proxy's results to go out, once its goals stopped."""
 
 
 class BehaviorCacheNode(LifecycleNode):
@@ -197,6 +197,7 @@ class BehaviorCacheNode(LifecycleNode):
             runner=lambda: self._active.runner if self._active is not None else None,
             hub=lambda: self._active.hub if self._active is not None else None)
         self._frozen = False
+        self._standstill = Standstill(logger=self.get_logger(), sink=self.publish_event)
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
     # -- transitions -------------------------------------------------------------------
@@ -307,7 +308,7 @@ class BehaviorCacheNode(LifecycleNode):
                 tools=config.tools, hub=active.hub, recorder=recorder,
                 post_timeout=config.post_check_timeout, timeout=config.step_timeout,
                 logger=self.get_logger(), sampler=active.sampler, traced=config.watched,
-                stop_rule=config.stop_rule)
+                stop_rule=config.stop_rule, held=self._standstill)
             active.taps = host.taps(
                 proxies=active.proxies, tools=config.tools, hub=active.hub, recorder=recorder,
                 post_timeout=config.post_check_timeout, logger=self.get_logger())
@@ -334,18 +335,19 @@ class BehaviorCacheNode(LifecycleNode):
             store=store, replayer=active.replayer, recorder=recorder, agent=active.agent,
             agent_name=config.agent_action, agent_timeout=config.agent_timeout,
             sink=self.publish_event, logger=self.get_logger(), health=parts.health,
-            agreement=agreement, stack=self._goals.stack,
-        )
+            agreement=agreement, stack=self._goals.stack, held=self._standstill.refusal,
+            proxies=active.proxies, stop_rule=config.stop_rule)
         active.replayer.subtasks = self._goals.subtasks.replay_step
         handlers = active.handlers = CacheServices(
             store=store, replayer=active.replayer, recorder=recorder,
             guard=self._guard, sink=self.publish_event, logger=self.get_logger(),
-            mode=lambda: self._mode,
+            mode=lambda: self._mode, held=self._standstill.refusal,
         )
         calibrator = Calibrator(hub=active.hub, sensors=config.sensors, guard=self._guard,
                                 node_name=self.get_name(), stopping=lambda: self._closing)
         for srv_type, name, handler in (
             (Calibrate, '~/calibrate', calibrator.handle),
+            (ConfirmStandstill, '~/confirm_standstill', self._standstill.handle),
             (Replay, '~/replay', handlers.replay),
             (ListTasks, '~/list_tasks', handlers.list_tasks),
             (GetTrajectory, '~/get_trajectory', handlers.get_trajectory),
@@ -357,6 +359,7 @@ class BehaviorCacheNode(LifecycleNode):
             active.services.append(self.create_service(
                 srv_type, name, self._guarded(name, handler), callback_group=self._group))
         active.diag_timer = self.create_timer(1.0, self._publish_diagnostics, self._group)
+        self._standstill.watch(active.hub.capture, config.stop_rule, config.watch_rate)
         active.replayer.warm_in_background(
             logger=self.get_logger(), name=f'{self.get_name()} warm', quiet=lambda: self._closing)
         self.get_logger().info(
@@ -372,12 +375,8 @@ class BehaviorCacheNode(LifecycleNode):
             return
         self._closing = True
         self.cancel_all()
-        deadline = time.monotonic() + _DEACTIVATE_WAIT
-        while self._guard.holder is not None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if self._guard.holder is not None:
-            self.get_logger().warning(
-                f'deactivate: {self._guard.holder} still running after {_DEACTIVATE_WAIT:g} s')
+        wind_down(guard=self._guard, proxies=active.proxies.values(), logger=self.get_logger(),
+                  rule=self.config.stop_rule)
         parts = self._configured
         if parts is not None and parts.recorder is not None and parts.recorder.unwind(None):
             self.get_logger().info('deactivate: the open recording was discarded')
@@ -399,6 +398,7 @@ class BehaviorCacheNode(LifecycleNode):
             self._proxy_host = None
         if active.sampler is not None:
             active.sampler.close()
+        self._standstill.unwatch()
         if active.hub is not None:
             active.hub.close()
         self._active = None
@@ -517,7 +517,7 @@ class BehaviorCacheNode(LifecycleNode):
         status = cache_status(
             name=f'{self.get_name()}: behavior cache', hardware_id=self.get_fully_qualified_name(),
             values={'cache_mode': self._mode.value, 'store_path': _shown(self.config.store_path),
-                    'busy': self._guard.holder or ''},
+                    'busy': self._guard.holder or '', 'robot': self._standstill.status()},
             store=self.store, health=self.health, runs=runs, hits=hits,
             steps_saved=runner.steps_replayed_total if runner is not None else 0,
             agent=active.agent if active is not None else None,

@@ -16,14 +16,16 @@
 The node's ``/diagnostics`` status: mode, hit rate, steps saved, agent, store health.
 
 Values (``KeyValue``): ``cache_mode``, ``store_path`` (a URL without its password),
-``busy`` (the running activity), the store's own (a fleet store's connection),
-``tasks``, ``trajectories``, ``hits``, ``misses``, ``hit_rate``, ``store``,
-``runs_since_start``, ``hits_since_start``, ``steps_saved``, ``replays_booked`` and
+``busy`` (the running activity), ``robot`` (``at rest``, or ``not stopped: <server>: <why>``
+while a stop that failed is on record, :mod:`..execution.standstill`), the store's own (a
+fleet store's connection), ``tasks``, ``trajectories``, ``hits``, ``misses``, ``hit_rate``,
+``store``, ``runs_since_start``, ``hits_since_start``, ``steps_saved``, ``replays_booked`` and
 ``false_hits`` since start (:mod:`muscle_mem_ros.replay.booking`: a step, or its post-check,
 failed after its pre-check passed), ``false_hit_rate`` and ``agent`` (available, not
 discovered, none). The level is OK; WARN while store writes fail
 (``store: degraded: <error>``, see :mod:`.health`) or a fleet store is unreachable;
-ERROR when the store cannot even be read.
+ERROR when the store cannot even be read, or while a robot that did not stop is on record
+(the node refuses tasks, replays and proxied goals until it is seen or confirmed at rest).
 """
 
 from __future__ import annotations
@@ -102,5 +104,10 @@ def cache_status(*, name: str, hardware_id: str, values: dict[str, str], store: 
     values['steps_saved'] = str(steps_saved)
     values['agent'] = 'none' if agent is None else (
         'available' if agent.server_is_ready() else 'not discovered')
+    if values.get('robot', 'at rest') != 'at rest':
+        status.level = DiagnosticStatus.ERROR
+        status.message = (f"robot {values['robot']}; tasks, replays and proxied goals are "
+                          'refused until it is seen at rest or a person confirms it '
+                          '(muscle-mem standstill --who NAME)')
     status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
     return status
