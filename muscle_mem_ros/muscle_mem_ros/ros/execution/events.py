@@ -21,6 +21,7 @@ soon as the step is recorded.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 import math
 import threading
@@ -39,8 +40,8 @@ from rclpy.duration import Duration
 from rclpy.impl.rcutils_logger import RcutilsLogger
 from rclpy.time import Time
 
-__all__ = ['cache_event', 'describe_bindings', 'EventReporter', 'EventSink', 'ShadowReporter',
-           'stamp_at']
+__all__ = ['cache_event', 'ClockTrail', 'describe_bindings', 'EventReporter', 'EventSink',
+           'ShadowReporter', 'stamp_at', 'TRAIL_PERIOD']
 
 _EVENTS = {
     StepEvent.STEP_OK: CacheEvent.STEP_OK,
@@ -68,11 +69,72 @@ def stamp_at(now: Time, at: float | None) -> Any:
     """
     Return the stamp of something that happened at monotonic time ``at`` (None: ``now``).
 
+    Right only where the node's clock runs as the monotonic one does (the system clock);
+    under ``use_sim_time`` :class:`ClockTrail` says it.
+
     :param now: The node clock's time now.
     """
     if at is not None and math.isfinite(at):
         now = now - Duration(nanoseconds=int(max(0.0, time.monotonic() - at) * 1e9))
     return now.to_msg()
+
+
+TRAIL_PERIOD = 0.05
+"""Seconds (on the node's clock) between two notes of a :class:`ClockTrail` under sim time."""
+_TRAIL_KEPT = 1200
+"""Notes a trail keeps (a minute of simulated time at :data:`TRAIL_PERIOD`)."""
+
+
+class ClockTrail:
+    """
+    Stamps on the node's clock for what happened at a monotonic time, under simulated time too.
+
+    A walk notes when things happened on the monotonic clock (a check that failed, a stop's
+    steps). Under ``use_sim_time`` the node's clock follows ``/clock``: a simulation at four
+    times real time, or a paused one, is not "now minus the monotonic seconds since", and
+    early in a simulation that difference goes below zero. So the trail notes which node
+    time went with which monotonic time (a timer on the node's clock: it fires as simulated
+    time passes), and a happening is stamped by interpolating between the notes around it
+    (before the oldest note: that note's time). On the system clock it is :func:`stamp_at`.
+
+    :param node: The node whose clock stamps (its ``use_sim_time`` decides).
+    """
+
+    def __init__(self, node: Any) -> None:
+        self._clock = node.get_clock()
+        self._notes: deque[tuple[float, int]] = deque(maxlen=_TRAIL_KEPT)
+        self._lock = threading.Lock()
+        self.simulated = bool(node.get_parameter('use_sim_time').value)
+        if self.simulated:
+            self.note()
+            node.create_timer(TRAIL_PERIOD, self.note)
+
+    def note(self) -> None:
+        """Note the node's time now against the monotonic clock."""
+        pair = (time.monotonic(), self._clock.now().nanoseconds)
+        with self._lock:
+            if not self._notes or pair[1] >= self._notes[-1][1]:
+                self._notes.append(pair)
+            else:  # the simulation was reset: what came before is another timeline
+                self._notes.clear()
+                self._notes.append(pair)
+
+    def stamp(self, at: float | None) -> Any:
+        """Return the stamp of something that happened at monotonic time ``at`` (None: now)."""
+        now = self._clock.now()
+        if not self.simulated:
+            return stamp_at(now, at)
+        if at is None or not math.isfinite(at):
+            return now.to_msg()
+        with self._lock:
+            notes = [*self._notes, (time.monotonic(), now.nanoseconds)]
+        before = [n for n in notes if n[0] <= at]
+        if not before:
+            return Time(nanoseconds=notes[0][1], clock_type=now.clock_type).to_msg()
+        (m0, n0) = before[-1]
+        (m1, n1) = notes[len(before)] if len(before) < len(notes) else before[-1]
+        share = (at - m0) / (m1 - m0) if m1 > m0 else 0.0
+        return Time(nanoseconds=int(n0 + share * (n1 - n0)), clock_type=now.clock_type).to_msg()
 
 
 def cache_event(*, stamp: Any, kind: int, task: str, step: int, trajectory_id: int = 0,

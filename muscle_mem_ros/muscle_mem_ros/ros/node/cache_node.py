@@ -99,7 +99,7 @@ from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.tap import Tap
 from muscle_mem_ros.ros.capture.tracing import Sampler
 from muscle_mem_ros.ros.execution.calibrator import Calibrator
-from muscle_mem_ros.ros.execution.events import cache_event, stamp_at, Watched
+from muscle_mem_ros.ros.execution.events import cache_event, ClockTrail, Watched
 from muscle_mem_ros.ros.execution.goals import TaskGoals
 from muscle_mem_ros.ros.execution.inflight import wind_down
 from muscle_mem_ros.ros.execution.replay import Replayer
@@ -187,6 +187,7 @@ class BehaviorCacheNode(LifecycleNode):
         self._mode = CacheMode.LEARN
         self._closing = False
         self._group = ReentrantCallbackGroup()
+        self._stamps = ClockTrail(self)  # events stamped on the node's clock, /clock too
         self._guard = TaskGuard()
         self._configured: _Configured | None = None
         self._active: _Active | None = None
@@ -488,7 +489,7 @@ class BehaviorCacheNode(LifecycleNode):
         if parts is None or parts.events is None or not parts.events.is_activated:
             return
         parts.events.publish(cache_event(
-            stamp=stamp_at(self.get_clock().now(), at), kind=kind, task=task, step=step,
+            stamp=self._stamps.stamp(at), kind=kind, task=task, step=step,
             trajectory_id=trajectory_id, detail=detail, failure=failure,
             substituted=substituted, watched=watched, depth=self._goals.stack.depth_of(task)))
 
