@@ -44,6 +44,7 @@ from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot, ToolKind
 from muscle_mem_ros.replay.shadow import SnapshotSenses
 from muscle_mem_ros.resume import Resume
 from muscle_mem_ros.store import SqliteStore
+from node_helpers import Names, params as node_params, write_params
 from py_trees.common import Status
 import py_trees.trees
 import pytest
@@ -433,3 +434,19 @@ def test_an_import_of_one_trajectory_says_trajectory(tmp_path, capsys):
     assert main(['import', str(tmp_path / 'new.db'), str(out), '--who', 'alice']) == 0
     said = capsys.readouterr().out
     assert said.startswith("imported 1 trajectory of task 'wave'"), said
+
+
+def test_run_bt_refuses_a_file_learned_on_another_body_before_anything_moves(capsys, tmp_path):
+    """Issue 43 item 9: run-bt checks the body the file records against this robot's."""
+    names = Names.unique()
+    params_file = write_params(tmp_path / 'robot.yaml', '/**',
+                               node_params(names, store=tmp_path / 'unused.db'))
+    doc = pick_document()
+    doc.body = UR5E_KEY
+    (tmp_path / 'ur5e.bt.yaml').write_text(dump(doc))
+    capsys.readouterr()
+    assert main(['run-bt', str(tmp_path / 'ur5e.bt.yaml'), '--ros-args', '-r',
+                 f'__ns:=/{names.prefix}', '--params-file', str(params_file)]) == 1
+    err = capsys.readouterr().err
+    assert "refused: this file's branches were learned on ur5e@91ab, this robot is " in err, err
+    assert err.count('\n') == 1, err

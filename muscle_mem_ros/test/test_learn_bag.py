@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+import sqlite3
 import time
 
 from action_msgs.msg import GoalStatus, GoalStatusArray
@@ -351,3 +352,32 @@ if __name__ == '__main__':  # record the README's example bag: python test_learn
         write_params(out / 'robot.yaml', 'muscle_mem', harness.values())
     finally:
         harness.close()
+
+
+def test_an_export_is_learned_back_on_the_bodies_it_recorded(learned, capsys):
+    """Issue 43 item 9: learn of an export --mcap keeps each trajectory's body."""
+    h, bag, params_file, _ = learned
+    first, second = h.tmp / 'bodies1.db', h.tmp / 'bodies2.db'
+    assert main(['learn', str(bag), '--params-file', str(params_file), '--task', 'pick',
+                 '--store', str(first)]) == 0
+    panda, ur5e = 'panda@' + '3f2c' * 4, 'ur5e@' + '91ab' * 4
+    with SqliteStore(path=str(first)) as store:
+        ids = [t.id for t in store.trajectories(task='pick')]
+    assert len(ids) >= 2
+    conn = sqlite3.connect(first)  # learned on two arms of a fleet
+    conn.execute('UPDATE trajectories SET body = ? WHERE id = ?', (panda, ids[0]))
+    conn.execute('UPDATE trajectories SET body = ? WHERE id != ?', (ur5e, ids[0]))
+    conn.commit()
+    conn.close()
+    export = h.tmp / 'bodies.mcap'
+    assert main(['export', str(first), 'pick', '--mcap', str(export)]) == 0
+    capsys.readouterr()
+    assert main(['learn', str(export), '--params-file', str(params_file), '--task', 'pick',
+                 '--store', str(second)]) == 0, capsys.readouterr().err
+    with SqliteStore(path=str(first), read_only=True) as a, \
+            SqliteStore(path=str(second), read_only=True) as b:
+        sent = {tuple(n.step.payload for n in a.path(t.id)): t.body
+                for t in a.trajectories(task='pick')}
+        back = {tuple(n.step.payload for n in b.path(t.id)): t.body
+                for t in b.trajectories(task='pick')}
+    assert back == sent

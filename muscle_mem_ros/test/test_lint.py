@@ -39,6 +39,7 @@ show they run unchanged.
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 import re
@@ -250,3 +251,20 @@ def test_no_module_shadows_a_standard_library_module():
     shadowing = sorted(str(path.relative_to(REPO)) for path in _python_files(*_roots())
                        if path.stem in sys.stdlib_module_names)
     assert not shadowing, f'modules named after standard-library modules: {shadowing}'
+
+
+def test_no_dict_comprehension_only_repeats_a_constant():
+    # flake8-comprehensions 3.16 and later (C420) flag ``{k: 0 for k in keys}``, which is
+    # ``dict.fromkeys(keys, 0)``; ament pins 3.14, which does not. A mutable value ([], {}) is
+    # left alone, as C420 leaves it: fromkeys would share one list among the keys.
+    found = []
+    for path in _python_files(*_roots()):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.DictComp) and len(node.generators) == 1
+                    and not node.generators[0].ifs and not node.generators[0].is_async
+                    and isinstance(node.generators[0].target, ast.Name)
+                    and isinstance(node.key, ast.Name)
+                    and node.key.id == node.generators[0].target.id
+                    and isinstance(node.value, ast.Constant)):
+                found.append(f'{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}')
+    assert not found, 'C420, use dict.fromkeys:\n' + '\n'.join(found)

@@ -31,7 +31,9 @@ What the file holds (profile ``ros2``, messages CDR, schemas ``ros2msg``):
   acceptance comes before the goal), so Foxglove plots the path the watch replays against;
   the rate and the feedback's leaf names per ``<trajectory>/<step>`` in a
   ``muscle_mem_traces`` metadata record (JSON), so ``muscle-mem learn`` reads the traces back;
-* a ``muscle_mem`` metadata record naming the task and the trajectories.
+* a ``muscle_mem`` metadata record naming the task, the trajectories and the body each
+  was learned on (``bodies``: JSON, trajectory id -> body key), so ``muscle-mem learn``
+  files each back under its own body.
 
 Times. The store keeps, per step, the snapshots' capture times (a monotonic
 clock of the recording process), the step's duration and, per trajectory, the
@@ -297,7 +299,8 @@ def export_mcap(
                 if advance is not None:
                     advance()
             writer.add_metadata('muscle_mem', {
-                'task': task, 'trajectories': ','.join(str(i) for i in summary.trajectories)})
+                'task': task, 'trajectories': ','.join(str(i) for i in summary.trajectories),
+                'bodies': json.dumps({str(i.id): i.body for i, _ in paths})})
             if traces:
                 writer.add_metadata(TRACE_METADATA, traces)
             writer.finish()  # type: ignore[no-untyped-call]  # mcap 1.6 leaves it unannotated

@@ -64,6 +64,7 @@ from muscle_mem_ros.bt.tree import build_tree, Progress
 from muscle_mem_ros.bt.yamlfile import load
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
 from muscle_mem_ros.checks.tube import left_tube
+from muscle_mem_ros.cli.filebody import foreign_file
 from muscle_mem_ros.cli.pendingcall import PendingCall
 from muscle_mem_ros.errors import ConfigError, MuscleMemError
 from muscle_mem_ros.records import CheckFailure, Node as Learned, Snapshot, ToolKind
@@ -107,8 +108,7 @@ class BtRuntime:
         self._node = node
         self._doc = doc
         self._config = config
-        self.hub = SensorHub(node=node, sensors=config.sensors,
-                             on_error=self._warn)
+        self.hub = SensorHub(node=node, sensors=config.sensors, on_error=self._warn)
         specs = self._specs = [s.spec for s in config.sensors]
         self.sampler = Sampler(self.hub, config.watch_rate, on_error=self._warn) \
             if config.watched else None
@@ -436,7 +436,9 @@ def run(node: Node, doc: BtDocument, *, timeout: float = 600.0,
     Every goal of the document is built first (:func:`check_goals`): a document that does
     not build is refused before the robot moves. So is any document under a required gate
     (``replay_requires`` not ``none`` in the params file) unless ``reviewed_by`` names who
-    reviewed it (:func:`~muscle_mem_ros.replay.gates.unreviewed`): run-bt has no store to ask.
+    reviewed it (:func:`~muscle_mem_ros.replay.gates.unreviewed`): run-bt has no store to ask;
+    and a document learned on another body than this robot's
+    (:func:`~muscle_mem_ros.cli.filebody.foreign_file`).
 
     :raises ConfigError: the node's parameters are not a valid cache configuration
         (``bad configuration: ...``), the gate refuses (``refused: ...``), or a goal of
@@ -446,7 +448,7 @@ def run(node: Node, doc: BtDocument, *, timeout: float = 600.0,
         config = load_config(node)
     except ConfigError as err:
         raise ConfigError(f'bad configuration: {err}') from err
-    refused = unreviewed(config.replay_requires, reviewed_by)
+    refused = unreviewed(config.replay_requires, reviewed_by) or foreign_file(node, config, doc)
     if refused:
         raise ConfigError(f'refused: {refused}')
     check_goals(doc, config)

@@ -106,6 +106,9 @@ class Learned:
     """The trajectories the learn added, with what they were learned from (shown by tree)."""
     fresh: list[bool] = field(default_factory=list)
     """Per planned task: it added a trajectory (False: skipped, or folded into one)."""
+    bodies: list[Body | None] = field(default_factory=list)
+    """Per planned task, the body it is filed under when not ``body``: an export's
+    trajectories keep the bodies the export recorded (None: an unknown body)."""
 
     def source(self, planned: Planned) -> str:
         """Return what a task of the bag is, as the store keeps it (path and range)."""
@@ -138,11 +141,13 @@ def prepare(bag_path: str | Path, config: NodeConfig, *, task: str,
         if since is not None or until is not None:
             raise BagError('--from/--to split a recording; an export is split by trajectory')
         params = canonical_params(params_json or '{}')
+        found = exported_steps(bag, config, task)
         planned = [Planned(Window(0, 0, params, f'exported trajectory {i + 1}'), steps)
-                   for i, steps in enumerate(exported_steps(bag, config, task))]
+                   for i, (_, steps) in enumerate(found)]
         if not planned:
             raise BagError(f'{bag_path}: the export holds no step')
-        return Learned(bag=bag, body=body, task=task, planned=planned, export=True)
+        return Learned(bag=bag, body=body, task=task, planned=planned, export=True,
+                       bodies=[body if key is None else Body.parse(key) for key, _ in found])
     windows = task_windows(bag, config, task=task, node_name=node_name,
                            params_json=params_json, since=since, until=until)
     return Learned(bag=bag, body=body, task=task,
@@ -158,7 +163,11 @@ def file_learned(store: Store, config: NodeConfig, learned: Learned) -> Learned:
     crash in between leaves it learned and unmarked.
     """
     before = {t.id for t in store.trajectories(task=learned.task)}
-    learned.infos = file_tasks(store, config, learned.body, learned.task, learned.planned)
+    if learned.bodies:  # an export: each trajectory on the body the export recorded
+        learned.infos = [file_tasks(store, config, body, learned.task, [planned])[0]
+                         for planned, body in zip(learned.planned, learned.bodies)]
+    else:
+        learned.infos = file_tasks(store, config, learned.body, learned.task, learned.planned)
     for planned, info in zip(learned.planned, learned.infos):
         learned.fresh.append(info is not None and info.id not in before)
         if info is not None and info.id not in before:

@@ -84,9 +84,13 @@ def _goal_topics(bag: Bag, config: NodeConfig) -> dict[str, ToolConfig]:
     return tools
 
 
-def exported_steps(bag: Bag, config: NodeConfig, task: str) -> list[list[Step]]:
+def exported_steps(bag: Bag, config: NodeConfig,
+                   task: str) -> list[tuple[str | None, list[Step]]]:
     """
-    Return the exported trajectories' steps, one list per trajectory, in file order.
+    Return the exported trajectories, in file order: the body each was learned on, its steps.
+
+    The body is the key the export recorded for it (``bodies`` in its ``muscle_mem``
+    record); None when the file records none (an export from before bodies).
 
     :raises BagError: the file exports another task, a goal of an unknown tool, or a goal
         not between a step's snapshots.
@@ -140,7 +144,8 @@ def exported_steps(bag: Bag, config: NodeConfig, task: str) -> list[list[Step]]:
         steps = trajectories.setdefault(current, [])
         steps.append(_step(goal, pre, None, goal[2],
                            _trace(bag, samples, current, len(steps), goal[2])))
-    return [steps for steps in trajectories.values() if steps]
+    bodies = json.loads(bag.metadata.get('muscle_mem', {}).get('bodies', 'null')) or {}
+    return [(bodies.get(str(i)), steps) for i, steps in trajectories.items() if steps]
 
 
 _Samples = dict[tuple[int, int], dict[str, list[tuple[int, tuple[float, ...]]]]]

@@ -226,7 +226,7 @@ class Replayer:
         self.gate = gate
         self.step_back = step_back
         self.agreement = agreement
-        self.booked: dict[ReplayOutcome, int] = {outcome: 0 for outcome in ReplayOutcome}
+        self.booked: dict[ReplayOutcome, int] = dict.fromkeys(ReplayOutcome, 0)
         """Replays booked since the node started, by outcome (``/diagnostics``)."""
         self._tools = dict(tools)
         self.sensing = SensorJudge(
