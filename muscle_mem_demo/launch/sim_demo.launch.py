@@ -22,7 +22,7 @@ Launch the MuJoCo demo: sim robot, behavior cache and demo planning agent.
 Then send the task to the cache (the agent is called on a miss):
 
     ros2 action send_goal /muscle_mem/execute_task muscle_mem_interfaces/action/ExecuteTask \
-        '{task: pick_and_place, params_json: "{\"place\": [0.3, -0.3]}"}'
+        '{task: pick_and_place, params_json: "{\"place\": [0.4, -0.3]}"}'
 
 Or a task the agent decomposes into subtasks (pick, then place), which it sends to the
 cache's /muscle_mem/execute_subtask:

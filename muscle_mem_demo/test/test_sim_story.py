@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
+import re
 import subprocess
 import sys
 
@@ -421,3 +423,18 @@ def test_any_other_run_canceled_mid_motion_fails():
     outcome = outcome_like_expected(STORY[1], canceled=((4, 0.08),))
     assert not outcome.held
     assert 'step 4 canceled mid-motion, no step expected canceled' in outcome.failures
+
+
+def test_the_launch_file_and_the_docs_send_the_place_targets_the_demo_uses():
+    # a user copying the launch file's or the docs' goal sends the target the story places at
+    root = Path(__file__).resolve().parents[2]
+    texts = {path.relative_to(root): path.read_text() for path in (
+        *sorted((root / 'docs').glob('*.md')),
+        root / 'muscle_mem_demo' / 'launch' / 'sim_demo.launch.py')}
+    found = {(str(name), (float(x), float(y))) for name, text in texts.items()
+             for x, y in re.findall(r'place\\?"?: ?\[(-?[\d.]+), ?(-?[\d.]+)\]', text)}
+    assert ('muscle_mem_demo/launch/sim_demo.launch.py', PLACE_TARGET) in found
+    assert ('docs/demo.md', PLACE_TARGET) in found
+    used = {tuple(round(v, 6) for v in t) for t in (PLACE_TARGET, MOVED_PLACE_TARGET)}
+    other = sorted(f for f in found if f[1] not in used)
+    assert not other, f'place targets the demo does not use: {other}'
