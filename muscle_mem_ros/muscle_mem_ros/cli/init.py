@@ -17,7 +17,11 @@
 
 With the robot running and at rest: read the graph (servers, agents, topics), sample
 the readable topics for ``--duration`` seconds, and write a commented params file that
-starts the node as it is (the rules: :mod:`.initrules`). Never overwrites a file.
+starts the node as it is (the rules: :mod:`.initrules` for sensors, :mod:`.inittools` for
+tools, their stops and the description's wait). Never overwrites a file, and never writes
+one from a robot that moved while sampled. On an empty graph it gives up after
+``--discovery`` plus :data:`~muscle_mem_ros.ros.capture.survey.MAX_SETTLE` seconds
+(:data:`EMPTY_WAIT` at the default), and says so in ``--help``.
 Gates: ``replay_requires: none``, so that the file learns and replays at once (the
 point of a first try, watched by whoever ran init); the file says to raise it to
 ``shadow:3`` or ``approval`` before the robot replays unattended.
@@ -32,14 +36,25 @@ from pathlib import Path
 import time
 from typing import Any, TYPE_CHECKING
 
-from .initrules import choose_key, Sensor, sensor_from, Skipped, Tool
+from .initrules import (
+    choose_key, moving, Sensor, sensor_from, Skipped, tolerance_note, Tool,
+)
+from .inittools import description_timeout, sort_servers, Stop, stop_of
 from .output import Output
 from ..errors import MuscleMemError
 
 if TYPE_CHECKING:
     from ..ros.capture.survey import Survey
 
-__all__ = ['add_parser', 'render', 'run']
+__all__ = ['EMPTY_WAIT', 'add_parser', 'render', 'run']
+
+DISCOVERY = 2.0
+"""Default seconds to wait for the graph."""
+SETTLE_MORE = 10.0
+"""Most seconds waited after ``--discovery`` for a graph to hold a node and settle (the
+survey's MAX_SETTLE, which a test keeps equal)."""
+EMPTY_WAIT = DISCOVERY + SETTLE_MORE
+"""Seconds init takes on an empty graph at the default ``--discovery``."""
 
 
 def add_parser(cmd: argparse.ArgumentParser) -> None:
@@ -53,8 +68,10 @@ def add_parser(cmd: argparse.ArgumentParser) -> None:
                      help="the agent's ExecuteTask server (default: the one found)")
     cmd.add_argument('--duration', type=float, default=3.0, metavar='S',
                      help='seconds to sample the sensors, robot still (default 3)')
-    cmd.add_argument('--discovery', type=float, default=2.0, metavar='S',
-                     help='seconds to wait for the graph (default 2)')
+    cmd.add_argument('--discovery', type=float, default=DISCOVERY, metavar='S',
+                     help=f'seconds to wait for the graph (default {DISCOVERY:g}), then up to '
+                     f'{SETTLE_MORE:g} s more for it to hold a node and settle: an empty graph '
+                     f'is given up on after {EMPTY_WAIT:g} s at the default')
     cmd.add_argument('--node-name', default='muscle_mem',
                      help="the node's name: top key and proxy prefix (default muscle_mem)")
     cmd.add_argument('--store', default='~/.ros/muscle_mem/cache.db', metavar='PATH',
@@ -73,7 +90,8 @@ def _numbers(values: tuple[float, ...]) -> str:
 def _sensor_lines(key: str, s: Sensor) -> list[str]:
     sampled = s.sampled
     lines = [f'      # {sampled.topic}: {sampled.kind.why};',
-             f'      # {s.rate:.3g} Hz heard, largest std at rest {s.noise:.2g}',
+             f'      # {s.rate:.3g} Hz heard, largest std at rest {s.noise:.2g};',
+             f'      # {tolerance_note(s)}',
              f'      {key}:', f'        topic: {_q(sampled.topic)}',
              f'        type: {sampled.type}',
              f"        fields: [{', '.join(_q(f) for f in sampled.kind.fields)}]"]
@@ -84,15 +102,36 @@ def _sensor_lines(key: str, s: Sensor) -> list[str]:
     return lines
 
 
-def _tool_lines(key: str, tool: Tool, node_name: str) -> list[str]:
-    return [f'      # served by {tool.node}', f'      {key}:',
-            f'        server: {_q(tool.server)}', f'        type: {tool.type}',
-            f'        proxy: {_q("/" + node_name + tool.server)}']
+def _tool_lines(key: str, tool: Tool, node_name: str, stop: Stop | None) -> list[str]:
+    lines = [f'      # served by {tool.node}']
+    if stop is not None:
+        lines.append(f'      # {stop.note}')
+    lines += [f'      {key}:', f'        server: {_q(tool.server)}', f'        type: {tool.type}',
+              f'        proxy: {_q("/" + node_name + tool.server)}']
+    if stop is not None and stop.service:
+        lines.append(f'        stop_service: {_q(stop.service)}')
+        if stop.service_type:
+            lines.append(f'        stop_service_type: {stop.service_type}')
+    return lines
+
+
+def _description_lines(found: Survey) -> list[str]:
+    if not found.description:
+        return ['    # no /robot_description in the graph: the body is the joints and tools '
+                '(robot_description_timeout left at its default)']
+    heard = found.description_heard
+    timeout = description_timeout(heard)
+    said = (f'heard after {heard:.2f} s' if heard is not None else
+            'has a publisher but was not heard while sampled (is it transient local?)')
+    return [f'    # /robot_description {said}. The node waits for it at start, and a',
+            '    # description it misses makes it another body (every branch learned misses):',
+            '    # the wait ends when it arrives, so it is long.',
+            f'    robot_description_timeout: {timeout:g}']
 
 
 def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
            tools: dict[str, Tool], agent: str, agent_note: str, node_name: str,
-           store: str) -> str:
+           store: str, stops: dict[str, Stop] | None = None) -> str:
     """Return the params file's text."""
     out = [
         f'# Written by muscle-mem init from the ROS graph ({len(found.nodes)} nodes) and '
@@ -102,17 +141,19 @@ def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
         '#',
         '# Before trusting it:',
         '# - point the agent at the proxies below (remap its clients), not at the servers;',
-        '# - the tolerances are the noise heard at rest: run a task twice and read',
-        '#   muscle-mem calibrate STORE TASK for what varies between runs;',
+        '# - a tolerance is 6 x the noise heard at rest, a floor where a sensor was',
+        '#   quieter, or a default where it made no noise (each sensor says which): run a',
+        '#   task twice and read muscle-mem calibrate STORE TASK for what varies between runs;',
         '# - replay_requires is none (a learned task replays at once: the point of a first',
         '#   try, watched). Before the robot replays unattended set shadow:3 or approval.',
     ]
     if found.caches:
-        out.append(f"# Caches already running, left out: {', '.join(found.caches)}.")
+        out.append(f"# Caches already running, left out: {', '.join(found.caches)} (their "
+                   'servers, their proxies and their hidden helper nodes).')
     out += [f'{node_name}:', '  ros__parameters:', '    autostart: true',
             f'    store_path: {_q(store)}', f'    # {agent_note}',
             f'    agent_action: {_q(agent)}', '    cache_mode: learn',
-            '    replay_requires: none', '    sensors:']
+            '    replay_requires: none', *_description_lines(found), '    sensors:']
     for key, sensor in sensors.items():
         out += _sensor_lines(key, sensor)
     for kind in ('action', 'service'):
@@ -120,21 +161,23 @@ def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
         if chosen:
             out.append(f'    {kind}s:')
             for key, tool in chosen.items():
-                out += _tool_lines(key, tool, node_name)
+                out += _tool_lines(key, tool, node_name, (stops or {}).get(key))
     if skipped:
         out.append('# Left out:')
-        out += [f'#   {s.name} ({s.type}): {s.reason}' for s in skipped]
+        out += [f'#   {s.name} ({s.type}): {s.reason}' if s.type else f'#   {s.name}: {s.reason}'
+                for s in skipped]
     return '\n'.join(out) + '\n'
 
 
-def _choose(args: argparse.Namespace, found: Survey) -> tuple[dict[str, Tool], str, str]:
-    tools = list(found.tools)
-    if args.tool:
-        missing = [t for t in args.tool if t not in {x.server for x in tools}]
+def _choose(args: argparse.Namespace, tools: list[Tool],
+            found: Survey) -> tuple[dict[str, Tool], str, str]:
+    if args.tool:  # named: taken even where a rule would leave it out
+        missing = [t for t in args.tool if t not in {x.server for x in found.servers}]
         if missing:
             raise MuscleMemError(f"no server {', '.join(missing)} in the graph (found: "
                                  f"{', '.join(t.server for t in tools) or 'none'})")
-        tools = [t for t in tools if t.server in args.tool]
+        tools = sorted((t for t in found.servers if t.server in args.tool),
+                       key=lambda t: t.server)
     taken: set[str] = set()
     chosen = {choose_key(t.server, taken): t for t in tools}
     if args.agent:
@@ -165,12 +208,18 @@ def run(args: argparse.Namespace, out: Output) -> int:
         raise MuscleMemError(f'no ROS node found in ROS_DOMAIN_ID={domain} after '
                              f'{time.monotonic() - began:.0f} s: is the robot running, in '
                              'this domain?')
-    tools, agent, note = _choose(args, found)
+    moved = [m for m in (moving(s) for s in found.sampled) if m]
+    if moved:
+        raise MuscleMemError('the robot is moving: run init with it still ('
+                             + '; '.join(moved) + ')')
+    robot_tools, stop_services, left_out = sort_servers(found.servers)
+    tools, agent, note = _choose(args, robot_tools, found)
     if not tools:
         raise MuscleMemError(f'{len(found.nodes)} node(s) in ROS_DOMAIN_ID={domain}, but no '
                              'action server or service for the cache to proxy')
+    stops = {k: stop_of(t, stop_services) for k, t in tools.items() if t.kind == 'action'}
     sensors: dict[str, Sensor] = {}
-    skipped = list(found.skipped)
+    skipped = list(found.skipped) + left_out
     taken: set[str] = set()
     for sampled in found.sampled:
         entry = sensor_from(sampled)
@@ -179,7 +228,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         else:
             sensors[choose_key(sampled.topic, taken)] = entry
     text = render(found=found, sensors=sensors, skipped=skipped, tools=tools, agent=agent,
-                  agent_note=note, node_name=args.node_name, store=args.store)
+                  agent_note=note, node_name=args.node_name, store=args.store, stops=stops)
     with open(path, 'x', encoding='utf-8') as stream:
         stream.write(text)
     summary: dict[str, Any] = {

@@ -38,11 +38,24 @@ module decides what of it goes into the file and with which numbers.
 Big arrays (scans, clouds, images, maps: :data:`BIG`) are left out and named, as is
 any topic of another type, or that sent fewer than two messages while sampled.
 
-**Tolerance** per element: the calibration rule on the readings sampled at rest
-(:func:`muscle_mem_ros.checks.calibration.noise`: ``max(k * std, peak_to_peak) *
-margin`` with ``k = 4``, ``margin = 1.5``), at least the kind's floor (a simulated
-or a very clean sensor shows no noise at rest, but a servo settles a little
-differently each time: :data:`FLOORS`), rounded up to two significant digits.
+**Tolerance** per element: :data:`NOISE_MULTIPLE` (6) times the noise heard at rest,
+the calibration rule on the readings sampled (:func:`muscle_mem_ros.checks.calibration.noise`:
+``max(k * std, peak_to_peak) * margin`` with ``k = 4``, ``margin = 1.5``), rounded up to
+two significant digits; where that is below the kind's floor (:data:`FLOORS`), the floor.
+The floors are small enough for a lab robot: a gantry whose axes are noisy by 0.2 mm over
+wells 9 mm apart gets about 1.5 mm (the noise), and a scale noisy by 0.01 g under 0.5 g
+aspirates about 0.08 g, so one well off, or an aspirate that took nothing, fails its check.
+A sensor that makes no noise at all (under :data:`SILENT`: a simulation, or a driver that
+repeats what it was commanded) says nothing of its precision, and nothing of how differently
+a motion ends from one run to the next (a simulated grasp varies by millimetres): it gets
+the kind's default (:data:`SILENT_DEFAULTS`, as loose as the floors used to be). The file
+says per sensor which rule set each tolerance (:func:`tolerance_note`); ``muscle-mem
+calibrate`` after two runs of a task says what varies between runs.
+
+**At rest.** init samples a robot standing still. A JointState or Odometry sensor whose
+position drifts across the window by more than :data:`MOVING` times its noise around that
+drift, and more than its floor, is a robot moving (:func:`moving`): init refuses to write
+tolerances from it.
 
 **max_age**: five median periods, or twice the longest gap heard, at least
 :data:`MIN_AGE`, rounded up to a tenth of a second: four messages lost in a row,
@@ -65,8 +78,12 @@ from ..records import CompareMode
 __all__ = [
     'BIG',
     'FLOORS',
+    'SILENT',
+    'SILENT_DEFAULTS',
     'MAX_NUMERIC',
     'MIN_AGE',
+    'MOVING',
+    'NOISE_MULTIPLE',
     'POSITIONS',
     'Kind',
     'Sampled',
@@ -77,8 +94,10 @@ __all__ = [
     'float_fields',
     'kind_of',
     'max_age',
+    'moving',
     'sensor_from',
     'tolerance',
+    'tolerance_note',
 ]
 
 JOINT_STATE = 'sensor_msgs/msg/JointState'
@@ -100,9 +119,20 @@ MAX_NUMERIC = 16
 """Most numbers a generic numeric sensor may have (the watch traces up to 16)."""
 MIN_AGE = 0.5
 """Smallest max_age written, seconds."""
-FLOORS = {'joints': 0.02, 'position': 0.02, 'numeric': 0.01}
-"""Smallest tolerance per kind: 0.02 rad (or m) for a joint, 2 cm for a position, 0.01
-(or 1 % of the value, whichever is larger) for a generic number."""
+FLOORS = {'joints': 0.001, 'position': 0.001, 'numeric': 0.001}
+"""Smallest tolerance per kind: 1 mrad (or 1 mm) for a joint, 1 mm for a position, 0.001 for
+a generic number (1 mg on a scale in grams): below a lab robot's noise, so the noise sets it."""
+SILENT = 1e-6
+"""Tolerances the noise proposes up to this are no noise at all (a simulated sensor)."""
+SILENT_DEFAULTS = {'joints': 0.02, 'position': 0.02, 'numeric': 0.01}
+"""Tolerance per kind of a sensor that made no noise: 0.02 rad (or m), 2 cm, 0.01."""
+NOISE_MULTIPLE = calibration.DEFAULT_K * calibration.DEFAULT_MARGIN
+"""A tolerance is this many standard deviations of the noise at rest (or 1.5 x its peak to
+peak, when that is larger)."""
+MOVING = 3.0
+"""Drift across the sampling window, in standard deviations of the noise around it, that is
+motion (:func:`moving`)."""
+_ROBOT_STATE = ('sensor_msgs/msg/JointState', 'nav_msgs/msg/Odometry')
 _SKIP_NESTED = ('std_msgs/Header', 'builtin_interfaces/Time', 'builtin_interfaces/Duration')
 _FLOATS = ('float', 'double')
 _ARRAY = re.compile(r'^(\w+)\[(\d+)\]$')
@@ -174,6 +204,7 @@ class Sensor:
     :ivar max_age: Seconds.
     :ivar rate: Messages per second heard.
     :ivar noise: Largest standard deviation of an element.
+    :ivar rules: Per tolerance, the rule that set it: ``noise``, ``floor`` or ``silent``.
     """
 
     sampled: Sampled
@@ -181,6 +212,7 @@ class Sensor:
     max_age: float
     rate: float
     noise: float
+    rules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -259,23 +291,74 @@ def _round_up(value: float, digits: int = 2) -> float:
     return float(math.ceil(value * scale - 1e-9) / scale)
 
 
-def tolerance(sampled: Sampled) -> tuple[tuple[float, ...], float]:
+def _rule(noisy: float, floor: float) -> str:
+    return 'silent' if noisy <= SILENT else 'floor' if noisy < floor else 'noise'
+
+
+def tolerance(sampled: Sampled) -> tuple[tuple[float, ...], float, tuple[str, ...]]:
     """
-    Return the tolerances of a sampled sensor (module docstring) and its largest std.
+    Return a sampled sensor's tolerances (module docstring), its largest std, and their rules.
 
     :raises ValueError: nothing was read.
     """
     found = calibration.noise(sampled.topic, [np.asarray(r) for r in sampled.readings],
                               mode=sampled.kind.mode)
     floor = FLOORS[sampled.kind.name]
-    if sampled.kind.name == 'numeric':
-        floors = [max(floor, 0.01 * abs(m)) for m in found.mean]
-    else:
-        floors = [floor] * len(found.mean)
-    if sampled.kind.mode is CompareMode.NORM:
-        floors = [floor]
-    values = tuple(_round_up(max(p, f)) for p, f in zip(found.proposed, floors))
-    return values, max(found.std, default=0.0)
+    rules = tuple(_rule(p, floor) for p in found.proposed)
+    by_rule = {'silent': SILENT_DEFAULTS[sampled.kind.name], 'floor': floor}
+    values = tuple(by_rule.get(r, _round_up(p)) for r, p in zip(rules, found.proposed))
+    return values, max(found.std, default=0.0), rules
+
+
+def tolerance_note(sensor: Sensor) -> str:
+    """Return which rule set a sensor's tolerances, for its comment in the file."""
+    sampled = sensor.sampled
+    names = list(sampled.joints) if len(sampled.joints) == len(sensor.tolerance) else \
+        [str(i) for i in range(len(sensor.tolerance))]
+    kind = sampled.kind.name
+    said = {'noise': f'{NOISE_MULTIPLE:g} x the noise at rest (1.5 x max(4 std, peak to peak))',
+            'floor': f'the floor {FLOORS[kind]:g} (quieter than that at rest)',
+            'silent': f'the default {SILENT_DEFAULTS[kind]:g} for a sensor that made no noise '
+                      'at rest (a simulation?): calibrate it after two runs'}
+    parts = []
+    for rule in ('noise', 'floor', 'silent'):
+        which = [n for n, r in zip(names, sensor.rules) if r == rule]
+        if which:
+            every = len(which) == len(names)
+            parts.append(said[rule] + ('' if every or not parts and rule == 'noise'
+                                       else f' for {", ".join(which)}'))
+    return 'tolerance: ' + '; '.join(parts)
+
+
+def moving(sampled: Sampled) -> str:
+    """
+    Return how a robot-state sensor moved while sampled ('' when it stood still).
+
+    Per element, a straight line is fitted to the readings in order: its rise across the
+    window is motion when it exceeds :data:`MOVING` times the readings' spread around the
+    line and the kind's floor (noise does not rise; a slow sensor drift under the floor is
+    not a robot moving). Only the robot's own state is judged (JointState, Odometry): an
+    object seen moving is the world, not the robot.
+    """
+    if sampled.type not in _ROBOT_STATE or len(sampled.readings) < 3:
+        return ''
+    sizes = {len(r) for r in sampled.readings}
+    if len(sizes) != 1:
+        return ''
+    data = np.asarray(sampled.readings, dtype=np.float64)
+    index = np.arange(len(data), dtype=np.float64)
+    slope, offset = np.polyfit(index, data, 1)
+    rise = np.abs(slope) * (len(data) - 1)
+    spread = (data - (np.outer(index, slope) + offset)).std(axis=0)
+    floor = FLOORS[sampled.kind.name]
+    moved = [i for i in range(data.shape[1]) if rise[i] > max(MOVING * spread[i], floor)]
+    if not moved:
+        return ''
+    names = sampled.joints if len(sampled.joints) == data.shape[1] else \
+        tuple(f'{sampled.kind.fields[0]}[{i}]' for i in range(data.shape[1]))
+    seconds = max(sampled.times) - min(sampled.times) if sampled.times else 0.0
+    return f'{sampled.topic}: ' + ', '.join(
+        f'{names[i]} moved {rise[i]:.3g}' for i in moved) + f' in {seconds:.1f} s'
 
 
 def max_age(times: Sequence[float]) -> tuple[float, float]:
@@ -299,8 +382,9 @@ def sensor_from(sampled: Sampled) -> Sensor | str:
     if not sampled.readings or not any(sampled.readings):
         return 'no reading while sampled'
     age, rate = max_age(sampled.times)
-    tol, std = tolerance(sampled)
-    return Sensor(sampled=sampled, tolerance=tol, max_age=age, rate=rate, noise=std)
+    tol, std, rules = tolerance(sampled)
+    return Sensor(sampled=sampled, tolerance=tol, max_age=age, rate=rate, noise=std,
+                  rules=rules)
 
 
 def choose_key(name: str, taken: set[str]) -> str:

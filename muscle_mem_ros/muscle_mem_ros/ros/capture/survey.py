@@ -15,14 +15,17 @@
 """
 Survey a running robot's ROS graph for ``muscle-mem init``: its servers and its sensors.
 
-Servers are read per node (only what a node *serves*: a client is not a tool). Left
-out as infrastructure: parameter, type-description and lifecycle services, hidden
-names (``/_action/...``, ``_service_event``), ``muscle_mem_interfaces`` types, and every
-name served by a running cache (a node serving a ``muscle_mem_interfaces`` service:
-its own servers and proxies). ``ExecuteTask`` servers of other nodes are agents, not
-tools. Topics with a publisher and a readable type (:func:`..cli.initrules.kind_of`)
-are subscribed for the sampling window; each message's receive time and feature
-vector are kept.
+Servers are read per node (only what a node *serves*: a client is not a tool). A running
+cache is not the robot: a node serving a ``muscle_mem_interfaces`` service is a cache, and
+its servers, every server under its name (its proxies, served by its hidden helper node
+``_<name>_proxies``) and every hidden node (a name starting with ``_``) are left out, as
+are hidden names (``/_action/...``, ``_service_event``). ``ExecuteTask`` servers of other
+nodes are agents, not tools. What is left is every server of the robot's nodes (init sorts
+them: :func:`..cli.inittools.sort_servers`). Topics with a publisher and a
+readable type (:func:`..cli.initrules.kind_of`) are subscribed for the sampling window;
+each message's receive time and feature vector are kept. ``/robot_description`` is asked
+for (reliable, transient local, as the node reads it) before the graph is read, and how
+long it took to arrive is kept (:func:`..cli.inittools.description_timeout`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ __all__ = ['Survey', 'survey']
 EXECUTE_TASK = 'muscle_mem_interfaces/action/ExecuteTask'
 INFRA_TYPES = ('rcl_interfaces/', 'type_description_interfaces/', 'lifecycle_msgs/',
                'muscle_mem_interfaces/', 'composition_interfaces/')
+"""Topic types that are never sensors."""
+DESCRIPTION = '/robot_description'
 INFRA_TOPICS = ('/rosout', '/parameter_events', '/tf', '/tf_static', '/robot_description',
                 '/diagnostics')
 SPIN = 0.05
@@ -55,19 +60,23 @@ class Survey:
     What the graph offered.
 
     :ivar nodes: Node names seen, besides the survey's own.
-    :ivar tools: Servers the agent may call.
+    :ivar servers: Every server of the robot's nodes (a running cache's left out).
     :ivar agents: ExecuteTask servers of nodes that are not caches.
     :ivar sampled: Readable topics with what they sent.
     :ivar skipped: Topics left out, with why.
     :ivar caches: Caches already running (their names were left out).
+    :ivar description: Whether ``/robot_description`` has a publisher.
+    :ivar description_heard: Seconds from asking for it to receiving it; None: not heard.
     """
 
     nodes: tuple[str, ...]
-    tools: tuple[Tool, ...]
+    servers: tuple[Tool, ...]
     agents: tuple[str, ...]
     sampled: tuple[Sampled, ...]
     skipped: tuple[Skipped, ...]
     caches: tuple[str, ...]
+    description: bool = False
+    description_heard: float | None = None
 
 
 def _fqn(name: str, namespace: str) -> str:
@@ -92,9 +101,10 @@ def _nested(type_name: str) -> dict[str, str]:
 
 
 def _servers(node: Any) -> tuple[list[Tool], list[str], list[str], list[str]]:
+    """Return every server of the robot's nodes, the agents, the caches and the node names."""
     from rclpy.action.graph import get_action_server_names_and_types_by_node
     own = node.get_fully_qualified_name()
-    tools: list[Tool] = []
+    servers: list[Tool] = []
     agents: list[str] = []
     caches: list[str] = []
     names: list[str] = []
@@ -103,6 +113,8 @@ def _servers(node: Any) -> tuple[list[Tool], list[str], list[str], list[str]]:
         if fqn == own:
             continue
         names.append(fqn)
+        if name.startswith('_'):  # hidden: a cache's helper node (its proxies, its sensors)
+            continue
         services = node.get_service_names_and_types_by_node(name, namespace)
         if any(t.startswith('muscle_mem_interfaces/srv/') and not _hidden(service)
                for service, types in services for t in types):
@@ -111,13 +123,13 @@ def _servers(node: Any) -> tuple[list[Tool], list[str], list[str], list[str]]:
         for action, types in get_action_server_names_and_types_by_node(node, name, namespace):
             if EXECUTE_TASK in types:
                 agents.append(action)
-            elif not _hidden(action) and not types[0].startswith(INFRA_TYPES):
-                tools.append(Tool('action', action, types[0], fqn))
-        for service, types in services:
-            if not _hidden(service) and not types[0].startswith(INFRA_TYPES):
-                tools.append(Tool('service', service, types[0], fqn))
-    unique = {(t.kind, t.server): t for t in tools}
-    return sorted(unique.values(), key=lambda t: t.server), sorted(set(agents)), caches, names
+            elif not _hidden(action) and not types[0].startswith('muscle_mem_interfaces/'):
+                servers.append(Tool('action', action, types[0], fqn))
+        servers += [Tool('service', service, types[0], fqn) for service, types in services
+                    if not _hidden(service) and not types[0].startswith('muscle_mem_interfaces/')]
+    unique = {(t.kind, t.server): t for t in servers
+              if not any(t.server.startswith(c + '/') for c in caches)}
+    return list(unique.values()), sorted(set(agents)), caches, names
 
 
 def _reader(kind: Kind, type_name: str) -> Any:
@@ -174,6 +186,17 @@ def _graph(node: Any) -> tuple[Any, ...]:
             sorted(n for n, _ in node.get_service_names_and_types()))
 
 
+def _ask_description(node: Any, heard: list[float]) -> Any:
+    """Subscribe to the description as the node reads it; note when it arrives."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+    start = time.monotonic()
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    return node.create_subscription(
+        String, DESCRIPTION, lambda _msg: heard.append(time.monotonic() - start), latched)
+
+
 def _settle(node: Any, executor: Any, discovery: float) -> None:
     """
     Spin ``discovery`` seconds, then until the graph stayed the same for :data:`SETTLE` s.
@@ -213,8 +236,10 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
     :param node: The survey's node (spun by ``executor``).
     :param topics_only: Sample only these topics (empty: every readable one).
     """
+    heard: list[float] = []
+    description = _ask_description(node, heard)
     _settle(node, executor, discovery)
-    tools, agents, caches, nodes = _servers(node)
+    servers, agents, caches, nodes = _servers(node)
     skipped: list[Skipped] = []
     readable: list[tuple[str, str, Kind]] = []
     for topic, types in sorted(node.get_topic_names_and_types()):
@@ -229,5 +254,17 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
         else:
             readable.append((topic, types[0], kind))
     sampled = _sample(node, readable, duration, executor) if readable else []
-    return Survey(nodes=tuple(nodes), tools=tuple(tools), agents=tuple(agents),
-                  sampled=tuple(sampled), skipped=tuple(skipped), caches=tuple(caches))
+    described = node.count_publishers(DESCRIPTION) > 0
+    if described and not heard:
+        _spin_until(executor, lambda: bool(heard), duration)
+    node.destroy_subscription(description)
+    return Survey(nodes=tuple(nodes), servers=tuple(servers), agents=tuple(agents),
+                  sampled=tuple(sampled), skipped=tuple(skipped), caches=tuple(caches),
+                  description=described,
+                  description_heard=heard[0] if heard else None)
+
+
+def _spin_until(executor: Any, done: Any, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while not done() and time.monotonic() < end:
+        executor.spin_once(timeout_sec=SPIN)
