@@ -21,7 +21,9 @@ The base's goto refuses cancels (rclpy's default cancel callback) or ignores eve
 * A task canceled while its agent has it, the agent ignoring the cancel (rclpy's default
   cancel callback) while its goto runs through the proxy: the task is over only once that
   goto went through the stop (the cancel refused, the stop service, the rest), its result
-  says so, and the next task never drives the base while the agent's goto runs.
+  says so, and the next task never drives the base while the agent's goto runs. The same
+  when the goto is a subtask's: the agent sent the subtask to the cache, which handed it
+  back to the agent, whose goto runs when the parent is canceled.
 * A robot that did not stop is remembered: the node refuses new tasks, ``~/replay`` and
   proxied goals, naming the server, and ``/diagnostics`` says so, until a person confirms
   the robot at rest (``muscle-mem standstill --who``, the name recorded) or its sensors see
@@ -41,13 +43,13 @@ import time
 
 from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from mobile_base_helpers import BaseHarness, fresh_world
+from mobile_base_helpers import BaseHarness, fetch_plan, fresh_world
 from mobile_helpers import TAG_HOME
 from muscle_mem_demo_interfaces.action import MoveToPose
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Replay
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
-from node_helpers import wait_until
+from node_helpers import SUBTASK, wait_until
 import pytest
 
 PARAMS = json.dumps({'bin': 1})
@@ -58,7 +60,7 @@ DIAGNOSTICS: list[DiagnosticStatus] = []
 
 @pytest.fixture(scope='module')
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BaseHarness]:
-    h = BaseHarness(tmp=tmp_path_factory.mktemp('stop_paths'))
+    h = BaseHarness(tmp=tmp_path_factory.mktemp('stop_paths'), subtasks=True)
     prefix = h.names.prefix
     h.start_cache(stop_timeout=STOP_TIMEOUT,
                   **{'actions.goto.stop_service': f'/{prefix}/base_stop'})
@@ -83,12 +85,19 @@ def confirm(h: BaseHarness, *who: str) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=60, env=dict(os.environ))
 
 
-def not_stopped(h: BaseHarness, task: str) -> int:
-    """Learn ``task``, replay it with a base that ignores every stop; return the goto's index."""
+def not_stopped(h: BaseHarness, task: str, silence: bool = False) -> int:
+    """
+    Learn ``task``, replay it with a base that ignores every stop; return the goto's index.
+
+    :param silence: The knocked tag says nothing more from then on (the sensors cannot show
+        the rest).
+    """
     done = h.run_task(task, PARAMS)
     assert done.status == GoalStatus.STATUS_SUCCEEDED, done.result.message
     h.robot.reset()
-    h.robot.duration = 8.0  # the replayed goto runs on past every wait of the stop
+    # the replayed goto runs on past every wait of the stop, at about 0.25 m/s: 6 cm in a
+    # rest_window, more than the odometry's tolerance
+    h.robot.duration = 5.0
     gotos = len(h.robot.gotos)
 
     def knock() -> None:
@@ -96,6 +105,8 @@ def not_stopped(h: BaseHarness, task: str) -> int:
         if goto is not None:
             time.sleep(max(0.0, goto.started + 0.3 - time.monotonic()))
             h.robot.move_tag((TAG_HOME[0] + 0.15, TAG_HOME[1]))
+            if silence:
+                h.robot.show_tag(False)
 
     h.robot.manners = 'deaf'
     threading.Thread(target=knock, daemon=True).start()
@@ -154,11 +165,42 @@ def test_a_task_canceled_while_its_agent_ignores_the_cancel_ends_once_the_goto_s
     assert not h.robot.overlaps, f'two motions at once: {h.robot.overlaps}'
 
 
+def test_a_task_canceled_while_a_subtasks_agent_drives_ends_once_that_goto_stopped(world):
+    h = world
+    parent, pick = 'agent_sub_canceled', 'agent_sub_canceled_pick'
+    plans = h.agent.subtasks.plans
+    plans[pick] = lambda tag, params: fetch_plan(tag, params)[:2]  # standoff, grip
+    plans[parent] = lambda tag, params: [(SUBTASK, (pick, {}))] + fetch_plan(tag, params)[2:]
+    h.agent.ignores_cancels = True
+    h.robot.manners = 'refuse'
+    h.robot.duration = 6.0
+    gotos = len(h.robot.gotos)
+    handle = h.send_task(parent, PARAMS)
+    assert handle.accepted
+    goto = h.robot.wait_goto(gotos)  # the subtask's agent drives it, through the proxy
+    assert goto is not None
+    assert [c.task for c in h.agent.calls[-2:]] == [parent, pick]
+    time.sleep(0.5)
+    h.wait(handle.cancel_goal_async())
+    wrapped = h.result(handle, 40.0)
+    answered = time.monotonic()
+    message = wrapped.result.message
+    print(f'result: {message}')
+    assert not math.isnan(goto.ended) and goto.ended < answered, 'the task ended first'
+    assert goto.refused == 1 and h.robot.stops == 1 and goto.short_by() > 0.5, goto
+    assert wrapped.status == GoalStatus.STATUS_CANCELED, message
+    assert 'base_stop' in message and 'the agent was stopped' not in message, message
+    call = h.agent.subtasks.calls[-1]
+    assert call.task == pick and call.done.is_set() and not call.ok, call
+    done = h.run_task('agent_sub_canceled_next', PARAMS)
+    assert done.status == GoalStatus.STATUS_SUCCEEDED, done.result.message
+    assert not h.robot.overlaps, f'two motions at once: {h.robot.overlaps}'
+
+
 def test_a_robot_that_did_not_stop_is_refused_until_a_person_confirms_it_at_rest(world):
     h = world
-    gotos = not_stopped(h, 'stuck_confirm')
+    gotos = not_stopped(h, 'stuck_confirm', silence=True)  # the sensors cannot see the rest
     server = f'/{h.names.prefix}/goto'
-    h.robot.show_tag(False)  # the tag says nothing: the sensors cannot see the rest
     calls, moves = len(h.agent.calls), len(h.robot.gotos)
     refused = h.run_task('stuck_other', PARAMS)
     assert refused.status == GoalStatus.STATUS_ABORTED, refused.result.message
