@@ -21,13 +21,23 @@ matplotlib; its interfaces are in muscle_mem_demo_interfaces.
 ROS-free modules: :mod:`.arms` (the arm models, read from the gymnasium-robotics wheel, and
 the table scene), :mod:`.kinematics` (forward and inverse kinematics on the model),
 :mod:`.trajectory` (joint paths),
-:mod:`.physics` (the simulation, stepped in its own thread), :mod:`.planner` (pick-and-place
+:mod:`.physics` (the simulation, stepped in its own thread), :mod:`.camera` (its camera,
+rendered offscreen), :mod:`.planner` (pick-and-place
 one step at a time), :mod:`.story` (the demo's runs and their verdict), :mod:`.report`
 (table and PNG), :mod:`.processes` (child processes). ROS nodes: :mod:`.robot_node`
 (console script ``sim_robot``), :mod:`.agent_node` (``demo_agent``); the demo:
 :mod:`.demo` (``sim_demo``) with its ROS client :mod:`.driver`. The arm is a Franka Emika
 Panda.
-Importing this package imports neither rclpy nor mujoco.
+Importing this package imports neither rclpy nor mujoco. It does set ``MUJOCO_GL=egl`` when
+``MUJOCO_GL`` is not set, on Linux: MuJoCo picks its OpenGL backend when it is first imported,
+and the demo's camera renders headless (Mesa's EGL, on the CPU) unless told otherwise
+(``MUJOCO_GL=glfw`` for a window, ``osmesa``).
 """
+
+import os
+import sys
+
+if sys.platform.startswith('linux'):
+    os.environ.setdefault('MUJOCO_GL', 'egl')
 
 __all__: list[str] = []

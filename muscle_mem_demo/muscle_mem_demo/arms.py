@@ -48,6 +48,7 @@ import math
 import os
 
 import mujoco
+from muscle_mem_demo import camera
 
 __all__ = [
     'ARMS',
@@ -357,6 +358,7 @@ def build_scene(name: str = 'panda', *, object_start: tuple[float, ...] = OBJECT
     cube.add_freejoint(name='object_free')
     cube.add_geom(name='object', type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.02, 0.02, 0.02],
                   mass=0.1, friction=[1.0, 0.005, 0.0001], rgba=[0.15, 0.35, 0.9, 1.0])
+    camera.add_camera(world)
     spec.add_equality(name='grasp', type=mujoco.mjtEq.mjEQ_WELD, name1=arm.hand_body,
                       name2='object', objtype=mujoco.mjtObj.mjOBJ_BODY, active=False)
     try:

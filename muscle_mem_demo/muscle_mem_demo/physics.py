@@ -291,6 +291,16 @@ class ArmSim:
                 gripper_closed=self._gripper_closed,
             )
 
+    def positions(self) -> np.ndarray:
+        """Return a copy of every joint position (``qpos``), consistent: what a camera renders."""
+        with self._lock:
+            return np.array(self._data.qpos)
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        """Return the scene (read only: a camera renders it)."""
+        return self._model
+
     def grasp_point(self) -> tuple[float, float, float]:
         """Return the world position of the point between the jaw tips."""
         with self._lock:
