@@ -24,7 +24,9 @@ positions through the forward kinematics, gripper down, with each joint state's 
 ``object_pose`` (geometry_msgs/PoseStamped, 30 Hz) from the physics state. Serves the
 joint-trajectory action ``arm/follow_joint_trajectory``
 (muscle_mem_demo_interfaces/action/FollowJointTrajectory, which mirrors control_msgs', served
-as joint_trajectory_controller serves it: ``trajectory``; per-joint ``path_tolerance``
+as joint_trajectory_controller serves it: it rejects the goals the real controller rejects
+(:mod:`.controller_rules`: no joint names, no points, a joint it does not have, points of the
+wrong size, ...), a new goal preempts the one running; ``trajectory``; per-joint ``path_tolerance``
 positions, a joint leaving its tolerance while the trajectory runs aborts the goal with
 PATH_TOLERANCE_VIOLATED and an error_string naming the joint, the arm holding where it is;
 per-joint ``goal_tolerance`` positions checked by the last waypoint's time plus
@@ -53,16 +55,19 @@ A goal's stop has a real controller's manners, chosen by ``cancel_manners``:
 * ``accept``: the cancel is accepted and the arm holds where it is at once (no deceleration);
 * ``refuse``: rclpy's default cancel callback, the cancel is rejected and the motion runs on.
 
-Whatever the manners, a hold goal stops the arm where it is and holds it (the goal in
-progress ends ABORTED, 'preempted by a hold'), as joint_trajectory_controller does with an
-empty trajectory: a FollowJointTrajectory goal with no joints and no points, or the all-zero
-MoveToPose goal (frame '', position (0, 0, 0), which no move can reach: it is inside the
-arm's base; duration 0). Both are ``{}`` as JSON: the behavior cache's
-``actions.<tool>.stop_goal``.
+Whatever the manners, a hold stops the arm where it is and holds it. On the trajectory action
+it is what a real joint_trajectory_controller executes: a one-point trajectory to where the
+joints are (the behavior cache's default stop of a FollowJointTrajectory tool), which preempts
+the goal in progress (ABORTED, 'preempted by a newer goal'); the empty trajectory of ROS 1 is
+rejected, as the real controller rejects it. On MoveToPose, the demo's own action, it is the
+all-zero goal (frame '', position (0, 0, 0), which no move can reach: it is inside the arm's
+base; duration 0; ``{}`` as JSON: the cache's ``actions.<tool>.stop_goal``), and the goal in
+progress ends ABORTED, 'preempted by a hold'.
 
 Every goal is reported when its execution ends on ``~/goals`` (std_msgs/String, JSON: action,
-goal_id, hold, started and ended (monotonic seconds of the machine), status, cancel
-('' | 'accepted' | 'refused'), cancel_at (monotonic, or null), error_code and error_string
+goal_id, hold (a hold: :func:`.controller_rules.is_hold`, or the all-zero MoveToPose),
+started and ended (monotonic seconds of the machine), status, cancel ('' | 'accepted' |
+'refused'), cancel_at (monotonic, or null), error_code and error_string
 (of an arm goal's result; null and '' for the gripper), and ``overlaps``: the goal ids of
 motions still executing when this motion started: two motions at once).
 
@@ -86,7 +91,7 @@ from typing import TypeVar
 
 from action_msgs.msg import GoalStatus
 from geometry_msgs.msg import Point, PoseStamped
-from muscle_mem_demo import arms, kinematics
+from muscle_mem_demo import arms, controller_rules, kinematics
 from muscle_mem_demo.motion import Motion, MotionOutcome
 from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_demo.physics import ArmSim
@@ -173,7 +178,7 @@ class SimRobotNode(Node):
             'arm/follow_joint_trajectory',
             execute_callback=lambda handle: self._timed(handle, 'follow_joint_trajectory',
                                                         self._execute),
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            goal_callback=self._on_trajectory,
             cancel_callback=self._on_cancel,
             callback_group=group,
         )
@@ -304,7 +309,8 @@ class SimRobotNode(Node):
                execute: Callable[[ServerGoalHandle], _R]) -> _R:
         """Run ``execute``, noting its interval and any motion it overlaps; say it on ~/goals."""
         key = bytes(goal_handle.goal_id.uuid)
-        hold = _is_hold(goal_handle.request)
+        state = self._sim.state()
+        hold = _is_hold(goal_handle.request, dict(zip(state.joint_names, state.positions)))
         with self._goals_lock:
             record: dict[str, object] = {
                 'action': action, 'goal_id': key.hex(), 'hold': hold,
@@ -330,7 +336,7 @@ class SimRobotNode(Node):
             self._goals_pub.publish(String(data=json.dumps(record)))
 
     def _hold(self, goal_handle: ServerGoalHandle, result: _R) -> _R:
-        """Stop the trajectory in progress where it is and hold (an empty goal)."""
+        """Stop the trajectory in progress where it is and hold (the all-zero MoveToPose)."""
         held = self._sim.hold()
         self._publish_joints()
         result.error_code = 0  # type: ignore[attr-defined]
@@ -340,11 +346,17 @@ class SimRobotNode(Node):
         goal_handle.succeed()
         return result
 
+    def _on_trajectory(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
+        """Reject what joint_trajectory_controller rejects, saying why as it does."""
+        why = controller_rules.rejection(goal, self._kin.joint_names)
+        if why:
+            self.get_logger().error(why)
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
     def _execute(self, goal_handle: ServerGoalHandle) -> FollowJointTrajectory.Result:
         goal = goal_handle.request
         result = FollowJointTrajectory.Result()
-        if _is_hold(goal):
-            return self._hold(goal_handle, result)
         traj = goal.trajectory
         names = list(traj.joint_names)
         try:
@@ -451,7 +463,7 @@ class SimRobotNode(Node):
     def _execute_move(self, goal_handle: ServerGoalHandle) -> MoveToPose.Result:
         target = goal_handle.request.target
         result = MoveToPose.Result()
-        if _is_hold(goal_handle.request):
+        if _is_hold(goal_handle.request, {}):
             return self._hold(goal_handle, result)
         try:
             joints = _joints_for(self._kin, target, self._frame_id)
@@ -611,17 +623,15 @@ _OUTCOMES = {GoalStatus.STATUS_SUCCEEDED: 'succeeded', GoalStatus.STATUS_CANCELE
              GoalStatus.STATUS_ABORTED: 'aborted'}
 
 
-def _is_hold(goal: object) -> bool:
+def _is_hold(goal: object, positions: dict[str, float]) -> bool:
     """
-    Return whether ``goal`` is a hold: an empty trajectory, or the all-zero MoveToPose goal.
+    Return whether ``goal`` is a hold: the joints where they are, or the all-zero MoveToPose goal.
 
     The all-zero MoveToPose target (frame '', the origin: inside the arm's base) is no move
     the arm can make, so it cannot be mistaken for one.
     """
     if isinstance(goal, FollowJointTrajectory.Goal):
-        return not (goal.trajectory.joint_names or goal.trajectory.points
-                    or goal.multi_dof_trajectory.joint_names
-                    or goal.multi_dof_trajectory.points)
+        return controller_rules.is_hold(goal, positions)
     if isinstance(goal, MoveToPose.Goal):
         return goal == MoveToPose.Goal()
     return False

@@ -18,13 +18,15 @@ A controller's manners on the Panda, and what the behavior cache makes of them.
 The sim robot alone: it publishes the arm's description latched; the gripper action stalls on
 the cube (stalled, not reached_goal: a result the cache's success rule can judge); a joint
 leaving its path tolerance aborts the goal (PATH_TOLERANCE_VIOLATED, naming the joint) and the
-arm holds; a refused cancel followed by an empty trajectory stops and holds the arm.
+arm holds; the empty trajectory is rejected (as ros2_controllers' joint_trajectory_controller
+rejects it), and after a refused cancel the hold (the joint where it is, one point) stops and
+holds the arm.
 
 With the cache and the agent (the demo's config without the tool sensor, whose trace would trip
 the watch before the controller's own check): a replayed move home that a weakened arm cannot
 keep within its path tolerance is a failed step (the agent finishes from that step), and a
 task canceled during a replayed move home whose server refuses the cancel is stopped by the
-tool's ``stop_goal: '{}'``, the empty trajectory, with no two motions at once. And the sim
+arm tool's default stop, the hold (issue 43 item 6), with no two motions at once. And the sim
 robot runs the wheel's other arm, the Fetch, for tests of a second body.
 """
 
@@ -175,7 +177,14 @@ def test_a_joint_leaving_its_path_tolerance_aborts_naming_it_and_the_arm_holds(s
     assert result.error_code == FollowJointTrajectory.Result.SUCCESSFUL, result.error_string
 
 
-def test_a_refused_cancel_then_an_empty_trajectory_stops_and_holds_the_arm(sim):
+def test_a_refused_cancel_then_the_hold_stops_and_holds_the_arm(sim):
+    """
+    The stop a real joint_trajectory_controller executes (issue 43 item 6).
+
+    ROS 1's hold, the empty trajectory, is rejected as ros2_controllers rejects it; the hold
+    the cache sends, where the joint is now as one point a tenth of a second ahead, preempts
+    the goal whose cancel was refused, and the arm stays there.
+    """
     goal = FollowJointTrajectory.Goal()
     goal.trajectory.joint_names = ['panda_joint1']
     point = JointTrajectoryPoint(positions=[1.5])
@@ -189,12 +198,14 @@ def test_a_refused_cancel_then_an_empty_trajectory_stops_and_holds_the_arm(sim):
                  what='the arm to start moving')
     answer = sim.result_of(handle.cancel_goal_async())
     assert not answer.goals_canceling  # refused: the motion runs on
-    status, result = sim.send_trajectory([], [], [])  # the empty trajectory: hold
-    assert status == GoalStatus.STATUS_SUCCEEDED
-    assert result.error_string == 'holding position: stopped the goal in progress'
+    empty = sim.result_of(sim.arm.send_goal_async(FollowJointTrajectory.Goal()))
+    assert not empty.accepted  # the empty trajectory: rejected, as the real controller does
+    now = sim.wait_fresh()[0].position[0]
+    status, result = sim.send_trajectory(['panda_joint1'], [[now]], [0.1])  # the hold
+    assert status == GoalStatus.STATUS_SUCCEEDED, result.error_string
     response = sim.result_of(handle.get_result_async())
     assert response.status == GoalStatus.STATUS_ABORTED
-    assert response.result.error_string == 'preempted by a hold'
+    assert response.result.error_string == 'preempted by a newer goal'
     stopped = sim.wait_fresh()[0].position[0]
     assert 0.05 < stopped < 1.4
     sim.wait_fresh(sim.now_ns() + 300_000_000)
@@ -216,7 +227,7 @@ def _cache_params(namespace: str, store: str) -> dict:
     for tool in params['actions'].values():
         tool['server'] = namespace + tool['server']
         tool['proxy'] = namespace + tool['proxy']
-    assert params['actions']['arm']['stop_goal'] == '{}'
+    assert 'stop_goal' not in params['actions']['arm']  # the default: the hold
     return {'/**': {'ros__parameters': params}}
 
 
@@ -336,7 +347,7 @@ def test_a_path_tolerance_abort_is_a_failed_step_and_the_agent_finishes(world):
     assert not any(g['overlaps'] for g in goals), goals
 
 
-def test_a_refused_cancel_gets_the_empty_trajectory_as_the_arms_stop(world):
+def test_a_refused_cancel_gets_the_hold_as_the_arms_stop(world):
     feedback: list = []
 
     def cancel_during_the_move_home(handle) -> None:
@@ -353,7 +364,8 @@ def test_a_refused_cancel_gets_the_empty_trajectory_as_the_arms_stop(world):
     assert len(holds) == 1 and holds[0]['action'] == 'follow_joint_trajectory', goals
     assert holds[0]['status'] == 'succeeded'
     # the hold ended the move home where it was, and nothing else moved meanwhile
-    assert moves[0]['status'] == 'aborted' and moves[0]['error_string'] == 'preempted by a hold'
+    assert moves[0]['status'] == 'aborted', moves[0]
+    assert moves[0]['error_string'] == 'preempted by a newer goal', moves[0]
     assert moves[0]['ended'] >= holds[0]['started'], goals
     assert not any(g['overlaps'] for g in goals), goals
     joints, _ = world.sim.wait_fresh()

@@ -20,9 +20,9 @@ test's own params, the agent); the agent does the task once, then the cube is kn
 0.15 s into the replay's approach (step 0, a MoveToPose), and the sim robot's action servers
 answer the cache's cancel with a real controller's manners (robot_node ``cancel_manners``):
 
-* ``refuse`` with the tool's ``stop_goal: '{}'`` (a hold goal): the cache sends the hold, the
-  arm stops where it is, the agent gets the task only after the arm is at rest, and the robot
-  never runs two motions at once;
+* ``refuse`` with the tool's ``stop_goal: '{}'`` (the demo's all-zero MoveToPose hold): the
+  cache sends the hold, the arm stops where it is, the agent gets the task only after the arm
+  is at rest, and the robot never runs two motions at once;
 * ``brake``: the cancel is accepted and the arm decelerates for ``brake_time``; the hand-back
   waits for the braking and the rest;
 * ``refuse`` with no stop configured and an approach (4 s) longer than ``stop_timeout``: the
@@ -137,7 +137,7 @@ def _assert_handed_back_at_rest(run: RunOutcome) -> tuple[dict, dict]:
 @pytest.fixture(scope='module')
 def refused(tmp_path_factory):
     return _story(tmp_path_factory.mktemp('refused'), robot={'cancel_manners': 'refuse'},
-                  cache={'actions.arm_pose.stop_goal': '{}', 'actions.arm.stop_goal': '{}'})
+                  cache={'actions.arm_pose.stop_goal': '{}'})  # the arm: its default hold
 
 
 @pytest.fixture(scope='module')
@@ -150,8 +150,8 @@ def braked(tmp_path_factory):
 def never(tmp_path_factory):
     # sim_demo.yaml gives the arm's tools their stop (aac9243): this case has none
     return _story(tmp_path_factory.mktemp('never'), robot={'cancel_manners': 'refuse'},
-                  cache={'stop_timeout': 1.5, 'actions.arm_pose.stop_goal': '',
-                         'actions.arm.stop_goal': ''}, agent={'move_time': 4.0})
+                  cache={'stop_timeout': 1.5, 'actions.arm_pose.stop_goal': ''},
+                  agent={'move_time': 4.0})
 
 
 def test_a_refused_cancel_gets_the_hold_goal_and_the_agent_an_arm_at_rest(refused):

@@ -65,7 +65,8 @@ FULL = {
                 'type': 'muscle_mem_demo_interfaces/action/FollowJointTrajectory',
                 'proxy': '/muscle_mem/arm', 'record_from': 'proxy',
                 'success_field': 'error_code', 'success_when': 0, 'agreement': 0.005,
-                'stop_goal': '{}'},
+                'stop_goal': '{"trajectory": {"joint_names": ["j1"], "points": '
+                             '[{"positions": [0.0]}]}}'},
         'stopped': {'server': '/arm2/follow_joint_trajectory',
                     'type': 'muscle_mem_demo_interfaces/action/FollowJointTrajectory',
                     'stop_service': '/emergency_stop',

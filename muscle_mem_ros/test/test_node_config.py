@@ -122,6 +122,38 @@ def test_an_actions_stop_is_read_as_a_goal_or_a_service(tmp_path):
     assert fib.stop.service_type.__name__ == 'Trigger'
 
 
+def test_a_joint_trajectory_tool_is_held_where_it_is_unless_told_otherwise(tmp_path):
+    """Issue 43 item 6: the stop a real joint_trajectory_controller executes, by default."""
+    names = Names.unique()
+    config = load_values(tmp_path, params(names, store=tmp_path / 'c.db'))
+    arm = next(t for t in config.actions if t.name == 'arm')
+    assert arm.stop is not None and arm.stop.hold and arm.stop.goal is None
+    assert 'one-point trajectory' in arm.stop.text
+    fib = next(t for t in config.actions if t.name == 'fib')
+    assert fib.stop is None  # no stop is known for a Fibonacci: the cancel only
+    config = load_values(tmp_path, params(names, store=tmp_path / 'c.db', **{
+        'actions.arm.stop_service': 'estop'}))
+    arm = next(t for t in config.actions if t.name == 'arm')
+    assert arm.stop is not None and not arm.stop.hold and arm.stop.service == '/estop'
+
+
+@pytest.mark.parametrize('overrides, parameter, words', [
+    ({'actions.arm.stop_goal': '{}'}, 'actions.arm.stop_goal', 'rejects a trajectory with no'),
+    ({'actions.arm.stop_goal': '{"trajectory": {"joint_names": ["j1"]}}'},
+     'actions.arm.stop_goal', 'no joint_names or no points'),
+    ({'sensors.joints': None}, 'actions.arm', 'JointState sensor'),
+])
+def test_a_joint_trajectory_stop_a_controller_refuses_is_refused_at_start(
+        tmp_path, overrides, parameter, words):
+    names = Names.unique()
+    values = params(names, store=tmp_path / 'c.db', **overrides)
+    with pytest.raises(ConfigError) as info:
+        load_values(tmp_path, values)
+    message = str(info.value)
+    assert message.startswith(f'{parameter}:'), message
+    assert words in message
+
+
 def test_per_element_tolerance_of_fixed_size_fields(tmp_path):
     names = Names.unique()
     config = load_values(tmp_path, params(
@@ -314,7 +346,8 @@ def test_unreadable_store_is_a_startup_error(tmp_path):
 
 @pytest.mark.parametrize('overrides, warning', [
     ({'actions': None, 'services': None}, 'no actions or services configured'),
-    ({'sensors': None}, 'no sensors configured'),
+    # the arm goes too: its stop, the hold, reads a JointState sensor (issue 43 item 6)
+    ({'sensors': None, 'actions.arm': None}, 'no sensors configured'),
 ])
 def test_a_cache_that_cannot_do_anything_says_so(tmp_path, overrides, warning):
     names = Names.unique()

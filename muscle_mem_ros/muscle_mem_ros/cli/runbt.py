@@ -123,7 +123,7 @@ class BtRuntime:
                 client = self._clients[tool.server] = ActionClient(
                     node, tool.interface, tool.server)
                 self._stoppers[tool.server] = stopper_for(
-                    node=node, tool=tool, client=client, capture=self.hub.capture,
+                    node=node, tool=tool, client=client, hub=self.hub,
                     rule=config.stop_rule, rate=config.watch_rate)
             else:
                 self._clients[tool.server] = node.create_client(tool.interface, tool.server)

@@ -67,7 +67,7 @@ class ActionProxy(ToolProxy):
         self._handles: dict[bytes, _Running] = {}
         self._handles_lock = threading.Lock()
         self.stopper = stopper_for(
-            node=self._node, tool=tool, client=self._client, capture=self._hub.capture,
+            node=self._node, tool=tool, client=self._client, hub=self._hub,
             rule=self._stop_rule, rate=self.sampler.rate if self.sampler is not None else 40.0)
         """Stops the goals the cache sent to this server (replayed and proxied ones)."""
         self._forwarded: dict[int, _Forward] = {}

@@ -79,7 +79,9 @@ import time
 from typing import Any
 
 from muscle_mem_ros.records import Snapshot
+from muscle_mem_ros.ros.capture.byname import ByName
 from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
+from muscle_mem_ros.ros.node.stops import joint_positions, JOINT_STATE
 from muscle_mem_ros.ros.rclfix import waitset
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
@@ -117,55 +119,7 @@ class _Latest:
         self.invalid = False
         self.problem = ''
         self.seen = False
-        self.by_name = _ByName(config) if config.by_name is not None else None
-
-
-class _ByName:
-    """
-    Latest value per (field, name) of a sensor that selects elements by name.
-
-    ``pending`` holds the newest raw message of each publisher not merged yet;
-    ``merge`` decodes them in arrival order. ``features`` is None while a
-    configured name has not been seen in every configured field.
-    """
-
-    __slots__ = ('index', 'width', 'values', 'stamps', 'sims', 'pending', 'features', 'first',
-                 'noted')
-
-    def __init__(self, config: SensorConfig) -> None:
-        self.index = {name: i for i, name in enumerate(config.joints)}
-        self.width = len(config.joints)
-        size = self.width * len(config.extractors)
-        self.values = [0.0] * size
-        self.stamps = [float('-inf')] * size
-        self.sims = [0.0] * size
-        self.pending: dict[bytes, tuple[bytes, float, float | None]] = {}
-        self.features: tuple[float, ...] | None = None
-        self.first = float('inf')
-        self.noted = False
-
-    def apply(self, names: list[str], columns: list[list[float] | None], stamp: float,
-              sim: float | None) -> None:
-        """Take the values of the configured names from one decoded message."""
-        for column_index, column in enumerate(columns):
-            if column is None:
-                continue
-            base = column_index * self.width
-            for name, value in zip(names, column, strict=True):
-                at = self.index.get(name)
-                if at is not None:
-                    self.values[base + at] = value
-                    self.stamps[base + at] = stamp
-                    self.sims[base + at] = 0.0 if sim is None else sim
-        self.first = min(self.first, stamp)
-
-    def unseen(self, joints: Sequence[str]) -> list[str]:
-        """Return the configured names missing from at least one configured field."""
-        return [
-            name for j, name in enumerate(joints)
-            if any(self.stamps[k + j] == float('-inf')
-                   for k in range(0, len(self.stamps), self.width))
-        ]
+        self.by_name = ByName(config) if config.by_name is not None else None
 
 
 class SensorHub:
@@ -343,6 +297,7 @@ class SensorHub:
         if not state.pending:
             return
         pending = sorted(state.pending.values(), key=lambda item: item[1])
+        state.newest.update(state.pending)
         state.pending.clear()
         config = latest.config
         assert config.by_name is not None
@@ -509,6 +464,27 @@ class SensorHub:
         """
         return not self._wait(
             lambda: [n for n, x in self._latest.items() if x.stamp <= since], timeout)
+
+    def joint_positions(self) -> dict[str, float]:
+        """
+        Return every joint's newest position, by name, over the JointState sensors' messages.
+
+        All the names the messages carry, not only a by-name sensor's ``joints``: a hold
+        (:mod:`..node.stops`) holds the joints of the goal it stops, whichever they are.
+        """
+        self._refresh()
+        found: list[tuple[float, bytes, Any]] = []
+        with self._take_lock:
+            for latest in self._latest.values():
+                if latest.config.type_name != JOINT_STATE:
+                    continue
+                kind = latest.config.msg_type
+                if latest.by_name is not None:
+                    found += [(at, raw, kind) for raw, at, _ in latest.by_name.newest.values()]
+                elif latest.raw is not None:
+                    found.append((latest.stamp, latest.raw, kind))
+        found.sort(key=lambda item: item[0])
+        return joint_positions(deserialize_message(raw, kind) for _, raw, kind in found)
 
     def latest_raw(self, name: str) -> Any:
         """Return sensor ``name``'s latest raw message (None if none yet); for tests and tools."""

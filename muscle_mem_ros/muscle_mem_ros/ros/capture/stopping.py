@@ -24,11 +24,14 @@ a lifecycle deactivate, the agent canceling a proxied goal) goes through
    refuses every cancel), or did not answer within ``stop_timeout``;
 2. refused, unanswered, or accepted but the goal still not terminal ``stop_timeout``
    after the cancel: the tool's own stop is used, when it has one
-   (``actions.<tool>.stop_goal``: a goal of the tool's type sent to the same server,
-   such as an empty ``FollowJointTrajectory`` that a joint_trajectory_controller takes
-   as "hold where you are"; or ``actions.<tool>.stop_service``: a service called with
-   an empty request, such as ``/emergency_stop``), and the goal (and the stop goal)
-   get another ``stop_timeout`` to end;
+   (``actions.<tool>.stop_goal``: a goal of the tool's type sent to the same server;
+   the hold of a FollowJointTrajectory tool, its default: the stopped goal's joints
+   where the JointState sensors say they are now, as a one-point trajectory that a
+   joint_trajectory_controller executes, preempting the goal (:mod:`..node.stops`); or
+   ``actions.<tool>.stop_service``: a service called with an empty request, such as
+   ``/emergency_stop``), and the goal (and the stop goal) get another ``stop_timeout``
+   to end. A stop goal carries the cache's stop mark in its goal id
+   (:func:`..node.stops.stop_goal_id`): ``learn`` does not take it for a task's step;
 3. once the server reported the goal terminal (CANCELED, ABORTED or SUCCEEDED: a goal
    that succeeded before its cancel arrived ran to its end), the robot must come to
    rest within ``stop_timeout``: see :mod:`muscle_mem_ros.checks.rest`.
@@ -51,6 +54,7 @@ from action_msgs.msg import GoalStatus
 from muscle_mem_ros.checks.rest import Rest
 from muscle_mem_ros.checks.tube import MAX_WATCHED
 from muscle_mem_ros.ros.node.nodeconfig import StopConfig, StopRule, ToolConfig
+from muscle_mem_ros.ros.node.stops import hold_goal, stop_goal_id
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.rclfix.watch import ResultAgain, wait_watched, WaitEnd
 from rclpy.action.client import ClientGoalHandle
@@ -106,6 +110,7 @@ class _Stop:
     handle: ClientGoalHandle[Any, Any, Any]
     result: Future[Any]
     say: Callable[[str], None] | None
+    goal: Any = None
     happened: list[Happened] = field(default_factory=list)
     escalated: bool = False
     extra: list[Future[Any]] = field(default_factory=list)
@@ -129,12 +134,16 @@ class Stopper:
     :param service: The client of ``means.service`` (made by whoever owns the node).
     :param present: Returns False once the server has left the ROS graph.
     :param tool: The tool's name in the params file (a failed stop's hint names it).
+    :param joints: Returns joint positions by name (the sensor hub's ``joint_positions``):
+        what a hold (``means.hold``) is built from.
     """
 
     def __init__(self, *, client: Any, server: str, capture: Callable[[Collection[str]], Any],
                  rule: StopRule, period: float = 0.025,
                  means: StopConfig | None = None, service: Any = None,
-                 present: Callable[[], bool] = lambda: True, tool: str = '') -> None:
+                 present: Callable[[], bool] = lambda: True, tool: str = '',
+                 joints: Callable[[], dict[str, float]] = dict) -> None:
+        self._joints = joints
         self._tool = tool
         self._client = client
         self._server = server
@@ -149,15 +158,18 @@ class Stopper:
         self._present = present
 
     def stop(self, handle: ClientGoalHandle[Any, Any, Any], result: Future[Any], *,
-             sensors: Collection[str], say: Callable[[str], None] | None = None) -> StopReport:
+             sensors: Collection[str], say: Callable[[str], None] | None = None,
+             goal: Any = None) -> StopReport:
         """
         Stop the goal of ``handle`` (its result future ``result``); block until it stopped.
 
         :param sensors: The rest sensors (those the step was watched on); none: rest is
             not judged (the goal's end is all there is to see).
         :param say: Told each happening at once (feedback).
+        :param goal: The goal being stopped (a hold holds its joints); None: the one its
+            client (:class:`..rclfix.action_client.ActionClient`) remembers sending.
         """
-        stop = _Stop(handle, result, say)
+        stop = _Stop(handle, result, say, goal)
         if not result.done():
             self._cancel(stop)
             if not result.done() and not self._wait(stop, result) and not stop.escalated:
@@ -212,8 +224,17 @@ class Stopper:
             if not self._wait(stop, future):
                 stop.note(f'{means.service} did not answer in {self.timeout:g} s')
             return
-        sent = self._client.send_goal_async(means.goal)
-        stop.note(f'stop goal sent to {self._server}')
+        goal = means.goal
+        if means.hold:
+            stopped = stop.goal if stop.goal is not None else self._goal_of(stop.handle)
+            try:
+                goal = hold_goal(stopped, self._joints())
+            except ValueError as err:
+                stop.note(f'no hold for {self._server}: {err}')
+                return
+        sent = self._client.send_goal_async(goal, goal_uuid=stop_goal_id())
+        stop.note(f'stop goal sent to {self._server}' + (
+            f' (hold {_joints_at(goal)})' if means.hold else ''))
         if not self._wait(stop, sent):
             stop.note(f'{self._server} did not answer the stop goal')
             stop.extra.append(sent)  # not terminal: fails the stop below
@@ -223,6 +244,11 @@ class Stopper:
             stop.note(f'{self._server} rejected the stop goal')
             return
         stop.extra.append(handle.get_result_async())
+
+    def _goal_of(self, handle: ClientGoalHandle[Any, Any, Any] | None) -> Any:
+        """Return the goal of ``handle`` as its client sent it (None: not known)."""
+        goal_of = getattr(self._client, 'goal_of', None)
+        return goal_of(handle.goal_id) if goal_of is not None and handle is not None else None
 
     def _wait(self, stop: _Stop, future: Future[Any], also: Future[Any] | None = None) -> bool:
         """Wait up to ``stop_timeout`` for ``future`` (or ``also``); False when neither ended."""
@@ -269,19 +295,26 @@ class Stopper:
         return StopReport(False, tuple(stop.happened), status, answer, reason)
 
 
-def stopper_for(*, node: Any, tool: ToolConfig, client: Any,
-                capture: Callable[[Collection[str]], Any], rule: StopRule,
+def _joints_at(goal: Any) -> str:
+    """Return a hold's joints and positions, for people ('j1 0.12, j2 -0.5')."""
+    trajectory = goal.trajectory
+    pairs = zip(trajectory.joint_names, trajectory.points[0].positions)
+    return ', '.join(f'{n} {p:.4g}' for n, p in pairs)
+
+
+def stopper_for(*, node: Any, tool: ToolConfig, client: Any, hub: Any, rule: StopRule,
                 rate: float) -> Stopper:
     """
     Return the stopper of an action tool's goals, its stop service's client made on ``node``.
 
     :param client: The tool's action client.
-    :param capture: The sensor hub's ``capture``.
+    :param hub: The sensor hub (:class:`.sensors.SensorHub`): the rest is judged on its
+        snapshots, a hold is built from its joint positions.
     :param rate: Hz at which the rest is looked at (``watch_rate``).
     """
     stop = tool.stop
     service = node.create_client(stop.service_type, stop.service) \
         if stop is not None and stop.service else None
-    return Stopper(client=client, server=tool.server, capture=capture, rule=rule, means=stop,
-                   service=service, present=client.server_is_ready, tool=tool.name,
-                   period=1.0 / rate)
+    return Stopper(client=client, server=tool.server, capture=hub.capture, rule=rule,
+                   means=stop, service=service, present=client.server_is_ready,
+                   tool=tool.name, period=1.0 / rate, joints=hub.joint_positions)

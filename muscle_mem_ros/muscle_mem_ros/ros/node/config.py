@@ -111,6 +111,7 @@ from muscle_mem_ros.ros.node.nodeconfig import (
 )
 from muscle_mem_ros.ros.node.parameters import ParameterReader
 from muscle_mem_ros.ros.node.paramnames import describe, layout, name_list
+from muscle_mem_ros.ros.node.stops import default_stop, JOINT_STATE, refused_stop_goal
 from muscle_mem_ros.settings import (
     read_bind, read_binding, read_binding_options, read_mode, read_tolerance, read_watch,
 )
@@ -256,6 +257,9 @@ def _stop(reader: ParameterReader, node: RosNode, prefix: str,
             goal = message_from_data(interface.Goal, data)
         except ValueError as err:
             raise ConfigError(f'{prefix}.stop_goal: {err}') from err
+        refused = refused_stop_goal(interface, goal)
+        if refused:
+            raise ConfigError(f'{prefix}.stop_goal: {refused}')
         return StopConfig(goal=goal, text=text)
     if service:
         try:
@@ -266,7 +270,20 @@ def _stop(reader: ParameterReader, node: RosNode, prefix: str,
         except Exception as err:  # rclpy raises several types for invalid names
             raise ConfigError(f'{prefix}.stop_service: invalid name ({err})') from err
         return StopConfig(service=service_full, service_type=srv)
-    return None
+    return default_stop(interface)
+
+
+def _check_holds(actions: tuple[ToolConfig, ...], sensors: tuple[SensorConfig, ...]) -> None:
+    """Refuse a tool held where it is (:mod:`.stops`) with no JointState sensor to read."""
+    if any(s.type_name == JOINT_STATE for s in sensors):
+        return
+    for tool in actions:
+        if tool.stop is not None and tool.stop.hold:
+            raise ConfigError(
+                f'actions.{tool.name}: its stop holds the joints where they are (a '
+                'joint_trajectory_controller rejects the empty trajectory), read by name from '
+                f'a JointState sensor, and none is configured: add a sensor of type '
+                f'{JOINT_STATE}, or give actions.{tool.name}.stop_goal or stop_service')
 
 
 def load_config(node: RosNode) -> NodeConfig:
@@ -300,6 +317,7 @@ def load_config(node: RosNode) -> NodeConfig:
     services = tuple(
         _tool(reader, node, 'services', n, ToolKind.SERVICE) for n in items['services']
     )
+    _check_holds(actions, sensors)
     proxies: dict[str, str] = {}
     for tool in actions + services:
         group = 'actions' if tool.kind is ToolKind.ACTION else 'services'

@@ -181,16 +181,19 @@ class StopConfig:
     Used when its server refuses the cache's cancel, or does not end the goal within
     ``stop_timeout`` of it (:mod:`..capture.stopping`).
 
-    :ivar goal: A goal of the tool's type, sent to its server (None: a service).
+    :ivar goal: A goal of the tool's type, sent to its server (None: a service or a hold).
     :ivar text: The goal as given (JSON), for people.
     :ivar service: A service called with an empty request ('' : a goal).
     :ivar service_type: That service's type (the class).
+    :ivar hold: The goal is built at stop time: the stopped goal's joints where they are
+        (:mod:`.stops`, the default of a FollowJointTrajectory tool).
     """
 
     goal: Any = None
     text: str = ''
     service: str = ''
     service_type: Any = None
+    hold: bool = False
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,8 @@ _DESCRIPTIONS = {
     'services.*.success_field': 'Response field that says success, e.g. plan.poses (optional).',
     'services.*.success_when': 'nonempty | empty | true | false | a number it must equal.',
     'actions.*.stop_goal': ("A goal of the action's type as JSON, sent to its server when a "
-                            'cancel is refused or does not end the goal (e.g. {} for an empty '
-                            'trajectory: hold position); empty: none.'),
+                            'cancel is refused or does not end the goal; empty: none (a '
+                            'FollowJointTrajectory: the hold, its joints where they are).'),
     'actions.*.stop_service': ('A service called with an empty request when a cancel is '
                                'refused or does not end the goal (e.g. /emergency_stop).'),
     'actions.*.stop_service_type': 'Type of stop_service (default std_srvs/srv/Trigger).',

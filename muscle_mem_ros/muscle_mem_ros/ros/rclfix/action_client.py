@@ -51,6 +51,7 @@ Both fixes use rclpy's own (private) bookkeeping of pending goal requests, as
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 import threading
 from typing import Any
@@ -60,13 +61,28 @@ from rclpy.task import Future
 
 __all__ = ['ActionClient']
 
+_REMEMBERED = 32
+"""Goals a client remembers, the newest: a stop reads the goal it stops (:meth:`goal_of`)."""
+
 
 class ActionClient(_RclpyActionClient[Any, Any, Any]):
     """``rclpy.action.ActionClient`` without the goal registration faults of rclpy 9.1.2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._early_lock = threading.Lock()
+        self._sent: OrderedDict[bytes, Any] = OrderedDict()
         super().__init__(*args, **kwargs)
+
+    def goal_of(self, goal_id: Any) -> Any:
+        """
+        Return the goal this client sent under ``goal_id`` (a UUID message); None if unknown.
+
+        rclpy's goal handle does not keep its goal; whoever stops a goal may need it (the
+        hold of a joint trajectory holds the goal's joints: :mod:`..capture.stopping`).
+        The newest :data:`_REMEMBERED` goals are kept, far more than a client has in flight.
+        """
+        with self._early_lock:
+            return self._sent.get(bytes(goal_id.uuid))
 
     @property
     def _lock(self) -> threading.Lock:
@@ -101,6 +117,9 @@ class ActionClient(_RclpyActionClient[Any, Any, Any]):
         request.goal = goal
         future: Future[ClientGoalHandle[Any, Any, Any]] = Future()
         with self._lock:
+            self._sent[bytes(request.goal_id.uuid)] = goal
+            while len(self._sent) > _REMEMBERED:
+                self._sent.popitem(last=False)
             if feedback_callback is not None:
                 self._feedback_callbacks[bytes(request.goal_id.uuid)] = feedback_callback
             sequence_number = self._client_handle.send_goal_request(request)
