@@ -32,7 +32,9 @@ import subprocess
 
 from cli_helpers import FIB, FIB_TYPE, fingerprint, REPEATS, ROOT_DIVERGENCES
 from core_helpers import subprocess_env
+from muscle_mem_interfaces.action import ExecuteTask
 from muscle_mem_ros.cli import main
+from muscle_mem_ros.cli.runtask import feedback_line
 from muscle_mem_ros.errors import StoreAccessError
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
 from muscle_mem_ros.ros.messages.cdr import canonical_cdr
@@ -313,3 +315,14 @@ def test_trust_lists_the_shadow_counts_of_each_inferred_binding(capsys, store):
     line = next(x for x in out.splitlines() if f' {field} ' in x)
     cells = [c.strip() for c in line.strip().strip('│').split('│')]
     assert cells == [str(depth), str(node), field, str(first.id), '3', '2', '67%'], line
+
+
+def test_run_says_each_feedback_step_once():
+    fb = ExecuteTask.Feedback
+    # the cache's own details start with their step (ExecuteTask.action); an agent's may not
+    assert feedback_line(fb(mode=fb.MODE_REPLAY, step=0, total=4,
+                            detail='step 0: /gantry/goto')) == '[replay] step 0: /gantry/goto'
+    assert feedback_line(fb(mode=fb.MODE_REPLAY, step=1, total=2, detail='step 1: /arm ok',
+                            task='pick', depth=1)) == '[replay] step 1 (pick): /arm ok'
+    assert feedback_line(fb(mode=fb.MODE_AGENT, step=2, total=-1,
+                            detail='planning the place')) == '[agent] step 2: planning the place'
