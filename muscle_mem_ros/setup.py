@@ -32,11 +32,14 @@ setup(
         ('share/' + package_name + '/config', glob('config/*.yaml')),
     ],
     # rich: the muscle-mem command's tables, trees and progress; mcap, mcap-ros2-support: its
-    # MCAP export. psycopg (3) only for a postgresql:// store, imported when one is opened;
+    # MCAP export; zstandard (mcap's own dependency, imported by learn too): a rosbag2 bag
+    # compressed whole (.mcap.zstd) or per message. psycopg (3) only for a postgresql:// store,
+    # imported when one is opened;
     # pure Python here so a ROS install's python3-psycopg (with the system libpq) satisfies it;
     # the venv's requirements add the binary wheel, which bundles libpq.
     install_requires=['setuptools', 'numpy', 'scipy', 'pyyaml', 'pillow', 'rich', 'mcap',
-                      'mcap-ros2-support', 'psycopg>=3.1', 'py-trees>=2.2', 'pydot'],
+                      'mcap-ros2-support', 'zstandard', 'psycopg>=3.1', 'py-trees>=2.2',
+                      'pydot'],
     python_requires='>=3.10',
     zip_safe=True,
     maintainer='muscle_mem_ros maintainers',

@@ -17,9 +17,9 @@
 ``muscle-mem learn BAG``: learn a task from a recording, with no agent and no robot.
 
 ``muscle-mem learn BAG --params-file robot.yaml --task NAME [--params JSON]
-[--store STORE] [--from S --to S] [--node-name NAME]``. BAG is a rosbag2 recording in
-MCAP storage (an ``.mcap`` file, or the folder with its ``metadata.yaml``) or the cache's
-own ``muscle-mem export --mcap`` file. The params file is the node's: it says which
+[--store STORE] [--from S --to S] [--node-name NAME]``. BAG is a rosbag2 recording (the
+folder with its ``metadata.yaml``, or one file: ``.mcap``, ``.db3``, ``.mcap.zstd``) or the
+cache's own ``muscle-mem export --mcap`` file. The params file is the node's: it says which
 topics are sensors and which servers are tools, and the learning is the node's
 (:mod:`muscle_mem_ros.ros.bags`, where what each form of bag needs is spelled out). The
 store is the params file's ``store_path`` unless ``--store`` names another; it is opened
@@ -45,7 +45,8 @@ _NS = 1e-9
 def add_parser(cmd: argparse.ArgumentParser) -> None:
     """Add the learn arguments to its subparser."""
     cmd.add_argument('bag', metavar='BAG',
-                     help='an .mcap file, a rosbag2 folder (mcap storage), or an export')
+                     help='a rosbag2 folder (mcap or sqlite3 storage), one of its files '
+                     '(.mcap, .db3, .mcap.zstd), or an export')
     cmd.add_argument('--params-file', required=True, metavar='FILE',
                      help="the node's params file (its ros__parameters): sensors and tools")
     cmd.add_argument('--task', required=True, metavar='NAME', help='the task to learn')

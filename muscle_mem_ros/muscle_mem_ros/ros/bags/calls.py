@@ -229,7 +229,8 @@ class _Introspected(Finder):
             self._types = {'service': tool.interface.Event}
         self._goals: dict[bytes, tuple[int, Any, int]] = {}
         self._accepted: dict[bytes, int] = {}
-        self._keys: dict[tuple[bytes, int], bytes] = {}
+        self._sent: dict[tuple[bytes, int], bytes] = {}
+        self._asked: dict[tuple[bytes, int], bytes] = {}
         self._begun: dict[tuple[bytes, int], tuple[int, Any, int]] = {}
         self._done: set[tuple[bytes, int]] = set()
 
@@ -283,9 +284,9 @@ class _Introspected(Finder):
             if goal_id not in self._goals:
                 self._goals[goal_id] = (when, msg.request[0].goal, _stamp(msg.info))
                 self.listener.started(self, goal_id, when)
-            self._keys[key] = goal_id
+            self._sent[key] = goal_id
             return
-        goal_id = self._keys.pop(key, b'')
+        goal_id = self._sent.pop(key, b'')
         if goal_id in self._goals and msg.response:
             if not msg.response[0].accepted:
                 del self._goals[goal_id]
@@ -296,9 +297,9 @@ class _Introspected(Finder):
     def _get_result(self, key: tuple[bytes, int], when: int, msg: Any) -> None:
         if msg.info.event_type in _REQUESTS:
             if msg.request:
-                self._keys[key] = bytes(msg.request[0].goal_id.uuid)
+                self._asked[key] = bytes(msg.request[0].goal_id.uuid)
             return
-        goal_id = self._keys.pop(key, b'')
+        goal_id = self._asked.pop(key, b'')
         start = self._goals.pop(goal_id, None)
         if start is None or not msg.response:
             return

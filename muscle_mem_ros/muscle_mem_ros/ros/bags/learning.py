@@ -29,7 +29,8 @@ Tasks, first that applies:
 Each task's steps are the successful calls of the configured tools that started and
 ended inside it, in the order they ended (as the node records them). Inside is judged by
 each call's own stamps against the task's (the introspection events' ``info.stamp``: when
-each request and response was published) where both have them, else by receive times:
+each request and response was published) where both have them on one clock (their offsets
+from their receive times agree within a second), else by receive times:
 receive order across topics is not publish order, and a step whose events were received
 just after the task's result (they went through another queue) is still the task's last.
 A tool the params file names whose topics are all absent from the bag was not recorded:
@@ -55,14 +56,14 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from muscle_mem_interfaces.action import ExecuteTask
-from muscle_mem_ros.bindings.filing import file_steps
 from muscle_mem_ros.bindings.rules import element_tolerances, sensor_sources
 from muscle_mem_ros.body import Body
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
-from muscle_mem_ros.records import Node, Step, StepStatus, ToolKind, TrajectoryInfo
-from muscle_mem_ros.replay.treeview import recorded_params, Trees
+from muscle_mem_ros.records import Step, StepStatus, ToolKind, TrajectoryInfo
+from muscle_mem_ros.replay.treeview import Trees
 from muscle_mem_ros.ros.bags.calls import (
     Call, chosen, event_topics, find_calls, Finder, finders, tool_topics)
+from muscle_mem_ros.ros.bags.ownstops import without_own_stops
 from muscle_mem_ros.ros.bags.reader import Bag, BagError, Topic
 from muscle_mem_ros.ros.bags.steps import Built, Steps
 from muscle_mem_ros.ros.capture.recorder import Recorder
@@ -73,6 +74,8 @@ from muscle_mem_ros.store import Store
 __all__ = ['BagStream', 'Planned', 'Window', 'file_tasks', 'plan_tasks', 'task_windows']
 
 _NS = 1e-9
+_SAME_CLOCK = 10**9
+"""Stamps whose offsets from their receive times differ by more: other clocks (ns)."""
 
 
 @dataclass(frozen=True)
@@ -226,9 +229,18 @@ def _execute_task_tool(server: str) -> ToolConfig:
 
 
 def _inside(window: Window, call: Call) -> bool:
-    if window.stamps is not None and call.stamps is not None:
+    if _one_clock(window, call):
+        assert window.stamps is not None and call.stamps is not None
         return window.stamps[0] <= call.stamps[0] and call.stamps[1] <= window.stamps[1]
     return window.start <= call.started and call.ended <= window.end
+
+
+def _one_clock(window: Window, call: Call) -> bool:
+    """Return True when the task's and the call's stamps can be compared (one clock)."""
+    if window.stamps is None or call.stamps is None:
+        return False
+    offset = (window.stamps[0] - window.start) - (call.stamps[0] - call.started)
+    return abs(offset) < _SAME_CLOCK
 
 
 def _order(built: list[Built]) -> list[Built]:
@@ -248,6 +260,7 @@ def plan_tasks(bag: Bag, config: NodeConfig, windows: Sequence[Window],
     built: list[Built] = []
     for tool in config.tools:
         built.extend(stream.built(bag, tool))
+    built = without_own_stops(built, config, stream, bag)  # the cache's stops are no steps
     unrecorded = _unrecorded(bag, config)
     planned = []
     for window in windows:
@@ -277,25 +290,6 @@ def plan_tasks(bag: Bag, config: NodeConfig, windows: Sequence[Window],
     return planned
 
 
-def _filer(store: Store, trees: Trees, check: ToleranceCheck | None,
-           agreement: dict[str, float], *, task: str, variant: str, params_json: str,
-           parent: int | None, steps: Sequence[Step]) -> tuple[str, int | None, list[Step]]:
-    seen: dict[str, frozenset[int] | None] = {}
-
-    def children(tree: str, at: int | None) -> Sequence[Node]:
-        if tree not in seen:
-            seen[tree] = trees.visible(task, tree)
-        listed = store.children(task=task, variant=tree, parent=at)
-        visible = seen[tree]
-        return listed if visible is None else [c for c in listed if c.id in visible]
-    return file_steps(
-        variant=variant, parent=parent, steps=steps, params=recorded_params(params_json),
-        plans=partial(trees.plans, task), children=children, check=check,
-        tolerance=trees.tolerance, declared=trees.declared, infer=trees.infer,
-        others=partial(trees.literal_trees, task, variant),
-        agreement=lambda tool: agreement.get(tool, 0.0))
-
-
 def file_tasks(store: Store, config: NodeConfig, body: Body | None, task: str,
                planned: Sequence[Planned]) -> list[TrajectoryInfo | None]:
     """
@@ -321,7 +315,8 @@ def file_tasks(store: Store, config: NodeConfig, body: Body | None, task: str,
                                      parent=None, manual=True)
             for step in item.steps:
                 session.append(step)
-            filer = partial(_filer, store, trees, check, agreement)
+            filer = partial(trees.file, check=check,  # as the node files: one place
+                            agreement=lambda tool: agreement.get(tool, 0.0))
             _, info = recorder.finish(save=True, filer=filer)
             out.append(info)
     finally:

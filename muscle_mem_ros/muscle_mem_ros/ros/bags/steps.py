@@ -231,38 +231,43 @@ class Steps:
         self.sensors = Sensors(config.sensors)
         self._config = config
         self._flights: dict[tuple[int, object], _Flight] = {}
+        """Calls started, not ended: their pre snapshots."""
+        self._ticking: dict[tuple[int, object], _Flight] = {}
+        """Calls accepted and traced, not ended."""
+        self._posting: dict[tuple[int, object], _Flight] = {}
+        """Calls that succeeded, waiting for their post snapshot."""
         self._period = int(1e9 / config.watch_rate) if config.watch_rate > 0 else 0
         self.built: dict[int, list[Built]] = {}
 
     def advance(self, when: int) -> None:
         """Take every sample and post snapshot due before a message received at ``when``."""
-        for key, flight in list(self._flights.items()):
-            if flight.taker is not None and flight.call is None and self._period:
-                while flight.tick < when:
-                    flight.taker.sample(self.sensors.snapshot(flight.tick,
-                                                              self._config.watched))
-                    flight.tick += self._period
-            if flight.call is not None:
-                due = flight.post_at if flight.post_at is not None else flight.limit
-                if due < when:
-                    self._build(key, flight, due)
+        for flight in self._ticking.values():
+            assert flight.taker is not None
+            while flight.tick < when:
+                flight.taker.sample(self.sensors.snapshot(flight.tick, self._config.watched))
+                flight.tick += self._period
+        for key, flight in list(self._posting.items()):
+            due = flight.post_at if flight.post_at is not None else flight.limit
+            if due < when:
+                self._build(key, flight, due)
 
     def sensor(self, topic: Topic, when: int, raw: bytes) -> None:
         """Take a sensor message (after :meth:`advance`)."""
         names = self.sensors.push(topic, when, raw)
-        for flight in self._flights.values():
-            if flight.call is not None and flight.post_at is None and when > flight.call.ended:
+        for flight in self._posting.values():
+            assert flight.call is not None
+            if flight.post_at is None and when > flight.call.ended:
                 flight.waiting.difference_update(names)
                 if not flight.waiting and when <= flight.limit:
                     flight.post_at = when
 
     def finish(self) -> None:
         """Take every post snapshot still due, at its limit: the bag ended."""
-        for key, flight in list(self._flights.items()):
-            if flight.call is not None:
-                self._build(key, flight, flight.post_at if flight.post_at is not None
-                            else flight.limit)
+        for key, flight in list(self._posting.items()):
+            self._build(key, flight, flight.post_at if flight.post_at is not None
+                        else flight.limit)
         self._flights.clear()
+        self._ticking.clear()
 
     def started(self, finder: Finder, key: object, when: int) -> None:
         """Take the call's pre snapshot."""
@@ -272,33 +277,37 @@ class Steps:
         """Start the call's trace, when the action is watched."""
         flight = self._flights.get((id(finder), key))
         watched = self._config.watched
-        if flight is None or not watched or finder.tool.kind is not ToolKind.ACTION:
+        if flight is None or not watched or not self._period \
+                or finder.tool.kind is not ToolKind.ACTION:
             return
         flight.taker = TraceTaker(sensors=watched, rate=self._config.watch_rate,
                                   started=flight.started * _NS, pre=flight.pre)
         flight.taker.accepted(when * _NS)
         flight.tick = when
+        self._ticking[(id(finder), key)] = flight
 
     def feedback(self, finder: Finder, key: object, when: int, message: Any) -> None:
         """Give the call's trace its feedback."""
-        flight = self._flights.get((id(finder), key))
-        if flight is not None and flight.taker is not None and flight.call is None:
+        flight = self._ticking.get((id(finder), key))
+        if flight is not None and flight.taker is not None:
             flight.taker.feedback(message, at=when * _NS)
 
     def ended(self, finder: Finder, key: object, call: Call) -> None:
         """Wait for the post snapshot of a call that succeeded; forget one that did not."""
-        flight = self._flights.get((id(finder), key))
+        name = (id(finder), key)
+        flight = self._flights.pop(name, None)
+        self._ticking.pop(name, None)
         if flight is None or call.status is not StepStatus.SUCCEEDED:
-            self._flights.pop((id(finder), key), None)
             return
         flight.call = call
         flight.limit = call.ended + int(self._config.post_check_timeout * 1e9)
         flight.waiting = set(self.sensors.names)
         if not flight.waiting:
             flight.post_at = call.ended
+        self._posting[name] = flight
 
     def _build(self, key: tuple[int, object], flight: _Flight, at: int) -> None:
-        del self._flights[key]
+        del self._posting[key]
         call = flight.call
         assert call is not None
         post = self.sensors.snapshot(at)
