@@ -106,8 +106,8 @@ def _rule(tool: Tool) -> str:
             tool.node.rstrip('/').endswith('/controller_manager'):
         return _NODE_TYPES['controller_manager_msgs/']
     if tool.kind == 'service' and _STOP.search(_last(tool.server)):
-        return ("a stop: the cache calls it to stop a motion (an action's stop_service), "
-                'never replays it as a step')
+        return ('a stop: it halts the robot, a replay never repeats it (the stop_service '
+                'of an action above, where one names it)')
     if tool.kind == 'service' and _RESET.search(_last(tool.server)):
         return ("a reset: it changes what the robot's state means, not where the robot is; "
                 'a replay must not repeat it')
