@@ -29,10 +29,16 @@ while it runs, on a robot whose moves are actions, not the demo arm:
   default cancel callback (the goal runs on to its end); ``deaf`` refuses it and
   ignores the stop too; ``brake`` accepts, then decelerates for
   :attr:`MobileBase.brake` seconds before reporting CANCELED, as a trajectory
-  controller does. A ``std_srvs/srv/Trigger`` ``base_stop`` (the tool's stop) halts
-  the base at once and aborts its goal. Every goal that starts while another still
-  executes is noted (:attr:`MobileBase.overlaps`: two motions at once). Odometry at
-  50 Hz, a tag to dock at (``PoseStamped``) at 20 Hz that a test moves or silences at any moment, a
+  controller does; ``coast`` accepts and reports CANCELED at once, while the base
+  goes on at its speed for :attr:`MobileBase.coast` seconds, then stops (a server that
+  reports at once and stops after). A ``std_srvs/srv/Trigger`` ``base_stop`` (the
+  tool's stop) halts the base at once and aborts its goal. A ``std_srvs/srv/Trigger``
+  ``dock`` drives the base to :data:`DOCK` in :attr:`MobileBase.dock_duration` seconds
+  and answers once there (a service that moves the robot, and cannot be canceled).
+  :meth:`MobileBase.vanish` takes the goto server off the graph while its goal's motion
+  goes on. Every goal that starts while another still executes is noted
+  (:attr:`MobileBase.overlaps`: two motions at once). Odometry at 50 Hz, a tag to dock
+  at (``PoseStamped``) at 20 Hz that a test moves or silences at any moment, a
   360-range ``LaserScan`` at 10 Hz (more than 16 elements: never watched) and a
   ``std_srvs/srv/SetBool`` gripper.
 * :class:`BaseAgent`: ``ExecuteTask``: go 0.4 m in front of the tag, grip, go to the
@@ -69,6 +75,8 @@ from std_srvs.srv import SetBool, Trigger
 
 DURATION = 2.0
 """Seconds a goto takes when its goal says 0."""
+DOCK = (0.0, -1.0)
+"""Where the ``dock`` service drives the base."""
 TICK = 0.02
 """The base's control period (feedback every tick)."""
 
@@ -102,13 +110,18 @@ class Goto:
     """Seconds the braking takes."""
     refused: int = 0
     """Cancels refused."""
+    coasting: bool = False
+    """Its cancel was reported at once, and the base coasts (``coast`` manners)."""
 
     def at(self, now: float) -> tuple[float, float]:
         """Return where the motion puts the base at monotonic time ``now``."""
         if self.duration <= 0:
             return self.target
+        if self.coasting:  # at its speed until the coast ends, then still
+            now = min(now, self.brake_at + self.brake)
         share = min(1.0, max(0.0, (now - self.started) / self.duration))
-        if not math.isnan(self.brake_at) and now > self.brake_at and self.brake > 0:
+        if not self.coasting and not math.isnan(self.brake_at) and now > self.brake_at \
+                and self.brake > 0:
             # the speed falls from its cruise value to 0 over `brake` seconds
             was = min(1.0, max(0.0, (self.brake_at - self.started) / self.duration))
             speed = 1.0 / self.duration if was < 1.0 else 0.0
@@ -153,6 +166,10 @@ class MobileBase(Node):
         """How the goto server answers a cancel: polite, refuse, deaf or brake (module doc)."""
         self.brake = 1.0
         """Seconds a braking cancel decelerates for."""
+        self.coast = 1.0
+        """Seconds a base whose cancel reported at once (``coast``) coasts for."""
+        self.dock_duration = 0.3
+        """Seconds the dock service drives for."""
         self.overlaps: list[tuple[Goto, Goto]] = []
         """(still executing, started meanwhile): two motions commanded at once."""
         self.stops = 0
@@ -168,14 +185,31 @@ class MobileBase(Node):
         self.create_timer(0.02, self._publish_odom, callback_group=group)
         self.create_timer(0.05, self._publish_tag, callback_group=group)
         self.create_timer(0.1, self._publish_scan, callback_group=group)
-        ActionServer(self, MoveToPose, f'/{names.prefix}/goto', self._goto,
-                     goal_callback=lambda _g: GoalResponse.ACCEPT,
-                     handle_accepted_callback=self._accept,
-                     cancel_callback=self._cancel, callback_group=group)
+        self._group = group
+        self._goto_name = f'/{names.prefix}/goto'
+        self._goto_server: ActionServer | None = None
+        self.appear()
+        self.create_service(Trigger, f'/{names.prefix}/dock', self._dock, callback_group=group)
         self.create_service(SetBool, f'/{names.prefix}/gripper', self._grip,
                             callback_group=group)
         self.create_service(Trigger, f'/{names.prefix}/base_stop', self._stop,
                             callback_group=group)
+
+    def appear(self) -> None:
+        """Serve the goto action (again, after :meth:`vanish`)."""
+        if self._goto_server is None:
+            self._goto_server = ActionServer(
+                self, MoveToPose, self._goto_name, self._goto,
+                goal_callback=lambda _g: GoalResponse.ACCEPT,
+                handle_accepted_callback=self._accept,
+                cancel_callback=self._cancel, callback_group=self._group)
+
+    def vanish(self) -> float:
+        """Take the goto server off the graph (its goal's motion goes on); return when."""
+        server, self._goto_server = self._goto_server, None
+        if server is not None:
+            server.destroy()
+        return time.monotonic()
 
     def reset(self) -> None:
         """Send the base home, show the tag at home, move every scan range 5 to 12 cm."""
@@ -185,10 +219,13 @@ class MobileBase(Node):
             self.tag_on = True
             self.duration = DURATION
             self.manners = 'polite'
+            self.coast = 1.0
+            self.dock_duration = 0.3
             self.overlaps.clear()
             self.stops = 0
             self.ranges = self._walls + self._rng.choice((-1, 1), 360) * self._rng.uniform(
                 0.05, 0.12, 360)
+        self.appear()
         self.settle()
 
     def settle(self) -> None:
@@ -282,9 +319,43 @@ class MobileBase(Node):
                 goto.canceled_at = now
                 if self.manners == 'brake':
                     goto.brake_at, goto.brake = now, self.brake
+                elif self.manners == 'coast':
+                    goto.brake_at, goto.brake, goto.coasting = now, self.coast, True
+                    goto.ended = now + self.coast  # the motion ends then, the goal now
+                    threading.Timer(self.coast, self._coasted, (goto,)).start()
                 else:
                     self._halt(goto, now)
         return CancelResponse.ACCEPT
+
+    def _coasted(self, goto: Goto) -> None:
+        """End a coasting goto's motion where it came to rest (unless another replaced it)."""
+        with self.lock:
+            if any(g is goto for g in self._moving.values()):
+                self._halt(goto, time.monotonic())
+
+    def _dock(self, _request: Any, response: Any) -> Any:
+        """Drive the base to :data:`DOCK` in :attr:`dock_duration` s; answer once there."""
+        with self.lock:
+            now = time.monotonic()
+            goto = Goto(DOCK, self._where(now), self.dock_duration, now, lag=0.0)
+            self._begin(b'dock', goto, now)
+        time.sleep(self.dock_duration)
+        with self.lock:
+            goto.ended = time.monotonic()
+            if any(g is goto for g in self._moving.values()):
+                self._moving.pop(b'dock', None)
+                self.base = DOCK
+        response.success = True
+        response.message = 'docked'
+        return response
+
+    def _begin(self, key: bytes, goto: Goto, now: float) -> None:
+        """Start moving by ``goto`` (holding the lock); note a motion it overlaps."""
+        self.overlaps.extend((other, goto) for other in self._moving.values()
+                             if math.isnan(other.ended) or other.ended > now)
+        self._moving = {key: goto}
+        self.gotos.append(goto)
+        self.started.notify_all()
 
     def _halt(self, goto: Goto, now: float) -> None:
         """Stop ``goto`` where it is at ``now`` (holding the lock)."""
@@ -313,11 +384,7 @@ class MobileBase(Node):
             now = time.monotonic()
             goto = Goto(target, self._where(now), seconds or self.duration, now,
                         lag=now - self._accepted.pop(key, now))
-            self.overlaps.extend((other, goto) for other in self._moving.values()
-                                 if math.isnan(other.ended))
-            self._moving = {key: goto}
-            self.gotos.append(goto)
-            self.started.notify_all()
+            self._begin(key, goto, now)
         result = MoveToPose.Result()
         while True:
             with self.lock:
@@ -332,6 +399,13 @@ class MobileBase(Node):
                 if done:
                     self._moving.pop(key, None)
                     self.base = goto.target
+            if goto.coasting:  # CANCELED at once; the base coasts on (_coasted ends it)
+                while not goal_handle.is_cancel_requested and \
+                        time.monotonic() < goto.canceled_at + 1.0:
+                    time.sleep(0.001)
+                goal_handle.canceled()
+                result.error_string = 'canceled'
+                return result
             if halted:
                 goto.ended = time.monotonic()
                 if not math.isnan(goto.canceled_at):  # a cancel it accepted
@@ -396,6 +470,8 @@ class BaseAgent(Node):
                                   callback_group=group)
         self._gripper = self.create_client(SetBool, names.proxy(f'/{names.prefix}/gripper'),
                                            callback_group=group)
+        self._dock = self.create_client(Trigger, names.proxy(f'/{names.prefix}/dock'),
+                                        callback_group=group)
         self.subtasks = Subtasks(self, names, group)
         self.ignores_cancels = False
         """True: the ExecuteTask server refuses every cancel, as rclpy's default cancel
@@ -427,6 +503,11 @@ class BaseAgent(Node):
                 return False
             wrapped = self._wait(handle.get_result_async(), 30.0)
             return wrapped is not None and wrapped.status == 4  # STATUS_SUCCEEDED
+        if kind == 'dock':
+            if not self._dock.wait_for_service(timeout_sec=10.0):
+                return False
+            answer = self._wait(self._dock.call_async(Trigger.Request()), 30.0)
+            return answer is not None and answer.success
         if not self._gripper.wait_for_service(timeout_sec=10.0):
             return False
         answer = self._wait(self._gripper.call_async(SetBool.Request(data=bool(arg))), 10.0)

@@ -86,3 +86,49 @@ def test_an_angle_across_the_wrap_is_still():
 def test_the_window_must_be_positive():
     with pytest.raises(ValueError, match='window must be > 0'):
         Rest(sensors=[ARM], since=0.0, window=0.0)
+
+
+def test_creep_within_tolerance_over_the_window_is_motion():
+    """6 cm/s at a 2 cm tolerance moves 1.5 cm in 0.25 s: within the range, a creep still."""
+    rest = Rest(sensors=[SensorSpec('base', (0.02,), max_age=0.2)], since=0.0, window=0.25)
+    feed(rest, 'base', [(i * 0.025, (0.06 * i * 0.025,)) for i in range(1, 41)])
+    assert not rest.at_rest(1.0)
+    assert rest.why.startswith('base[0] still creeps'), rest.why
+    assert 'tolerance 0.02' in rest.why, rest.why
+
+
+def test_noise_without_drift_is_at_rest_and_slow_drift_too():
+    """A still, noisy sensor rests; a drift under the bound (1 tolerance per second) too."""
+    rest = Rest(sensors=[SensorSpec('base', (0.02,), max_age=0.2)], since=0.0, window=0.25)
+    noise = [0.004, -0.003, 0.002, -0.004, 0.003, -0.002, 0.004, -0.004, 0.001, -0.001, 0.0]
+    feed(rest, 'base', [(i * 0.025, (0.01 * i * 0.025 + noise[i % 11],)) for i in range(1, 41)])
+    assert rest.at_rest(1.0), rest.why
+
+
+def scan(stamp: float, ranges: list[float]) -> Snapshot:
+    return Snapshot(features={'scan': tuple(ranges)}, stamps={'scan': stamp}, taken_at=stamp)
+
+
+SCAN = SensorSpec('scan', (0.3,), CompareMode.RMS, max_age=0.5)
+
+
+def test_a_large_sensor_that_shifts_as_a_whole_is_not_at_rest():
+    rest = Rest(sensors=[SCAN], since=0.0, window=0.25)
+    walls = [2.0 + 0.01 * i for i in range(360)]
+    for i in range(1, 11):  # the base backs away from every wall at 1 m/s
+        rest.add(scan(i * 0.1, [w + 1.0 * i * 0.1 for w in walls]))
+    assert not rest.at_rest(1.0)
+    assert rest.why.startswith('scan (360 elements) still'), rest.why
+
+
+def test_a_large_sensor_with_one_flickering_beam_and_dropouts_is_at_rest():
+    """One beam of 360 that jumps, and beams out of range (inf, nan), are no motion."""
+    rest = Rest(sensors=[SCAN], since=0.0, window=0.25)
+    walls = [2.0 + 0.01 * i for i in range(360)]
+    for i in range(1, 11):
+        ranges = list(walls)
+        ranges[7] = 2.0 + (1.5 if i % 2 else 0.0)
+        ranges[100] = math.inf if i % 3 else 5.0
+        ranges[200] = math.nan
+        rest.add(scan(i * 0.1, ranges))
+    assert rest.at_rest(1.0), rest.why

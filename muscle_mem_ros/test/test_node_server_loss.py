@@ -40,8 +40,11 @@ from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.matching import wait_for_action_matched
+from muscle_mem_ros.ros.rclfix.sync import CancelToken
+from muscle_mem_ros.ros.rclfix.watch import wait_watched, WaitEnd
 from node_helpers import Harness, wait_until
 import pytest
+from rclpy.task import Future
 from test_msgs.action import Fibonacci
 
 HERE = Path(__file__).resolve().parent
@@ -229,3 +232,27 @@ def test_a_lost_result_is_asked_for_again(world, tmp_path):
         server.stop()
     assert h.cache is not None
     assert 'request was lost; asked again' in h.cache.output()
+
+
+@pytest.mark.parametrize('absent', [1, 3])
+def test_a_server_absent_on_a_few_looks_is_not_lost(absent):
+    """
+    A server is lost on sustained absence, not on one look (issue 43 item 3).
+
+    ``server_is_ready`` reads the graph cache: it says False for a moment while an entity
+    of a live server is re-announced, or the graph is updated on a loaded machine. Absent
+    on ``absent`` looks in a row (a quarter of a second apart), then present again: the
+    wait goes on until the goal's result comes.
+    """
+    result = Future()
+    looks = iter([False] * absent)
+    threading.Timer(1.5, lambda: result.set_result('done')).start()
+    end = wait_watched(result, timeout=30.0, cancel=CancelToken(),
+                       present=lambda: next(looks, True))
+    assert end is WaitEnd.DONE
+
+
+def test_a_server_absent_on_every_look_is_lost():
+    result = Future()
+    end = wait_watched(result, timeout=30.0, cancel=CancelToken(), present=lambda: False)
+    assert end is WaitEnd.LOST

@@ -23,13 +23,24 @@ the goal terminal AND the sensors show rest:
 * over the last ``window`` seconds (``rest_window``), no element of any rest sensor
   moved by more than its tolerance (the largest minus the smallest reading in the
   window, the reading that held at the window's start included; angles as angles);
+* nor drifted: the slope of a straight line fitted to each element's readings in the
+  window (least squares, on their receive stamps) is at most :data:`DRIFT_RATE`
+  tolerances per second. The range alone lets a creep of one tolerance per window
+  pass (8 cm/s at a 2 cm tolerance over 0.25 s), and a base that creeps is moving;
 * every rest sensor was heard over the whole window since the goal ended: it has a
   reading received at or before the window's start (and after the goal ended) and
   one no older than its ``max_age`` now. A sensor that says nothing is never at
   rest: the cache cannot see the robot stop, so it has not.
 
+A sensor of more than :data:`~muscle_mem_ros.checks.tube.MAX_WATCHED` elements (a
+scan, an image's features) is judged on a summary instead of element by element: the
+root mean square, over its finite elements, of each element's range and of its drift,
+each in its tolerances. One beam of a scan that flickers, or reads out of range (inf,
+nan), is not the robot moving; the robot moving shifts most of them.
+
 The rest sensors are those the step was watched on (or, for a step not watched, the
-sensors a step's trace keeps): the robot's own state and what it carries or pushes.
+sensors a step's trace keeps) and, always, the robot's own state (the stopper's
+``own`` sensors: :mod:`muscle_mem_ros.ros.capture.stopping`).
 """
 
 from __future__ import annotations
@@ -40,13 +51,20 @@ import math
 
 import numpy as np
 
+from .tube import MAX_WATCHED
 from ..records import CompareMode, SensorSpec, Snapshot
 
-__all__ = ['DEFAULT_REST_WINDOW', 'Rest']
+__all__ = ['DEFAULT_REST_WINDOW', 'DRIFT_RATE', 'Rest']
 
 DEFAULT_REST_WINDOW = 0.25
 """Seconds without motion beyond tolerance that make a stopped robot at rest: ten readings
 of a 40 Hz joint state, two and a half of a 10 Hz odometry."""
+DRIFT_RATE = 1.0
+"""Tolerances per second an element at rest may drift (the fitted slope over the window).
+A quarter of what the range alone lets pass at the default window (2 cm/s at a 2 cm
+tolerance, not 8), and no stricter: noise of a quarter of a tolerance (a tolerance
+calibrated at a few times the noise) spreads the slope fitted to ten readings over 0.25 s
+by about one tolerance per second, and a still robot must be seen at rest."""
 
 
 @dataclass(frozen=True)
@@ -119,14 +137,48 @@ class Rest:
         values = np.stack([r.values for r in kept])
         if spec.mode is CompareMode.ANGLE:
             values = values[0] + np.remainder(values - values[0] + math.pi, 2 * math.pi) - math.pi
-        moved = values.max(axis=0) - values.min(axis=0)
-        tolerance = _tolerances(spec, values.shape[1])
-        over = moved > tolerance
-        if not over.any():
-            return ''
-        i = int(np.argmax(np.where(over, moved / np.maximum(tolerance, 1e-12), -1.0)))
-        return (f'{spec.name}[{i}] still moved {moved[i]:.4g} in the last {self._window:g} s '
-                f'(tolerance {tolerance[i]:.4g})')
+        tolerance = np.maximum(_tolerances(spec, values.shape[1]), 1e-12)
+        moved = (values.max(axis=0) - values.min(axis=0)) / tolerance
+        drift = np.abs(_slopes(np.array([r.stamp for r in kept]), values)) / tolerance
+        if values.shape[1] > MAX_WATCHED:
+            return self._still_summary(spec, values.shape[1], moved, drift)
+        i = int(np.argmax(np.where(moved > 1.0, moved, -1.0)))
+        if moved[i] > 1.0:
+            return (f'{spec.name}[{i}] still moved {moved[i] * tolerance[i]:.4g} in the last '
+                    f'{self._window:g} s (tolerance {tolerance[i]:.4g})')
+        i = int(np.argmax(drift))
+        if drift[i] > DRIFT_RATE:
+            return (f'{spec.name}[{i}] still creeps {drift[i] * tolerance[i]:.4g}/s over the '
+                    f'last {self._window:g} s (tolerance {tolerance[i]:.4g}: at most '
+                    f'{DRIFT_RATE:g} tolerance/s at rest)')
+        return ''
+
+    def _still_summary(self, spec: SensorSpec, width: int, moved: np.ndarray,
+                       drift: np.ndarray) -> str:
+        """Judge a large sensor on the rms of its finite elements' range and drift (module)."""
+        finite = np.isfinite(moved) & np.isfinite(drift)
+        if not finite.any():
+            return ''  # nothing in range: no element says the robot moved
+        moved_rms = float(np.sqrt(np.mean(moved[finite] ** 2)))
+        drift_rms = float(np.sqrt(np.mean(drift[finite] ** 2)))
+        if moved_rms > 1.0:
+            return (f'{spec.name} ({width} elements) still moved {moved_rms:.3g} tolerances '
+                    f'(rms) in the last {self._window:g} s')
+        if drift_rms > DRIFT_RATE:
+            return (f'{spec.name} ({width} elements) still creeps {drift_rms:.3g} tolerances/s '
+                    f'(rms) over the last {self._window:g} s')
+        return ''
+
+
+def _slopes(stamps: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Return each column's least-squares slope against ``stamps`` (0 for one reading)."""
+    centered = stamps - stamps.mean()
+    spread = float(np.sum(centered ** 2))
+    if spread <= 0.0:
+        return np.zeros(values.shape[1])
+    with np.errstate(invalid='ignore'):
+        slopes: np.ndarray = (centered @ (values - values.mean(axis=0))) / spread
+    return slopes
 
 
 def _tolerances(spec: SensorSpec, width: int) -> np.ndarray:

@@ -310,9 +310,9 @@ class ActionProxy(ToolProxy):
         """
         server = self.tool.server
         end = wait_watched(send, timeout=timeout, cancel=cancel, present=self.ready)
-        if end is WaitEnd.LOST:
+        if end is WaitEnd.LOST:  # it may have been accepted, and run
             cancel_when_accepted(send)
-            return ended(started, StepStatus.FAILED, lost(server), kind=FailureKind.SERVER_LOST)
+            return self._lost(started, rest, say)
         why = self._why(end, cancel, timeout, answered=False)
         failed_at = time.monotonic()
         if end is not WaitEnd.DONE and wait_watched(
@@ -338,8 +338,7 @@ class ActionProxy(ToolProxy):
             self._asked_again(again)
             if end is WaitEnd.LOST:  # nobody is left to confirm a cancel
                 handle.cancel_goal_async()
-                return ended(started, StepStatus.FAILED, lost(server),
-                             kind=FailureKind.SERVER_LOST)
+                return self._lost(started, rest, say)
             why = self._why(end, cancel, timeout, answered=True)
             failed_at = time.monotonic()
         report = None
@@ -361,6 +360,20 @@ class ActionProxy(ToolProxy):
         if why:
             status, detail = StepStatus.FAILED, f'{server} succeeded, but {why}'
         return replace(ended(started, status, detail, wrapped.result), stop=report)
+
+    def _lost(self, started: float, rest: Collection[str],
+              say: Callable[[str], None] | None) -> CallOutcome:
+        """
+        Settle a goal whose server left the graph (the goal may still run; :mod:`.stopping`).
+
+        :return: ``SERVER_LOST`` once the robot is seen at rest, else ``NOT_STOPPED``.
+        """
+        failed_at = time.monotonic()
+        report = self.stopper.settle(lost(self.tool.server), sensors=rest, say=say)
+        out = ended(started, StepStatus.FAILED, lost(self.tool.server),
+                    kind=FailureKind.SERVER_LOST) if report.stopped else ended(
+            started, StepStatus.FAILED, report.reason, kind=FailureKind.NOT_STOPPED)
+        return replace(out, stop=report, failed_at=failed_at)
 
     def _why(self, end: WaitEnd, cancel: CancelToken, timeout: float, *, answered: bool) -> str:
         """Return why the cache stops a goal ('' when it does not)."""

@@ -12,11 +12,20 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The service proxy: a service's calls forwarded, recorded and replayed (:mod:`.forwarding`)."""
+"""
+The service proxy: a service's calls forwarded, recorded and replayed (:mod:`.forwarding`).
+
+A replayed request that times out, is canceled (the walk's cancel) or whose service leaves
+the graph is not over when the cache stops waiting: no cancel reaches a service, and it may
+still move the robot. Such a step is settled (:meth:`..stopping.Stopper.settle`): its answer
+is waited for (``stop_timeout`` at most) and then the robot must be seen at rest; otherwise
+the step fails ``NOT_STOPPED`` and nobody is handed the robot.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 import time
 from typing import Any
 
@@ -25,6 +34,7 @@ from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.forwarding import (
     CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, Watching, with_reason,
 )
+from muscle_mem_ros.ros.capture.stopping import Stopper
 from muscle_mem_ros.ros.messages.success import answered
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
@@ -48,6 +58,10 @@ class ServiceProxy(ToolProxy):
         self._service = None if tool.record_from is RecordFrom.INTROSPECTION else \
             self._node.create_service(
                 tool.interface, tool.proxy, self._serve, callback_group=self._group)
+        rate = self.sampler.rate if self.sampler is not None else 40.0
+        self.stopper = Stopper(client=None, server=tool.server, capture=self._hub.capture,
+                               rule=self._stop_rule, present=self.ready, period=1.0 / rate)
+        """Settles a replayed request given up while the service may still run (module)."""
 
     @property
     def payload_type(self) -> Any:
@@ -110,14 +124,7 @@ class ServiceProxy(ToolProxy):
         future = self._client.call_async(message)
         end = wait_watched(future, timeout=timeout, cancel=cancel, present=self.ready)
         if end is not WaitEnd.DONE:
-            self._client.remove_pending_request(future)
-            if end is WaitEnd.CANCELED:
-                return ended(started, StepStatus.CANCELED, 'canceled')
-            if end is WaitEnd.LOST:
-                return ended(started, StepStatus.FAILED, lost(server),
-                             kind=FailureKind.SERVER_LOST)
-            return ended(started, StepStatus.FAILED, f'{server} did not answer in {timeout:g} s',
-                         kind=FailureKind.TIMEOUT)
+            return self._settle(future, end, started=started, timeout=timeout, say=say)
         response = future.result()
         why = answered(response, self.tool.success)
         if why:
@@ -128,3 +135,24 @@ class ServiceProxy(ToolProxy):
                 response,
             )
         return ended(started, StepStatus.SUCCEEDED, '', response)
+
+    def _settle(self, future: Any, end: WaitEnd, *, started: float, timeout: float,
+                say: Callable[[str], None] | None) -> CallOutcome:
+        """Return the outcome of a request given up, once it is settled (module docstring)."""
+        server = self.tool.server
+        failed_at = time.monotonic()
+        what = {WaitEnd.CANCELED: f'canceled while {server} runs (no cancel reaches a service)',
+                WaitEnd.LOST: lost(server)}.get(end, f'{server} did not answer in {timeout:g} s')
+        report = self.stopper.settle(what, sensors=self._traced, say=say,
+                                     answer=None if end is WaitEnd.LOST else future)
+        if not future.done():
+            self._client.remove_pending_request(future)
+        if not report.stopped:
+            out = ended(started, StepStatus.FAILED, report.reason, kind=FailureKind.NOT_STOPPED)
+        elif end is WaitEnd.CANCELED:
+            out = ended(started, StepStatus.CANCELED, 'canceled')
+        elif end is WaitEnd.LOST:
+            out = ended(started, StepStatus.FAILED, lost(server), kind=FailureKind.SERVER_LOST)
+        else:
+            out = ended(started, StepStatus.FAILED, what, kind=FailureKind.TIMEOUT)
+        return replace(out, stop=report, failed_at=failed_at)

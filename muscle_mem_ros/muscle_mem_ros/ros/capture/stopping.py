@@ -41,6 +41,19 @@ do not show rest make the stop fail: the report says the robot did not stop, nam
 server, and the task ends ABORTED without asking the agent (a moving robot is handed to
 nobody). Every happening is noted with the monotonic time it happened (events are
 stamped with it) and said at once (feedback).
+
+The rest sensors are the step's (those it was watched on, or the sensors its trace
+keeps) and, always, the robot's own state (:attr:`StopRule.own
+<muscle_mem_ros.ros.node.nodeconfig.StopRule.own>`: its joints, its odometry): a step
+watched on a cube it does not touch, a retargeted step whose joints are not watched, or
+a node with ``watch: false`` still sees the robot itself stop. Large sensors count too
+(judged on a summary: :mod:`muscle_mem_ros.checks.rest`).
+
+A call that no cancel reaches is settled instead (:meth:`Stopper.settle`): a goal whose
+server left the ROS graph mid-goal (the goal may still run: the tool's stop service is
+called, if it has one), and a service request that timed out or was canceled (the service
+still runs: its answer is waited for, ``stop_timeout`` at most). Either is over once the
+robot is seen at rest; otherwise it ends as a stop that failed.
 """
 
 from __future__ import annotations
@@ -52,7 +65,6 @@ from typing import Any
 
 from action_msgs.msg import GoalStatus
 from muscle_mem_ros.checks.rest import Rest
-from muscle_mem_ros.checks.tube import MAX_WATCHED
 from muscle_mem_ros.ros.node.nodeconfig import StopConfig, StopRule, ToolConfig
 from muscle_mem_ros.ros.node.stops import hold_goal, stop_goal_id
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
@@ -107,8 +119,8 @@ class StopReport:
 class _Stop:
     """One stop in progress."""
 
-    handle: ClientGoalHandle[Any, Any, Any]
-    result: Future[Any]
+    handle: ClientGoalHandle[Any, Any, Any] | None
+    result: Future[Any] | None
     say: Callable[[str], None] | None
     goal: Any = None
     happened: list[Happened] = field(default_factory=list)
@@ -156,6 +168,7 @@ class Stopper:
         self.service = service
         """The client of the tool's stop service, or None (its owner destroys it)."""
         self._present = present
+        self._own = frozenset(rule.own)
 
     def stop(self, handle: ClientGoalHandle[Any, Any, Any], result: Future[Any], *,
              sensors: Collection[str], say: Callable[[str], None] | None = None,
@@ -193,8 +206,34 @@ class Stopper:
                                      status, answer)
         return StopReport(True, tuple(stop.happened), status, answer)
 
+    def settle(self, what: str, *, sensors: Collection[str], answer: Future[Any] | None = None,
+               say: Callable[[str], None] | None = None) -> StopReport:
+        """
+        Settle a call that no cancel reaches (module docstring); block until it is over.
+
+        :param what: What happened to it, naming the server ('/x left the ROS graph ...').
+        :param sensors: The step's rest sensors (the robot's own are added).
+        :param answer: The future of a service request that still runs (its answer is
+            waited for, ``stop_timeout`` at most); None: a goal on a server that left.
+        :param say: Told each happening at once (feedback).
+        """
+        stop = _Stop(None, None, say)
+        stop.note(what)
+        if answer is not None:
+            if not self._wait(stop, answer, present=lambda: True):
+                return self._not_stopped(stop, f'{self._server} did not answer within '
+                                         f'{self.timeout:g} s after: it may still be moving')
+            stop.note(f'{self._server} answered')
+        elif self._means is not None and self._means.service:
+            self._escalate(stop)
+        rest = self._rest(stop, sensors)
+        if rest:
+            return self._not_stopped(stop, f'{what}, and {rest}')
+        return StopReport(True, tuple(stop.happened))
+
     def _cancel(self, stop: _Stop) -> None:
         """Send the cancel, read its answer, and escalate at once when it was refused."""
+        assert stop.handle is not None and stop.result is not None, 'a goal is stopped'
         answer = stop.handle.cancel_goal_async()
         if self._wait(stop, answer, also=stop.result) and answer.done():
             response = answer.result()
@@ -250,28 +289,37 @@ class Stopper:
         goal_of = getattr(self._client, 'goal_of', None)
         return goal_of(handle.goal_id) if goal_of is not None and handle is not None else None
 
-    def _wait(self, stop: _Stop, future: Future[Any], also: Future[Any] | None = None) -> bool:
-        """Wait up to ``stop_timeout`` for ``future`` (or ``also``); False when neither ended."""
+    def _wait(self, stop: _Stop, future: Future[Any], also: Future[Any] | None = None,
+              present: Callable[[], bool] | None = None) -> bool:
+        """
+        Wait up to ``stop_timeout`` for ``future`` (or ``also``); False when neither ended.
+
+        :param present: Whether the server of ``future`` is still there (default: the
+            action server's).
+        """
         token = CancelToken()
         if also is not None:
             also.add_done_callback(lambda _f: token.cancel())
-        again = ResultAgain(stop.handle, future) if future is stop.result else None
-        end = wait_watched(future, timeout=self.timeout, cancel=token, present=self._present,
-                           again=again)
+        again = ResultAgain(stop.handle, future) \
+            if future is stop.result and stop.handle is not None else None
+        end = wait_watched(future, timeout=self.timeout, cancel=token,
+                           present=present or self._present, again=again)
         if end is WaitEnd.LOST:
             stop.note(f'{self._server} left the ROS graph while stopping')
         return end is WaitEnd.DONE or (also is not None and also.done())
 
     def _rest(self, stop: _Stop, sensors: Collection[str]) -> str:
-        """Wait until the rest sensors show rest; return '' then, or why not by the deadline."""
-        specs = [self._specs[name] for name in sensors if name in self._specs]
+        """
+        Wait until the rest sensors show rest; return '' then, or why not by the deadline.
+
+        The rest sensors are ``sensors`` and the robot's own state (module docstring); none
+        configured: rest is not judged (nothing sees the robot).
+        """
+        specs = [spec for name, spec in self._specs.items()
+                 if name in sensors or name in self._own]
         if not specs:
             return ''
         since = time.monotonic()
-        first = self._capture([s.name for s in specs])
-        specs = [s for s in specs if len(first.features.get(s.name, ())) <= MAX_WATCHED]
-        if not specs:  # only big arrays (a scan): rest is for the elements a watch reads
-            return ''
         rest = Rest(sensors=specs, since=since, window=self._window)
         names = rest.sensors
         deadline = since + self.timeout

@@ -58,6 +58,13 @@ DEFAULT_DESCRIPTION_TIMEOUT = 2.0
 DEFAULT_STOP_TIMEOUT = 5.0
 """Seconds a goal the cache stops gets to end, and then the robot to rest (``stop_timeout``)."""
 STOP_SERVICE_TYPE = 'std_srvs/srv/Trigger'
+OWN_STATE_TYPES = frozenset({
+    'sensor_msgs/msg/JointState', 'sensor_msgs/msg/MultiDOFJointState',
+    'nav_msgs/msg/Odometry', 'control_msgs/msg/JointTrajectoryControllerState',
+    'control_msgs/msg/DynamicJointState',
+})
+"""Message types that carry the robot's own state (its joints, its odometry): a sensor of
+one of them, or one read by joint name, is always a rest sensor (:class:`StopRule`)."""
 """The type of an action tool's ``stop_service`` unless ``stop_service_type`` says another."""
 DEFAULT_AGREEMENT = 0.005
 """Shadow agreement tolerance of a tool's goal numbers (5 mm, or 0.005 rad)."""
@@ -134,6 +141,12 @@ class SensorConfig:
         return None if len(known) < len(sizes) else sum(known)
 
     @property
+    def own_state(self) -> bool:
+        """Return whether it reads the robot's own state (:data:`OWN_STATE_TYPES`, ``joints``)."""
+        package, *_, name = self.type_name.split('/')
+        return bool(self.joints) or f'{package}/msg/{name}' in OWN_STATE_TYPES
+
+    @property
     def spec(self) -> SensorSpec:
         """Return the core's view of this sensor's tolerance."""
         return SensorSpec(
@@ -204,11 +217,14 @@ class StopRule:
     :ivar specs: The sensors' specs (the rest is judged on those a step names).
     :ivar timeout: ``stop_timeout``.
     :ivar window: ``rest_window``.
+    :ivar own: The sensors of the robot's own state (:attr:`SensorConfig.own_state`): the
+        rest is judged on them after every stop, whatever the step names.
     """
 
     specs: tuple[SensorSpec, ...] = ()
     timeout: float = DEFAULT_STOP_TIMEOUT
     window: float = DEFAULT_REST_WINDOW
+    own: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -264,7 +280,8 @@ class NodeConfig:
     @property
     def stop_rule(self) -> StopRule:
         """Return what a goal the cache stops is held to."""
-        return StopRule(tuple(s.spec for s in self.sensors), self.stop_timeout, self.rest_window)
+        return StopRule(tuple(s.spec for s in self.sensors), self.stop_timeout, self.rest_window,
+                        frozenset(s.name for s in self.sensors if s.own_state))
 
     @property
     def tools(self) -> tuple[ToolConfig, ...]:

@@ -23,14 +23,15 @@ bounded twice:
 
 * the server's presence is polled every :data:`WATCH_PERIOD` seconds while a
   call is in flight (``server_is_ready`` / ``service_is_ready``: every entity
-  of the action or service still matched); once it is gone the wait ends at
-  once with the reason;
+  of the action or service still matched); once it is gone, on every look for
+  :data:`LOST_AFTER` seconds and at least :data:`LOST_LOOKS` looks in a row
+  (:class:`Absence`), the wait ends with the reason;
 * the call's own time limit (the node's ``step_timeout``) ends it as well.
 
 A server that stops cleanly leaves the graph at once. A process that is killed
 (SIGKILL, a crash, a lost network) leaves it when its DDS participant's lease
 runs out: with Fast DDS's default that is up to 20 s, after which the goal ends
-within :data:`WATCH_PERIOD`. Servers that must be noticed sooner can announce a
+within :data:`LOST_AFTER`. Servers that must be noticed sooner can announce a
 shorter lease in their own DDS profile (Fast DDS: ``leaseDuration`` in the
 participant profile); ``step_timeout`` bounds the wait in every case.
 
@@ -59,11 +60,20 @@ from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node as RosNode
 from rclpy.task import Future
 
-__all__ = ['CallWatch', 'RESULT_AGAIN', 'ResultAgain', 'WATCH_PERIOD', 'WaitEnd',
-           'wait_watched']
+__all__ = ['Absence', 'CallWatch', 'LOST_AFTER', 'LOST_LOOKS', 'RESULT_AGAIN', 'ResultAgain',
+           'WATCH_PERIOD', 'WaitEnd', 'wait_watched']
 
 WATCH_PERIOD = 0.25
 """Seconds between two looks at the graph while a call is in flight."""
+LOST_AFTER = 1.0
+"""Seconds a server must read absent on every look before it is lost. ``server_is_ready``
+reads the process's graph cache, which says "absent" for a moment while a live server's
+entity is re-announced or the cache catches up on a loaded machine; one such look used to
+hand a running goal to the agent. A server that left stays absent: a second costs little
+against ``step_timeout`` and a killed process's lease (20 s by default)."""
+LOST_LOOKS = 3
+"""Looks in a row that must read absent (besides :data:`LOST_AFTER`): a wait starved of its
+thread for a second has not seen the server absent for a second."""
 RESULT_AGAIN = 1.0
 """Seconds a finished goal's result may be missing before it is asked for again."""
 
@@ -108,6 +118,32 @@ class ResultAgain:
             self._result.set_result(answer)
 
 
+class Absence:
+    """
+    Whether a server is lost: absent on every look over a span (module docstring).
+
+    Lost once absent for :data:`LOST_AFTER` seconds and :data:`LOST_LOOKS` looks in a row;
+    one look that finds it present starts over.
+
+    :param present: Returns False while the server is not in the graph.
+    """
+
+    def __init__(self, present: Callable[[], bool]) -> None:
+        self._present = present
+        self._since = 0.0
+        self._looks = 0
+
+    def lost(self, now: float) -> bool:
+        """Look once (at monotonic ``now``); return True once the server is lost."""
+        if self._present():
+            self._looks = 0
+            return False
+        if self._looks == 0:
+            self._since = now
+        self._looks += 1
+        return self._looks >= LOST_LOOKS and now - self._since >= LOST_AFTER
+
+
 class WaitEnd(Enum):
     """How a watched wait ended."""
 
@@ -118,7 +154,7 @@ class WaitEnd(Enum):
     CANCELED = 'canceled'
     """The caller's cancel token fired."""
     LOST = 'lost'
-    """The server left the ROS graph."""
+    """The server left the ROS graph (:class:`Absence`)."""
 
 
 def wait_watched(
@@ -131,7 +167,7 @@ def wait_watched(
     :param future: The rclpy future to wait for.
     :param timeout: Seconds to wait at most.
     :param cancel: Wakes the wait when cancelled.
-    :param present: Returns False once the server has left the graph.
+    :param present: Returns False while the server is not in the graph (lost: :class:`Absence`).
     :param period: Seconds between two calls of ``present``.
     :param again: Asks for a result again (``future`` is its first request's).
     :return: Why the wait ended.
@@ -141,6 +177,7 @@ def wait_watched(
     future.add_done_callback(lambda _f: event.set())
     cancel.register(event)
     waited = False  # the caller saw the server just before: look again after a period
+    absence = Absence(present)
     try:
         while True:
             if future.done():
@@ -150,7 +187,7 @@ def wait_watched(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return WaitEnd.TIMED_OUT
-            if waited and not present():
+            if waited and absence.lost(time.monotonic()):
                 return WaitEnd.DONE if future.done() else WaitEnd.LOST
             if again is not None:
                 again.look(time.monotonic())
@@ -204,6 +241,7 @@ class CallWatch:
         server: str, timeout: float | None,
     ) -> None:
         self._present = present
+        self._absence = Absence(present)
         self._server = server
         self._timeout = timeout
         self._inflight: set[_Watched] = set()
@@ -224,6 +262,7 @@ class CallWatch:
             return ''
         watched = _Watched(future=future, started=started, again=again)
         if not self._inflight:
+            self._absence = Absence(self._present)  # what an earlier call saw is over
             self._timer.reset()
         self._inflight.add(watched)
         try:
@@ -238,8 +277,8 @@ class CallWatch:
         if not self._inflight:
             self._timer.cancel()
             return
-        gone = not self._present()
         now = time.monotonic()
+        gone = self._absence.lost(now)
         for watched in list(self._inflight):
             if gone:
                 watched.reason = (f'{self._server} left the ROS graph during the call '
