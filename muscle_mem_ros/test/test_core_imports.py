@@ -115,6 +115,18 @@ def test_one_binding_judge_serves_the_node_and_the_engine():
     assert ruled <= {'bindings/filing.py'}, ruled  # filing checks a recording, it judges no replay
 
 
+def test_one_filing_serves_the_node_and_learn():
+    # a finished recording is filed (bindings.filing.file_steps, with the body's visible
+    # steps and the tree's plans) in one place: the node's replayer and learn both call it
+    package = PACKAGE_ROOT / 'muscle_mem_ros'
+    callers = set()
+    for path in package.rglob('*.py'):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, 'id', '') == 'file_steps':
+                callers.add(path.relative_to(package).as_posix())
+    assert callers == {'replay/treeview.py'}, callers
+
+
 def _defined_here(tree: ast.Module) -> set[str]:
     """Return the names a module defines at its top level (imports aside)."""
     names: set[str] = set()

@@ -45,13 +45,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 import json
 import logging
 import threading
 import time
 from typing import Any
 
+from ..bindings.filing import file_steps
 from ..bindings.inference import Sources
 from ..bindings.keeping import fingerprint, KeptPlans, plan_text
 from ..bindings.learning import follow, Learner, no_plans, Plans
@@ -59,7 +60,7 @@ from ..bindings.rules import Declared, DEFAULT_MAX_SHIFT
 from ..bindings.variants import served, Variant
 from ..body import Body, Compatibility, Kin, kin
 from ..errors import StoreError
-from ..records import Step, TrajectoryInfo
+from ..records import Node, Step, TrajectoryInfo
 from ..store.base import Store
 
 __all__ = ['Paths', 'recorded_params', 'Trees', 'TreeView']
@@ -238,6 +239,34 @@ class Trees:
         if held is not None and held[0][0] == len(mine):
             return None  # nothing in it is foreign
         return frozenset(i for t in mine for i in t.node_ids)
+
+    def file(self, *, task: str, variant: str, params_json: str, parent: int | None,
+             steps: Sequence[Step], check: Any, agreement: Callable[[str], float],
+             ) -> tuple[str, int | None, list[Step]]:
+        """
+        Return where a finished recording goes (:func:`~..bindings.filing.file_steps`).
+
+        The node's replayer and ``muscle-mem learn`` both file here: a recording follows
+        only the learned steps this body may follow (another body's are not its to follow),
+        under the tree's plans and this store's binding settings.
+
+        :param check: The sensors' ToleranceCheck, or None.
+        :param agreement: A tool's agreement (how far its goal numbers may differ).
+        :return: (variant, parent node, steps still to store).
+        """
+        seen: dict[str, frozenset[int] | None] = {}
+
+        def children(tree: str, at: int | None) -> Sequence[Node]:
+            if tree not in seen:
+                seen[tree] = self.visible(task, tree)
+            listed = self._store.children(task=task, variant=tree, parent=at)
+            visible = seen[tree]
+            return listed if visible is None else [c for c in listed if c.id in visible]
+        return file_steps(
+            variant=variant, parent=parent, steps=steps, params=recorded_params(params_json),
+            plans=partial(self.plans, task), children=children, check=check,
+            tolerance=self.tolerance, declared=self.declared, infer=self.infer,
+            others=partial(self.literal_trees, task, variant), agreement=agreement)
 
     def plans(self, task: str, variant: str) -> Plans:
         """Return the plans of one tree, up to date (one tally read when nothing changed)."""

@@ -40,7 +40,6 @@ import threading
 import time
 from typing import Any
 
-from muscle_mem_ros.bindings.filing import file_steps
 from muscle_mem_ros.bindings.rules import (
     Declared, DEFAULT_MAX_SHIFT, element_tolerances, sensor_sources, Substitution,
 )
@@ -54,7 +53,7 @@ from muscle_mem_ros.replay.booking import booked, outcome_of, StepBack
 from muscle_mem_ros.replay.gates import Gate, gate_tree, Trusted
 from muscle_mem_ros.replay.shadow import ShadowRun
 from muscle_mem_ros.replay.subtasks import subtask_call, SubtaskCall
-from muscle_mem_ros.replay.treeview import recorded_params, Trees, TreeView
+from muscle_mem_ros.replay.treeview import Trees, TreeView
 from muscle_mem_ros.replay.walk import (
     candidates_at, choose, locate, Miss, Reporter, walk, WalkResult,
 )
@@ -297,21 +296,10 @@ class Replayer:
 
     def file(self, *, task: str, variant: str, params_json: str, parent: int | None,
              steps: Sequence[Step]) -> tuple[str, int | None, list[Step]]:
-        """File a finished recording by its bindings (bindings.filing.file_steps)."""
-        trees = self.trees
-        seen: dict[str, frozenset[int] | None] = {}
-
-        def children(tree: str, at: int | None) -> Sequence[Node]:
-            if tree not in seen:  # another body's steps are not this recording's to follow
-                seen[tree] = trees.visible(task, tree)
-            return _only(self._store.children(task=task, variant=tree, parent=at), seen[tree])
-        return file_steps(
-            variant=variant, parent=parent, steps=steps,
-            params=recorded_params(params_json), plans=partial(trees.plans, task),
-            children=children,
-            check=self.sensing.check, tolerance=trees.tolerance, declared=trees.declared,
-            infer=trees.infer, others=partial(trees.literal_trees, task, variant),
-            agreement=self.agreement)
+        """File a finished recording by its bindings (:meth:`...replay.treeview.Trees.file`)."""
+        return self.trees.file(task=task, variant=variant, params_json=params_json,
+                               parent=parent, steps=steps, check=self.sensing.check,
+                               agreement=self.agreement)
 
     def trusted(self, tree: TreeView) -> Trusted:
         """Return what the gate lets replay in ``tree`` (:func:`...replay.gates.gate_tree`)."""
