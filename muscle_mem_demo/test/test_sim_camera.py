@@ -43,7 +43,7 @@ def eye(sim):
 
 
 def _cells(pixels: np.ndarray) -> np.ndarray:
-    frame = Frame(pixels.astype(np.float32) / np.float32(255.0), 'rgb8')
+    frame = Frame(pixels, 'rgb8')
     return Grid(width=640, height=480, cell=16).vector(frame)
 
 

@@ -61,18 +61,30 @@ class Frame:
     """
     One decoded frame.
 
-    :ivar pixels: float32, (height, width, channels) intensities in [0, 1], or
-        (height, width) metres for depth with NaN where the pixel is invalid.
+    :ivar pixels: (height, width, channels) intensities: uint8 as the camera sent them
+        (8-bit encodings, JPEG, PNG: kept as they are, so a grid is reduced in Pillow's C),
+        or float32 in [0, 1] (mono16); or (height, width) float32 metres for depth, with
+        NaN where the pixel is invalid.
     :ivar encoding: The encoding it was decoded from ('rgb8', '16UC1', 'jpeg', ...).
+    :ivar order: Which of ``pixels``' channels are red, green and blue (or grey): a bgr8 or
+        rgba8 frame is kept in the camera's order and only its grid is reordered.
     """
 
     pixels: np.ndarray
     encoding: str
+    order: tuple[int, ...] | None = None
 
     @property
     def depth(self) -> bool:
         """Whether the frame is a depth image (metres)."""
         return self.pixels.ndim == 2
+
+    def intensities(self) -> np.ndarray:
+        """Return the pixels as float32 intensities in [0, 1] (metres for depth)."""
+        pixels = self.pixels if self.order is None else self.pixels[:, :, list(self.order)]
+        if pixels.dtype == np.uint8:
+            return np.asarray(pixels, dtype=np.float32) / np.float32(255.0)
+        return pixels
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -159,7 +171,12 @@ class Grid:
         columns, rows = self.cells
         c = self.cell
         crop = frame.pixels[area.y:area.y + rows * c, area.x:area.x + columns * c]
-        if frame.depth:
+        if crop.dtype == np.uint8:
+            grid = _reduced(crop, c)
+            if frame.order is not None:
+                grid = grid[:, :, list(frame.order)]
+            grid = grid.transpose(2, 0, 1) / 255.0
+        elif frame.depth:
             blocks = crop.reshape(rows, c, columns, c).swapaxes(1, 2).reshape(rows, columns, -1)
             valid = np.isfinite(blocks)
             counts = valid.sum(axis=2)
@@ -177,6 +194,18 @@ class Grid:
             if right > left and bottom > top:
                 grid[:, top:bottom, left:right] = np.nan
         return np.asarray(grid.reshape(-1))
+
+
+def _reduced(pixels: np.ndarray, cell: int) -> np.ndarray:
+    """Return the mean of each ``cell`` x ``cell`` block of uint8 pixels, (rows, columns, ch)."""
+    from PIL import Image
+
+    height, width, channels = pixels.shape
+    mode = {1: 'L', 3: 'RGB', 4: 'RGBX'}[channels]  # four: each reduced alike, alpha too
+    data = np.ascontiguousarray(pixels)
+    image = Image.frombuffer(mode, (width, height), data, 'raw', mode, 0, 1)
+    means = np.asarray(image.reduce(cell), dtype=np.float64)
+    return means[:, :, np.newaxis] if channels == 1 else means
 
 
 def decode_raw(*, data: bytes, width: int, height: int, step: int, encoding: str,
@@ -208,9 +237,9 @@ def decode_raw(*, data: bytes, width: int, height: int, step: int, encoding: str
         metres = values[:, :, 0].astype(np.float32) * np.float32(scale)
         metres[~np.isfinite(metres) | (metres <= 0)] = np.nan
         return Frame(metres, encoding)
-    top = 65535.0 if kind == 'u2' else 255.0
-    pixels = values[:, :, list(keep)].astype(np.float32) / np.float32(top)
-    return Frame(pixels, encoding)
+    if kind == 'u2':
+        return Frame(values[:, :, list(keep)].astype(np.float32) / np.float32(65535.0), encoding)
+    return Frame(values, encoding, None if keep == tuple(range(channels)) else keep)
 
 
 def decode_compressed(*, data: bytes, format: str) -> Frame:  # noqa: A002 (the message's field)
@@ -231,9 +260,9 @@ def decode_compressed(*, data: bytes, format: str) -> Frame:  # noqa: A002 (the 
             if image.mode.startswith('I'):  # 16-bit grey PNG
                 pixels = np.asarray(image, dtype=np.float32) / np.float32(65535.0)
             elif image.mode in ('1', 'L', 'LA'):
-                pixels = np.asarray(image.convert('L'), dtype=np.float32) / np.float32(255.0)
+                pixels = np.asarray(image.convert('L'))
             else:
-                pixels = np.asarray(image.convert('RGB'), dtype=np.float32) / np.float32(255.0)
+                pixels = np.asarray(image.convert('RGB'))
     except (UnidentifiedImageError, OSError, ValueError) as err:
         raise ImageError(f'a {format} image could not be decoded: {err}') from err
     if pixels.ndim == 2:
@@ -279,7 +308,7 @@ def thumbnail_png(frame: Frame, *, side: int = 96) -> bytes:
     """
     from PIL import Image
 
-    pixels = frame.pixels
+    pixels = frame.intensities()
     if frame.depth:
         valid = pixels[np.isfinite(pixels)]
         near, far = (float(valid.min()), float(valid.max())) if valid.size else (0.0, 1.0)
