@@ -28,16 +28,22 @@ The object sits at one of three positions, by task. Then ``muscle-mem learn`` ru
 child process on that bag, into an empty SQLite store; its wall time and peak RSS (the
 child's ``ru_maxrss``) are the figures, with the time split read from its ``--json``.
 
-Run: ``. /tmp/env.sh; python bench/learn_bag.py`` (writes ``bench/learn_bag.md``).
+With ``--sizes 0.25,0.5,1,2`` it learns instead bags of those sizes (GiB) made mostly of
+camera images (640x480 RGB at ``--camera-hz``, never a sensor) beside the joints at
+``--joint-hz`` (say 1000): peak RSS against bag size, in ``bench/learn_bag_sizes.md``.
+
+Run: ``. scripts/setup.sh; python bench/learn_bag.py`` (writes ``bench/learn_bag.md``);
+``python bench/learn_bag.py --sizes 0.25,0.5,1,2 --joint-hz 1000 --every 10``.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+import heapq
 import json
 import os
 from pathlib import Path
-import resource
 import subprocess
 import sys
 import tempfile
@@ -55,6 +61,7 @@ ARM = '/panda/arm/follow_joint_trajectory'
 FIB = '/panda/count'
 GRIPPER = '/panda/gripper/set'
 AGENT = '/agent/execute_task'
+IMAGE_BYTES = 640 * 480 * 3
 
 
 class _Writer:
@@ -91,28 +98,29 @@ def _events(action: object, server: str, type_name: str, goal: object, result: o
     impl = action.Impl  # type: ignore[attr-defined]
     uuid = UUID(uuid=list((seq % 2**32).to_bytes(4, 'big')) * 4)
 
-    def info(kind: int, number: int) -> ServiceEventInfo:
-        return ServiceEventInfo(event_type=kind, sequence_number=number, stamp=Time(sec=1),
+    def info(kind: int, number: int, when: int) -> ServiceEventInfo:
+        return ServiceEventInfo(event_type=kind, sequence_number=number,
+                                stamp=Time(sec=when // SEC, nanosec=when % SEC),
                                 client_gid=list(range(16)))
     send, get = impl.SendGoalService, impl.GetResultService
     return [
         (f'{server}/_action/send_goal/_service_event', f'{type_name}_SendGoal_Event',
-         send.Event(info=info(ServiceEventInfo.REQUEST_RECEIVED, seq),
+         send.Event(info=info(ServiceEventInfo.REQUEST_RECEIVED, seq, start),
                     request=[send.Request(goal_id=uuid, goal=goal)]), start),
         (f'{server}/_action/send_goal/_service_event', f'{type_name}_SendGoal_Event',
-         send.Event(info=info(ServiceEventInfo.RESPONSE_SENT, seq),
+         send.Event(info=info(ServiceEventInfo.RESPONSE_SENT, seq, start + SEC // 1000),
                     response=[send.Response(accepted=True)]), start + SEC // 1000),
         (f'{server}/_action/get_result/_service_event', f'{type_name}_GetResult_Event',
-         get.Event(info=info(ServiceEventInfo.REQUEST_RECEIVED, seq),
+         get.Event(info=info(ServiceEventInfo.REQUEST_RECEIVED, seq, start + 2 * SEC // 1000),
                    request=[get.Request(goal_id=uuid)]), start + 2 * SEC // 1000),
         (f'{server}/_action/get_result/_service_event', f'{type_name}_GetResult_Event',
-         get.Event(info=info(ServiceEventInfo.RESPONSE_SENT, seq),
+         get.Event(info=info(ServiceEventInfo.RESPONSE_SENT, seq, end),
                    response=[get.Response(status=4, result=result)]), end),
     ]
 
 
 def synthesize(path: Path, *, seconds: float, every: float, joint_hz: float,
-               object_hz: float) -> int:
+               object_hz: float, camera_hz: float = 0.0) -> int:
     """Write the bag; return its number of messages."""
     from geometry_msgs.msg import PoseStamped
     from muscle_mem_demo_interfaces.action import FollowJointTrajectory
@@ -154,15 +162,18 @@ def synthesize(path: Path, *, seconds: float, every: float, joint_hz: float,
                                  at, done, seq)
             else:
                 done = at + SEC // 20
+                from builtin_interfaces.msg import Time
                 from service_msgs.msg import ServiceEventInfo
                 info = {'client_gid': list(range(16)), 'sequence_number': seq}
                 calls.append((f'{GRIPPER}/_service_event', 'std_srvs/srv/SetBool_Event',
                               SetBool.Event(info=ServiceEventInfo(
-                                  event_type=ServiceEventInfo.REQUEST_RECEIVED, **info),
+                                  event_type=ServiceEventInfo.REQUEST_RECEIVED,
+                                  stamp=Time(sec=at // SEC, nanosec=at % SEC), **info),
                                   request=[SetBool.Request(data=True)]), at))
                 calls.append((f'{GRIPPER}/_service_event', 'std_srvs/srv/SetBool_Event',
                               SetBool.Event(info=ServiceEventInfo(
-                                  event_type=ServiceEventInfo.RESPONSE_SENT, **info),
+                                  event_type=ServiceEventInfo.RESPONSE_SENT,
+                                  stamp=Time(sec=done // SEC, nanosec=done % SEC), **info),
                                   response=[SetBool.Response(success=True)]), done))
             at = done + SEC // 5
         seq += 1
@@ -170,39 +181,57 @@ def synthesize(path: Path, *, seconds: float, every: float, joint_hz: float,
                          ExecuteTask.Goal(task='pick'), ExecuteTask.Result(success=True),
                          start, at + SEC // 2, seq)
         moves.append((at, at + 1, joints, list(HOME)))
-    stream: list[tuple[int, str, str, bytes]] = [
-        (when, topic, kind, bytes(serialize_message(msg))) for topic, kind, msg, when in calls]
-    period = int(SEC / joint_hz)
-    move = 0
-    for when in range(T0, end, period):
-        while move < len(moves) and moves[move][1] <= when:
-            move += 1
-        if move < len(moves) and moves[move][0] <= when:
-            a, b, p, q = moves[move]
-            f = (when - a) / (b - a)
-            position = [x + (y - x) * f for x, y in zip(p, q)]
-        elif move > 0:
-            position = moves[move - 1][3]
-        else:
-            position = HOME
-        msg = JointState(name=JOINTS, position=position)
-        stream.append((when, '/panda/joint_states', 'sensor_msgs/msg/JointState',
-                       bytes(serialize_message(msg))))
-    period = int(SEC / object_hz)
-    for when in range(T0, end, period):
-        index = max(0, int(((when - T0) / SEC - 1.0) // every))
-        pose = PoseStamped()
-        pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = \
-            POSITIONS[index % len(POSITIONS)]
-        pose.pose.orientation.w = 1.0
-        stream.append((when, '/object_pose', 'geometry_msgs/msg/PoseStamped',
-                       bytes(serialize_message(pose))))
-    stream.sort(key=lambda m: m[0])
+    stream = sorted((when, topic, kind, bytes(serialize_message(msg)))
+                    for topic, kind, msg, when in calls)
+
+    def joint_states() -> Iterator[tuple[int, str, str, bytes]]:
+        move = 0
+        for when in range(T0, end, int(SEC / joint_hz)):
+            while move < len(moves) and moves[move][1] <= when:
+                move += 1
+            if move < len(moves) and moves[move][0] <= when:
+                a, b, p, q = moves[move]
+                f = (when - a) / (b - a)
+                position = [x + (y - x) * f for x, y in zip(p, q)]
+            elif move > 0:
+                position = moves[move - 1][3]
+            else:
+                position = HOME
+            yield (when, '/panda/joint_states', 'sensor_msgs/msg/JointState',
+                   bytes(serialize_message(JointState(name=JOINTS, position=position))))
+
+    def object_poses() -> Iterator[tuple[int, str, str, bytes]]:
+        for when in range(T0, end, int(SEC / object_hz)):
+            index = max(0, int(((when - T0) / SEC - 1.0) // every))
+            pose = PoseStamped()
+            pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = \
+                POSITIONS[index % len(POSITIONS)]
+            pose.pose.orientation.w = 1.0
+            yield (when, '/object_pose', 'geometry_msgs/msg/PoseStamped',
+                   bytes(serialize_message(pose)))
+
     out = _Writer(path)
-    for when, topic, kind, data in stream:
+    for when, topic, kind, data in heapq.merge(
+            stream, joint_states(), object_poses(), _images(end, camera_hz),
+            key=lambda m: m[0]):
         out.add(topic, kind, data, when)
     out.close()
     return out.count
+
+
+def _images(end: int, hz: float) -> Iterator[tuple[int, str, str, bytes]]:
+    """Yield a camera's 640x480 RGB images at ``hz``, each its own noise (incompressible)."""
+    if hz <= 0:
+        return
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import Image
+    size = IMAGE_BYTES
+    template = bytes(serialize_message(Image(height=480, width=640, encoding='rgb8',
+                                             step=1920, data=bytes(size))))
+    head = template[:-size]
+    assert template[-size:] == bytes(size)  # the pixels are the message's last bytes
+    for when in range(T0, end, int(SEC / hz)):
+        yield when, '/camera/image_raw', 'sensor_msgs/msg/Image', head + os.urandom(size)
 
 
 def params(path: Path, store: Path) -> Path:
@@ -225,14 +254,101 @@ def params(path: Path, store: Path) -> Path:
     return path
 
 
+def _learn(bag: Path, params_file: Path, tmp: Path) -> tuple[float, float, dict] | None:
+    """Run ``muscle-mem learn`` on the bag in a child; return its wall time, peak RSS, JSON."""
+    out, err = tmp / 'learn.out', tmp / 'learn.err'
+    began = time.monotonic()
+    with open(out, 'w') as stdout, open(err, 'w') as stderr:
+        child = subprocess.Popen(
+            [sys.executable, '-m', 'muscle_mem_ros.cli', 'learn', str(bag), '--params-file',
+             str(params_file), '--task', 'pick', '--json'], stdout=stdout, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)
+    took = time.monotonic() - began
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        print(err.read_text(), file=sys.stderr)
+        return None
+    return took, usage.ru_maxrss / 1024.0, json.loads(out.read_text())
+
+
+def sizes(args: argparse.Namespace) -> int:
+    """Learn bags of growing size (camera images, joints at 1 kHz); write peak RSS per size."""
+    rows = []
+    began_all = time.monotonic()
+    load = os.getloadavg()[0]
+    for gib in (float(x) for x in args.sizes.split(',')):
+        seconds = gib * 2**30 / (IMAGE_BYTES * args.camera_hz)
+        with tempfile.TemporaryDirectory() as tmp_dir:
+            tmp = Path(tmp_dir)
+            bag = tmp / 'big.mcap'
+            began = time.monotonic()
+            count = synthesize(bag, seconds=seconds, every=args.every, joint_hz=args.joint_hz,
+                               object_hz=args.object_hz, camera_hz=args.camera_hz)
+            wrote = time.monotonic() - began
+            learned = _learn(bag, params(tmp / 'robot.yaml', tmp / 'cache.db'), tmp)
+            if learned is None:
+                return 1
+            took, peak, report = learned
+            rows.append({'gib': gib, 'bytes': bag.stat().st_size, 'seconds': seconds,
+                         'messages': count, 'wrote_s': wrote, 'learn_s': took,
+                         'peak_rss_mib': peak, 'tasks': len(report['tasks']),
+                         'steps': sum(t['steps'] for t in report['tasks'])})
+            print(rows[-1], flush=True)
+    total = time.monotonic() - began_all
+    command = 'python bench/learn_bag.py ' + ' '.join(sys.argv[1:])
+    lines = [
+        '# Learning bags of growing size: peak memory against bag size',
+        '',
+        f'Generated by `{command}`; one run on {cpu_name()}, nproc {os.cpu_count()}, Python '
+        f'{sys.version.split()[0]}, load average {load:.2f} at the start (the machine is '
+        f'shared); the whole run took {total:.0f} s.',
+        '',
+        f'Each bag (MCAP, zstd chunks): 640x480 RGB camera images at {args.camera_hz:g} Hz '
+        '(each its own noise: incompressible, 0.88 MiB), a 7-joint JointState at '
+        f"{args.joint_hz:g} Hz, the object's pose at {args.object_hz:g} Hz, one ExecuteTask "
+        f'every {args.every:g} s with four steps (introspection events); its length is what '
+        'the size asks for. The params file names the joints and the object as sensors and '
+        'not the camera. `muscle-mem learn` runs in a child; its peak RSS is its own '
+        '(`wait4`).',
+        '',
+        '| bag | recording | messages | tasks | steps | learn wall time | peak RSS |',
+        '|---:|---:|---:|---:|---:|---:|---:|',
+        *(f"| {r['bytes'] / 2**30:.2f} GiB | {r['seconds']:.0f} s | {r['messages']} | "
+          f"{r['tasks']} | {r['steps']} | {r['learn_s']:.1f} s | {r['peak_rss_mib']:.0f} MiB |"
+          for r in rows),
+        '',
+        '## Reading the results',
+        '',
+        "- Learn reads the bag once and keeps only the calls' events, the tasks' and the "
+        "description: the images are read and dropped, each sensor's last message is held "
+        '(its last 200 for one read by name), and each step keeps its snapshots and trace. '
+        "Peak memory follows what is kept (the steps), not the bag's size.",
+    ]
+    out = Path(args.out or HERE / 'learn_bag_sizes.md')
+    out.write_text('\n'.join(lines) + '\n')
+    out.with_suffix('.json').write_text(json.dumps({'command': command, 'rows': rows},
+                                                   indent=1) + '\n')
+    print('\n'.join(lines))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[1])
     parser.add_argument('--seconds', type=float, default=3600.0)
     parser.add_argument('--every', type=float, default=30.0)
     parser.add_argument('--joint-hz', type=float, default=100.0)
     parser.add_argument('--object-hz', type=float, default=30.0)
-    parser.add_argument('--out', default=str(HERE / 'learn_bag.md'))
+    parser.add_argument('--out', default=None, help='default bench/learn_bag.md, or '
+                        'bench/learn_bag_sizes.md with --sizes')
+    parser.add_argument('--sizes', default='', metavar='GIB,...',
+                        help='instead: bags of these sizes (GiB) of camera images at '
+                        '--camera-hz beside the joints at --joint-hz (say 1000), learned one '
+                        'by one: peak RSS against bag size')
+    parser.add_argument('--camera-hz', type=float, default=10.0)
     args = parser.parse_args()
+    if args.sizes:
+        return sizes(args)
+    args.out = args.out or str(HERE / 'learn_bag.md')
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         bag = tmp / 'hour.mcap'
@@ -243,16 +359,10 @@ def main() -> int:
         store = tmp / 'cache.db'
         params_file = params(tmp / 'robot.yaml', store)
         load = os.getloadavg()[0]
-        began = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, '-m', 'muscle_mem_ros.cli', 'learn', str(bag), '--params-file',
-             str(params_file), '--task', 'pick', '--json'], capture_output=True, text=True)
-        took = time.monotonic() - began
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-        if proc.returncode != 0:
-            print(proc.stderr, file=sys.stderr)
+        learned = _learn(bag, params_file, tmp)
+        if learned is None:
             return 1
-        report = json.loads(proc.stdout)
+        took, peak, report = learned
         size = bag.stat().st_size / 2**20
     tasks = report['tasks']
     filed = sorted({t['trajectory'] for t in tasks if t['trajectory']})
@@ -281,11 +391,11 @@ def main() -> int:
         '',
         '## Reading the results',
         '',
-        '- The whole bag is read once and kept in memory (every message of every topic as '
-        'its raw CDR bytes and receive time, a Python object each): memory grows with the '
-        'number of messages, on top of the interpreter, rclpy and the interfaces (about '
-        '110 MiB for a two-minute bag); sensor messages are decoded only where a snapshot '
-        "or a trace sample needs one (pre, post, and the watch's rate during action steps).",
+        "- The bag is read once, in one pass: the calls' events and the tasks' are kept, "
+        "each sensor's last message is held and decoded only where a snapshot or a trace "
+        "sample needs one (pre, post, and the watch's rate during action steps); memory is "
+        'the interpreter, rclpy and the interfaces (about 110 MiB) and the steps kept, not '
+        'the bag (`--sizes` learns bags of growing size: bench/learn_bag_sizes.md).',
 
         '- Repeats fold into their branch (the filer), so the store holds a trajectory per '
         'situation the bindings cannot explain, not one per task in the bag.',
