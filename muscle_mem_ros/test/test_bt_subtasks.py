@@ -386,7 +386,7 @@ def test_import_brings_back_the_caller_and_its_subtask_tree(capsys, store, tmp_p
 def test_mcap_export_writes_a_subtask_call_as_its_execute_task_goal(capsys, store, tmp_path):
     from mcap.reader import make_reader
     from mcap_ros2.decoder import DecoderFactory
-    from muscle_mem_ros.cli.export import SUBTASK_TOPIC
+    from muscle_mem_ros.ros.bags.exportformat import SUBTASK_TOPIC
     out = tmp_path / 'stack.mcap'
     summary = json.loads(run_cli(capsys, 'export', str(store), 'stack', '--mcap', str(out),
                                  '--json'))

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import re
 
-from muscle_mem_ros.cli import init
+from muscle_mem_ros.cli import init, survey
 from muscle_mem_ros.cli.initrules import (
     choose_key, float_fields, FLOORS, kind_of, max_age, moving, Sampled, sensor_from,
     SILENT_DEFAULTS, tolerance_note, Tool,
 )
 from muscle_mem_ros.cli.inittools import description_timeout, sort_servers, stop_of
 from muscle_mem_ros.records import CompareMode
-from muscle_mem_ros.ros.capture import survey
 import numpy as np
 import pytest
 

@@ -95,6 +95,21 @@ def test_no_module_of_the_package_imports_itself_back():
                 todo.extend(graph[name])
 
 
+def test_layers_import_one_way():
+    # the ROS-free core at the bottom, ros/ above it, cli/ on top: a module imports only
+    # from its own layer or those below (what two layers share lives in the lower one)
+    graph = _module_imports()
+
+    def layer(name: str) -> int:
+        if name.startswith('muscle_mem_ros.cli'):
+            return 2
+        return 1 if name.startswith('muscle_mem_ros.ros') else 0
+    upward = sorted(f'{name} imports {target}' for name, targets in graph.items()
+                    for target in targets if layer(target) > layer(name))
+    assert any(layer(n) == 2 for n in graph) and any(layer(n) == 1 for n in graph)
+    assert not upward, 'imports against the layers:\n' + '\n'.join(upward)
+
+
 def test_one_binding_judge_serves_the_node_and_the_engine():
     package = PACKAGE_ROOT / 'muscle_mem_ros'
     rules = {'resolve', 'advance', 'Shift'}  # the rules the judge applies

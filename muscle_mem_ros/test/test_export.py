@@ -31,8 +31,8 @@ from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory
 from muscle_mem_ros.cli import main
-from muscle_mem_ros.cli.msgdefs import message_schema
 from muscle_mem_ros.records import Snapshot, Step, ToolKind
+from muscle_mem_ros.ros.messages.msgdefs import message_schema
 from muscle_mem_ros.store import SqliteStore
 import pytest
 from rclpy.serialization import deserialize_message

@@ -65,32 +65,19 @@ from typing import Any
 
 from . import bt
 from .inventory import open_cli_store, task_trajectories
-from .msgdefs import message_schema, payload_type
 from .output import Output
 from .paramsfile import read_sensor_settings, SensorSetting
 from ..errors import UnknownTrajectoryError
 from ..records import Node, Snapshot, ToolKind, Trace, TrajectoryInfo
 from ..replay.subtasks import subtask_call
+from ..ros.bags.exportformat import (
+    POST_TOPIC, PRE_TOPIC, SNAPSHOT_TYPE, SUBTASK_TOPIC, TRACE_FEEDBACK, TRACE_METADATA,
+    TRACE_TOPIC)
+from ..ros.messages.msgdefs import message_schema, payload_type
 from ..store import Store
 
-__all__ = ['ExportSummary', 'POST_TOPIC', 'PRE_TOPIC', 'SNAPSHOT_TYPE', 'SUBTASK_TOPIC',
-           'TRACE_FEEDBACK', 'TRACE_METADATA', 'TRACE_TOPIC', 'add_parser', 'export_mcap', 'run',
-           'timeline']
+__all__ = ['ExportSummary', 'add_parser', 'export_mcap', 'run', 'timeline']
 
-SNAPSHOT_TYPE = 'muscle_mem_interfaces/msg/Snapshot'
-"""Message type of exported snapshots."""
-PRE_TOPIC = '/muscle_mem/pre'
-"""Topic of the snapshots taken just before each step."""
-POST_TOPIC = '/muscle_mem/post'
-"""Topic of the snapshots taken just after each step."""
-SUBTASK_TOPIC = '/muscle_mem/execute_subtask/goal'
-"""Topic of the subtask steps' calls (ExecuteTask goals, as sent to the cache's action)."""
-TRACE_TOPIC = '/muscle_mem/trace'
-"""Topic of the steps' traces: one Snapshot (phase ``trace``) per sample of one series."""
-TRACE_FEEDBACK = '~feedback'
-"""Feature name of a trace's feedback series (``~`` is in no sensor's name)."""
-TRACE_METADATA = 'muscle_mem_traces'
-"""Metadata record: per ``<trajectory>/<step>``, the trace's rate and feedback leaves (JSON)."""
 MAX_GAP = 3600.0
 """Seconds; a longer pause between two steps' snapshots means they came from two runs."""
 TRAJECTORY_GAP = 1.0

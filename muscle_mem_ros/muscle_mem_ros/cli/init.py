@@ -20,7 +20,7 @@ the readable topics for ``--duration`` seconds, and write a commented params fil
 starts the node as it is (the rules: :mod:`.initrules` for sensors, :mod:`.inittools` for
 tools, their stops and the description's wait). Never overwrites a file, and never writes
 one from a robot that moved while sampled. On an empty graph it gives up after
-``--discovery`` plus :data:`~muscle_mem_ros.ros.capture.survey.MAX_SETTLE` seconds
+``--discovery`` plus :data:`~muscle_mem_ros.cli.survey.MAX_SETTLE` seconds
 (:data:`EMPTY_WAIT` at the default), and says so in ``--help``.
 Gates: ``replay_requires: none``, so that the file learns and replays at once (the
 point of a first try, watched by whoever ran init); the file says to raise it to
@@ -44,7 +44,7 @@ from .output import Output
 from ..errors import MuscleMemError
 
 if TYPE_CHECKING:
-    from ..ros.capture.survey import Survey
+    from .survey import Survey
 
 __all__ = ['EMPTY_WAIT', 'add_parser', 'render', 'run']
 
@@ -251,7 +251,7 @@ def _survey(args: argparse.Namespace, out: Output) -> Survey:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from ..ros.capture.survey import survey
+    from .survey import survey
     context = rclpy.Context()
     rclpy.init(context=context)
     try:

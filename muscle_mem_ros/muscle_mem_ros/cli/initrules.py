@@ -15,7 +15,7 @@
 """
 The rules ``muscle-mem init`` writes a params file by (ROS-free).
 
-What the graph offers is surveyed by :mod:`muscle_mem_ros.ros.capture.survey`; this
+What the graph offers is surveyed by :mod:`muscle_mem_ros.cli.survey`; this
 module decides what of it goes into the file and with which numbers.
 
 **Sensors.** A topic is read when its type is one the cache knows how to read:

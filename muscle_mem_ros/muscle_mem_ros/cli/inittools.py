@@ -34,7 +34,7 @@ file names it with the rule (:func:`sort_servers`):
 
 A running cache is not the robot either: its nodes, the servers under its name (its
 proxies) and its hidden helper nodes (``_<name>_proxies``) are left out before these rules
-(:mod:`muscle_mem_ros.ros.capture.survey`).
+(:mod:`muscle_mem_ros.cli.survey`).
 
 **Stops** (:func:`stop_of`): the stop the cache sends when an action's server refuses or
 ignores a cancel. A ``FollowJointTrajectory`` tool's is known and needs nothing written: the

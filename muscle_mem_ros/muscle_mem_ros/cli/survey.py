@@ -21,11 +21,11 @@ its servers, every server under its name (its proxies, served by its hidden help
 ``_<name>_proxies``) and every hidden node (a name starting with ``_``) are left out, as
 are hidden names (``/_action/...``, ``_service_event``). ``ExecuteTask`` servers of other
 nodes are agents, not tools. What is left is every server of the robot's nodes (init sorts
-them: :func:`..cli.inittools.sort_servers`). Topics with a publisher and a
-readable type (:func:`..cli.initrules.kind_of`) are subscribed for the sampling window;
+them: :func:`.inittools.sort_servers`). Topics with a publisher and a
+readable type (:func:`.initrules.kind_of`) are subscribed for the sampling window;
 each message's receive time and feature vector are kept. ``/robot_description`` is asked
 for (reliable, transient local, as the node reads it) before the graph is read, and how
-long it took to arrive is kept (:func:`..cli.inittools.description_timeout`).
+long it took to arrive is kept (:func:`.inittools.description_timeout`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import time
 from typing import Any
 
-from ..messages.introspection import compile_field_path, resolve_type
-from ...cli.initrules import Kind, kind_of, Sampled, Skipped, Tool
-from ...errors import TypeResolutionError
+from .initrules import Kind, kind_of, Sampled, Skipped, Tool
+from ..errors import TypeResolutionError
+from ..ros.messages.introspection import compile_field_path, resolve_type
 
 __all__ = ['Survey', 'survey']
 

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import json
 
-from muscle_mem_ros.cli.export import (
-    POST_TOPIC, PRE_TOPIC, TRACE_FEEDBACK, TRACE_METADATA, TRACE_TOPIC)
 from muscle_mem_ros.records import Series, Snapshot, Step, ToolKind, Trace
 from muscle_mem_ros.ros.bags.calls import decode
+from muscle_mem_ros.ros.bags.exportformat import (
+    POST_TOPIC, PRE_TOPIC, TRACE_FEEDBACK, TRACE_METADATA, TRACE_TOPIC)
 from muscle_mem_ros.ros.bags.reader import Bag, BagError, Topic
 from muscle_mem_ros.ros.messages.introspection import message_to_json
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig, ToolConfig

@@ -36,9 +36,9 @@ from typing import Any, BinaryIO
 
 from mcap.well_known import MessageEncoding, SchemaEncoding
 from mcap.writer import CompressionType, Writer
-from muscle_mem_ros.cli.msgdefs import message_schema
 from muscle_mem_ros.errors import TypeResolutionError
 from muscle_mem_ros.ros.messages.introspection import resolve_type
+from muscle_mem_ros.ros.messages.msgdefs import message_schema
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import MessageInfo

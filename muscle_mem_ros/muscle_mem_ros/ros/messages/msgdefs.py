@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 import re
 
-from ..errors import TypeResolutionError
+from ...errors import TypeResolutionError
 
 __all__ = ['message_schema', 'payload_type']
 
