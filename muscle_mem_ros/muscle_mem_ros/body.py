@@ -52,7 +52,7 @@ import json
 import xml.etree.ElementTree as ElementTree
 
 __all__ = ['ANY_BODY', 'anywhere', 'Body', 'body_of', 'Compatibility', 'Kin', 'kin',
-           'normalised', 'resolve', 'robot_name', 'shown']
+           'LiveBody', 'normalised', 'resolve', 'robot_name', 'shown']
 
 ANY_BODY = '*'
 """The key of trajectories imported for any body (a file that recorded none, no ``--body``)."""
@@ -196,6 +196,32 @@ def body_of(*, description: str, joints: Mapping[str, Sequence[str]],
     return Body(readable or 'robot', digest)
 
 
+class LiveBody(Body):
+    """
+    A node's body while its description may still come or change: one object, shared.
+
+    The recorder and the trees hold this object, so a description that arrives late or
+    changes while the node runs changes the body they file and replay under at once
+    (:meth:`become`). While ``pending`` (the node waited for a description and none came),
+    :func:`kin` sees no body of its own: a robot that does not know its body yet replays
+    no branch learned on a known body, not even its own undescribed ones (another model
+    sharing its joint names would have learned the same body).
+    """
+
+    pending: bool
+
+    def __init__(self, body: Body, *, pending: bool = False) -> None:
+        self.become(body, pending=pending)
+
+    def become(self, body: Body, *, pending: bool = False) -> None:
+        """Be ``body`` from now on (``pending``: still without a description)."""
+        object.__setattr__(self, 'name', body.name)  # (a frozen record, changed on purpose)
+        object.__setattr__(self, 'digest', body.digest)
+        object.__setattr__(self, 'pending', pending)
+
+    __hash__ = object.__hash__
+
+
 @dataclass(frozen=True)
 class Kin:
     """
@@ -215,7 +241,9 @@ class Kin:
 
     def reason(self, key: str) -> str:
         """Return why a trajectory learned on ``key`` does not replay here."""
-        return f'learned on {shown(key)}, this robot is {self.body}'
+        unknown = (' (no robot description yet: its body is not known)'
+                   if getattr(self.body, 'pending', False) else '')
+        return f'learned on {shown(key)}, this robot is {self.body}{unknown}'
 
     @property
     def text(self) -> str:
@@ -224,7 +252,9 @@ class Kin:
 
 
 def kin(body: Body, pairs: Iterable[Compatibility]) -> Kin:
-    """Return what ``body`` sees, given the declared pairs (transitively)."""
+    """Return what ``body`` sees, given the declared pairs (transitively; none while pending)."""
+    if getattr(body, 'pending', False):
+        return Kin(body, frozenset())
     links: dict[str, set[str]] = {}
     for pair in pairs:
         a, b = Body.parse(pair.a), Body.parse(pair.b)

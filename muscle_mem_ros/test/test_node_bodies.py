@@ -323,3 +323,54 @@ def test_a_xacro_description_file_is_said_not_expanded_at_start(tmp_path):
         assert 'a different body from the URDF it expands to' in warned[0], warned[0]
     finally:
         cache.stop()
+
+
+def test_a_description_that_changes_while_running_changes_the_body_and_says_so(robots):
+    """Issue 43 item 10: the running Panda is recalibrated; its body changes at once, logged."""
+    url, panda, _ = robots
+    a = panda.h
+    learned = run(a, 'moved_bodies', hit=False).trajectory_id
+    before = Body.parse(panda.body())
+    try:
+        panda.describe(PANDA.replace('0.333', '0.334'))  # (not the one declared compatible)
+        assert wait_until(lambda: 'robot description changed' in a.cache.output(), 10.0), \
+            a.cache.output()
+        changed = [line for line in a.cache.output().splitlines()
+                   if 'robot description changed' in line][-1]
+        assert 'WARN' in changed and f'was {before}' in changed, changed
+        answer = dry_run(a, 'moved_bodies')
+        assert not answer.success and f'learned on {before}, this robot is panda@' in \
+            answer.message, answer.message
+    finally:
+        panda.describe(PANDA)
+        assert wait_until(lambda: a.cache.output().count('robot description changed') >= 2)
+    assert run(a, 'moved_bodies', hit=True).trajectory_id == learned  # its own body again
+
+
+def test_a_cache_with_no_description_yet_replays_no_branch_of_a_known_body(tmp_path):
+    """
+    Issue 43 item 10: a missed description does not merge models that share joint names.
+
+    The cache waited for a description that did not come: until one does, it replays no
+    branch learned on a known body, not even one it learned itself meanwhile (another model
+    with the same joint names, in the same state, would have learned the same). Once the
+    description arrives, it is the described body, and the log says so.
+    """
+    h = Harness(tmp=tmp_path)
+    try:
+        arm = Described(h, '')  # a robot_state_publisher that has published nothing useful
+        h.start_cache(robot_description_timeout=0.5)
+        assert 'no description yet' in h.cache.output(), h.cache.output()
+        run(h, 'late_bodies', hit=False)
+        h.robot.reset()
+        calls = len(h.agent.calls)
+        done = h.run_task('late_bodies')
+        assert done.result.success and not done.result.cache_hit, done.result.message
+        assert len(h.agent.calls) == calls + 1
+        arm.describe(PANDA)
+        assert wait_until(lambda: 'robot description arrived' in h.cache.output(), 10.0), \
+            h.cache.output()
+        learned = run(h, 'late_bodies', hit=False).trajectory_id  # learned on the Panda now
+        assert run(h, 'late_bodies', hit=True).trajectory_id == learned
+    finally:
+        h.close()

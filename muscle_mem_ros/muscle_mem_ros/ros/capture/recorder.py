@@ -111,11 +111,14 @@ class Recorder:
         self._store = store
         self.body = body
         """The body recordings are learned on (None: unknown, :mod:`muscle_mem_ros.body`)."""
-        self._key = '' if body is None else body.key
         self._lock = threading.Lock()
         self._sessions: list[Session] = []
         """The open recordings, outermost first; the last one is active."""
         self._settles: list[Callable[[Session], None]] = []
+
+    def _key(self) -> str:
+        """Return the key recordings are filed under now (a node's body may change)."""
+        return '' if self.body is None else self.body.key
 
     def add_settle(self, settle: Callable[[Session], None]) -> None:
         """
@@ -157,7 +160,7 @@ class Recorder:
                 )
             recording = self._store.begin(
                 task=task, variant=variant or params_json, params_json=params_json,
-                parent=parent, body=self._key,
+                parent=parent, body=self._key(),
             )
             session = Session(
                 task=task, params_json=params_json, manual=manual, parent=parent,
@@ -246,7 +249,7 @@ class Recorder:
                 if (variant, parent) != (recording.variant, session.parent):
                     info = self._store.add_trajectory(
                         task=session.task, variant=variant, params_json=session.params_json,
-                        steps=rest, parent=parent, body=self._key)
+                        steps=rest, parent=parent, body=self._key())
                     recording.discard()
                     return session, info
             return session, recording.commit()

@@ -28,9 +28,12 @@ the description at configure, once:
   ``robot_description_timeout`` seconds (default 2; 0: not at all). A publisher that is
   already up answers at once (transient local), so the wait costs nothing on a running
   robot. Nothing by then: the body is defined by the joint names and tools alone, and the
-  log says so once, at configure. A description published later is not read until the
-  node is configured again (``cleanup``, ``configure``): a body does not change under a
-  running task.
+  log says so once, at configure; the body is pending (:class:`~muscle_mem_ros.body.LiveBody`):
+  until a description arrives no branch learned on a known body replays. The topic is
+  read on (:func:`follow`): a description that arrives later, or changes while the node
+  runs, changes the body at once (the recorder and the trees share it; a run that began
+  keeps the tree it read), and the log says so. With ``robot_description_timeout: 0`` the
+  topic is not read at all: the body is the joint names and tools, deliberately.
 
 The topic is read through a helper node of the same context, spun here only for the
 wait, so configure works whether it runs before spinning (``autostart``) or inside an
@@ -46,9 +49,11 @@ from __future__ import annotations
 
 from pathlib import Path
 import time
+from typing import Any
+from weakref import WeakKeyDictionary
 import xml.etree.ElementTree as ElementTree
 
-from muscle_mem_ros.body import anywhere, Body, body_of
+from muscle_mem_ros.body import anywhere, Body, body_of, LiveBody
 from muscle_mem_ros.errors import ConfigError, StoreError
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig
 from muscle_mem_ros.store import Store
@@ -58,7 +63,7 @@ from rclpy.node import Node as RosNode
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
-__all__ = ['DESCRIPTION_TOPIC', 'body_from', 'description_file', 'read_body',
+__all__ = ['DESCRIPTION_TOPIC', 'body_from', 'description_file', 'follow', 'read_body',
            'read_description', 'unexpanded']
 
 DESCRIPTION_TOPIC = 'robot_description'
@@ -146,16 +151,24 @@ def read_description(node: RosNode, config: NodeConfig) -> tuple[str, str]:
     return got[-1], f'description from {topic}'
 
 
-def read_body(node: RosNode, config: NodeConfig, store: Store) -> Body:
+def read_body(node: RosNode, config: NodeConfig, store: Store) -> LiveBody:
     """Return this node's body (module docstring); log it, and the store's unknown bodies."""
     log = node.get_logger()
     description, source = read_description(node, config)
-    body = body_from(config, description, node.get_name())
+    waited = not config.robot_description_file and config.robot_description_timeout > 0.0
+    body = LiveBody(body_from(config, description, node.get_name()),
+                    pending=waited and not description)
     said = f'this robot is {body} ({body.key}): {source}'
     if description:
         log.info(said)
+    elif body.pending:
+        log.warning(f'{said}; no description yet: until one arrives, no branch learned on a '
+                    'known body replays here (what is learned meanwhile is filed under '
+                    'this body of joint names and tools)')
     else:
         log.warning(f'{said}; the body is its joint names and tools only')
+    if waited:
+        follow(node, config, body)
     if unexpanded(config, description):
         log.warning(unexpanded(config, description))
     try:
@@ -166,3 +179,39 @@ def read_body(node: RosNode, config: NodeConfig, store: Store) -> Body:
     for line in anywhere(counts):
         log.info(f'store: {line}')
     return body
+
+
+_FOLLOWED: WeakKeyDictionary[RosNode, Any] = WeakKeyDictionary()
+"""Each node's subscription to its description (one; a new configure replaces it)."""
+
+
+def follow(node: RosNode, config: NodeConfig, body: LiveBody) -> None:
+    """
+    Keep reading the description topic: one that arrives late or changes changes ``body``.
+
+    The change is logged: an arrival at INFO, a change while running as a WARNING (the
+    branches learned on the old body replay here only once declared compatible). The same
+    description again (the latched message, a republish) changes nothing.
+    """
+    log = node.get_logger()
+    old = _FOLLOWED.pop(node, None)
+    if old is not None:
+        node.destroy_subscription(old)
+
+    def heard(msg: String) -> None:
+        if not msg.data.strip():
+            return
+        new = body_from(config, msg.data, node.get_name())
+        if new.digest == body.digest and not body.pending:
+            return
+        was, pending = str(body), body.pending
+        body.become(new)
+        if pending:
+            log.info(f'robot description arrived: this robot is {new} ({new.key}), was {was} '
+                     'without it')
+        else:
+            log.warning(f'robot description changed: this robot is now {new} ({new.key}), was '
+                        f'{was}: branches learned on {was} replay here only once declared '
+                        'compatible (muscle-mem bodies --compatible)')
+    _FOLLOWED[node] = node.create_subscription(
+        String, node.resolve_topic_name(DESCRIPTION_TOPIC), heard, _LATCHED)

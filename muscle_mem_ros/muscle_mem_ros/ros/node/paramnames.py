@@ -121,8 +121,9 @@ _DESCRIPTIONS = {
                                'defines the body branches are learned on; empty: read the '
                                'robot_description topic (transient local).'),
     'robot_description_timeout': ('Seconds configure waits for the robot_description topic '
-                                  '(>= 0; 0: do not wait); none by then: the body is the '
-                                  'joints and tools only, said once in the log.'),
+                                  '(>= 0; 0: do not read it, the body is the joints and '
+                                  'tools); none by then: no body yet, no branch of a known '
+                                  'body replays until one arrives (a change is logged).'),
     'body_name': ("Readable name of this robot's body (default: the description's robot "
                   "name, else the node's name); the body's identity is its fingerprint."),
     'infer_bindings': 'Bind goal fields to parameters and sensors found in the recordings.',
