@@ -34,6 +34,9 @@ declares it again with its descriptor and the validated value
 wins over the file). A parameter already declared with a descriptor (a second
 configure of a lifecycle node) is read as it is: read-only parameters cannot be
 undeclared, and their value cannot have changed.
+
+Which parameters the cache node has (names, layout, descriptions) is
+:mod:`.paramnames`, the cache's alone; this reader serves any node's parameters.
 """
 
 from __future__ import annotations

@@ -19,6 +19,12 @@ Every given parameter name is checked against the layout (:func:`layout`) before
 anything is read, so a misspelt one is an error naming the nearest known name
 instead of a setting silently ignored; every parameter is declared with its
 description (:func:`describe`, what ``ros2 param describe`` shows).
+
+Two modules, two concepts: this one is *which* parameters the cache node has (its
+vocabulary, read by :mod:`.config` and checked against docs/parameters.md);
+:mod:`.parameters` is *how* any parameter is read, validated and declared, the one
+reader that the demo's sim robot and agent use too (``muscle_mem_demo.params``), for
+parameters of their own that are not in this layout.
 """
 
 from __future__ import annotations
