@@ -192,6 +192,21 @@ def test_a_server_lost_mid_goal_is_stopped_and_handed_over_at_rest(world):
     assert not h.robot.overlaps
 
 
+def test_a_proxied_service_call_that_times_out_is_answered_once_it_ended_and_rests(world):
+    """Item 3: the agent's dock through the proxy: its failure comes only once the base rests."""
+    h = world
+    h.agent.subtasks.plans['rest_dock_proxied'] = lambda tag, params: [('dock', None)]
+    h.robot.dock_duration = STEP_TIMEOUT + 1.0  # the proxy gives up on it after step_timeout
+    gotos = len(h.robot.gotos)
+    done, calls = run(h, 'rest_dock_proxied')
+    answered = time.monotonic()
+    assert len(h.agent.calls) == calls + 1
+    assert done.status == GoalStatus.STATUS_ABORTED, done.result.message  # the dock failed
+    docked = h.robot.gotos[gotos]
+    assert not math.isnan(docked.ended) and answered > docked.ended, (docked, answered)
+    assert 'at rest after' in h.cache.output(), h.cache.output()
+
+
 def test_a_service_step_that_goes_on_past_stop_timeout_ends_not_stopped(world):
     """Item 3: a dock still driving stop_timeout after its step timed out: nobody gets it."""
     h = world

@@ -19,13 +19,16 @@ A replayed request that times out, is canceled (the walk's cancel) or whose serv
 the graph is not over when the cache stops waiting: no cancel reaches a service, and it may
 still move the robot. Such a step is settled (:meth:`..stopping.Stopper.settle`): its answer
 is waited for (``stop_timeout`` at most) and then the robot must be seen at rest; otherwise
-the step fails ``NOT_STOPPED`` and nobody is handed the robot.
+the step fails ``NOT_STOPPED`` and nobody is handed the robot. A proxied request the proxy
+gives up on (``step_timeout``, its service gone) is settled the same way before the agent
+gets its failure; one that does not settle holds the robot (``Held``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+import threading
 import time
 from typing import Any
 
@@ -34,12 +37,13 @@ from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.forwarding import (
     CallOutcome, ended, lost, SERVER_WAIT, ToolProxy, Watching, with_reason,
 )
-from muscle_mem_ros.ros.capture.stopping import Stopper
+from muscle_mem_ros.ros.capture.stopping import Stopper, StopReport
 from muscle_mem_ros.ros.messages.success import answered
 from muscle_mem_ros.ros.node.nodeconfig import RecordFrom
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.rclfix.watch import wait_watched, WaitEnd
 from rclpy.client import Client
+from rclpy.task import Future
 
 __all__ = ['ServiceProxy']
 
@@ -96,10 +100,16 @@ class ServiceProxy(ToolProxy):
             started = time.monotonic()
             future = self._client.call_async(request)
             lost = await self._watch.wait(future, started=started)
-            if lost:
-                self._client.remove_pending_request(future)
-                self._log.warning(f'{self.tool.proxy}: request failed: {lost}')
-                return with_reason(response, lost)
+            if lost:  # answered once the request is settled, as a replayed one (module)
+                report = await self._settle_aside(lost, future)
+                if not future.done():
+                    self._client.remove_pending_request(future)
+                why = lost if report.stopped else report.reason
+                if not report.stopped:
+                    self.not_stopped(report.reason)
+                self._log.warning(f'{self.tool.proxy}: request failed: {why} '
+                                  f'({report.describe()})')
+                return with_reason(response, why)
             answer = future.result()
             why = answered(answer, self.tool.success)
             status = StepStatus.FAILED if why else StepStatus.SUCCEEDED
@@ -109,6 +119,25 @@ class ServiceProxy(ToolProxy):
         except Exception as err:  # never let one request take the node down
             self._log.error(f'{self.tool.proxy}: {err!r}')
             return response
+
+    async def _settle_aside(self, what: str, future: Any) -> StopReport:
+        """Settle a proxied request given up, in a thread of its own (the executor serves on)."""
+        done: Future[StopReport] = Future(executor=self._node.executor)
+        done.add_done_callback(lambda _f: None)  # completing it wakes the executor
+        running = None if not self.ready() else future  # a service that left answers nothing
+
+        def work() -> None:
+            try:
+                report = self.stopper.settle(what, sensors=self._traced, answer=running)
+            except Exception as err:  # noqa: BLE001 - an error is no stop: not stopped
+                report = StopReport(False, (), reason=f'{self.tool.server}: settling the '
+                                    f'request failed ({err!r}): the robot did not stop')
+            done.set_result(report)
+
+        threading.Thread(target=work, name=f'settle {self.tool.proxy}', daemon=True).start()
+        report = await done
+        assert report is not None
+        return report
 
     _server_kind = 'service'
 
