@@ -48,6 +48,8 @@ from action_msgs.msg import GoalStatus
 from mobile_base_helpers import BaseHarness, fresh_world, Goto
 from mobile_helpers import TAG_HOME
 from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.records import CompareMode
+from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
 from node_helpers import TaskRun, wait_until
 import pytest
 
@@ -135,6 +137,20 @@ def assert_not_stopped(h: BaseHarness, task: str, done: TaskRun, calls: int) -> 
 
 def dock_plan(h: BaseHarness, task: str) -> None:
     h.agent.subtasks.plans[task] = lambda tag, params: [('dock', None), ('goto', (1.0, -1.0))]
+
+
+@pytest.mark.parametrize('type_name, joints, own', [
+    ('sensor_msgs/msg/JointState', (), True), ('sensor_msgs/JointState', (), True),
+    ('nav_msgs/msg/Odometry', (), True), ('control_msgs/msg/DynamicJointState', (), True),
+    ('geometry_msgs/msg/PoseStamped', (), False), ('sensor_msgs/msg/LaserScan', (), False),
+    ('my_msgs/msg/ArmState', ('j1', 'j2'), True),  # read by joint name
+])
+def test_the_robots_own_state_is_known_by_its_type_or_its_joint_names(type_name, joints, own):
+    """Item 4: which sensors are always rest sensors (docs/watching.md, At rest)."""
+    sensor = SensorConfig(name='s', topic='/s', type_name=type_name, msg_type=None,
+                          extractors=(), tolerance=(0.01,), mode=CompareMode.NORM,
+                          max_age=0.5, joints=joints)
+    assert sensor.own_state is own
 
 
 def test_a_coasting_base_is_at_rest_only_once_its_odometry_is(world):
