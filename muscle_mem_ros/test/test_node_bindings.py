@@ -216,3 +216,22 @@ def test_replay_service_follows_bindings_and_dry_run_says_so(declared):
     assert deserialize_message(h.robot.fib_goals[-1], Fibonacci.Goal).order == 6
     positions = list(last_arm_goal(h).trajectory.points[0].positions)
     assert positions[:2] == pytest.approx(list(moved[:2]), abs=1e-3)
+
+
+def test_a_tree_learned_before_a_parameter_binding_was_declared_serves_its_edits(tmp_path):
+    # the same rule as run-bt's and an import's (test_bt_declared, issue 43 item 16): a leaf
+    # a declared parameter binding follows takes any value, even in a tree filed literal
+    h = Harness(tmp=tmp_path)
+    try:
+        h.start_cache()
+        _, called = run(h, 'count_declared', {'order': 7})
+        assert called  # one recording, undeclared: its tree is literal (order held at 7)
+        h.stop_cache()
+        h.start_cache(**{k: v for k, v in DECLARED.items() if k.startswith('bindings.order.')})
+        result, called = run(h, 'count_declared', {'order': 11})
+        assert not called and result.result.cache_hit, result.result.message
+        assert deserialize_message(h.robot.fib_goals[-1], Fibonacci.Goal).order == 11
+        (sub,) = [s for s in result.result.substituted if s.field == 'order']
+        assert (sub.source, sub.origin, sub.value) == ('param:order', 'declared', 11)
+    finally:
+        h.close()
