@@ -73,7 +73,7 @@ needs a thread it holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -96,7 +96,6 @@ from muscle_mem_ros.ros.capture.forwarding import ToolProxy
 from muscle_mem_ros.ros.capture.host import ProxyHost
 from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
-from muscle_mem_ros.ros.capture.tap import Tap
 from muscle_mem_ros.ros.capture.tracing import Sampler
 from muscle_mem_ros.ros.execution.calibrator import Calibrator
 from muscle_mem_ros.ros.execution.events import cache_event, ClockTrail, Watched
@@ -116,6 +115,7 @@ from muscle_mem_ros.ros.node.nodeconfig import (
     DEFAULT_AGREEMENT,
     NodeConfig,
 )
+from muscle_mem_ros.ros.node.serving import Serving
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.logbridge import LoggingBridge
 from muscle_mem_ros.ros.rclfix.sync import TaskGuard
@@ -127,17 +127,12 @@ from rclpy.lifecycle import (
     LifecycleNode, LifecyclePublisher, LifecycleState, TransitionCallbackReturn,
 )
 from rclpy.parameter import Parameter
-from rclpy.service import Service
-from rclpy.timer import Timer
 from std_msgs.msg import Header
 
 __all__ = ['BehaviorCacheNode']
 
 Handler = Callable[[Any, Any], Any]
 """A service handler: ``handler(request, response)`` returns the response (untyped messages)."""
-
-_PROXY_END_WAIT = 2.0
-"""Seconds deactivate waits for each proxy's results to go out, once its goals stopped."""
 
 
 class BehaviorCacheNode(LifecycleNode):
@@ -190,7 +185,7 @@ class BehaviorCacheNode(LifecycleNode):
         self._stamps = ClockTrail(self)  # events stamped on the node's clock, /clock too
         self._guard = TaskGuard()
         self._configured: _Configured | None = None
-        self._active: _Active | None = None
+        self._active: Serving | None = None
         self._proxy_host: ProxyHost | None = None
         self._goals = TaskGoals(
             node=self, guard=self._guard, group=self._group, sink=self.publish_event,
@@ -294,7 +289,7 @@ class BehaviorCacheNode(LifecycleNode):
         assert parts.recorder is not None
         config, store, recorder = parts.config, parts.store, parts.recorder
         self._closing = False
-        active = _Active()
+        active = Serving()
         self._active = active
         active.hub = SensorHub(node=self, sensors=config.sensors, on_error=self._sensor_error)
         if config.watched:
@@ -383,25 +378,9 @@ class BehaviorCacheNode(LifecycleNode):
             self.get_logger().info('deactivate: the open recording was discarded')
         if active.replayer is not None:  # a restart reads, not relearns, what it learned
             active.replayer.keep_learned(self.get_logger())
-        if active.diag_timer is not None:
-            self.destroy_timer(active.diag_timer)
-        for service in active.services:
-            self.destroy_service(service)
-        if active.agent is not None:
-            active.agent.destroy()
-        for tap in active.taps:
-            if parts is not None and parts.recorder is not None:
-                parts.recorder.remove_settle(tap.settle)
-        for proxy in active.proxies.values():  # the proxy thread still spins: they can end
-            proxy.end_calls(_PROXY_END_WAIT)
-        if self._proxy_host is not None:
-            self._proxy_host.stop(active.proxies.values())
-            self._proxy_host = None
-        if active.sampler is not None:
-            active.sampler.close()
-        self._standstill.unwatch()
-        if active.hub is not None:
-            active.hub.close()
+        active.stop(node=self, recorder=parts.recorder if parts is not None else None,
+                    host=self._proxy_host, standstill=self._standstill)
+        self._proxy_host = None
         self._active = None
 
     def _cleanup(self) -> None:
@@ -566,22 +545,6 @@ class _Configured:
     recorder: Recorder | None = None
     events: LifecyclePublisher[Any] | None = None
     diagnostics: LifecyclePublisher[Any] | None = None
-
-
-@dataclass
-class _Active:
-    """What activate made; deactivate undoes it."""
-
-    hub: SensorHub | None = None
-    sampler: Sampler | None = None
-    proxies: dict[str, ToolProxy] = field(default_factory=dict)
-    taps: list[Tap] = field(default_factory=list)
-    replayer: Replayer | None = None
-    agent: ActionClient | None = None
-    runner: TaskRunner | None = None
-    handlers: CacheServices | None = None
-    services: list[Service[Any, Any]] = field(default_factory=list)
-    diag_timer: Timer | None = None
 
 
 def _shown(store_path: str) -> str:
