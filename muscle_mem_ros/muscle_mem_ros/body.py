@@ -37,7 +37,8 @@ renames).
 Which trajectories a robot replays (:class:`Kin`): those of its own body, those of
 bodies its owner declared compatible with it (pairs kept in the store, so a fleet
 shares them; compatibility is transitive: a calibration declared compatible with one
-declared compatible with the first is too), those of an unknown body (''), learned
+declared compatible with the first is too; a declaration is revoked with a name,
+``muscle-mem bodies --revoke``), those of an unknown body (''), learned
 before trajectories recorded their body: they replay on any body, as before; and those
 imported for any body (:data:`ANY_BODY`: from a file that recorded no body, with no
 ``--body`` given), which replay on any body too, and are said to be imported.

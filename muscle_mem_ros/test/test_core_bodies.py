@@ -238,7 +238,7 @@ def test_a_version_10_sqlite_store_keeps_working_its_trajectories_of_an_unknown_
         s.declare_compatible(a=panda.key, b=body(UR5E).key, who='carol')
         assert learn(s, panda, tools=('z',)).body == panda.key
     conn = sqlite3.connect(path)
-    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 12
+    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 13
     conn.close()
 
 
@@ -266,7 +266,7 @@ def test_a_version_9_postgres_store_keeps_working_and_bodies_stay_apart(pg_serve
     with psycopg.connect(url, autocommit=True) as conn:
         versions = conn.execute(f'SELECT version FROM {ns}.schema_version ORDER BY version')
         assert [v[0] for v in versions.fetchall()] == [*range(1, pgschema.SCHEMA_VERSION + 1)]
-    assert pgschema.SCHEMA_VERSION == 11
+    assert pgschema.SCHEMA_VERSION == 12
 
 
 # -- the command line --------------------------------------------------------------------
@@ -328,3 +328,41 @@ def test_a_node_says_which_trajectories_replay_on_any_body_and_why():
         'body']
     assert shown(ANY_BODY) == 'any body (imported)' and Body.parse(ANY_BODY) is None
     assert kin(body(), []).sees(ANY_BODY)
+
+
+def test_compatibility_is_transitive_and_a_declaration_is_revoked_with_a_name(store):
+    """Issue 43 item 10: A~B and B~C make A see C (said); revoking one, named, undoes it."""
+    a, b, c = body(), body(PANDA_RECALIBRATED), body(PANDA.replace('0.333', '0.3335'))
+    store.declare_compatible(a=a.key, b=b.key, who='carol')
+    store.declare_compatible(a=b.key, b=c.key, who='dave')
+    assert kin(a, store.compatible_bodies()).sees(c.key)  # transitive
+    gone = store.revoke_compatible(a=c.key, b=b.key, who='erin')
+    assert (gone.a, gone.b, gone.who) == (*sorted((b.key, c.key)), 'erin')
+    assert [(p.a, p.b) for p in store.compatible_bodies()] == [tuple(sorted((a.key, b.key)))]
+    assert not kin(a, store.compatible_bodies()).sees(c.key)
+    (revoked,) = store.revoked_bodies()
+    assert (revoked.a, revoked.b, revoked.who) == (gone.a, gone.b, 'erin')
+    with pytest.raises(ValueError, match='not declared compatible'):
+        store.revoke_compatible(a=a.key, b=c.key, who='erin')
+
+
+def test_the_cli_revokes_a_declaration_with_a_name_and_says_what_it_joined(tmp_path, capsys):
+    path = tmp_path / 'c.db'
+    a, b, c = body(), body(PANDA_RECALIBRATED), body(PANDA.replace('0.333', '0.3335'))
+    with SqliteStore(path=path) as s:
+        learn(s, a), learn(s, b), learn(s, c)
+    assert main(['bodies', str(path), '--compatible', str(a), str(b), '--who', 'carol']) == 0
+    capsys.readouterr()
+    assert main(['bodies', str(path), '--compatible', str(b), str(c), '--who', 'dave']) == 0
+    said = capsys.readouterr().out
+    (line,) = [t for t in said.splitlines() if 'compatibility is transitive' in t]
+    assert all(str(x) in line for x in (a, b, c)) and 'now replay each other' in line, said
+    assert main(['bodies', str(path), '--revoke', str(b), str(c)]) != 0
+    assert '--who' in capsys.readouterr().err
+    assert main(['bodies', str(path), '--revoke', str(b), str(c), '--who', 'erin']) == 0
+    said = capsys.readouterr().out
+    assert 'are no longer compatible (revoked by erin' in said and str(b) in said and \
+        str(c) in said, said
+    assert main(['bodies', str(path)]) == 0
+    said = capsys.readouterr().out
+    assert 'revoked' in said and 'erin' in said, said

@@ -460,6 +460,18 @@ class Store(abc.ABC):
         """Return the pairs of bodies declared compatible (:mod:`muscle_mem_ros.body`)."""
         return []
 
+    def revoke_compatible(self, *, a: str, b: str, who: str) -> Compatibility:
+        """
+        Revoke the declaration that bodies ``a`` and ``b`` are one; ``who`` is recorded.
+
+        :raises ValueError: they are not declared compatible.
+        """
+        raise StoreError(f'{type(self).__name__} does not keep compatible bodies')
+
+    def revoked_bodies(self) -> list[Compatibility]:
+        """Return the declarations revoked (``who`` revoked each, ``at`` when), oldest first."""
+        return []
+
     def note_source(self, *, trajectory_id: int, source: str) -> None:
         """Record what a trajectory was learned from (a recording: ``muscle-mem learn``)."""
         raise StoreError(f'{type(self).__name__} does not keep where trajectories were learned')

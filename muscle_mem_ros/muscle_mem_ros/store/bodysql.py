@@ -21,6 +21,9 @@ The same statements serve SQLite (schema 11) and PostgreSQL (schema 10), :data:`
 replays on any body as before), and ``compatible_bodies``, the pairs an owner declared
 one body for the cache (who and when), so a fleet shares them. A pair is kept once,
 its two keys in sorted order; declaring it again records the latest who and when.
+Revoking a declaration deletes the pair and records it in ``revoked_bodies`` with who
+revoked it and when, and who had declared it (SQLite schema 13, PostgreSQL 12,
+:data:`REVOKED`).
 
 :class:`SqlBodies` is the :class:`~.base.Store`'s body methods written once over these
 statements, as :class:`~.trustsql.SqlTrust` is for trust.
@@ -33,12 +36,17 @@ import time
 from typing import Any, ContextManager
 
 from .base import Store
-from ..body import Compatibility
+from ..body import Compatibility, shown
 
-__all__ = ['BODIES', 'PG_BODIES', 'SqlBodies']
+__all__ = ['BODIES', 'PG_BODIES', 'REVOKED', 'SqlBodies']
 
 _PAIRS = ('CREATE TABLE IF NOT EXISTS compatible_bodies (a TEXT NOT NULL, b TEXT NOT NULL,'
           ' who TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, PRIMARY KEY (a, b))')
+
+REVOKED = ('CREATE TABLE IF NOT EXISTS revoked_bodies (a TEXT NOT NULL, b TEXT NOT NULL,'
+           ' who TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, declared_by TEXT NOT NULL,'
+           ' declared_at DOUBLE PRECISION NOT NULL)',)
+"""Both stores' statements (SQLite 13, PostgreSQL 12): declarations revoked, by whom, when."""
 
 BODIES = ("ALTER TABLE trajectories ADD COLUMN body TEXT NOT NULL DEFAULT ''", _PAIRS)
 """SQLite's statements: a trajectory's body, the declared compatible pairs."""
@@ -68,6 +76,29 @@ class SqlBodies(Store):
                          ' ON CONFLICT (a, b) DO UPDATE SET who = excluded.who,'
                          ' at = excluded.at', (first, second, who, now))
         return Compatibility(first, second, who, now)
+
+    def revoke_compatible(self, *, a: str, b: str, who: str) -> Compatibility:
+        """Revoke the declaration that ``a`` and ``b`` are one body; ``who`` is recorded."""
+        first, second = sorted((a, b))
+        now = time.time()
+        with self._writing() as conn:
+            row = conn.execute('SELECT who, at FROM compatible_bodies WHERE a = ? AND b = ?',
+                               (first, second)).fetchone()
+            if row is None:
+                raise ValueError(f'{shown(first)} and {shown(second)} are not declared '
+                                 'compatible')
+            conn.execute('DELETE FROM compatible_bodies WHERE a = ? AND b = ?', (first, second))
+            conn.execute('INSERT INTO revoked_bodies (a, b, who, at, declared_by, declared_at)'
+                         ' VALUES (?, ?, ?, ?, ?, ?)',
+                         (first, second, who, now, str(row[0]), float(row[1])))
+        return Compatibility(first, second, who, now)
+
+    def revoked_bodies(self) -> list[Compatibility]:
+        """Return the declarations revoked (who revoked each, when), oldest first."""
+        with self._reading() as conn:
+            rows = conn.execute('SELECT a, b, who, at FROM revoked_bodies'
+                                ' ORDER BY at, a, b').fetchall()
+        return [Compatibility(str(a), str(b), str(w), float(t)) for a, b, w, t in rows]
 
     def compatible_bodies(self) -> list[Compatibility]:
         """Return the pairs declared compatible, oldest first."""

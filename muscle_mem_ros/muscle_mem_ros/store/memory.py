@@ -24,7 +24,7 @@ import time
 
 from .base import check_step, declarations, logged, NodeList, Recording, RecordingInfo, Store
 from .merge import merge_steps
-from ..body import Compatibility
+from ..body import Compatibility, shown
 from ..errors import UnknownTrajectoryError
 from ..records import (
     Agreement, Approval, Declaration, Node, ReplayBook, Step, TaskStats, TrajectoryInfo,
@@ -106,6 +106,7 @@ class MemoryStore(Store):
         self._bound_task: dict[tuple[int, str], str] = {}
         self._approvals: dict[tuple[str, int], Approval] = {}
         self._compatible: dict[tuple[str, str], Compatibility] = {}
+        self._revoked: list[Compatibility] = []
         self._sources: dict[int, str] = {}
         self._books: dict[int, ReplayBook] = {}
         self._recordings: dict[int, _MemoryRecording] = {}
@@ -302,6 +303,22 @@ class MemoryStore(Store):
         with self._lock:
             ids = {i for i, t in self._trajs.items() if t.task == task}
             return {i: s for i, s in self._sources.items() if i in ids}
+
+    def revoke_compatible(self, *, a: str, b: str, who: str) -> Compatibility:
+        """Revoke the declaration that ``a`` and ``b`` are one body; ``who`` is recorded."""
+        first, second = sorted((a, b))
+        with self._lock:
+            if self._compatible.pop((first, second), None) is None:
+                raise ValueError(f'{shown(first)} and {shown(second)} are not declared '
+                                 'compatible')
+            revoked = Compatibility(first, second, who, time.time())
+            self._revoked.append(revoked)
+            return revoked
+
+    def revoked_bodies(self) -> list[Compatibility]:
+        """Return the declarations revoked, oldest first."""
+        with self._lock:
+            return list(self._revoked)
 
     def compatible_bodies(self) -> list[Compatibility]:
         """Return the pairs declared compatible, oldest first."""

@@ -63,7 +63,7 @@ import sqlite3
 import struct
 from typing import Any
 
-from .bodysql import BODIES
+from .bodysql import BODIES, REVOKED
 from .keptsql import KEPT
 from .legacy import convert_rows, Dropped
 from .sourcesql import SOURCES
@@ -141,6 +141,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     DECLARED,  # 10: the declared bindings an approval saw (:mod:`.trustsql`)
     BODIES,  # 11: the body of each trajectory, bodies declared compatible (:mod:`.bodysql`)
     SOURCES,  # 12: what a trajectory learned from a recording was learned from (.sourcesql)
+    REVOKED,  # 13: declarations of compatible bodies revoked, by whom (:mod:`.bodysql`)
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..bodysql import PG_BODIES
+from ..bodysql import PG_BODIES, REVOKED
 from ..keptsql import KEPT
 from ..schema import MAGIC
 from ..sourcesql import PG_SOURCES
@@ -135,6 +135,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     PG_BODIES,  # 10: the body of each trajectory, bodies declared compatible (:mod:`..bodysql`)
     PG_SOURCES,  # 11: what a trajectory learned from a recording was learned from (sourcesql)
+    REVOKED,  # 12: declarations of compatible bodies revoked, by whom (:mod:`..bodysql`)
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
