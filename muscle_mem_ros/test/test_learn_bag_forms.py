@@ -219,6 +219,14 @@ def test_sqlite3_storage_is_read_as_a_file_and_as_a_folder(tmp_path, capsys):
                                             'relative_file_paths': ['bag_0.db3']}}
     (folder / 'metadata.yaml').write_text(yaml.safe_dump(meta))
     _learned_one_step(tmp_path, capsys, folder)
+    import zstandard  # compression_mode MESSAGE: each message is zstd
+    pack = zstandard.ZstdCompressor().compress
+    (folder / 'bag_0.db3').unlink()
+    _db3(folder / 'bag_0.db3', [(t, k, pack(d), w) for t, k, d, w in good_bag()])
+    meta['rosbag2_bagfile_information'].update(compression_format='zstd',
+                                               compression_mode='MESSAGE')
+    (folder / 'metadata.yaml').write_text(yaml.safe_dump(meta))
+    _learned_one_step(tmp_path, capsys, folder)
 
 
 def test_a_file_compressed_bag_is_read(tmp_path, capsys):
