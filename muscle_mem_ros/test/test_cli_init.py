@@ -105,6 +105,8 @@ def test_init_writes_a_file_the_node_learns_and_replays_with(base):
     prefix = base.names.prefix
     assert params['agent_action'] == base.names.agent
     assert params['replay_requires'] == 'none'
+    # no description in the graph: the body is the joints and tools, not waited for
+    assert params['robot_description_timeout'] == 0.0, text
     assert set(params['sensors']) == {'odom', 'tag'}, text
     odom, tag = params['sensors']['odom'], params['sensors']['tag']
     assert odom['fields'] == ['pose.pose.position'] and odom['mode'] == 'norm'

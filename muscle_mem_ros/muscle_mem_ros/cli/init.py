@@ -117,8 +117,11 @@ def _tool_lines(key: str, tool: Tool, node_name: str, stop: Stop | None) -> list
 
 def _description_lines(found: Survey) -> list[str]:
     if not found.description:
-        return ['    # no /robot_description in the graph: the body is the joints and tools '
-                '(robot_description_timeout left at its default)']
+        return ['    # no /robot_description in the graph: the body is the joint names and tools,',
+                '    # and the node does not wait for a description (one it waited for and',
+                '    # missed would keep every branch from replaying until it came). A robot',
+                f'    # that publishes one later: set this to {description_timeout(None):g}.',
+                '    robot_description_timeout: 0.0']
     heard = found.description_heard
     timeout = description_timeout(heard)
     said = (f'heard after {heard:.2f} s' if heard is not None else
