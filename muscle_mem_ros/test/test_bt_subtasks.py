@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+import sqlite3
 import subprocess
 import sys
 from xml.etree import ElementTree
@@ -481,3 +482,22 @@ def test_learned_through_the_cache_then_shown_exported_and_run_with_no_agent(cap
         assert 'done: 2 steps by the tree' in done.stdout, done.stdout
     finally:
         h.close()
+
+
+def test_a_subtask_tree_goes_out_only_on_the_callers_body(capsys, store, tmp_path):
+    """Issue 43 item 9: an export for one body carries no other body's subtask branches."""
+    panda, ur5e = 'panda@' + '3f2c' * 4, 'ur5e@' + '91ab' * 4
+    conn = sqlite3.connect(store)
+    conn.execute("UPDATE trajectories SET body = ? WHERE task = 'tidy'", (panda,))
+    conn.execute("UPDATE trajectories SET body = ? WHERE task = 'pick'", (ur5e,))
+    conn.commit()
+    conn.close()
+    edited = tmp_path / 'tidy.bt.yaml'
+    edited.write_text(exported(store, 'tidy', 'py_trees'))
+    doc = load(edited.read_text())
+    assert doc.body == panda
+    assert [sub.steps for sub in doc.subtrees.values()] == [[]]  # asked of the agent
+    run_cli(capsys, 'import', str(tmp_path / 'new.db'), str(edited), '--who', 'ann')
+    with SqliteStore(path=tmp_path / 'new.db') as new:
+        assert new.trajectories(task='pick') == []  # the UR5e's pick is not stamped a Panda's
+        assert {t.body for t in new.trajectories(task='tidy')} == {panda}

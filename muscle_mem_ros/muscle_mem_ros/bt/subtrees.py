@@ -112,11 +112,16 @@ def attach(store: Store, doc: BtDocument, trees: Trees) -> None:
             name = named.get((call.task, variant))
             if name is None:
                 name = named[(call.task, variant)] = _free(doc.subtrees, call.task)
+                sub = None
                 if variant in store.trees(task=call.task):
-                    sub = build(store, task=call.task, variant=variant,
-                                plans=trees.plans(call.task, variant), sensors=doc.sensors,
-                                params=call.params, tolerance=trees.tolerance)
-                else:  # never learned (or forgotten): the cache would ask the agent
+                    try:  # only the caller's body's branches (a file records one body)
+                        sub = build(store, task=call.task, variant=variant,
+                                    plans=trees.plans(call.task, variant), sensors=doc.sensors,
+                                    params=call.params, tolerance=trees.tolerance,
+                                    body=doc.body or None)
+                    except ConfigError:  # none learned on it
+                        sub = None
+                if sub is None:  # never learned here (or forgotten): the cache would ask the agent
                     sub = BtDocument(task=call.task, params=call.params,
                                      variant=call.params_json, sensors=doc.sensors, steps=[])
                 doc.subtrees[name] = sub
