@@ -323,6 +323,18 @@ def test_init_refuses_to_sample_while_the_robot_moves(gantry, tmp_path):
     assert not path.exists()
 
 
+def test_init_writes_no_hold_the_node_would_refuse(gantry, tmp_path):
+    # goto's stop (the hold) reads the joints from a JointState sensor: without one the node
+    # refuses to start, so init says so instead of writing the file
+    path = tmp_path / 'no_joints.yaml'
+    done = init(str(path), '--sensor', '/gantry/scale', '--duration', '1',
+                domain_id=gantry.domain_id)
+    assert done.returncode == 1
+    assert "/gantry/goto: a FollowJointTrajectory tool's stop holds the joints" in done.stderr, (
+        done.stderr)
+    assert not path.exists()
+
+
 def test_a_description_slower_than_two_seconds_is_not_missed(gantry, gantry_file):
     path = gantry.tmp / 'started.yaml'
     path.write_text(gantry_file)

@@ -230,6 +230,13 @@ def run(args: argparse.Namespace, out: Output) -> int:
             skipped.append(Skipped(sampled.topic, sampled.type, entry))
         else:
             sensors[choose_key(sampled.topic, taken)] = entry
+    held = [tools[k].server for k, stop in stops.items() if stop.hold]
+    if held and not any(s.sampled.type == 'sensor_msgs/msg/JointState' for s in sensors.values()):
+        raise MuscleMemError(
+            f"{', '.join(held)}: a FollowJointTrajectory tool's stop holds the joints where a "
+            'JointState sensor says they are, and no JointState topic was sampled (the node '
+            'would refuse to start): add --sensor with the joint states, or leave the tool out '
+            'with --tool')
     text = render(found=found, sensors=sensors, skipped=skipped, tools=tools, agent=agent,
                   agent_note=note, node_name=args.node_name, store=args.store, stops=stops)
     with open(path, 'x', encoding='utf-8') as stream:

@@ -39,7 +39,8 @@ proxies) and its hidden helper nodes (``_<name>_proxies``) are left out before t
 **Stops** (:func:`stop_of`): the stop the cache sends when an action's server refuses or
 ignores a cancel. A ``FollowJointTrajectory`` tool's is known and needs nothing written: the
 node holds the joints where they are, as a one-point trajectory, unless the file names
-another. Any other action gets a stop service its own node serves (a ``Trigger`` or an
+another (it reads them from a JointState sensor, and refuses to start without one: so does
+init). Any other action gets a stop service its own node serves (a ``Trigger`` or an
 ``Empty`` named as a stop, above), found by its name; where none is, the file says that no
 stop is known.
 
@@ -86,11 +87,13 @@ class Stop:
     :ivar service: ``stop_service`` to write ('' for none).
     :ivar service_type: ``stop_service_type`` to write ('' for the default Trigger).
     :ivar note: The comment that says which stop it is, or that none is known.
+    :ivar hold: The node's hold (it needs a JointState sensor, or it refuses to start).
     """
 
     service: str
     service_type: str
     note: str
+    hold: bool = False
 
 
 def _last(name: str) -> str:
@@ -147,7 +150,7 @@ def stop_of(action: Tool, stops: Sequence[Tool]) -> Stop:
     if action.type.endswith('/action/FollowJointTrajectory'):
         return Stop('', '', 'stop: the current joint positions as a one-point trajectory (a '
                     "FollowJointTrajectory tool's default when it names none: the node reads "
-                    'them from the JointState sensor)')
+                    'them from the JointState sensor)', hold=True)
     own = [s for s in stops if s.node == action.node and s.type in STOP_SERVICE_TYPES]
     if own:
         chosen = own[0]
