@@ -33,7 +33,8 @@ tools:
 * ``controller_manager``: a service of ros2_control's controller manager.
 * ``gantry_driver``: a lifecycle node (its ``change_state`` and the other lifecycle services).
 * ``robot_state_publisher``: ``/robot_description``, latched; :meth:`GantryWorld.describe`
-  takes it away and brings it back.
+  takes it away and brings it back. ``/pipette/robot_description``, the pipette's own, is
+  another robot's (in a namespace).
 """
 
 from __future__ import annotations
@@ -161,6 +162,9 @@ class GantryWorld:
         self.publisher = Node('robot_state_publisher', context=self.context)
         self._description: Any = None
         self.describe(True)
+        self._pipette = self.publisher.create_publisher(String, '/pipette/robot_description',
+                                                        _LATCHED)
+        self._pipette.publish(String(data=URDF.replace('gantry', 'pipette')))
         self.nodes = [self.gantry, self.mixer, self.manager, self.driver, self.publisher]
         self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
         for node in self.nodes:

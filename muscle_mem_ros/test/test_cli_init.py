@@ -290,6 +290,10 @@ def test_init_lists_only_the_robot_beside_a_running_cache(gantry_file):
     # the description was seen: the cache waits long enough for it
     assert params['robot_description_timeout'] >= 10.0, text
     assert re.search(r'# /robot_description heard after [\d.]+ s', text), text
+    # a description in a namespace is not the one the node reads: the file says how to read it
+    said = re.escape("a robot description, but not the node's")
+    assert re.search(rf'^#   /pipette/robot_description \(std_msgs/msg/String\): {said} .*'
+                     r'remap robot_description:=/pipette/robot_description', text, re.M), text
 
 
 def test_init_tolerances_follow_the_noise_and_say_which_rule_set_them(gantry_file):

@@ -248,6 +248,12 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
                 or (topics_only and topic not in topics_only)
                 or node.count_publishers(topic) == 0):
             continue
+        if topic.endswith(DESCRIPTION):  # a robot's in a namespace: not the one the node reads
+            skipped.append(Skipped(topic, types[0], (
+                "a robot description, but not the node's (it reads robot_description in its "
+                f'namespace): remap robot_description:={topic} and set '
+                "robot_description_timeout if it is this robot's")))
+            continue
         kind = kind_of(types[0], _fields(types[0]), _nested)
         if isinstance(kind, str):
             skipped.append(Skipped(topic, types[0], kind))
