@@ -254,8 +254,9 @@ def params(path: Path, store: Path) -> Path:
     return path
 
 
-def _learn(bag: Path, params_file: Path, tmp: Path) -> tuple[float, float, dict] | None:
-    """Run ``muscle-mem learn`` on the bag in a child; return its wall time, peak RSS, JSON."""
+def _learn(bag: Path, params_file: Path,
+           tmp: Path) -> tuple[float, float, float, dict] | None:
+    """Run ``muscle-mem learn`` on the bag in a child: its wall and CPU time, peak RSS, JSON."""
     out, err = tmp / 'learn.out', tmp / 'learn.err'
     began = time.monotonic()
     with open(out, 'w') as stdout, open(err, 'w') as stderr:
@@ -268,7 +269,8 @@ def _learn(bag: Path, params_file: Path, tmp: Path) -> tuple[float, float, dict]
     if child.returncode != 0:
         print(err.read_text(), file=sys.stderr)
         return None
-    return took, usage.ru_maxrss / 1024.0, json.loads(out.read_text())
+    return (took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0,
+            json.loads(out.read_text()))
 
 
 def sizes(args: argparse.Namespace) -> int:
@@ -288,9 +290,9 @@ def sizes(args: argparse.Namespace) -> int:
             learned = _learn(bag, params(tmp / 'robot.yaml', tmp / 'cache.db'), tmp)
             if learned is None:
                 return 1
-            took, peak, report = learned
+            took, cpu, peak, report = learned
             rows.append({'gib': gib, 'bytes': bag.stat().st_size, 'seconds': seconds,
-                         'messages': count, 'wrote_s': wrote, 'learn_s': took,
+                         'messages': count, 'wrote_s': wrote, 'learn_s': took, 'cpu_s': cpu,
                          'peak_rss_mib': peak, 'tasks': len(report['tasks']),
                          'steps': sum(t['steps'] for t in report['tasks'])})
             print(rows[-1], flush=True)
@@ -311,11 +313,12 @@ def sizes(args: argparse.Namespace) -> int:
         'not the camera. `muscle-mem learn` runs in a child; its peak RSS is its own '
         '(`wait4`).',
         '',
-        '| bag | recording | messages | tasks | steps | learn wall time | peak RSS |',
-        '|---:|---:|---:|---:|---:|---:|---:|',
+        '| bag | recording | messages | tasks | steps | learn wall time | its CPU time '
+        '| peak RSS |',
+        '|---:|---:|---:|---:|---:|---:|---:|---:|',
         *(f"| {r['bytes'] / 2**30:.2f} GiB | {r['seconds']:.0f} s | {r['messages']} | "
-          f"{r['tasks']} | {r['steps']} | {r['learn_s']:.1f} s | {r['peak_rss_mib']:.0f} MiB |"
-          for r in rows),
+          f"{r['tasks']} | {r['steps']} | {r['learn_s']:.1f} s | {r['cpu_s']:.1f} s | "
+          f"{r['peak_rss_mib']:.0f} MiB |" for r in rows),
         '',
         '## Reading the results',
         '',
@@ -362,7 +365,7 @@ def main() -> int:
         learned = _learn(bag, params_file, tmp)
         if learned is None:
             return 1
-        took, peak, report = learned
+        took, cpu, peak, report = learned
         size = bag.stat().st_size / 2**20
     tasks = report['tasks']
     filed = sorted({t['trajectory'] for t in tasks if t['trajectory']})
@@ -382,6 +385,7 @@ def main() -> int:
         '| figure | value |',
         '|---|---:|',
         f'| `muscle-mem learn` wall time (process start to exit) | {took:.1f} s |',
+        f'| its CPU time (user and system) | {cpu:.1f} s |',
         f'| peak RSS of that process | {peak:.0f} MiB |',
         f'| tasks found (ExecuteTask calls) | {len(tasks)} |',
         f'| steps built | {sum(t["steps"] for t in tasks)} |',
