@@ -64,7 +64,7 @@ _MARK = b'mmstop'
 def joint_trajectory(action: Any) -> bool:
     """Return whether ``action``'s goal is a FollowJointTrajectory's (a ``trajectory``)."""
     fields = action.Goal.get_fields_and_field_types()
-    return fields.get('trajectory') == 'trajectory_msgs/JointTrajectory'
+    return bool(fields.get('trajectory') == 'trajectory_msgs/JointTrajectory')
 
 
 def default_stop(action: Any) -> StopConfig | None:
