@@ -29,6 +29,7 @@ schema) runs where it is installed.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 import shutil
 import subprocess
@@ -56,7 +57,7 @@ ROS_PACKAGES = frozenset({
     'builtin_interfaces', 'diagnostic_msgs', 'geometry_msgs', 'launch', 'launch_ros',
     'launch_testing', 'launch_testing_ros', 'py_trees', 'rcl_interfaces', 'rclpy',
     'rosidl_default_generators', 'rosidl_default_runtime', 'sensor_msgs', 'std_msgs',
-    'std_srvs', 'test_msgs', 'trajectory_msgs',
+    'service_msgs', 'std_srvs', 'test_msgs', 'trajectory_msgs', 'unique_identifier_msgs',
 })
 """
 ROS packages the manifests depend on, each a released package of Kilted.
@@ -198,3 +199,27 @@ def _importable(module: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+
+def _ros_imports(root: Path) -> set[str]:
+    """Return the interface packages (``*_msgs``, ``*_srvs``, ``*_interfaces``) code imports."""
+    found: set[str] = set()
+    for path in root.rglob('*.py'):
+        for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'))):
+            names = [node.module or ''] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                top = name.split('.')[0]
+                if top.endswith(('_msgs', '_srvs', '_interfaces')):
+                    found.add(top)
+    return found
+
+
+@pytest.mark.parametrize('package', ['muscle_mem_ros', 'muscle_mem_demo'])
+def test_every_interface_package_the_code_imports_is_declared(package):
+    manifest = parse_package(str(WORKSPACE / package / 'package.xml'))
+    declared = {d.name for kind in ('build_depends', 'exec_depends')
+                for d in getattr(manifest, kind)}
+    missing = sorted(_ros_imports(WORKSPACE / package / package) - declared)
+    assert not missing, f'{package} imports {missing} without depending on them'
