@@ -243,6 +243,13 @@ def test_a_file_compressed_bag_is_read(tmp_path, capsys):
         'compression_mode': 'FILE', 'relative_file_paths': ['bag_0.mcap.zstd']}}
     (folder / 'metadata.yaml').write_text(yaml.safe_dump(meta))
     _learned_one_step(tmp_path, capsys, folder)
+    pack = zstandard.ZstdCompressor().compress  # compression_mode MESSAGE: each message
+    (folder / 'bag_0.mcap.zstd').unlink()
+    write_bag(folder / 'bag_0.mcap', [(t, k, pack(d), w) for t, k, d, w in good_bag()])
+    meta['rosbag2_bagfile_information'].update(compression_mode='MESSAGE',
+                                               relative_file_paths=['bag_0.mcap'])
+    (folder / 'metadata.yaml').write_text(yaml.safe_dump(meta))
+    _learned_one_step(tmp_path, capsys, folder)
 
 
 def _status(goals: list[tuple[int, int]], when: int) -> tuple[str, str, bytes, int]:

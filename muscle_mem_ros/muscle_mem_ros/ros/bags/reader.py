@@ -247,12 +247,21 @@ def _opened(file: BagFile) -> Iterator[BinaryIO]:
             yield unpacked
 
 
+def _unpacker(file: BagFile) -> Callable[[bytes], bytes]:
+    """Return what turns a stored message into its CDR (rosbag2's per-message zstd)."""
+    if file.compression != 'message':
+        return bytes
+    import zstandard
+    return zstandard.ZstdDecompressor().decompress
+
+
 def _read_mcap(file: BagFile, reading: _Reading) -> None:
     from mcap.records import Channel, Message, Metadata, Schema
     from mcap.stream_reader import StreamReader
 
     path = file.path
     what = 'zstd-compressed MCAP' if file.compression == 'file' else 'MCAP'
+    unpack = _unpacker(file)
     schemas: dict[int, str] = {}
     channels: dict[int, Topic] = {}
     try:
@@ -264,7 +273,7 @@ def _read_mcap(file: BagFile, reading: _Reading) -> None:
                         raise BagError(f'{path}: a message on unknown channel '
                                        f'{record.channel_id} (corrupt file)')
                     reading.message(path, topic, record.log_time, record.publish_time,
-                                    bytes(record.data))
+                                    unpack(bytes(record.data)))
                 elif isinstance(record, Schema):
                     schemas[record.id] = record.name
                 elif isinstance(record, Channel):
@@ -287,10 +296,7 @@ def _read_mcap(file: BagFile, reading: _Reading) -> None:
 def _read_sqlite(file: BagFile, reading: _Reading) -> None:
     import sqlite3
     path = file.path
-    unpack: Callable[[bytes], bytes] = bytes
-    if file.compression == 'message':
-        import zstandard
-        unpack = zstandard.ZstdDecompressor().decompress
+    unpack = _unpacker(file)
     try:
         db = sqlite3.connect(f'file:{path}?mode=ro', uri=True)
     except sqlite3.Error as err:
