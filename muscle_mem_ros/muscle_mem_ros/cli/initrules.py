@@ -320,7 +320,7 @@ def tolerance_note(sensor: Sensor) -> str:
             'floor': f'the floor {FLOORS[kind]:g} (quieter than that at rest)',
             'silent': f'the default {SILENT_DEFAULTS[kind]:g} for a sensor that made no noise '
                       'at rest (a simulation?): calibrate it after two runs'}
-    parts = []
+    parts: list[str] = []
     for rule in ('noise', 'floor', 'silent'):
         which = [n for n, r in zip(names, sensor.rules) if r == rule]
         if which:
