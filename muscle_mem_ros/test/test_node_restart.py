@@ -84,7 +84,10 @@ def test_restart_keeps_the_cache(world, tmp_path):
 def test_steps_without_checks_are_not_replayed_blindly(world, tmp_path):
     h = world
     store = str(tmp_path / 'unchecked.db')
-    h.start_cache(store_path=store, sensors=None)
+    # No sensors: the arm's default stop (the hold) has no joint positions to read, so the
+    # node refuses to start without another stop; a stop service is named (never called here).
+    stop = {'actions.arm.stop_service': 'estop'}
+    h.start_cache(store_path=store, sensors=None, **stop)
     first = h.run_task('blind')
     assert first.result.success and not first.result.cache_hit
     h.robot.reset()
@@ -95,7 +98,7 @@ def test_steps_without_checks_are_not_replayed_blindly(world, tmp_path):
     assert 'allow_unchecked_replay' in h.agent.calls[-1].resume_reason
     h.stop_cache()
     h.robot.reset()
-    h.start_cache(store_path=store, sensors=None, allow_unchecked_replay=True)
+    h.start_cache(store_path=store, sensors=None, allow_unchecked_replay=True, **stop)
     calls = len(h.agent.calls)
     third = h.run_task('blind')
     assert third.result.cache_hit, third.result.message

@@ -201,7 +201,6 @@ def _importable(module: str) -> bool:
     return True
 
 
-
 def _ros_imports(root: Path) -> set[str]:
     """Return the interface packages (``*_msgs``, ``*_srvs``, ``*_interfaces``) code imports."""
     found: set[str] = set()
