@@ -78,24 +78,9 @@ def _check(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace, out: Output) -> int:
     """Send the task, print its feedback as it comes and its outcome."""
     node_name = _check(args)
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-
-    from ..ros.rclfix.shutdown import Spinner
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    spinner = None
-    try:
-        node = rclpy.create_node('muscle_mem_run', context=context,
-                                 start_parameter_services=False)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        spinner = Spinner(executor)
+    from ..ros.rclfix.shutdown import spun_node
+    with spun_node('muscle_mem_run') as node:
         return _send(node, node_name, args, out)
-    finally:
-        if spinner is not None:
-            spinner.stop()
-        rclpy.try_shutdown(context=context)
 
 
 def _send(node: Any, cache: str, args: argparse.Namespace, out: Output) -> int:

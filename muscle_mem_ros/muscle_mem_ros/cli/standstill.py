@@ -56,24 +56,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
     name = '/' + str(args.node_name).strip('/')
     if name == '/':
         raise ValueError('--node-name is empty')
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-
-    from ..ros.rclfix.shutdown import Spinner
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    spinner = None
-    try:
-        node = rclpy.create_node('muscle_mem_standstill', context=context,
-                                 start_parameter_services=False)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        spinner = Spinner(executor)
+    from ..ros.rclfix.shutdown import spun_node
+    with spun_node('muscle_mem_standstill') as node:
         answer = _call(node, f'{name}/confirm_standstill', who.strip(), args.wait)
-    finally:
-        if spinner is not None:
-            spinner.stop()
-        rclpy.try_shutdown(context=context)
     if out.json_mode:
         out.json({'who': who.strip(), 'confirmed': answer.success, 'message': answer.message})
     if not answer.success:

@@ -33,18 +33,21 @@ work and threads, stop the executor, destroy the node, shut the context down.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 import os
 import signal
 import threading
 from types import FrameType
 
 import rclpy
-from rclpy.executors import Executor, ExternalShutdownException
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-__all__ = ['ShutdownSignals', 'init_without_signal_handlers', 'Spinner', 'spin_until_shutdown']
+__all__ = ['ShutdownSignals', 'init_without_signal_handlers', 'Spinner', 'spin_until_shutdown',
+           'spun_node']
 
 _JOIN_WAIT = 5.0
 """Seconds to wait for the executor's thread to end once it stopped dispatching."""
@@ -218,3 +221,25 @@ def _drain_workers(executor: Executor, timeout: float) -> None:
     drained = threading.Thread(target=pool.shutdown, kwargs={'wait': True}, daemon=True)
     drained.start()
     drained.join(timeout)
+
+
+@contextmanager
+def spun_node(name: str) -> Iterator[Node]:
+    """
+    Yield a node of ``name`` in a context of its own, spun by a :class:`Spinner` (a CLI's).
+
+    On the way out the spinner stops and the context is shut down, whatever happened.
+    """
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    spinner = None
+    try:
+        node = rclpy.create_node(name, context=context, start_parameter_services=False)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        spinner = Spinner(executor)
+        yield node
+    finally:
+        if spinner is not None:
+            spinner.stop()
+        rclpy.try_shutdown(context=context)
