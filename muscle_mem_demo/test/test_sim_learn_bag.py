@@ -75,10 +75,6 @@ def test_the_recording_placed_the_cube_three_times(world):
     assert f'muscle-mem learn {out / "demo.mcap"}' in said
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known defect (issue 43 item 14, this stop): learn's one-pass reading placed 8, 3 and 5 "
-    'steps in the three demo tasks of 8 once (a fresh-clone run), where other runs learn 8, 8 '
-    'and 8; the cause is not found yet'))
 def test_learned_from_the_bag_the_cache_replays_on_the_arm_and_hands_off(world, capsys):
     out, _ = world
     params_file = config_path('sim_demo.yaml')

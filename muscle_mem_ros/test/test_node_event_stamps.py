@@ -23,7 +23,6 @@ and below zero early in one). :class:`ClockTrail` is what the cache node stamps 
 
 from __future__ import annotations
 
-import threading
 import time
 
 from muscle_mem_ros.ros.execution.events import ClockTrail
@@ -34,45 +33,45 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 
-RATE = 100.0
-"""Hz of the /clock messages."""
+STEP = 0.02
+"""Real seconds between /clock messages."""
 
 
 class Simulation:
-    """Publishes /clock: paused at ``start`` until :meth:`run`, then at ``factor`` x real time."""
+    """
+    Publishes /clock in lockstep with the node: each time is sent once the node reads the last.
 
-    def __init__(self, node, start: float) -> None:
-        self._pub = node.create_publisher(Clock, '/clock', 10)
+    A simulation publishing on its own thread runs ahead of the node's clock: rclpy's time
+    source takes /clock best effort, and here (Fast DDS) a message reaches it tens of
+    milliseconds after it is sent, now and then a second or more, so what the node's clock
+    said when is a guess. In lockstep the simulated time at any monotonic instant is the
+    last one the node read.
+    """
+
+    def __init__(self, publisher_node, reader_node, start: float) -> None:
+        self._pub = publisher_node.create_publisher(Clock, '/clock', 10)
+        self._reader = reader_node
         self.sim = start
-        self.factor = 0.0
-        self.lock = threading.Lock()
-        self.history: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._publish, daemon=True)
-        self._thread.start()
+        self._send()
 
-    def _publish(self) -> None:
-        last = time.monotonic()
-        while not self._stop.wait(1.0 / RATE):
-            now = time.monotonic()
-            with self.lock:
-                self.sim += self.factor * (now - last)
-                self.history.append((now, self.sim))
-                sim = self.sim
-            last = now
-            msg = Clock()
-            msg.clock.sec = int(sim)
-            msg.clock.nanosec = int((sim - int(sim)) * 1e9)
+    def _send(self) -> None:
+        msg = Clock()
+        msg.clock.sec = int(self.sim)
+        msg.clock.nanosec = int(round((self.sim - int(self.sim)) * 1e9))
+        deadline = time.monotonic() + 10.0
+        wanted = msg.clock.sec * 10**9 + msg.clock.nanosec
+        while self._reader.get_clock().now().nanoseconds < wanted:
+            assert time.monotonic() < deadline, 'the node never read /clock'
             self._pub.publish(msg)
+            time.sleep(0.002)
 
-    def at(self, monotonic: float) -> float:
-        """Return the simulated time published last before ``monotonic``."""
-        with self.lock:
-            return max(s for m, s in self.history if m <= monotonic)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
+    def run(self, span: float, factor: float) -> None:
+        """Run ``span`` simulated seconds at (at most) ``factor`` x real time."""
+        end = self.sim + span
+        while self.sim < end - 1e-9:
+            time.sleep(STEP)
+            self.sim = min(end, self.sim + factor * STEP)
+            self._send()
 
 
 def _seconds(stamp) -> float:
@@ -98,42 +97,24 @@ def nodes():
         rclpy.try_shutdown()
 
 
-def _wait_sim(node, seconds: float) -> None:
-    deadline = time.monotonic() + 10.0
-    while node.get_clock().now().nanoseconds < seconds * 1e9:
-        assert time.monotonic() < deadline, 'the node never read /clock'
-        time.sleep(0.01)
-
-
 def test_a_happening_is_stamped_where_the_simulation_was_then(nodes):
     node, clock = nodes
-    sim = Simulation(clock, 100.0)
-    try:
-        _wait_sim(node, 100.0)
-        trail = ClockTrail(node)
-        assert trail.simulated
-        paused = time.monotonic()  # the simulation is paused at 100 s
-        time.sleep(0.5)
-        with sim.lock:
-            sim.factor = 4.0  # then runs at four times real time
-        time.sleep(0.5)
-        running = time.monotonic()
-        time.sleep(0.5)
-        assert node.get_clock().now().nanoseconds > 103.0e9
-        assert _seconds(trail.stamp(paused)) == pytest.approx(100.0, abs=0.1)
-        assert _seconds(trail.stamp(running)) == pytest.approx(sim.at(running), abs=0.25)
-        assert _seconds(trail.stamp(None)) > 103.0
-    finally:
-        sim.close()
+    sim = Simulation(clock, node, 100.0)
+    trail = ClockTrail(node)
+    assert trail.simulated
+    paused = time.monotonic()  # the simulation is paused at 100 s
+    time.sleep(0.5)
+    sim.run(2.0, 4.0)  # then runs, four times faster than real time
+    running, then = time.monotonic(), sim.sim  # what the node's clock reads now
+    sim.run(2.0, 4.0)
+    assert _seconds(trail.stamp(paused)) == pytest.approx(100.0, abs=0.1)
+    assert _seconds(trail.stamp(running)) == pytest.approx(then, abs=0.25)
+    assert _seconds(trail.stamp(None)) == pytest.approx(sim.sim, abs=0.01)
 
 
 def test_early_in_a_simulation_a_stamp_is_not_before_its_start(nodes):
     node, clock = nodes
-    sim = Simulation(clock, 0.5)
-    try:
-        _wait_sim(node, 0.5)
-        trail = ClockTrail(node)
-        stamp = trail.stamp(time.monotonic() - 2.0)  # before the trail's first note
-        assert _seconds(stamp) == pytest.approx(0.5, abs=0.05)
-    finally:
-        sim.close()
+    Simulation(clock, node, 0.5)
+    trail = ClockTrail(node)
+    stamp = trail.stamp(time.monotonic() - 2.0)  # before the trail's first note
+    assert _seconds(stamp) == pytest.approx(0.5, abs=0.05)

@@ -19,8 +19,10 @@ Read a bag once, in one pass: every message handed on as it comes, only some kep
 What is read:
 
 * one MCAP file (rosbag2's ``mcap`` storage, the default since Iron, or the cache's own
-  ``muscle-mem export --mcap``), or one compressed whole with zstd (``.mcap.zstd``:
-  rosbag2's ``compression_mode: FILE``), decompressed as it is read;
+  ``muscle-mem export --mcap``), in receive order by its chunk index (its messages are
+  written in the order a recorder took them, which is not that); or one compressed whole
+  with zstd (``.mcap.zstd``: rosbag2's ``compression_mode: FILE``), unpacked to a
+  temporary file first;
 * one sqlite3 file (``.db3``: rosbag2's ``sqlite3`` storage, Humble's default), read with
   Python's own ``sqlite3`` in receive order;
 * a rosbag2 folder: its ``metadata.yaml`` names the storage (``mcap`` or ``sqlite3``), the
@@ -32,7 +34,8 @@ message's receive time (MCAP's ``log_time``, sqlite3's ``timestamp``) in nanosec
 publish time (MCAP's ``publish_time``; sqlite3 has none: the receive time) is handed on
 beside it. Nothing is decoded here.
 
-Memory: a message is handed to ``on_message`` and dropped, unless ``keep`` says to keep
+Memory: a message is handed to ``on_message`` and dropped (an MCAP's once no chunk to come
+can hold an earlier one: held while chunks overlap in time), unless ``keep`` says to keep
 its topic (:class:`Topic` then holds its times and raw messages in order): learning keeps
 the few small topics it reads at the end (calls, tasks, the description) and streams the
 rest (sensors, and topics it does not read at all: a camera's images are never held).
@@ -48,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+import heapq
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -200,6 +204,11 @@ class _Reading:
 
     def message(self, file: Path, topic: Topic, when: int, published: int,
                 data: bytes) -> None:
+        self.arrive(file, topic, when)
+        self.hand_on(topic, when, published, data)
+
+    def arrive(self, file: Path, topic: Topic, when: int) -> None:
+        """Count a message as the file holds it: its topic's clock only goes forward."""
         if topic.count and when < topic.last:
             raise BagError(f'{file}: clock goes backwards on {topic.name}: a message at '
                            f'{when} ns after one at {topic.last} ns')
@@ -208,6 +217,9 @@ class _Reading:
         bag = self.bag
         bag.start = when if not bag.start else min(bag.start, when)
         bag.end = max(bag.end, when)
+
+    def hand_on(self, topic: Topic, when: int, published: int, data: bytes) -> None:
+        """Keep a message of a kept topic, and hand it on, in receive order."""
         if self._kept[topic.name]:
             topic.times.append(when)
             topic.data.append(data)
@@ -237,13 +249,19 @@ def read_bag(path: str | Path, *, keep: Callable[[Topic], bool] | None = None,
 
 
 @contextmanager
-def _opened(file: BagFile) -> Iterator[BinaryIO]:
+def _seekable(file: BagFile) -> Iterator[BinaryIO]:
+    """Open a file to seek in: one compressed whole is unpacked to a temporary file first."""
     with open(file.path, 'rb') as raw:
         if file.compression != 'file':
             yield raw
             return
+        import shutil
+        import tempfile
         import zstandard
-        with zstandard.ZstdDecompressor().stream_reader(raw) as unpacked:
+        with tempfile.TemporaryFile() as unpacked:
+            with zstandard.ZstdDecompressor().stream_reader(raw) as stream:
+                shutil.copyfileobj(stream, unpacked, 1 << 20)
+            unpacked.seek(0)
             yield unpacked
 
 
@@ -256,8 +274,22 @@ def _unpacker(file: BagFile) -> Callable[[bytes], bytes]:
 
 
 def _read_mcap(file: BagFile, reading: _Reading) -> None:
-    from mcap.records import Channel, Message, Metadata, Schema
-    from mcap.stream_reader import StreamReader
+    """
+    Hand on an MCAP file's messages in receive order (``log_time``), not the file's order.
+
+    A recorder writes each message as its callback takes it, stamped with when the middleware
+    received it: an executor taking a backlog of one topic writes messages received before
+    others after them (seconds apart, on a loaded machine), so the file's order is not the
+    bag's. The file is still read once, in its order (CRCs checked, each topic's clock
+    checked in the order it was written); its summary's chunk index says when each chunk
+    still to come starts, and a message is handed on once no chunk to come can hold an
+    earlier one (:class:`_Reorder`): only the chunks that overlap in time are held. A file
+    without a summary (a recorder that never finished it) is handed on in its own order, and
+    refused as truncated where it ends early.
+    """
+    from mcap.reader import SeekingReader
+    from mcap.records import Channel, Chunk, Message, Metadata, Schema
+    from mcap.stream_reader import breakup_chunk, StreamReader
 
     path = file.path
     what = 'zstd-compressed MCAP' if file.compression == 'file' else 'MCAP'
@@ -265,25 +297,39 @@ def _read_mcap(file: BagFile, reading: _Reading) -> None:
     schemas: dict[int, str] = {}
     channels: dict[int, Topic] = {}
     try:
-        with _opened(file) as stream:
-            for record in StreamReader(stream, validate_crcs=True).records:
-                if isinstance(record, Message):
-                    topic = channels.get(record.channel_id)
-                    if topic is None:
-                        raise BagError(f'{path}: a message on unknown channel '
-                                       f'{record.channel_id} (corrupt file)')
-                    reading.message(path, topic, record.log_time, record.publish_time,
-                                    unpack(bytes(record.data)))
-                elif isinstance(record, Schema):
-                    schemas[record.id] = record.name
-                elif isinstance(record, Channel):
-                    if record.message_encoding != 'cdr':
-                        raise BagError(f'{path}: {record.topic} is encoded as '
-                                       f'{record.message_encoding!r}, not cdr')
-                    channels[record.id] = reading.topic(
-                        path, record.topic, schemas.get(record.schema_id, ''))
-                elif isinstance(record, Metadata):
-                    reading.bag.metadata[record.name] = dict(record.metadata)
+        with _seekable(file) as stream:
+            try:
+                summary = SeekingReader(stream).get_summary()
+            except Exception:  # no footer, or a bad one: read in the file's order
+                summary = None
+            stream.seek(0)
+            chunks = [] if summary is None else sorted(summary.chunk_indexes,
+                                                       key=lambda c: c.chunk_start_offset)
+            order = _Reorder(path, reading, [c.message_start_time for c in chunks])
+            for outer in StreamReader(stream, validate_crcs=True, emit_chunks=True).records:
+                inner = breakup_chunk(outer, validate_crc=True) if isinstance(outer, Chunk) \
+                    else [outer]
+                for record in inner:
+                    if isinstance(record, Message):
+                        topic = channels.get(record.channel_id)
+                        if topic is None:
+                            raise BagError(f'{path}: a message on unknown channel '
+                                           f'{record.channel_id} (corrupt file)')
+                        order.push(topic, record.log_time, record.publish_time,
+                                   unpack(bytes(record.data)))
+                    elif isinstance(record, Schema):
+                        schemas[record.id] = record.name
+                    elif isinstance(record, Channel):
+                        if record.message_encoding != 'cdr':
+                            raise BagError(f'{path}: {record.topic} is encoded as '
+                                           f'{record.message_encoding!r}, not cdr')
+                        channels[record.id] = reading.topic(
+                            path, record.topic, schemas.get(record.schema_id, ''))
+                    elif isinstance(record, Metadata):
+                        reading.bag.metadata[record.name] = dict(record.metadata)
+                if isinstance(outer, Chunk):
+                    order.chunk_read()
+            order.flush()
     except BagError:
         raise
     except OSError as err:
@@ -291,6 +337,49 @@ def _read_mcap(file: BagFile, reading: _Reading) -> None:
     except Exception as err:  # the mcap reader's errors, struct and zstd ones: all corruption
         raise BagError(f'{path}: not a readable {what} file (truncated or corrupt: '
                        f'{type(err).__name__}: {err})') from err
+
+
+class _Reorder:
+    """
+    Messages read in a file's order, handed on in receive order.
+
+    :param starts: Each chunk's first receive time, in the file's order (the summary's
+        chunk index; empty: no index, hand on in the file's order).
+    """
+
+    def __init__(self, path: Path, reading: _Reading, starts: list[int]) -> None:
+        self._path = path
+        self._reading = reading
+        self._held: list[tuple[int, int, Topic, int, bytes]] = []
+        self._count = 0
+        self._chunk = 0
+        # The earliest message any chunk from the k-th on can hold.
+        self._after = list(starts) + [_FOREVER]
+        for k in range(len(starts) - 1, -1, -1):
+            self._after[k] = min(self._after[k], self._after[k + 1])
+
+    def push(self, topic: Topic, when: int, published: int, data: bytes) -> None:
+        self._reading.arrive(self._path, topic, when)
+        if len(self._after) == 1:
+            self._reading.hand_on(topic, when, published, data)
+            return
+        heapq.heappush(self._held, (when, self._count, topic, published, data))
+        self._count += 1
+
+    def chunk_read(self) -> None:
+        self._chunk += 1
+        self._release(self._after[min(self._chunk, len(self._after) - 1)])
+
+    def flush(self) -> None:
+        self._release(_FOREVER)
+
+    def _release(self, before: int) -> None:
+        while self._held and self._held[0][0] < before:
+            when, _, topic, published, data = heapq.heappop(self._held)
+            self._reading.hand_on(topic, when, published, data)
+
+
+_FOREVER = 2**63
 
 
 def _read_sqlite(file: BagFile, reading: _Reading) -> None:
