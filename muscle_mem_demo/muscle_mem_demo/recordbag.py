@@ -108,7 +108,7 @@ def record_bag(args: argparse.Namespace, say: Callable[[str], None]) -> bool:
             try:
                 driver.wait_ready(timeout=args.startup_timeout, alive=children.check,
                                   cache=False)
-                recorder = BagRecorder(driver, bag, topics)
+                recorder = BagRecorder(bag, topics, context=driver.context)
                 _wait_publishers(driver, topics, children.check)
                 timeout = 60.0 + 15.0 * (args.think_time + 3.0 / args.rtf)
                 for number, position in enumerate(RECORDED_POSITIONS, 1):

@@ -98,7 +98,7 @@ def record_bag(h: Harness, path: Path, positions: list) -> dict[str, int]:
                                        ServiceIntrospectionState.CONTENTS)
     robot.arm_delay = 0.0
     topics = _event_types(h)
-    recorder = BagRecorder(h.client, path, topics)
+    recorder = BagRecorder(path, topics, context=h.client.context)
     deadline = time.monotonic() + 15.0
     while time.monotonic() < deadline and not all(
             h.client.count_publishers(t) >= 1 for t in topics if 'feedback' not in t):

@@ -84,7 +84,7 @@ def base(tmp_path_factory):
             f'{task_type}_GetResult_Event', ExecuteTask.Impl.GetResultService.Event),
     }
     bag = tmp / 'fetch.mcap'
-    recorder = BagRecorder(h.client, bag, topics)
+    recorder = BagRecorder(bag, topics, context=h.client.context)
     deadline = time.monotonic() + 15.0
     while time.monotonic() < deadline and not all(
             h.client.count_publishers(t) >= 1 for t in topics if 'feedback' not in t):

@@ -32,7 +32,7 @@ from mcap.writer import Writer
 from muscle_mem_ros.ros.bags.reader import BagError, read_bag
 from muscle_mem_ros.store import SqliteStore
 import pytest
-from test_learn_bag_errors import fib_call, FIB, joints, JOINTS, MS, run, T0
+from test_learn_bag_errors import FIB, fib_call, JOINTS, joints, MS, run, T0
 
 
 def _write(path: Path, messages: list[tuple[str, str, bytes, int]], chunk: int = 400) -> None:
@@ -51,7 +51,7 @@ def _write(path: Path, messages: list[tuple[str, str, bytes, int]], chunk: int =
 
 
 def _backlogged() -> list[tuple[str, str, bytes, int]]:
-    """A goal from 510 to 810 ms; the joints received from 300 to 1100 ms written after it."""
+    """Return a goal from 510 to 810 ms, the joints received from 300 to 1100 ms after it."""
     before = [joints(t) for t in range(0, 300, 20)]
     backlog = [joints(t, 0.1 if t > 800 else 0.0) for t in range(300, 1100, 20)]
     after = [joints(t, 0.1) for t in range(1100, 2000, 20)]

@@ -94,7 +94,7 @@ def _record(h: JtcHarness, path) -> None:
         served.configure_introspection(h.client.get_clock(), qos_profile_system_default,
                                        ServiceIntrospectionState.CONTENTS)
     topics = _topics(h)
-    recorder = BagRecorder(h.client, path, topics)
+    recorder = BagRecorder(path, topics, context=h.client.context)
     wait_for(lambda: all(h.client.count_publishers(t) >= 1 for t in topics), 15.0,
              'the topics to record')
     time.sleep(0.5)

@@ -17,18 +17,20 @@ Record topics to an MCAP file, as ``ros2 bag record`` does, where it is not inst
 
 The PyPI-wheel ROS 2 here has no ``ros2 bag``; the demo's ``--record-bag`` and the tests
 still need bags recorded live from running robots to learn from. :class:`BagRecorder` is
-a node's raw subscriptions writing every message it receives to an MCAP file through the
-``mcap`` writer (profile ``ros2``, CDR), the middleware's reception time as the log time,
-schemas carrying the type's name and, where installed interface files give it, its
-definition (an introspection event type is generated, with no file: its schema is empty),
-which is what ``muscle-mem learn`` reads. :func:`tool_topics` names the topics a tool's
-calls are learned from. :func:`write_bag` writes messages with given times (tests of bad
-bags, the bench).
+raw subscriptions (on a node and executor of its own) writing every message they receive
+to an MCAP file through the ``mcap`` writer (profile ``ros2``, CDR), the middleware's
+reception time as the log time, schemas carrying the type's name and, where installed
+interface files give it, its definition (an introspection event type is generated, with
+no file: its schema is empty), which is what ``muscle-mem learn`` reads.
+:func:`tool_topics` names the topics a tool's calls are learned from. :func:`write_bag`
+writes messages with given times (tests of bad bags, the bench).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+import itertools
+import os
 from pathlib import Path
 import threading
 import time
@@ -39,6 +41,9 @@ from mcap.writer import CompressionType, Writer
 from muscle_mem_ros.errors import TypeResolutionError
 from muscle_mem_ros.ros.messages.introspection import resolve_type
 from muscle_mem_ros.ros.messages.msgdefs import message_schema
+from muscle_mem_ros.ros.rclfix.shutdown import Spinner
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import MessageInfo
@@ -122,29 +127,42 @@ def tool_topics(server: str, type_name: str) -> Topics:
 
 class BagRecorder:
     """
-    Record topics of a running system to an MCAP file (subscribes on ``node``).
+    Record topics of a running system to an MCAP file, on a node and an executor of its own.
 
-    :param node: A node spun by an executor (its callbacks write the file).
+    rclpy hands each message to Python through its executor, at a cost per callback: on a
+    node that other work shares (a demo's driver, a multi-threaded executor), the
+    callbacks of a few 120 Hz topics fell seconds behind on a busy machine, and a reader's
+    queue that overflows drops messages (a bag with holes in its sensors). So the recorder
+    spins a single-threaded executor of its own, its queues hold a minute of a fast topic,
+    and :meth:`close` first takes what was received before it was called.
+
     :param path: The MCAP file.
     :param topics: What to record.
     :param latched: Topics published once and kept (transient local, as
         ``/robot_description``): subscribed so, to get what was sent before the recording.
+    :param context: The rclpy context (None: the default one).
     """
 
-    def __init__(self, node: Node, path: str | Path, topics: Topics, *,
-                 latched: Iterable[str] = ('/robot_description',)) -> None:
+    def __init__(self, path: str | Path, topics: Topics, *,
+                 latched: Iterable[str] = ('/robot_description',),
+                 context: Context | None = None) -> None:
         self._file: _File | None = _File(path, 'muscle_mem_ros BagRecorder')
         self._lock = threading.Lock()
-        self._node = node
+        self._node = Node(f'bag_recorder_{os.getpid()}_{next(_NUMBERS)}', context=context,
+                          start_parameter_services=False)
         self.counts: dict[str, int] = dict.fromkeys(topics, 0)
-        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        self._last = 0
+        qos = QoSProfile(depth=_QUEUE, reliability=ReliabilityPolicy.RELIABLE)
         kept = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
         latched = set(latched)
         self._subs = [
-            node.create_subscription(cls, topic, self._callback(topic, type_name),
-                                     kept if topic in latched else qos, raw=True)
+            self._node.create_subscription(cls, topic, self._callback(topic, type_name),
+                                           kept if topic in latched else qos, raw=True)
             for topic, (type_name, cls) in topics.items()]
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(self._node)
+        self._spinner = Spinner(executor)
 
     def _callback(self, topic: str, type_name: str) -> Any:
         def on_message(raw: bytes, info: MessageInfo) -> None:
@@ -157,13 +175,49 @@ class BagRecorder:
                 if self._file is not None:
                     self._file.add(topic, type_name, bytes(raw), when)
                     self.counts[topic] += 1
+                    self._last = max(self._last, when)
         return on_message
 
-    def close(self) -> None:
-        """Stop recording and finish the file."""
+    @property
+    def node(self) -> Node:
+        """Return the recorder's own node."""
+        return self._node
+
+    def close(self, drain: float = 10.0) -> None:
+        """
+        Stop recording and finish the file.
+
+        :param drain: Seconds to wait at most for the callbacks to take what the middleware
+            received before the call (the executor may be behind).
+        """
+        asked = time.time_ns()
+        deadline = time.monotonic() + drain
+        quiet_since = time.monotonic()
+        seen = -1
+        while time.monotonic() < deadline:
+            with self._lock:
+                last, count = self._last, sum(self.counts.values())
+            if last >= asked:
+                break
+            if count != seen:
+                seen, quiet_since = count, time.monotonic()
+            elif time.monotonic() - quiet_since > _QUIET:
+                break  # nothing more is coming: every topic went quiet before the call
+            time.sleep(0.01)
+        self._spinner.stop(2.0)
         for sub in self._subs:
             self._node.destroy_subscription(sub)
+        self._node.destroy_node()
         with self._lock:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+
+
+_QUEUE = 10000
+"""Messages a topic's queue holds while the executor is behind (over a minute at 120 Hz)."""
+
+_QUIET = 0.5
+"""Seconds without a new message after which :meth:`BagRecorder.close` takes none is coming."""
+
+_NUMBERS = itertools.count(1)
