@@ -15,11 +15,12 @@
 """
 A ``test_msgs/action/Fibonacci`` server in a process of its own, for fault tests.
 
-Usage: ``python fib_server.py <action name> fast|hang|lose``. ``fast`` answers every
-goal at once; ``hang`` accepts a goal and never finishes it (until the process
+Usage: ``python fib_server.py <action name> fast|hang|lose|mute``. ``fast`` answers
+every goal at once; ``hang`` accepts a goal and never finishes it (until the process
 is killed); ``lose`` is ``fast`` whose answer to every other result request never
 leaves the process (the first of each goal's: as Fast DDS drops an answer to a
-client it has not matched yet), printing ``lost``. Prints ``ready`` once serving
+client it has not matched yet), printing ``lost``; ``mute`` is ``fast`` whose answer
+to every goal request (accepted) never leaves it, printing ``muted``. Prints ``ready`` once serving
 and ``goal <order>`` when a goal starts executing, so a test can wait for those
 lines instead of sleeping.
 """
@@ -32,7 +33,8 @@ import threading
 import rclpy
 from rclpy.action import ActionServer, CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import (
+    ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor)
 from rclpy.node import Node
 from test_msgs.action import Fibonacci
 
@@ -48,6 +50,36 @@ class LosingServer(ActionServer):
             print('lost', flush=True)
             return
         super()._send_result_response(request_header, future)
+
+
+class _Muted:
+    """The server's handle, but its goal responses go nowhere."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def send_goal_response(self, request_header, response):
+        print('muted', flush=True)
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+
+class MutingServer(ActionServer):
+    """
+    An action server whose answer to every goal request is lost; the goals still run.
+
+    Spun by a single-threaded executor: the goal request's handling does not yield while
+    the handle is swapped, so nothing else sees the stand-in.
+    """
+
+    async def _execute_goal_request(self, request_header_and_message):
+        real = self._handle
+        self._handle = _Muted(real)
+        try:
+            await super()._execute_goal_request(request_header_and_message)
+        finally:
+            self._handle = real
 
 
 def main() -> int:
@@ -66,10 +98,11 @@ def main() -> int:
         goal_handle.succeed()
         return Fibonacci.Result(sequence=seq[: goal_handle.request.order + 1])
 
-    server = LosingServer if mode == 'lose' else ActionServer
+    server = {'lose': LosingServer, 'mute': MutingServer}.get(mode, ActionServer)
     server(node, Fibonacci, name, execute, callback_group=ReentrantCallbackGroup(),
            cancel_callback=lambda _h: CancelResponse.ACCEPT)
-    executor = MultiThreadedExecutor(num_threads=2)
+    executor = SingleThreadedExecutor() if mode == 'mute' else MultiThreadedExecutor(
+        num_threads=2)
     executor.add_node(node)
     print('ready', flush=True)
     try:

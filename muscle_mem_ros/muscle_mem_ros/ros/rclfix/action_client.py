@@ -45,8 +45,18 @@ node already spinning in another thread wakes up, calls the new client's
 times out. :class:`ActionClient` makes its lock before registering and keeps
 that one lock, so a client can be created while its node spins.
 
-Both fixes use rclpy's own (private) bookkeeping of pending goal requests, as
-9.1.2 lays it out; an rclpy without it gets rclpy's ``send_goal_async``.
+A goal response can also be lost on its way: Fast DDS drops a server's response to a
+client whose reply reader the server has not matched yet (a server started moments before
+the goal; one restarted under the name of one that was killed), and nothing sends it
+again. The server has the goal and runs it, while the client waits for an answer until
+its caller's time limit. The server's status topic (transient local, so it reaches the
+client once matched) lists every goal it accepted: :meth:`ActionClient.execute` takes a
+goal whose id is listed while its request is still pending as accepted then (the goal
+handle rclpy would have made from the response, with the status's stamp), and drops the
+response should it come after all. :class:`..watch.ResultAgain` then gets its result.
+
+The fixes use rclpy's own (private) bookkeeping of pending goal requests, as 9.1.2 lays
+it out; an rclpy without it gets rclpy's ``send_goal_async`` and ``execute``.
 """
 
 from __future__ import annotations
@@ -55,7 +65,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 import threading
 from typing import Any
+import weakref
 
+from action_msgs.msg import GoalStatus
 from rclpy.action.client import ActionClient as _RclpyActionClient, ClientGoalHandle
 from rclpy.task import Future
 
@@ -71,6 +83,9 @@ class ActionClient(_RclpyActionClient[Any, Any, Any]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._early_lock = threading.Lock()
         self._sent: OrderedDict[bytes, Any] = OrderedDict()
+        self._answered_by_status: set[int] = set()
+        """Goal requests whose handle was made from the status topic: their late response
+        is dropped."""
         super().__init__(*args, **kwargs)
 
     def goal_of(self, goal_id: Any) -> Any:
@@ -131,6 +146,45 @@ class ActionClient(_RclpyActionClient[Any, Any, Any]):
             future.add_done_callback(self._remove_pending_goal_request)
             self.add_future(future)
         return future
+
+    async def execute(self, taken_data: Any) -> None:
+        """Take a pending goal listed on the status topic as accepted, then do rclpy's work."""
+        if all(hasattr(self, name) for name in _BOOKKEEPING + ('_goal_handles',)):
+            self._accept_listed(taken_data)
+        await super().execute(taken_data)
+
+    def _accept_listed(self, taken_data: Any) -> None:
+        answered = self._answered_by_status
+        goal = taken_data.get('goal')
+        responding = None  # the request whose response is here: rclpy makes its handle
+        if goal is not None and goal[0] in answered:
+            answered.discard(goal[0])
+            del taken_data['goal']  # its goal handle was made from the status
+        elif goal is not None:
+            responding = goal[0]
+        status = taken_data.get('status')
+        if status is None:
+            return
+        listed = {bytes(s.goal_info.goal_id.uuid): s for s in status.status_list
+                  if s.status != GoalStatus.STATUS_UNKNOWN}
+        made = []
+        with self._lock:
+            pending = [(number, bytes(goal_id.uuid)) for number, goal_id
+                       in self._goal_sequence_number_to_goal_id.items()
+                       if bytes(goal_id.uuid) in listed and number != responding]
+            for number, uuid in pending:
+                future = self._pending_goal_requests.get(number)
+                if future is None or future.done() or uuid in self._goal_handles:
+                    continue
+                entry = listed[uuid]
+                response = self._action_type.Impl.SendGoalService.Response(
+                    accepted=True, stamp=entry.goal_info.stamp)
+                handle = ClientGoalHandle(self, entry.goal_info.goal_id, response)
+                self._goal_handles[uuid] = weakref.ref(handle)
+                answered.add(number)
+                made.append((future, handle))
+        for future, handle in made:  # its done callbacks take the lock
+            future.set_result(handle)
 
 
 _BOOKKEEPING = ('_client_handle', '_pending_goal_requests', '_goal_sequence_number_to_goal_id',
