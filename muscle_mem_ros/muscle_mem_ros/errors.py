@@ -27,6 +27,7 @@ from __future__ import annotations
 __all__ = [
     'ConfigError',
     'ImageError',
+    'ImageMismatch',
     'MissingParamError',
     'MuscleMemError',
     'RecordingBusyError',
@@ -121,3 +122,7 @@ class TypeResolutionError(MuscleMemError, ValueError):
 
 class ImageError(MuscleMemError, ValueError):
     """A camera frame that cannot be read: an unknown encoding, a corrupt or cut-off image."""
+
+
+class ImageMismatch(ImageError):
+    """A frame that reads, but not as its sensor was configured: another size or encoding."""

@@ -35,6 +35,7 @@ __all__ = [
     'CheckResult',
     'CompareMode',
     'Declaration',
+    'ImageLayout',
     'Node',
     'ReplayBook',
     'ReplayOutcome',
@@ -93,6 +94,48 @@ class CompareMode(Enum):
     """Every element must be equal; score is 0 or infinity."""
     ANGLE = 'angle'
     """Like ABS, on angles: deviations wrap into [-pi, pi) first."""
+    IMAGE = 'image'
+    """A camera's grid of cell means (:class:`ImageLayout`): the largest cell deviation over
+    the (single) tolerance, the scene's overall brightness change removed per channel first;
+    depth cells in metres as read. Cells that are NaN (masked, no valid depth) count for
+    nothing (:mod:`~muscle_mem_ros.checks.images`)."""
+
+
+@dataclass(frozen=True)
+class ImageLayout:
+    """
+    Where each element of an image sensor's vector lies in the view.
+
+    The vector is channel-major, then row, then column (:meth:`..checks.images.Grid.vector`).
+
+    :ivar channels: 3 (colour), 1 (grey) or 0 (depth, one plane of metres).
+    :ivar columns: Cells per row.
+    :ivar rows: Rows of cells.
+    :ivar cell: A cell's side, pixels.
+    :ivar x: Left of the region of interest, pixels.
+    :ivar y: Top of it.
+    """
+
+    channels: int
+    columns: int
+    rows: int
+    cell: int
+    x: int = 0
+    y: int = 0
+
+    @property
+    def size(self) -> int:
+        """Return the vector's length."""
+        return max(self.channels, 1) * self.columns * self.rows
+
+    def where(self, element: int) -> str:
+        """Return the pixels of ``element``'s cell and its channel, for people."""
+        plane = self.columns * self.rows
+        channel, index = divmod(element, plane)
+        row, column = divmod(index, self.columns)
+        name = {3: ('red', 'green', 'blue'), 1: ('grey',)}.get(self.channels, ('depth',))
+        return (f'cell at x {self.x + column * self.cell}, y {self.y + row * self.cell} '
+                f'({self.cell}x{self.cell} px, {name[min(channel, len(name) - 1)]})')
 
 
 @dataclass(frozen=True)
@@ -107,6 +150,8 @@ class SensorSpec:
         ``None`` disables the staleness test (Python API captures).
     :ivar bind: May inference bind goal fields to its elements: ``'auto'``, ``'never'``,
         or None for the default (:func:`~.bindings.sensor_sources`).
+    :ivar image: Where an image sensor's elements lie (``CompareMode.IMAGE``); None
+        otherwise. Left out of the repr: the mode and the vector's length say the same.
     """
 
     name: str
@@ -114,6 +159,7 @@ class SensorSpec:
     mode: CompareMode = CompareMode.ABS
     max_age: float | None = None
     bind: str | None = None
+    image: ImageLayout | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, eq=False)

@@ -59,6 +59,10 @@ FULL = {
                    'mode': 'abs', 'max_age': 1.0, 'bind': 'auto', 'watch': 'auto'},
         'object': {'topic': '/object_pose', 'type': 'geometry_msgs/msg/PoseStamped',
                    'fields': ['pose.position'], 'tolerance': [0.01]},
+        'camera': {'topic': '/camera/image_raw', 'type': 'sensor_msgs/msg/Image',
+                   'encoding': 'rgb8', 'width': 320, 'height': 240, 'cell': 16,
+                   'roi': [0, 16, 320, 224], 'masks': [0, 16, 32, 32], 'tolerance': [0.1],
+                   'mode': 'image'},
     },
     'actions': {
         'arm': {'server': '/arm/follow_joint_trajectory',
@@ -114,10 +118,15 @@ def declared() -> set[str]:
     return set(_DESCRIPTIONS)
 
 
+CAMERA_KEYS = ('encoding', 'width', 'height', 'cell', 'roi', 'masks')
+"""Keys only a camera sensor has: read under ``sensors.camera`` in :data:`FULL`."""
+
+
 def concrete(pattern: str) -> str:
     """Return the name a pattern has in :data:`FULL` (``sensors.*.topic`` -> ...joints...)."""
     group, _, key = pattern.partition('.*.')
-    return f'{group}.{GROUP_ITEM[group]}.{key}' if key else pattern
+    item = 'camera' if group == 'sensors' and key in CAMERA_KEYS else GROUP_ITEM.get(group)
+    return f'{group}.{item}.{key}' if key else pattern
 
 
 def pattern_of(name: str) -> str:

@@ -42,7 +42,8 @@ import math
 
 import numpy as np
 
-from ..errors import ImageError
+from ..errors import ImageError, ImageMismatch
+from ..records import ImageLayout
 
 __all__ = ['COLOUR_ENCODINGS', 'DEPTH_ENCODINGS', 'decode_compressed', 'decode_raw',
            'deviations', 'Frame', 'Grid', 'Region', 'thumbnail_png']
@@ -158,6 +159,11 @@ class Grid:
         return Region(self.area.x + column * self.cell, self.area.y + row * self.cell,
                       self.cell, self.cell)
 
+    def layout(self, channels: int) -> ImageLayout:
+        """Return where each element of this grid's vectors lies (channels: 3, 1, 0 depth)."""
+        columns, rows = self.cells
+        return ImageLayout(channels, columns, rows, self.cell, self.area.x, self.area.y)
+
     def vector(self, frame: Frame) -> np.ndarray:
         """
         Return the frame's cell means, flat: channel-major, then row, then column.
@@ -165,8 +171,8 @@ class Grid:
         :raises ImageError: The frame's size is not the grid's.
         """
         if frame.shape != (self.width, self.height):
-            raise ImageError(f'the camera sends {frame.shape[0]}x{frame.shape[1]} frames, the '
-                             f'check was made for {self.width}x{self.height}')
+            raise ImageMismatch(f'the camera sends {frame.shape[0]}x{frame.shape[1]} frames, '
+                                f'the check was made for {self.width}x{self.height}')
         area = self.area
         columns, rows = self.cells
         c = self.cell
@@ -294,9 +300,13 @@ def deviations(recorded: np.ndarray, current: np.ndarray, *, channels: int) -> n
     per = flat.shape[1] // channels
     for ch in range(channels):
         part = flat[:, ch * per:(ch + 1) * per]
-        with np.errstate(all='ignore'):
-            light = np.nanmedian(part, axis=1, keepdims=True) if part.size else 0.0
-        out[:, ch * per:(ch + 1) * per] = part - np.nan_to_num(light)
+        finite = np.isfinite(part)
+        if finite.all():  # numpy's nanmedian is ten times slower: only where a cell is NaN
+            light = np.median(part, axis=1, keepdims=True) if part.size else np.zeros((1, 1))
+        else:
+            light = np.array([[np.median(row[ok]) if ok.any() else 0.0]
+                              for row, ok in zip(part, finite)])
+        out[:, ch * per:(ch + 1) * per] = part - light
     return out.reshape(diff.shape)
 
 

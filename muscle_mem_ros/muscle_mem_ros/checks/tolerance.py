@@ -38,6 +38,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from .images import deviations as image_deviations
 from ..records import CheckFailure, CheckResult, CompareMode, SensorSpec, Snapshot
 from ..resume import FailureKind
 
@@ -125,6 +126,8 @@ class CompiledSensor:
         mode = self.spec.mode
         if mode is CompareMode.EXACT:
             return np.asarray(np.where(np.any(rec != x, axis=1), np.inf, 0.0))
+        if mode is CompareMode.IMAGE:
+            return _largest(self.image_deviations(rec, x) / self.safe_tol[0])
         if mode is CompareMode.ANGLE:
             dev = np.abs(_wrap(x - rec)) / self.safe_tol
         else:
@@ -139,8 +142,15 @@ class CompiledSensor:
             return np.asarray(np.sqrt(np.einsum('ij,ij->i', dev, dev) / max(dev.shape[1], 1)))
         return np.asarray(dev.max(axis=1, initial=0.0))
 
+    def image_deviations(self, rec: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Return |deviation| per cell of an image sensor's rows, light removed (NaN: none)."""
+        assert self.spec.image is not None  # _compile requires it for IMAGE
+        return np.asarray(np.abs(image_deviations(rec, x, channels=self.spec.image.channels)))
+
     def deviations(self, rec: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Return the raw deviation of each row in sensor units (for reports only)."""
+        if self.spec.mode is CompareMode.IMAGE:
+            return _largest(self.image_deviations(rec, x))
         diff = x - rec
         if self.spec.mode is CompareMode.ANGLE:
             diff = _wrap(diff)
@@ -149,6 +159,12 @@ class CompiledSensor:
         if self.spec.mode is CompareMode.RMS:
             return np.asarray(np.sqrt(np.einsum('ij,ij->i', diff, diff) / max(diff.shape[1], 1)))
         return np.asarray(np.abs(diff).max(axis=1, initial=0.0))
+
+
+def _largest(dev: np.ndarray) -> np.ndarray:
+    """Return each row's largest finite value; inf for a row with none (nothing compared)."""
+    worst = np.where(np.isfinite(dev), dev, -1.0).max(axis=1, initial=-1.0)
+    return np.asarray(np.where(worst < 0.0, np.inf, worst))
 
 
 def _wrap(diff: np.ndarray) -> np.ndarray:
@@ -176,6 +192,9 @@ def _compile(spec: SensorSpec) -> CompiledSensor:
         raise ValueError(f'sensor {spec.name!r}: mode must be a CompareMode, got {spec.mode!r}')
     if spec.max_age is not None and not spec.max_age > 0.0:
         raise ValueError(f'sensor {spec.name!r}: max_age must be > 0 or None, got {spec.max_age}')
+    if spec.mode is CompareMode.IMAGE and (spec.image is None or tol.size != 1):
+        raise ValueError(f'sensor {spec.name!r}: mode image needs the image layout and one '
+                         'tolerance')
     zero = tol == 0.0
     safe = np.where(zero, 1.0, tol)
     return CompiledSensor(spec=spec, tol=tol, safe_tol=safe, zero_tol=zero if zero.any() else None)
@@ -256,7 +275,11 @@ class ToleranceCheck:
                     out.append((None, _Why(f'stale ({age:.3g} s old)', FailureKind.STALE)))
                     continue
             vector = np.asarray(value, dtype=np.float64).reshape(-1)
-            if not np.all(np.isfinite(vector)):
+            if sensor.mode is CompareMode.IMAGE:  # NaN cells are masked or without depth
+                if not np.any(np.isfinite(vector)):
+                    out.append((None, 'no cell to compare (all masked or invalid now)'))
+                    continue
+            elif not np.all(np.isfinite(vector)):
                 out.append((None, 'not finite (NaN or inf now)'))
                 continue
             out.append((vector, None))
@@ -305,13 +328,25 @@ class ToleranceCheck:
             if not score <= 1.0:
                 deviation = float(sensor.deviations(rec, x)[0])
                 failures.append(CheckFailure(
-                    sensor.name, deviation, tol_max, score, 'out of tolerance',
+                    sensor.name, deviation, tol_max, score, _out_of_tolerance(sensor, rec, x),
                     FailureKind.OUT_OF_TOLERANCE))
         if compared == 0:
             return CheckResult(False, math.inf, (CheckFailure(
                 '', math.inf, 0.0, math.inf, 'nothing to compare'),))
         failures.sort(key=lambda f: -f.score)
         return CheckResult(not failures, worst, tuple(failures))
+
+
+def _out_of_tolerance(sensor: CompiledSensor, rec: np.ndarray, x: np.ndarray) -> str:
+    """Say a failure; for an image, where in the view (its worst cell) and by how much."""
+    layout = sensor.spec.image
+    if sensor.mode is not CompareMode.IMAGE or layout is None:
+        return 'out of tolerance'
+    dev = sensor.image_deviations(rec, x)[0]
+    worst = int(np.argmax(np.where(np.isfinite(dev), dev, -1.0)))
+    over = int(np.sum(np.isfinite(dev) & (dev > float(sensor.tol[0]))))
+    return (f'out of tolerance at the {layout.where(worst)}, off by {dev[worst]:.3g}; '
+            f'{over} of {int(np.sum(np.isfinite(dev)))} cells over')
 
 
 def _shape_failure(sensor: CompiledSensor, k_rec: int, k_now: int) -> CheckFailure | None:

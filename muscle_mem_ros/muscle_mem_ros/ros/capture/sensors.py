@@ -78,6 +78,7 @@ import threading
 import time
 from typing import Any
 
+from muscle_mem_ros.errors import ImageError, ImageMismatch
 from muscle_mem_ros.records import Snapshot
 from muscle_mem_ros.ros.capture.byname import ByName
 from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
@@ -108,7 +109,7 @@ class _Latest:
     """Latest raw message of one sensor and the features of the last one decoded."""
 
     __slots__ = ('config', 'raw', 'stamp', 'sim', 'decoded', 'invalid', 'problem', 'seen',
-                 'by_name')
+                 'by_name', 'good', 'dropped')
 
     def __init__(self, config: SensorConfig) -> None:
         self.config = config
@@ -120,6 +121,10 @@ class _Latest:
         self.problem = ''
         self.seen = False
         self.by_name = ByName(config) if config.by_name is not None else None
+        self.good: tuple[tuple[float, ...], float, float] | None = None
+        """A camera's last frame that decoded: (features, stamp, simulated time)."""
+        self.dropped = 0
+        """A camera's frames that did not decode (:meth:`SensorHub.dropped`)."""
 
 
 class SensorHub:
@@ -363,13 +368,23 @@ class SensorHub:
     def _features(self, latest: _Latest, raw: bytes) -> tuple[float, ...] | None:
         decoded_raw, decoded = latest.decoded
         if raw is decoded_raw:
-            return decoded
+            return decoded if decoded or latest.config.image is None else None
         config = latest.config
         try:
             msg = deserialize_message(raw, config.msg_type)
             values: list[float] = []
             for extractor in config.extractors:
                 values.extend(extractor.extract(msg))
+        except ImageMismatch as err:  # not the camera configured: checks say why
+            self._report(latest, str(err))
+            return None
+        except ImageError as err:  # a corrupt frame: dropped, counted, the last good one kept
+            latest.dropped += 1
+            if latest.dropped == 1:
+                self._on_error(f'sensors.{config.name}: a frame from {config.topic} dropped '
+                               f'({err}); the last good frame stands in while it is fresh')
+            latest.decoded = (raw, ())
+            return None
         except Exception as err:  # a malformed message must not stop capture
             self._report(latest, f'sensors.{config.name}: cannot read {config.topic}: {err}')
             return None
@@ -390,6 +405,10 @@ class SensorHub:
         if not latest.invalid:
             latest.invalid = True
             self._on_error(message)
+
+    def dropped(self) -> dict[str, int]:
+        """Count, per camera sensor, the frames dropped since start (they did not decode)."""
+        return {n: x.dropped for n, x in self._latest.items() if x.config.image is not None}
 
     def problems(self) -> dict[str, str]:
         """
@@ -429,10 +448,16 @@ class SensorHub:
                 values: tuple[float, ...] | None = by_name
             else:
                 values = self._features(latest, raw)
+            sim = latest.sim
+            if latest.config.image is not None:
+                if values is not None:
+                    latest.good = (values, stamp, sim)
+                elif latest.good is not None and not latest.problem:
+                    values, stamp, sim = latest.good
             if values is not None:
                 features[latest.config.name] = values
                 stamps[latest.config.name] = stamp if sim_now is None else \
-                    taken_at - max(0.0, sim_now - latest.sim)
+                    taken_at - max(0.0, sim_now - sim)
         return Snapshot(features=features, stamps=stamps, taken_at=taken_at)
 
     def _note_unseen(self, latest: _Latest) -> None:

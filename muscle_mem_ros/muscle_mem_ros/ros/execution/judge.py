@@ -75,9 +75,10 @@ def describe_failure(failure: CheckFailure) -> str:
     if failure.source:
         return failure.reason
     if failure.kind is FailureKind.OUT_OF_TOLERANCE:
+        where = failure.reason.partition(' at the ')[2]  # an image's cell, when it says one
         return (
             f'sensor {failure.sensor} deviates {failure.deviation:.4g} '
-            f'(tolerance {failure.tolerance:.4g})'
+            f'(tolerance {failure.tolerance:.4g})' + (f' at the {where}' if where else '')
         )
     if failure.sensor:
         return f'sensor {failure.sensor} {failure.reason}'
@@ -179,6 +180,20 @@ class SensorJudge:
                           failure)
         return None
 
+    def _explained(self, failure: CheckFailure) -> CheckFailure:
+        """
+        Return a missing sensor's failure with why it is unusable, when the capture says.
+
+        A frame is decoded when a snapshot is taken: a camera that now sends another size
+        is found unusable by the capture that the check then finds it missing from.
+        """
+        problem = self.hub.problems().get(failure.sensor) \
+            if failure.kind is FailureKind.MISSING else None
+        if not problem:
+            return failure
+        return CheckFailure(failure.sensor, math.inf, 0.0, math.inf, f'unusable: {problem}',
+                            FailureKind.MISSING)
+
     def pick(self, usable: Sequence[Node], step: int) -> Verdict:
         """
         Return the matcher's best candidate (or the blind ones), else why none passes.
@@ -195,7 +210,7 @@ class SensorJudge:
             worst = blamed([(node, result.failures[0]) for node, result in selection.rejected
                             if result.failures])
             if worst is not None:
-                failure = worst[1]
+                failure = self._explained(worst[1])
         if self.allow_unchecked:
             blind = [c for c in usable if c.step.pre is None or not c.step.pre.features]
             if blind:
@@ -232,6 +247,7 @@ class SensorJudge:
             failure = result.failures[0] if not result.passed and result.failures else None
         if failure is None:
             return None
+        failure = self._explained(failure)
         return Miss(FailureKind.POST_CHECK,
                     f'post-check failed at step {step}: {describe_failure(failure)}', failure)
 

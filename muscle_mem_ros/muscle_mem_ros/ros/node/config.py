@@ -94,6 +94,7 @@ from muscle_mem_ros.ros.messages.introspection import (
     resolve_type,
 )
 from muscle_mem_ros.ros.messages.success import parse_success
+from muscle_mem_ros.ros.node.imageconfig import image_sensor, IMAGE_TYPES
 from muscle_mem_ros.ros.node.nodeconfig import (
     CacheMode,
     DEFAULT_AGREEMENT,
@@ -147,6 +148,9 @@ def _sensor(reader: ParameterReader, name: str) -> SensorConfig:
         msg_type = resolve_type(type_name, kind='msg')
     except TypeResolutionError as err:
         raise ConfigError(f'{prefix}.type: {err}') from err
+    canonical = canonical_type_name(type_name, kind='msg')
+    if canonical in IMAGE_TYPES:
+        return image_sensor(reader, name, topic=topic, type_name=canonical, msg_type=msg_type)
     fields = reader.get(f'{prefix}.fields', None)
     if isinstance(fields, str):
         fields = [fields]

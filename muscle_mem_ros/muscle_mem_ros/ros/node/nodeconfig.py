@@ -30,7 +30,7 @@ from typing import Any
 from muscle_mem_ros.bindings.rules import Declared, DEFAULT_MAX_SHIFT
 from muscle_mem_ros.checks.rest import DEFAULT_REST_WINDOW
 from muscle_mem_ros.errors import ConfigError
-from muscle_mem_ros.records import CompareMode, SensorSpec, ToolKind
+from muscle_mem_ros.records import CompareMode, ImageLayout, SensorSpec, ToolKind
 from muscle_mem_ros.replay.booking import StepBack
 from muscle_mem_ros.replay.gates import Gate
 from muscle_mem_ros.ros.messages.introspection import FieldExtractor, NamedFields
@@ -116,6 +116,7 @@ class SensorConfig:
         (:func:`~muscle_mem_ros.bindings.rules.sensor_sources`).
     :ivar watch: ``watch: auto``: traced and watched during action steps (up to
         :data:`~muscle_mem_ros.checks.tube.MAX_WATCHED` elements); False for ``never``.
+    :ivar image: A camera sensor's grid (:mod:`.imageconfig`); None for other sensors.
     """
 
     name: str
@@ -130,6 +131,7 @@ class SensorConfig:
     by_name: NamedFields | None = None
     bind: str | None = None
     watch: bool = True
+    image: ImageLayout | None = None
 
     @property
     def size(self) -> int | None:
@@ -151,7 +153,7 @@ class SensorConfig:
         """Return the core's view of this sensor's tolerance."""
         return SensorSpec(
             name=self.name, tolerance=self.tolerance, mode=self.mode, max_age=self.max_age,
-            bind=self.bind,
+            bind=self.bind, image=self.image,
         )
 
 

@@ -45,7 +45,7 @@ _TOP_KEYS = (
     'body_name',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind',
-                'watch')
+                'watch', 'encoding', 'width', 'height', 'cell', 'roi', 'masks')
 _TOOL_KEYS = ('server', 'type', 'proxy', 'record_from', 'success_field', 'success_when',
               'agreement')
 _BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset')
@@ -98,7 +98,16 @@ _DESCRIPTIONS = {
                     'robot to be at rest (> 0).'),
     'sensors.*.joints': 'Element names read from the message name array, in order.',
     'sensors.*.tolerance': 'One tolerance, or one per feature element (>= 0).',
-    'sensors.*.mode': 'How deviations compare: abs | norm | rms | exact | angle.',
+    'sensors.*.mode': 'How deviations compare: abs | norm | rms | exact | angle | image.',
+    'sensors.*.encoding': ('An image sensor: the encoding of its frames (rgb8, bgr8, rgba8, '
+                           'bgra8, mono8, mono16, 16UC1, 32FC1; CompressedImage: rgb8 or '
+                           'mono8).'),
+    'sensors.*.width': 'An image sensor: the width of its frames, pixels.',
+    'sensors.*.height': 'An image sensor: the height of its frames, pixels.',
+    'sensors.*.cell': 'An image sensor: the side of a cell, pixels (default: height / 15).',
+    'sensors.*.roi': 'An image sensor: the region compared, [x, y, width, height] pixels.',
+    'sensors.*.masks': ('An image sensor: regions left out, four integers each (x, y, width, '
+                        'height), flat.'),
     'sensors.*.max_age': 'Seconds (node clock) after which a reading is stale (> 0).',
     'actions.*.server': 'The real action server (replay sends goals here).',
     'actions.*.type': 'Action type, e.g. control_msgs/action/FollowJointTrajectory.',

@@ -1,0 +1,157 @@
+# Copyright 2026 muscle_mem_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Cameras as sensors of a real cache node (issue 44): checked, explained, never a crash.
+
+The harness's arm has no object sensor here: two cameras over its table (one raw rgb8, one
+JPEG, :mod:`camera_helpers`) are all the cache sees of the world, besides the joints.
+"""
+
+from __future__ import annotations
+
+from action_msgs.msg import GoalStatus
+from camera_helpers import SyntheticCamera
+from muscle_mem_interfaces.msg import CacheEvent
+from node_helpers import Harness, Names, OBJECT_HOME, params, run_cache_to_exit, wait_until
+import pytest
+
+RAW = {'type': 'sensor_msgs/msg/Image', 'encoding': 'rgb8', 'width': 320, 'height': 240,
+       'cell': 16, 'tolerance': 0.1, 'max_age': 0.5}
+JPEG = {'type': 'sensor_msgs/msg/CompressedImage', 'width': 320, 'height': 240,
+        'cell': 16, 'tolerance': 0.1, 'max_age': 0.5}
+
+
+@pytest.fixture(scope='module')
+def harness(tmp_path_factory):
+    h = Harness(tmp=tmp_path_factory.mktemp('camera'))
+    topics = {'camera': f'/{h.names.prefix}/camera/image_raw',
+              'jpeg': f'/{h.names.prefix}/camera/image_raw/compressed'}
+    h.cameras = {}
+    for name, topic in topics.items():
+        camera = SyntheticCamera(robot=h.robot, context=h.context, topic=topic,
+                                 name=f'{h.names.prefix}_{name}', compressed=name == 'jpeg',
+                                 seed=len(h.cameras))
+        h.executor.add_node(camera)
+        h.extra_nodes.append(camera)
+        h.cameras[name] = camera
+    h.start_cache(**{'sensors.object': None,
+                     'sensors.camera': dict(RAW, topic=topics['camera']),
+                     'sensors.jpeg': dict(JPEG, topic=topics['jpeg'])})
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def world(harness):
+    harness.robot.reset()
+    for camera in harness.cameras.values():
+        camera.brightness = 1.0
+        camera.corrupt_every = 0
+        camera.resize(320, 240)
+    fresh(harness)
+    assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
+    yield harness
+    assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
+
+
+def fresh(h: Harness) -> None:
+    """Return once each camera published a few frames of the world as it is now."""
+    counts = {n: c.published for n, c in h.cameras.items()}
+    assert wait_until(lambda: all(c.published >= counts[n] + 3
+                                  for n, c in h.cameras.items()), 10.0)
+
+
+def learn(h: Harness, task: str) -> None:
+    calls = len(h.agent.calls)
+    run = h.run_task(task)
+    assert run.status == GoalStatus.STATUS_SUCCEEDED, run.result.message
+    assert run.result.success and not run.result.cache_hit, run.result.message
+    assert len(h.agent.calls) == calls + 1
+    h.robot.reset()
+    fresh(h)
+
+
+def test_an_unchanged_scene_replays_under_noise_and_light(world):
+    h = world
+    learn(h, 'look')
+    calls = len(h.agent.calls)
+    run = h.run_task('look')
+    assert run.result.success and run.result.cache_hit, run.result.message
+    h.robot.reset()
+    for camera in h.cameras.values():
+        camera.brightness = 1.1  # the room got brighter
+    fresh(h)
+    run = h.run_task('look')
+    assert run.result.success and run.result.cache_hit, run.result.message
+    assert len(h.agent.calls) == calls
+
+
+def test_an_object_moved_two_centimetres_hands_off_saying_where(world):
+    h = world
+    learn(h, 'look_moved')
+    moved = (OBJECT_HOME[0] + 0.02, OBJECT_HOME[1], OBJECT_HOME[2])
+    h.robot.bump_after = (2, moved)  # moved once the gripper call (step 1) ended
+    calls = len(h.agent.calls)
+    run = h.run_task('look_moved')
+    assert run.result.success and not run.result.cache_hit, run.result.message
+    assert len(h.agent.calls) == calls + 1
+    call = h.agent.calls[-1]
+    assert call.resume_from_step == 2
+    assert 'cell at x' in call.resume_reason, call.resume_reason
+    failed = [e for e in h.wait_events(CacheEvent.CHECK_FAILED, 'look_moved')
+              if e.sensor in ('camera', 'jpeg')]
+    assert failed and failed[-1].deviation > failed[-1].tolerance == pytest.approx(0.1)
+
+
+def test_corrupt_frames_are_dropped_and_the_replay_goes_on(world):
+    h = world
+    learn(h, 'look_corrupt')
+    h.cameras['jpeg'].corrupt_every = 3  # one JPEG in three cut short
+    fresh(h)
+    run = h.run_task('look_corrupt')
+    assert run.result.success and run.result.cache_hit, run.result.message
+    assert h.cache is not None
+    assert wait_until(lambda: 'jpeg: a frame from' in h.cache.output(), 10.0)
+    assert 'dropped' in h.cache.output()
+
+
+def test_a_camera_sending_another_size_is_a_miss_that_says_so(world):
+    h = world
+    learn(h, 'look_size')
+    h.cameras['camera'].resize(160, 120)
+    fresh(h)
+    calls = len(h.agent.calls)
+    run = h.run_task('look_size')
+    assert run.result.success and not run.result.cache_hit, run.result.message
+    assert len(h.agent.calls) == calls + 1
+    reason = h.agent.calls[-1].resume_reason
+    assert 'sends 160x120 frames' in reason and '320x240' in reason, reason
+
+
+@pytest.mark.parametrize('sensor, parameter', [
+    ({'encoding': 'rgb9'}, 'sensors.camera.encoding'),
+    ({'width': None}, 'sensors.camera.width'),
+    ({'roi': [0, 0, 400, 10]}, 'sensors.camera'),
+    ({'masks': [1, 2, 3]}, 'sensors.camera.masks'),
+    ({'mode': 'abs'}, 'sensors.camera.mode'),
+    ({'fields': ['data']}, 'sensors.camera.fields'),
+])
+def test_a_bad_camera_setting_stops_the_node_naming_it(tmp_path, sensor, parameter):
+    names = Names.unique()
+    camera = {k: v for k, v in dict(RAW, topic='/camera', **sensor).items() if v is not None}
+    values = params(names, store=tmp_path / 'c.db', **{'sensors.camera': camera})
+    done = run_cache_to_exit(names=names, values=values, tmp=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f'bad configuration: {parameter}' in done.stderr, done.stderr
