@@ -22,10 +22,12 @@ ROS-free modules: :mod:`.arms` (the arm models, read from the gymnasium-robotics
 the table scene), :mod:`.kinematics` (forward and inverse kinematics on the model),
 :mod:`.trajectory` (joint paths),
 :mod:`.physics` (the simulation, stepped in its own thread), :mod:`.camera` (its camera,
-rendered offscreen), :mod:`.planner` (pick-and-place
+rendered offscreen), :mod:`.distractor` (a box for the camera that is not the cube),
+:mod:`.planner` (pick-and-place
 one step at a time), :mod:`.story` (the demo's runs and their verdict), :mod:`.report`
 (table and PNG), :mod:`.processes` (child processes). ROS nodes: :mod:`.robot_node`
-(console script ``sim_robot``), :mod:`.agent_node` (``demo_agent``); the demo:
+(console script ``sim_robot``; its camera on ROS: :mod:`.camera_feed`), :mod:`.agent_node`
+(``demo_agent``); the demo:
 :mod:`.demo` (``sim_demo``) with its ROS client :mod:`.driver`. The arm is a Franka Emika
 Panda.
 Importing this package imports neither rclpy nor mujoco. It does set ``MUJOCO_GL=egl`` when

@@ -31,7 +31,9 @@ plain MuJoCo with ``MjSpec`` and adapted there, in code, for the demo:
   wider force limits. The kinematics (the bodies, joint axes and limits) are the model's;
 * the fingers get a light armature and damping, so the jaws settle in a fraction of a second;
 * a ``grasp`` site between the finger pads is the tool point, a table (top at z = 0), a 4 cm
-  cube on a free joint and a ``grasp`` weld (the attach stand-in) are added.
+  cube on a free joint, a ``grasp`` weld (the attach stand-in), the camera
+  (:mod:`.camera`) and its distractor, a 6 cm box parked out of sight (:mod:`.distractor`),
+  are added.
 
 :func:`build_scene` compiles that for a named arm; :func:`build_arm` the arm alone (for
 kinematics); :func:`description` is the arm's MJCF as the sim robot publishes it on
@@ -48,7 +50,7 @@ import math
 import os
 
 import mujoco
-from muscle_mem_demo import camera
+from muscle_mem_demo import camera, distractor
 
 __all__ = [
     'ARMS',
@@ -334,7 +336,7 @@ def description(name: str = 'panda') -> str:
 def build_scene(name: str = 'panda', *, object_start: tuple[float, ...] = OBJECT_START
                 ) -> mujoco.MjModel:
     """
-    Return the compiled scene: the named arm at the origin, the table, the cube, the weld.
+    Return the compiled scene: the arm at the origin, table, cube, weld, camera, distractor.
 
     :raises ValueError: an unknown arm.
     :raises ModelFilesError: the wheel is missing or its files do not load.
@@ -358,6 +360,7 @@ def build_scene(name: str = 'panda', *, object_start: tuple[float, ...] = OBJECT
     cube.add_freejoint(name='object_free')
     cube.add_geom(name='object', type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.02, 0.02, 0.02],
                   mass=0.1, friction=[1.0, 0.005, 0.0001], rgba=[0.15, 0.35, 0.9, 1.0])
+    distractor.add_distractor(world)
     camera.add_camera(world)
     spec.add_equality(name='grasp', type=mujoco.mjtEq.mjEQ_WELD, name1=arm.hand_body,
                       name2='object', objtype=mujoco.mjtObj.mjOBJ_BODY, active=False)

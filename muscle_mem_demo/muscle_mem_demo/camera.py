@@ -27,7 +27,8 @@ belongs to the thread that made the :class:`Eye`, and only that thread renders.
 
 MuJoCo renders headless through Mesa's EGL (``MUJOCO_GL=egl``) or OSMesa; with neither
 (no ``MUJOCO_GL`` and no display) :func:`open_eye` raises :class:`CameraError` whose
-message is one line naming what is missing. Sensor noise is Gaussian per pixel and
+message is one line naming what is missing (GLFW's own complaint, a Python warning, goes
+into that line instead of onto stderr). Sensor noise is Gaussian per pixel and
 channel, from a seeded generator: the same seed gives the same frames.
 """
 
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 import math
 import os
 from typing import Any
+import warnings
 
 import mujoco
 import numpy as np
@@ -94,15 +96,22 @@ def open_eye(model: mujoco.MjModel, *, width: int = 640, height: int = 480,
         raise CameraError(f'camera noise must be >= 0 grey levels, got {noise}')
     model.vis.global_.offwidth = max(int(model.vis.global_.offwidth), width)
     model.vis.global_.offheight = max(int(model.vis.global_.offheight), height)
-    try:
-        renderer = mujoco.Renderer(model, height=height, width=width)
-    except Exception as err:  # noqa: B902 (mujoco raises RuntimeError, FatalError or worse)
-        backend = os.environ.get('MUJOCO_GL')
-        said = f'MUJOCO_GL={backend} could not start' if backend else \
-            'MUJOCO_GL is not set and there is no display'
-        raise CameraError(
-            f'the camera needs an OpenGL backend: {said} ({type(err).__name__}); set '
-            'MUJOCO_GL=egl (Mesa EGL, headless on the CPU) or MUJOCO_GL=osmesa') from err
+    # GLFW says why it failed in Python warnings (no DISPLAY, ...): kept for the one line
+    with warnings.catch_warnings(record=True) as said_meanwhile:
+        warnings.simplefilter('always')
+        try:
+            renderer = mujoco.Renderer(model, height=height, width=width)
+        except Exception as err:  # noqa: B902 (mujoco raises RuntimeError, FatalError or worse)
+            backend = os.environ.get('MUJOCO_GL')
+            said = f'MUJOCO_GL={backend} could not start' if backend else \
+                'MUJOCO_GL is not set and there is no display'
+            why = ''.join(f': {w.message}' for w in said_meanwhile[:1])
+            raise CameraError(
+                f'the camera needs an OpenGL backend: {said} ({type(err).__name__}{why}); set '
+                'MUJOCO_GL=egl (Mesa EGL, headless on the CPU) or MUJOCO_GL=osmesa') from err
+    for warning in said_meanwhile:  # not ours to keep
+        warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                               warning.lineno)
     return Eye(model, renderer, noise=noise, seed=seed)
 
 

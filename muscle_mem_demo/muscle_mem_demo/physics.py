@@ -16,7 +16,8 @@
 ROS-free MuJoCo simulation of the demo arm: a physics thread, trajectory tracking, grasping.
 
 The arm is a real model (the Franka Emika Panda, :mod:`muscle_mem_demo.arms`), on a table
-with a 4 cm cube.
+with a 4 cm cube; a 6 cm box, the camera's distractor (:mod:`.distractor`), waits out of
+sight until it is put somewhere.
 
 The simulator owns one ``MjModel``/``MjData`` pair guarded by a lock. Either a background
 thread steps it at a real-time factor (``start()``), or a caller steps it by hand
@@ -46,6 +47,7 @@ import time
 import mujoco
 from muscle_mem_demo import arms
 from muscle_mem_demo.arms import OBJECT_START
+from muscle_mem_demo.distractor import Distractor
 from muscle_mem_demo.motion import Motion, MotionOutcome, SimState
 from muscle_mem_demo.trajectory import JointPath
 import numpy as np
@@ -178,6 +180,7 @@ class ArmSim:
         self._object_qvel = self._model.joint('object_free').dofadr[0]
         self._weld = self._model.equality('grasp').id
         self._grasp_site = self._model.site('grasp').id
+        self._distractor = Distractor(self._model)
         self._tracking: _Tracking | None = None
         self._gripper_motion: Motion | None = None
         self._gripper_ends_at = 0.0
@@ -519,6 +522,24 @@ class ArmSim:
             else:
                 self._bumps.append(_Bump(remaining=after_goals, position=pos, orientation=rot))
 
+    def move_distractor(self, *, position: Sequence[float],
+                        orientation: Sequence[float] = (1.0, 0.0, 0.0, 0.0)) -> None:
+        """
+        Put the distractor box at ``position`` (world frame, m) now, at rest; it falls from there.
+
+        Orientation is (w, x, y, z), normalized. :meth:`reset` parks it out of sight again.
+
+        :raises ValueError: non-finite numbers or a zero quaternion.
+        """
+        with self._lock:
+            self._distractor.place(self._data, position, orientation)
+            mujoco.mj_forward(self._model, self._data)
+
+    def distractor_position(self) -> tuple[float, float, float]:
+        """Return the distractor box's centre, world frame (m)."""
+        with self._lock:
+            return self._distractor.position(self._data)
+
     def knock_during(self, motion: Motion) -> Knock | None:
         """Return the knock that happened while ``motion`` ran, if any."""
         with self._lock:
@@ -526,7 +547,7 @@ class ArmSim:
 
     def reset(self) -> None:
         """
-        Put the arm at home with open jaws and the cube at its start pose.
+        Put the arm at home with open jaws, the cube at its start pose, the distractor parked.
 
         Preempts any motion in progress and drops pending deferred moves.
         """
@@ -550,6 +571,7 @@ class ArmSim:
             self._gripper_closed = False
             self._gripper_command = arm.gripper_open
             self._gripper_stalling = False
+            self._distractor.park(d)
             self._teleport(OBJECT_START, (1.0, 0.0, 0.0, 0.0))
 
     # -- inside the lock -------------------------------------------------------------------
