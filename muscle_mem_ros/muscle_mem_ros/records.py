@@ -174,12 +174,16 @@ class Snapshot:
     :ivar taken_at: When the snapshot was taken.
     :ivar user: Result of a user ``Check.capture`` (Python API), or None. A persistent
         store keeps JSON data and NumPy arrays; other objects need ``allow_pickle``.
+    :ivar images: Camera sensor name -> a small PNG of the frame its features came from
+        (longest side 96 px), for people to see what the camera saw: only the recorded
+        pre and post snapshots carry them. No check, match or dedupe reads them.
     """
 
     features: dict[str, tuple[float, ...]] = field(default_factory=dict)
     stamps: dict[str, float] = field(default_factory=dict)
     taken_at: float = 0.0
     user: Any = None
+    images: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,9 @@ a real rate. The scene is a textured grey table seen from above (1 m of table ov
 pixels, the view centred on the object's home) and the object as a 6 cm red square where
 the robot says it is; every frame gets fresh Gaussian noise. ``brightness`` scales the whole
 frame (the room's light), ``size`` changes the resolution (a camera reconfigured), and
-``corrupt_every`` sends every n-th CompressedImage frame cut short (a corrupt JPEG).
+``corrupt_every`` sends only every n-th CompressedImage frame whole, the others cut short
+(corrupt JPEGs), and
+``intruder`` puts a dark box in view (a hand, a box dropped on the table).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class SyntheticCamera(Node):
         self.noise = noise
         self.brightness = 1.0
         self.corrupt_every = 0
+        self.intruder: tuple[int, int] | None = None
+        """Centre (column, row) of a dark box in view that the robot's world lacks."""
         self.published = 0
         kind = CompressedImage if compressed else Image
         self._pub = self.create_publisher(kind, topic, 5)
@@ -70,6 +74,9 @@ class SyntheticCamera(Node):
         half = 0.03 * scale
         inside = (abs(xx - column) < half) & (abs(yy - row) < half)
         image[inside] = (0.85, 0.12, 0.1)
+        if self.intruder is not None:
+            box = (abs(xx - self.intruder[0]) < 24) & (abs(yy - self.intruder[1]) < 24)
+            image[box] = (0.1, 0.1, 0.12)
         image = image * self.brightness * 255.0 + self._rng.normal(0.0, self.noise, image.shape)
         return np.clip(np.rint(image), 0, 255).astype(np.uint8)
 
@@ -77,7 +84,7 @@ class SyntheticCamera(Node):
         with self._lock:
             pixels = self._draw()
             self.published += 1
-            corrupt = bool(self.corrupt_every) and self.published % self.corrupt_every == 0
+            corrupt = bool(self.corrupt_every) and self.published % self.corrupt_every != 0
         stamp = self.get_clock().now().to_msg()
         if self._compressed:
             out = io.BytesIO()

@@ -21,6 +21,9 @@ JPEG, :mod:`camera_helpers`) are all the cache sees of the world, besides the jo
 
 from __future__ import annotations
 
+import threading
+import time
+
 from action_msgs.msg import GoalStatus
 from camera_helpers import SyntheticCamera
 from muscle_mem_interfaces.msg import CacheEvent
@@ -56,9 +59,11 @@ def harness(tmp_path_factory):
 @pytest.fixture
 def world(harness):
     harness.robot.reset()
+    harness.robot.arm_delay = 0.0
     for camera in harness.cameras.values():
         camera.brightness = 1.0
         camera.corrupt_every = 0
+        camera.intruder = None
         camera.resize(320, 240)
     fresh(harness)
     assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
@@ -73,14 +78,65 @@ def fresh(h: Harness) -> None:
                                   for n, c in h.cameras.items()), 10.0)
 
 
-def learn(h: Harness, task: str) -> None:
+def learn(h: Harness, task: str, arm_delay: float = 0.0) -> None:
     calls = len(h.agent.calls)
     run = h.run_task(task)
     assert run.status == GoalStatus.STATUS_SUCCEEDED, run.result.message
     assert run.result.success and not run.result.cache_hit, run.result.message
     assert len(h.agent.calls) == calls + 1
     h.robot.reset()
+    h.robot.arm_delay = arm_delay
     fresh(h)
+
+
+def events(h: Harness, task: str, kind: int) -> list[CacheEvent]:
+    return [e for e in list(h.events) if e.task == task and e.type == kind]
+
+
+ARM_DELAY = 1.2
+"""Seconds the fake arm takes per trajectory goal in the watch tests."""
+
+
+def test_a_replayed_motion_is_watched_on_the_camera_and_not_canceled_unchanged(world):
+    h = world
+    h.robot.arm_delay = ARM_DELAY
+    learn(h, 'watch_view', ARM_DELAY)
+    canceled = h.robot.arm_canceled
+    run = h.run_task('watch_view')
+    assert run.result.success and run.result.cache_hit, run.result.message
+    assert h.robot.arm_canceled == canceled
+    assert wait_until(lambda: len(events(h, 'watch_view', CacheEvent.STEP_OK)) >= 4, 5.0)
+    arm = [e for e in events(h, 'watch_view', CacheEvent.STEP_OK) if e.step == 0]
+    assert arm and any(w.startswith('camera[') for w in arm[0].watched), arm
+    assert any(w.startswith('jpeg[') for w in arm[0].watched)
+
+
+def test_something_entering_the_view_during_a_motion_stops_it(world):
+    h = world
+    h.robot.arm_delay = ARM_DELAY
+    learn(h, 'watch_intruder', ARM_DELAY)
+    calls = len(h.agent.calls)
+    canceled = h.robot.arm_canceled
+
+    def intrude() -> None:
+        if h.robot.arm_active.wait(10.0):
+            time.sleep(0.3)
+            for camera in h.cameras.values():
+                camera.intruder = (80, 60)  # far from the object: the box alone changed
+
+    thread = threading.Thread(target=intrude, daemon=True)
+    thread.start()
+    run = h.run_task('watch_intruder')
+    thread.join(5.0)
+    assert h.robot.arm_canceled == canceled + 1, 'the arm goal was not canceled'
+    assert len(h.agent.calls) == calls + 1
+    call = h.agent.calls[-1]
+    assert call.resume_from_step == 0 and 'during step 0' in call.resume_reason, call
+    assert run.result.success, run.result.message
+    assert wait_until(lambda: events(h, 'watch_intruder', CacheEvent.CHECK_FAILED), 5.0)
+    failed = events(h, 'watch_intruder', CacheEvent.CHECK_FAILED)[0]
+    assert failed.sensor in ('camera', 'jpeg') and failed.element >= 0, failed
+    assert 0.2 <= failed.time_into_step < ARM_DELAY
 
 
 def test_an_unchanged_scene_replays_under_noise_and_light(world):
@@ -118,10 +174,11 @@ def test_an_object_moved_two_centimetres_hands_off_saying_where(world):
 def test_corrupt_frames_are_dropped_and_the_replay_goes_on(world):
     h = world
     learn(h, 'look_corrupt')
-    h.cameras['jpeg'].corrupt_every = 3  # one JPEG in three cut short
+    h.cameras['jpeg'].corrupt_every = 3  # two JPEGs in three cut short
     fresh(h)
+    calls = len(h.agent.calls)
     run = h.run_task('look_corrupt')
-    assert run.result.success and run.result.cache_hit, run.result.message
+    assert run.result.success and run.result.cache_hit, h.agent.calls[calls:]
     assert h.cache is not None
     assert wait_until(lambda: 'jpeg: a frame from' in h.cache.output(), 10.0)
     assert 'dropped' in h.cache.output()

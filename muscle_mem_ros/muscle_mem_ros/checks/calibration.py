@@ -36,6 +36,14 @@ recorded repeats would have replayed (their nearest other repeat within ``x``) a
 how many divergences would wrongly have replayed (within ``x`` of a repeat of the
 step they diverged from). Deviations are the largest per-element absolute
 difference (angles wrapped with mode ``angle``; Euclidean with ``norm``).
+
+A camera (mode ``image``) is measured as it is checked: the deviation of two grids is their
+largest cell deviation with the light removed, NaN cells ignored
+(:func:`.imagenoise.largest_deviation`), so its spread is one number, and so is its proposal:
+``margin`` times the largest such deviation between two repeats of a step. Grids are read
+with their channels (3 colour, 1 grey, 0 depth: the params file's encoding). Recordings of
+another size than the sensor's (a camera that changed resolution or encoding between runs)
+are left out and said (:attr:`StoreCalibration.notes`), never compared.
 """
 
 from __future__ import annotations
@@ -43,10 +51,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 import math
+import warnings
 
 import numpy as np
 import yaml
 
+from .imagenoise import cell_noise, comparable, largest_deviation
 from ..records import CompareMode, Node, StepStatus
 from ..store import Store
 
@@ -120,7 +130,7 @@ def propose(
 def noise(
     sensor: str, readings: Sequence[Sequence[float] | np.ndarray], *, k: float = DEFAULT_K,
     margin: float = DEFAULT_MARGIN, floor: float = DEFAULT_FLOOR,
-    mode: CompareMode = CompareMode.ABS,
+    mode: CompareMode = CompareMode.ABS, channels: int | None = None,
 ) -> Noise:
     """
     Compute a sensor's noise and proposed tolerance from readings.
@@ -133,10 +143,16 @@ def noise(
     :param k: See :func:`propose`.
     :param margin: See :func:`propose`.
     :param floor: See :func:`propose`.
-    :param mode: ``angle`` measures the spread of wrapped differences from the first reading.
+    :param mode: ``angle`` measures the spread of wrapped differences from the first reading;
+        ``image`` proposes one tolerance, ``margin`` times the largest cell deviation (light
+        removed) between two readings.
+    :param channels: Mode ``image``: the grid's channels (3, 1, or 0 for depth).
     :return: The noise.
-    :raises ValueError: no readings.
+    :raises ValueError: no readings; mode ``image`` without channels, or with no reading that
+        is a grid of them.
     """
+    if mode is CompareMode.IMAGE:
+        return _image_noise(sensor, readings, margin=margin, floor=floor, channels=channels)
     if not readings:
         raise ValueError(f'sensor {sensor!r}: no readings to calibrate from')
     sizes: dict[int, int] = {}
@@ -160,8 +176,49 @@ def noise(
                  proposed=tuple(proposed.tolist()))
 
 
-def deviation(a: np.ndarray, b: np.ndarray, mode: CompareMode = CompareMode.ABS) -> float:
-    """Return the deviation of two feature vectors in sensor units (inf if not comparable)."""
+def _image_noise(sensor: str, readings: Sequence[Sequence[float] | np.ndarray], *,
+                 margin: float, floor: float, channels: int | None) -> Noise:
+    """Return a camera's spread: NaN-aware per element, one proposal (module docstring)."""
+    if channels is None:
+        raise ValueError(f"sensor {sensor!r}: mode image needs the grid's channels (the "
+                         "params file's encoding)")
+    if not margin >= 1 or not math.isfinite(margin):
+        raise ValueError(f'margin must be >= 1, got {margin}')
+    sizes: dict[int, int] = {}
+    for r in readings:
+        if comparable(len(r), channels):
+            sizes[len(r)] = sizes.get(len(r), 0) + 1
+    if not sizes:
+        raise ValueError(f'sensor {sensor!r}: no reading is a grid of {channels} channel(s)')
+    size = max(sizes, key=lambda s: sizes[s])
+    data = np.array([r for r in readings if len(r) == size], dtype=np.float64).reshape(-1, size)
+    with warnings.catch_warnings():  # a cell never valid (masked) is NaN, not a warning
+        warnings.simplefilter('ignore', RuntimeWarning)
+        mean, std = np.nanmean(data, axis=0), np.nanstd(data, axis=0)
+        ptp = np.nanmax(data, axis=0) - np.nanmin(data, axis=0)
+    largest = 0.0
+    if len(data) >= 2:
+        per_cell = cell_noise(list(data), channels=channels)
+        if np.isfinite(per_cell).any():
+            largest = float(np.nanmax(per_cell))
+    proposed = max(largest * margin, floor)
+    return Noise(sensor=sensor, samples=len(data), mean=tuple(mean.tolist()),
+                 std=tuple(std.tolist()), peak_to_peak=tuple(ptp.tolist()),
+                 proposed=(proposed,))
+
+
+def deviation(a: np.ndarray, b: np.ndarray, mode: CompareMode = CompareMode.ABS,
+              channels: int | None = None) -> float:
+    """
+    Return the deviation of two feature vectors in sensor units (inf if not comparable).
+
+    :param channels: Mode ``image``: the grids' channels (required there).
+    :raises ValueError: mode ``image`` without channels.
+    """
+    if mode is CompareMode.IMAGE:
+        if channels is None:
+            raise ValueError("mode image needs the grid's channels")
+        return largest_deviation(a, b, channels=channels)
     if a.shape != b.shape:
         return math.inf
     diff = a - b
@@ -229,6 +286,7 @@ class StoreCalibration:
     :ivar separation: Per sensor, each divergence's deviation from the nearest repeat of the
         step it diverged from.
     :ivar modes: Compare mode used per sensor.
+    :ivar notes: What was left out and why (a camera's recordings of another size).
     """
 
     task: str
@@ -237,6 +295,7 @@ class StoreCalibration:
     nearest: Mapping[str, tuple[float, ...]]
     separation: Mapping[str, tuple[float, ...]]
     modes: Mapping[str, CompareMode]
+    notes: tuple[str, ...] = ()
 
 
 _StepKey = tuple[tuple[str, str, str, bytes], ...]
@@ -270,6 +329,7 @@ def _walk(store: Store, task: str) -> list[tuple[tuple[str, int | None], _StepKe
 def from_store(
     store: Store, task: str, *, modes: Mapping[str, CompareMode] | None = None,
     k: float = DEFAULT_K, margin: float = DEFAULT_MARGIN, floor: float = DEFAULT_FLOOR,
+    channels: Mapping[str, int] | None = None, sizes: Mapping[str, int] | None = None,
 ) -> StoreCalibration:
     """
     Measure a task's recorded repeats and divergences per sensor.
@@ -280,10 +340,19 @@ def from_store(
     :param k: See :func:`propose`.
     :param margin: See :func:`propose`.
     :param floor: See :func:`propose`.
+    :param channels: Per camera sensor (mode ``image``), its grid's channels.
+    :param sizes: Per camera sensor, its grid's length as configured: recordings of another
+        length are left out (a note says so). Default: the length most recordings have.
     :return: Spreads, proposals and the deviations the what-if table counts.
-    :raises ValueError: the task has no recorded pre snapshots.
+    :raises ValueError: the task has no recorded pre snapshots; a sensor of mode ``image``
+        without its channels.
     """
     modes = dict(modes or {})
+    channels = dict(channels or {})
+    for sensor, mode in modes.items():
+        if mode is CompareMode.IMAGE and sensor not in channels:
+            raise ValueError(f'sensor {sensor!r}: mode image needs its channels (the params '
+                             "file's encoding)")
     groups: dict[_StepKey, list[Node]] = {}
     siblings: dict[tuple[str, int | None], list[tuple[_StepKey, Node]]] = {}
     for parent, key, node in _walk(store, task):
@@ -301,6 +370,25 @@ def from_store(
                       for s in n.step.pre.features})
     if not sensors:
         raise ValueError(f'task {task!r}: no recorded pre snapshots to calibrate from')
+    notes = []
+    kept_size = {}
+    for sensor in sensors:
+        if modes.get(sensor) is not CompareMode.IMAGE:
+            continue
+        counts: dict[int, int] = {}
+        for nodes in groups.values():
+            for n in nodes:
+                if n.step.pre and sensor in n.step.pre.features:
+                    length = len(n.step.pre.features[sensor])
+                    counts[length] = counts.get(length, 0) + 1
+        want = (sizes or {}).get(sensor) or max(counts, key=lambda c: counts[c], default=0)
+        kept_size[sensor] = want
+        odd = {c: n for c, n in counts.items() if c != want}
+        if odd:
+            notes.append(f'sensor {sensor!r}: {sum(odd.values())} recording(s) with '
+                         f'{" or ".join(str(c) for c in sorted(odd))} elements, not the '
+                         f'{want} of its grid (the camera changed resolution or encoding '
+                         'between runs, or the params file did): left out')
     steps = []
     pooled: dict[str, list[np.ndarray]] = {s: [] for s in sensors}
     nearest: dict[str, list[float]] = {s: [] for s in sensors}
@@ -309,16 +397,20 @@ def from_store(
         per_sensor = {}
         for sensor in sensors:
             mode = modes.get(sensor, CompareMode.ABS)
+            grid = channels.get(sensor)
             samples = [(n.id, np.asarray(n.step.pre.features[sensor], dtype=np.float64))
-                       for n in nodes if n.step.pre and sensor in n.step.pre.features]
+                       for n in nodes if n.step.pre and sensor in n.step.pre.features and
+                       len(n.step.pre.features[sensor]) == kept_size.get(
+                           sensor, len(n.step.pre.features[sensor]))]
             values = [v for _, v in samples]
             if len(values) >= 2:
-                found = noise(sensor, values, k=k, margin=margin, floor=floor, mode=mode)
+                found = noise(sensor, values, k=k, margin=margin, floor=floor, mode=mode,
+                              channels=grid)
                 per_sensor[sensor] = found
                 center = np.asarray(found.mean)
                 pooled[sensor].extend(v - center for v in values if v.shape == center.shape)
                 for i, v in enumerate(values):
-                    nearest[sensor].append(min(deviation(v, w, mode)
+                    nearest[sensor].append(min(deviation(v, w, mode, grid)
                                                for j, w in enumerate(values) if j != i))
             for other in diverged.get(key, []):
                 if other.step.pre is None or sensor not in other.step.pre.features:
@@ -326,18 +418,23 @@ def from_store(
                 q = np.asarray(other.step.pre.features[sensor], dtype=np.float64)
                 before = [v for i, v in samples if i < other.id]
                 if before:
-                    separation[sensor].append(min(deviation(q, v, mode) for v in before))
+                    separation[sensor].append(min(deviation(q, v, mode, grid) for v in before))
         steps.append(StepSpread(depth=len(key) - 1, tool=key[-1][0], repeats=len(nodes),
                                 divergences=len(diverged.get(key, [])), noise=per_sensor))
     proposed = {
         sensor: noise(sensor, residuals, k=k, margin=margin, floor=floor,
                       mode=modes.get(sensor, CompareMode.ABS)).proposed
-        for sensor, residuals in pooled.items() if residuals}
+        for sensor, residuals in pooled.items()
+        if residuals and modes.get(sensor) is not CompareMode.IMAGE}
+    for sensor in sensors:  # a camera: the widest step (residuals mix steps' light)
+        spread = [s.noise[sensor].proposed[0] for s in steps if sensor in s.noise]
+        if modes.get(sensor) is CompareMode.IMAGE and spread:
+            proposed[sensor] = (max(spread),)
     return StoreCalibration(
         task=task, steps=tuple(steps), proposed=proposed,
         nearest={s: tuple(v) for s, v in nearest.items()},
         separation={s: tuple(v) for s, v in separation.items()},
-        modes={s: modes.get(s, CompareMode.ABS) for s in sensors})
+        modes={s: modes.get(s, CompareMode.ABS) for s in sensors}, notes=tuple(notes))
 
 
 def what_if(

@@ -27,6 +27,7 @@ import argparse
 from collections.abc import Sequence
 from functools import partial
 import getpass
+from pathlib import Path
 import shlex
 import socket
 import sys
@@ -166,7 +167,8 @@ def _cmd_tree(args: argparse.Namespace, out: Output) -> int:
 
 def _cmd_show(args: argparse.Namespace, out: Output) -> int:
     with open_cli_store(args.store) as store:
-        shown = show_task(store, args.task, args.trajectory)
+        shown = show_task(store, args.task, args.trajectory,
+                          Path(args.images) if args.images else None)
     if out.json_mode:
         out.json(shown)
         return 0
@@ -176,6 +178,8 @@ def _cmd_show(args: argparse.Namespace, out: Output) -> int:
                   f"replays {traj['replays']}")
         for step in traj['steps']:
             body = {'goal': step['goal'], 'pre': step['pre'], 'post': step['post']}
+            if step.get('images'):
+                body['images'] = step['images']
             text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=96)
             out.print(f"- step {step['step']}: {step['tool']} ({step['kind']} {step['type']}, "
                       f"{step['status']}, {step['duration']:.3f} s)")
@@ -381,8 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="open the subtasks: after the task's trees, the trees of every "
                           'task its subtask steps call (theirs too, each once)')
     cmd.set_defaults(run=_cmd_tree)
-    add('show', "a task's trajectories with goals (YAML) and pre/post snapshots",
-        trajectory=True).set_defaults(run=_cmd_show)
+    cmd = add('show', "a task's trajectories with goals (YAML) and pre/post snapshots",
+              trajectory=True)
+    cmd.add_argument('--images', metavar='DIR',
+                     help="write the cameras' recorded views (PNG thumbnails) into DIR and "
+                          'name the files')
+    cmd.set_defaults(run=_cmd_show)
     add('stats', 'store-wide counters: trajectories, steps, hit rate, incomplete recordings',
         task=False).set_defaults(run=_cmd_stats)
     cmd = add('forget', 'remove a task (or one trajectory of it) from the store',

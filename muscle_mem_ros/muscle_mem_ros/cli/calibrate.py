@@ -32,6 +32,7 @@ from .output import Output
 from .paramsfile import read_sensor_settings
 from ..checks import calibration
 from ..errors import MuscleMemError
+from ..records import CompareMode
 
 if TYPE_CHECKING:
     from rclpy.client import Client
@@ -40,6 +41,8 @@ __all__ = ['add_parser', 'run', 'run_live', 'run_store']
 
 LIVE_WAIT = 10.0
 """Seconds to wait for the node's calibrate service to appear."""
+WIDE = 16
+"""A sensor of more elements and one proposed tolerance (a camera) is one row, its largest."""
 
 
 def add_parser(cmd: argparse.ArgumentParser) -> None:
@@ -83,13 +86,16 @@ def _top(values: Any) -> str:
 
 def run_store(args: argparse.Namespace, out: Output) -> int:
     """Calibrate from the recorded runs of a task."""
-    modes = {}
-    if args.params:
-        modes = {n: s.mode for n, s in read_sensor_settings(args.params, args.node_name).items()}
+    settings = read_sensor_settings(args.params, args.node_name) if args.params else {}
+    modes = {n: s.mode for n, s in settings.items()}
+    cameras = {n: s.image for n, s in settings.items()
+               if s.image is not None and s.mode is CompareMode.IMAGE}
     with open_cli_store(args.store) as store:
         task_trajectories(store, args.task)
-        found = calibration.from_store(store, args.task, modes=modes, k=args.k,
-                                       margin=args.margin)
+        found = calibration.from_store(
+            store, args.task, modes=modes, k=args.k, margin=args.margin,
+            channels={n: c.channels for n, c in cameras.items()},
+            sizes={n: c.size for n, c in cameras.items()})
     sensors = args.sensor or sorted(found.modes)
     tables = {}
     for sensor in sensors:
@@ -110,6 +116,7 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
             'proposed': found.proposed,
             'what_if': {n: [vars(r) for r in rows] for n, rows in tables.items()},
             'params_yaml': snippet,
+            'notes': list(found.notes),
         })
         return 0
     out.table(('step', 'tool', 'repeats', 'divergences', 'sensor', 'std', 'peak-peak',
@@ -128,6 +135,8 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
                   title=f'what if sensor {sensor!r} had tolerance x (mode '
                         f'{found.modes[sensor].value}; other sensors ignored)',
                   right=('replayed', 'wrongly replayed divergences'))
+    for note in found.notes:
+        out.print(note)
     out.print('params-file snippet (proposed tolerances):')
     out.print(snippet.rstrip())
     return 0
@@ -172,9 +181,14 @@ def run_live(args: argparse.Namespace, out: Output) -> int:
                                'current': list(s.current_tolerance)}
                               for s in response.sensors]})
         return 0
-    rows = []
+    rows: list[list[Any]] = []
     for s in response.sensors:
         current = list(s.current_tolerance)
+        if len(s.std) > WIDE and len(s.proposed_tolerance) == 1:  # a camera: one row
+            rows.append([s.sensor, f'all {len(s.std)}', s.samples, '-', _top(s.std),
+                         _top(s.peak_to_peak), f'{s.proposed_tolerance[0]:.3g}',
+                         f'{current[0]:.3g}' if current else '-'])
+            continue
         for i, std in enumerate(s.std):
             now = current[i] if len(current) > 1 else (current[0] if current else math.nan)
             proposed = list(s.proposed_tolerance)

@@ -24,6 +24,10 @@ What the file holds (profile ``ros2``, messages CDR, schemas ``ros2msg``):
 * every pre and post snapshot on ``/muscle_mem/pre`` and ``/muscle_mem/post`` as
   ``muscle_mem_interfaces/msg/Snapshot``: the features by sensor name, with the
   tolerances and modes of ``--params FILE`` (empty without it);
+* every camera sensor's recorded views (the thumbnails the pre and post snapshots keep)
+  on ``/muscle_mem/<sensor>/recorded/compressed`` as ``sensor_msgs/msg/CompressedImage``
+  (format ``png``, ``frame_id`` the sensor), at the snapshot's time, so Foxglove shows what
+  the camera saw beside the traces (``muscle-mem learn`` leaves them);
 * every step's trace (what the watched sensors and the action's feedback did while it
   ran) on ``/muscle_mem/trace``: one Snapshot of phase ``trace`` per sample of one series
   (the sensor's name; ``~feedback`` for the feedback), stamped at the goal's time plus the
@@ -59,6 +63,7 @@ import argparse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -72,7 +77,7 @@ from ..records import Node, Snapshot, ToolKind, Trace, TrajectoryInfo
 from ..replay.subtasks import subtask_call
 from ..ros.bags.exportformat import (
     POST_TOPIC, PRE_TOPIC, SNAPSHOT_TYPE, SUBTASK_TOPIC, TRACE_FEEDBACK, TRACE_METADATA,
-    TRACE_TOPIC)
+    TRACE_TOPIC, view_topic, VIEW_TYPE)
 from ..ros.messages.msgdefs import message_schema, payload_type
 from ..store import Store
 
@@ -127,6 +132,20 @@ def timeline(nodes: Sequence[Node]) -> list[tuple[float, float]]:
     return spans
 
 
+def _lead_ns(trace: Trace | None) -> int:
+    """
+    Return how long before the goal's acceptance the trace's first sample was, in ns.
+
+    The goal is placed that much after the pre snapshot, so a step's trace never reaches
+    back over the previous step's messages (``learn`` refuses a topic whose time runs back).
+    """
+    if trace is None:
+        return 0
+    series = [*trace.sensors.values(), *([trace.feedback] if trace.feedback else [])]
+    first = min((s.times[0] for s in series if s.times), default=0.0)
+    return max(0, int(math.ceil(-first * _NS)))
+
+
 def _topic(tool: str, suffix: str) -> str:
     return ('' if tool.startswith('/') else '/') + tool.rstrip('/') + '/' + suffix
 
@@ -167,6 +186,15 @@ class _Snapshots:
                     tolerance=list(setting.tolerance) if setting else [],
                     mode=setting.mode.value if setting else '', age=-1.0))
                 yield when_ns, bytes(self._serialize(msg))
+
+    def views(self, snapshot: Snapshot, when_ns: int) -> Iterator[tuple[str, bytes]]:
+        """Yield (topic, CompressedImage CDR) per camera thumbnail of ``snapshot``."""
+        from sensor_msgs.msg import CompressedImage
+        for sensor, png in sorted(snapshot.images.items()):
+            msg = CompressedImage(format='png', data=bytes(png))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(when_ns, _NS)
+            msg.header.frame_id = sensor
+            yield view_topic(sensor), bytes(self._serialize(msg))
 
     def encode(self, snapshot: Snapshot, *, when_ns: int, task: str, trajectory: int,
                index: int, node: Node, phase: str) -> bytes:
@@ -221,6 +249,9 @@ def export_mcap(
                                     else step.kind.value)
                 goal_types[step.type_name] = (full, message_schema(full))
     snapshot_schema = message_schema(SNAPSHOT_TYPE)
+    if any(s is not None and s.images for _, nodes in paths for n in nodes
+           for s in (n.step.pre, n.step.post)):
+        goal_types[VIEW_TYPE] = (VIEW_TYPE, message_schema(VIEW_TYPE))
     encoder = _Snapshots(settings or {})
     target = Path(path)
     summary = ExportSummary(path=target)
@@ -256,13 +287,15 @@ def export_mcap(
                 for index, (node, (start, end)) in enumerate(zip(nodes, spans)):
                     step = node.step
                     t_pre = max(int(round((base + start) * _NS)), last_ns + 1000)
-                    t_goal = t_pre + 1000
+                    t_goal = t_pre + 1000 + _lead_ns(step.trace)
                     t_post = last_ns = max(int(round((base + end) * _NS)), t_goal + 1000)
                     meta: dict[str, Any] = {'task': task, 'trajectory': info.id,
                                             'index': index, 'node': node}
                     if step.pre is not None:
                         emit(PRE_TOPIC, SNAPSHOT_TYPE, encoder.encode(
                             step.pre, when_ns=t_pre, phase='pre', **meta), t_pre)
+                        for topic, data in encoder.views(step.pre, t_pre):
+                            emit(topic, VIEW_TYPE, data, t_pre)
                     if step.kind is ToolKind.FUNCTION:
                         summary.skipped_goals += 1
                     elif step.kind is ToolKind.SUBTASK:
@@ -278,9 +311,12 @@ def export_mcap(
                         for when_ns, data in sorted(encoder.trace(step.trace, goal_ns=t_goal,
                                                                   **meta)):
                             emit(TRACE_TOPIC, SNAPSHOT_TYPE, data, max(when_ns, 0))
+                            last_ns = max(last_ns, when_ns)
                     if step.post is not None:
                         emit(POST_TOPIC, SNAPSHOT_TYPE, encoder.encode(
                             step.post, when_ns=t_post, phase='post', **meta), t_post)
+                        for topic, data in encoder.views(step.post, t_post):
+                            emit(topic, VIEW_TYPE, data, t_post)
                 previous_end = base + (spans[-1][1] if spans else 0.0)
                 summary.trajectories.append(info.id)
                 if advance is not None:

@@ -17,10 +17,11 @@
 
 With the robot running and at rest: read the graph (servers, agents, topics), sample
 the readable topics for ``--duration`` seconds, and write a commented params file that
-starts the node as it is (the rules: :mod:`.initrules` for sensors, :mod:`.inittools` for
-tools, their stops and the description's wait). Never overwrites a file, and never writes
-one from a robot that moved while sampled. On an empty graph it gives up after
-``--discovery`` plus :data:`~muscle_mem_ros.cli.survey.MAX_SETTLE` seconds
+starts the node as it is (the rules: :mod:`.initrules` for sensors, :mod:`.initcameras` for
+cameras, :mod:`.inittools` for tools, their stops and the description's wait). Never
+overwrites a file, and never writes one from a robot that moved while sampled. On an
+empty graph it gives up after ``--discovery`` plus
+:data:`~muscle_mem_ros.cli.survey.MAX_SETTLE` seconds
 (:data:`EMPTY_WAIT` at the default), and says so in ``--help``.
 Gates: ``replay_requires: none``, so that the file learns and replays at once (the
 point of a first try, watched by whoever ran init); the file says to raise it to
@@ -36,6 +37,7 @@ from pathlib import Path
 import time
 from typing import Any, TYPE_CHECKING
 
+from .initcameras import Camera, camera_from, camera_lines
 from .initrules import (
     choose_key, moving, Sensor, sensor_from, Skipped, tolerance_note, Tool,
 )
@@ -134,7 +136,8 @@ def _description_lines(found: Survey) -> list[str]:
 
 def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
            tools: dict[str, Tool], agent: str, agent_note: str, node_name: str,
-           store: str, stops: dict[str, Stop] | None = None) -> str:
+           store: str, stops: dict[str, Stop] | None = None,
+           cameras: dict[str, Camera] | None = None) -> str:
     """Return the params file's text."""
     out = [
         f'# Written by muscle-mem init from the ROS graph ({len(found.nodes)} nodes) and '
@@ -147,6 +150,7 @@ def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
         '# - a tolerance is 6 x the noise heard at rest, a floor where a sensor was',
         '#   quieter, or a default where it made no noise (each sensor says which): run a',
         '#   task twice and read muscle-mem calibrate STORE TASK for what varies between runs;',
+        "#   a camera's is 1.5 x its largest cell deviation at rest, light removed, or a floor;",
         '# - replay_requires is none (a learned task replays at once: the point of a first',
         '#   try, watched). Before the robot replays unattended set shadow:3 or approval.',
     ]
@@ -159,6 +163,8 @@ def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
             '    replay_requires: none', *_description_lines(found), '    sensors:']
     for key, sensor in sensors.items():
         out += _sensor_lines(key, sensor)
+    for key, camera in (cameras or {}).items():
+        out += camera_lines(key, camera)
     for kind in ('action', 'service'):
         chosen = {k: t for k, t in tools.items() if t.kind == kind}
         if chosen:
@@ -230,6 +236,13 @@ def run(args: argparse.Namespace, out: Output) -> int:
             skipped.append(Skipped(sampled.topic, sampled.type, entry))
         else:
             sensors[choose_key(sampled.topic, taken)] = entry
+    cameras: dict[str, Camera] = {}
+    for sample in found.cameras:
+        camera = camera_from(sample)
+        if isinstance(camera, str):
+            skipped.append(Skipped(sample.topic, sample.type, camera))
+        else:
+            cameras[choose_key(sample.topic, taken)] = camera
     held = [tools[k].server for k, stop in stops.items() if stop.hold]
     if held and not any(s.sampled.type == 'sensor_msgs/msg/JointState' for s in sensors.values()):
         raise MuscleMemError(
@@ -238,20 +251,30 @@ def run(args: argparse.Namespace, out: Output) -> int:
             'would refuse to start): add --sensor with the joint states, or leave the tool out '
             'with --tool')
     text = render(found=found, sensors=sensors, skipped=skipped, tools=tools, agent=agent,
-                  agent_note=note, node_name=args.node_name, store=args.store, stops=stops)
+                  agent_note=note, node_name=args.node_name, store=args.store, stops=stops,
+                  cameras=cameras)
     with open(path, 'x', encoding='utf-8') as stream:
         stream.write(text)
     summary: dict[str, Any] = {
-        'file': str(path), 'agent': agent, 'sensors': sorted(sensors),
-        'tools': sorted(tools), 'left_out': [s.name for s in skipped]}
+        'file': str(path), 'agent': agent, 'sensors': sorted([*sensors, *cameras]),
+        'tools': sorted(tools), 'left_out': [s.name for s in skipped],
+        'cameras': {k: {'topic': c.sample.topic, 'encoding': c.encoding, 'width': c.width,
+                        'height': c.height, 'cell': c.cell, 'roi': c.roi,
+                        'tolerance': c.tolerance, 'rule': c.rule, 'noise': c.noise,
+                        'frames': c.frames, 'dropped': c.dropped}
+                    for k, c in cameras.items()}}
     if out.json_mode:
         out.json(summary)
         return 0
-    out.print(f'wrote {path}: {len(sensors)} sensor(s), {len(tools)} tool(s), agent '
-              f"{agent or 'none'}")
+    out.print(f'wrote {path}: {len(sensors) + len(cameras)} sensor(s), {len(tools)} tool(s), '
+              f"agent {agent or 'none'}")
+    for key, c in cameras.items():
+        out.print(f'camera {key}: {c.width}x{c.height} {c.encoding}, cell {c.cell}, tolerance '
+                  f'{c.tolerance:g} ({c.rule}), region of interest '
+                  f"{list(c.roi) if c.roi else 'the whole view'}")
     if not agent:
         out.print(note)
-    if not sensors:
+    if not sensors and not cameras:
         out.print('no sensor found: nothing is checked, so nothing replays')
     out.print(json.dumps({'left out': summary['left_out']}))
     return 0

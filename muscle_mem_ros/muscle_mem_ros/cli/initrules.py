@@ -35,8 +35,10 @@ module decides what of it goes into the file and with which numbers.
   booleans and strings are not read (counters, ids and enums, where a tolerance
   means nothing), nor variable-length arrays (their size can change).
 
-Big arrays (scans, clouds, images, maps: :data:`BIG`) are left out and named, as is
-any topic of another type, or that sent fewer than two messages while sampled.
+Big arrays (scans, clouds, maps: :data:`BIG`) are left out and named, as is
+any topic of another type, or that sent fewer than two messages while sampled. Cameras
+(``Image``, ``CompressedImage``, also in :data:`BIG`) are taken by the survey before these
+rules and written as camera sensors by :mod:`.initcameras`.
 
 **Tolerance** per element: :data:`NOISE_MULTIPLE` (6) times the noise heard at rest,
 the calibration rule on the readings sampled (:func:`muscle_mem_ros.checks.calibration.noise`:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .paramsfile import BindingSettings
+from .thumbnails import write_thumbnails
 from ..bindings.learning import learn
 from ..bindings.rules import element_tolerances, sensor_sources
 from ..body import shown
@@ -287,13 +288,16 @@ def task_tree(
     return trees
 
 
-def show_task(store: Store, task: str, trajectory_id: int | None = None) -> list[dict[str, Any]]:
+def show_task(store: Store, task: str, trajectory_id: int | None = None,
+              images: Path | None = None) -> list[dict[str, Any]]:
     """
     Return a task's trajectories (or one) with every step's goal and snapshots.
 
     :param store: The store.
     :param task: Task name.
     :param trajectory_id: Only this trajectory.
+    :param images: Write the cameras' thumbnails into this directory (:mod:`.thumbnails`); each
+        step then has ``images``: phase -> sensor -> file.
     :return: One dict per trajectory with its ``steps``.
     :raises UnknownTrajectoryError: unknown task, or a trajectory not in it.
     """
@@ -314,6 +318,9 @@ def show_task(store: Store, task: str, trajectory_id: int | None = None) -> list
                 'pre': snapshot_data(step.pre),
                 'post': snapshot_data(step.post),
             })
+            if images is not None:
+                steps[-1]['images'] = write_thumbnails(images, info.id, index,
+                                                       {'pre': step.pre, 'post': step.post})
         out.append({'trajectory': info.id, 'task': info.task, 'params': info.params_json,
                     'body': shown(info.body), 'created': info.created, 'last_used': info.last_used,
                     'replays': info.replay_count, 'steps': steps})

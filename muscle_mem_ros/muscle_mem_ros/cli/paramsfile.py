@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..bindings.rules import Declared, DEFAULT_MAX_SHIFT
+from ..checks.imagenoise import channels_of, default_cell
+from ..checks.images import Grid, Region
 from ..errors import ConfigError
-from ..records import CompareMode, SensorSpec
+from ..records import CompareMode, ImageLayout, SensorSpec
 from ..settings import (
     FlatSettings, read_bind, read_binding, read_binding_options, read_mode, read_tolerance,
 )
@@ -45,20 +47,54 @@ class SensorSetting:
     :ivar tolerance: One value, or one per element.
     :ivar mode: Compare mode.
     :ivar bind: ``sensors.<n>.bind`` (None: by size).
+    :ivar image: A camera's grid (its channels and size), None for other sensors.
     """
 
     tolerance: tuple[float, ...]
     mode: CompareMode = CompareMode.ABS
     bind: str | None = None
+    image: ImageLayout | None = None
+
+
+IMAGE_TYPES = {'sensor_msgs/msg/Image': False, 'sensor_msgs/msg/CompressedImage': True}
+"""Camera sensor types, and whether they are compressed (their default encoding rgb8)."""
+IMAGE_TOLERANCES = (0.1, 0.02)
+"""A camera's default tolerance: intensity, depth metres (``ros.node.imageconfig``)."""
+
+
+def _image(flat: FlatSettings, prefix: str, compressed: bool) -> tuple[ImageLayout, float]:
+    """Return a camera's grid layout as the node builds it, and its default tolerance."""
+    values = flat.values
+    encoding = str(values.get(f'{prefix}.encoding', 'rgb8' if compressed else ''))
+    try:
+        channels = channels_of(encoding, compressed=compressed)
+        width, height = int(values[f'{prefix}.width']), int(values[f'{prefix}.height'])
+        cell = int(values.get(f'{prefix}.cell', default_cell(width, height)))
+        roi = values.get(f'{prefix}.roi')
+        grid = Grid(width, height, cell, Region(*[int(v) for v in roi]) if roi else None)
+    except KeyError as err:
+        raise ConfigError(f'{prefix}.width and .height: required for an image sensor') from err
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f'{prefix}: {err}') from err
+    return grid.layout(channels), IMAGE_TOLERANCES[channels == 0]
 
 
 def _sensor_settings(flat: FlatSettings, path: str | Path) -> dict[str, SensorSetting]:
     settings = {}
     for name in flat.names('sensors'):
         prefix = f'sensors.{name}'
-        if not flat.given(f'{prefix}.tolerance'):
+        kind = str(flat.values.get(f'{prefix}.type', ''))
+        if not flat.given(f'{prefix}.tolerance') and kind not in IMAGE_TYPES:
             continue
         try:
+            if kind in IMAGE_TYPES:  # a camera: mode image, one tolerance, its grid
+                layout, default = _image(flat, prefix, IMAGE_TYPES[kind])
+                mode = read_mode(flat, prefix) if flat.given(f'{prefix}.mode') else \
+                    CompareMode.IMAGE
+                tolerance = read_tolerance(flat, prefix, mode, None) if flat.given(
+                    f'{prefix}.tolerance') else (default,)
+                settings[name] = SensorSetting(tolerance, mode, 'never', layout)
+                continue
             mode = read_mode(flat, prefix)
             settings[name] = SensorSetting(read_tolerance(flat, prefix, mode, None), mode,
                                            read_bind(flat, prefix))
@@ -121,5 +157,5 @@ def read_binding_settings(path: str | Path, node_name: str = 'muscle_mem') -> Bi
         raise ConfigError(f'--params {path}: {err}') from err
     return BindingSettings(
         declared=declared, infer=options.infer, max_shift=options.max_shift,
-        sensors=tuple(SensorSpec(name=n, tolerance=s.tolerance, mode=s.mode, bind=s.bind)
-                      for n, s in sensors.items()))
+        sensors=tuple(SensorSpec(name=n, tolerance=s.tolerance, mode=s.mode, bind=s.bind,
+                                 image=s.image) for n, s in sensors.items()))

@@ -23,7 +23,9 @@ are hidden names (``/_action/...``, ``_service_event``). ``ExecuteTask`` servers
 nodes are agents, not tools. What is left is every server of the robot's nodes (init sorts
 them: :func:`.inittools.sort_servers`). Topics with a publisher and a
 readable type (:func:`.initrules.kind_of`) are subscribed for the sampling window;
-each message's receive time and feature vector are kept. ``/robot_description`` is asked
+each message's receive time and feature vector are kept. Camera topics
+(:data:`.initcameras.CAMERA_TYPES`) too: each frame is reduced to its grid as it arrives
+(:func:`.initcameras.hear`), so no frame is held. ``/robot_description`` is asked
 for (reliable, transient local, as the node reads it) before the graph is read, and how
 long it took to arrive is kept (:func:`.inittools.description_timeout`).
 """
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 import time
 from typing import Any
 
+from .initcameras import CAMERA_TYPES, CameraSample, COMPRESSED, hear, Heard
 from .initrules import Kind, kind_of, Sampled, Skipped, Tool
 from ..errors import TypeResolutionError
 from ..ros.messages.introspection import compile_field_path, resolve_type
@@ -67,6 +70,7 @@ class Survey:
     :ivar caches: Caches already running (their names were left out).
     :ivar description: Whether ``/robot_description`` has a publisher.
     :ivar description_heard: Seconds from asking for it to receiving it; None: not heard.
+    :ivar cameras: Camera topics with the frames they sent (:mod:`.initcameras`).
     """
 
     nodes: tuple[str, ...]
@@ -77,6 +81,7 @@ class Survey:
     caches: tuple[str, ...]
     description: bool = False
     description_heard: float | None = None
+    cameras: tuple[CameraSample, ...] = ()
 
 
 def _fqn(name: str, namespace: str) -> str:
@@ -141,20 +146,31 @@ def _reader(kind: Kind, type_name: str) -> Any:
 
 
 def _sample(node: Any, topics: list[tuple[str, str, Kind]], duration: float,
-            executor: Any) -> list[Sampled]:
+            executor: Any, cameras: list[tuple[str, str]]) -> tuple[list[Sampled],
+                                                                    list[CameraSample]]:
+    """Subscribe for ``duration`` s; a camera's frames are reduced to grids as they come."""
     from rclpy.qos import qos_profile_sensor_data
     heard: dict[str, list[tuple[float, Any]]] = {topic: [] for topic, _, _ in topics}
+    frames: dict[str, list[tuple[float, Heard]]] = {topic: [] for topic, _ in cameras}
     subscriptions = []
     for topic, type_name, _ in topics:
         subscriptions.append(node.create_subscription(
             resolve_type(type_name, kind='msg'), topic,
             lambda msg, t=topic: heard[t].append((time.monotonic(), msg)),
             qos_profile_sensor_data))
+    for topic, type_name in cameras:
+        subscriptions.append(node.create_subscription(
+            resolve_type(type_name, kind='msg'), topic,
+            lambda msg, t=topic, c=type_name == COMPRESSED: frames[t].append(
+                (time.monotonic(), hear(msg, compressed=c))),
+            qos_profile_sensor_data))
     end = time.monotonic() + duration
     while time.monotonic() < end:
         executor.spin_once(timeout_sec=SPIN)
     for sub in subscriptions:
         node.destroy_subscription(sub)
+    seen = [CameraSample(topic, type_name, tuple(t for t, _ in frames[topic]),
+                         tuple(h for _, h in frames[topic])) for topic, type_name in cameras]
     out: list[Sampled] = []
     for topic, type_name, kind in topics:
         messages = heard[topic]
@@ -177,7 +193,7 @@ def _sample(node: Any, topics: list[tuple[str, str, Kind]], duration: float,
         read = _reader(kind, type_name)
         out.append(Sampled(topic, type_name, kind, tuple(t for t, _ in messages),
                            tuple(read(m) for _, m in messages)))
-    return out
+    return out, seen
 
 
 def _graph(node: Any) -> tuple[Any, ...]:
@@ -242,6 +258,7 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
     servers, agents, caches, nodes = _servers(node)
     skipped: list[Skipped] = []
     readable: list[tuple[str, str, Kind]] = []
+    cameras: list[tuple[str, str]] = []
     for topic, types in sorted(node.get_topic_names_and_types()):
         if (topic in INFRA_TOPICS or _hidden(topic) or types[0].startswith(INFRA_TYPES)
                 or any(topic.startswith(c + '/') for c in caches)
@@ -254,12 +271,16 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
                 f'namespace): remap robot_description:={topic} and set '
                 "robot_description_timeout if it is this robot's")))
             continue
+        if types[0] in CAMERA_TYPES:
+            cameras.append((topic, types[0]))
+            continue
         kind = kind_of(types[0], _fields(types[0]), _nested)
         if isinstance(kind, str):
             skipped.append(Skipped(topic, types[0], kind))
         else:
             readable.append((topic, types[0], kind))
-    sampled = _sample(node, readable, duration, executor) if readable else []
+    sampled, camera_samples = _sample(node, readable, duration, executor, cameras) \
+        if readable or cameras else ([], [])
     described = node.count_publishers(DESCRIPTION) > 0
     if described and not heard:
         _spin_until(executor, lambda: bool(heard), duration)
@@ -267,7 +288,7 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
     return Survey(nodes=tuple(nodes), servers=tuple(servers), agents=tuple(agents),
                   sampled=tuple(sampled), skipped=tuple(skipped), caches=tuple(caches),
                   description=described,
-                  description_heard=heard[0] if heard else None)
+                  description_heard=heard[0] if heard else None, cameras=tuple(camera_samples))
 
 
 def _spin_until(executor: Any, done: Any, seconds: float) -> None:

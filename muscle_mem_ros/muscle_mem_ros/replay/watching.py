@@ -113,6 +113,9 @@ def watched_elements(node: Node, *, sensors: Sequence[SensorSpec], watch: Collec
         if series is None or not series.values:
             skipped.append(f'{spec.name}: {_untraced(spec.name, step)}')
             continue
+        if spec.image is not None:  # a camera: its coarse view's cells, as recorded
+            out.extend(_view_cells(spec, series.values, skipped))
+            continue
         before = _offsets(spec.name, step.pre, expected_pre)
         after = _offsets(spec.name, step.post, expected_post)
         width = len(series.values[0])
@@ -144,6 +147,30 @@ def watched_elements(node: Node, *, sensors: Sequence[SensorSpec], watch: Collec
                 tolerance = max(feedback_tolerance * float(span[j]), FEEDBACK_FLOOR)
                 out.append(Watched(FEEDBACK, j, tolerance, name=label))
     return tuple(out), tuple(skipped)
+
+
+def _view_cells(spec: SensorSpec, values: Sequence[Sequence[float]],
+                skipped: list[str]) -> list[Watched]:
+    """
+    Return a camera's watched cells: every cell of its view the recording saw throughout.
+
+    A camera is never retargeted (it binds nothing), so each cell is expected where the
+    recording had it at the same progress: the arm crossing the view as it did passes, a
+    hand or a box that the recording did not see does not. A depth camera is not watched:
+    its cells come and go as pixels lose their depth, which the tube cannot tell from a
+    change. Masked cells (NaN throughout) are left out and said.
+    """
+    assert spec.image is not None
+    if spec.image.channels == 0:
+        skipped.append(f'{spec.name}: a depth camera is not watched')
+        return []
+    rows = np.asarray(values, dtype=np.float64)
+    seen = np.all(np.isfinite(rows), axis=0)
+    if not seen.all():
+        skipped.append(f'{spec.name}: {int((~seen).sum())} of {seen.size} view cells masked')
+    tolerance = spec.tolerance[0]
+    return [Watched(spec.name, i, tolerance, False, 0.0, 0.0, f'{spec.name}[{i}]')
+            for i in np.flatnonzero(seen).tolist()]
 
 
 def _untraced(name: str, step: Step) -> str:

@@ -20,7 +20,13 @@ A snapshot is a container of the safe format (:mod:`.values`) with magic
 ``MMS1`` and the header::
 
     {"t": taken_at, "f": [[name, dtype, shape, blob], ...], "s": [[name, stamp], ...],
-     "u": user capture (tagged value, absent when None), "n": [blob lengths]}
+     "u": user capture (tagged value, absent when None),
+     "i": [[camera sensor, blob], ...] (thumbnails, PNG; absent when none), "n": [blob lengths]}
+
+The thumbnails (``Snapshot.images``) ride in the same container, so no column or schema
+version was added for them: a snapshot without any is byte for byte what it was before
+(``"i"`` is left out), a reader that predates them skips the unknown key, and the
+PostgreSQL store, which keeps the same bytes, needs nothing either.
 
 Each feature is its raw little-endian bytes (``<f8``, shape ``[n]``), read back
 with :func:`struct.unpack` into a tuple of floats. Goals and requests are
@@ -99,6 +105,9 @@ def encode_snapshot(snapshot: Snapshot | None, *, allow_pickle: bool = False) ->
         except Exception as err:
             raise StoreError(
                 f'cannot store snapshot: user capture is not picklable: {err}') from err
+    if snapshot.images:
+        header['i'] = [[str(name), blobs.add(bytes(png))]
+                       for name, png in sorted(snapshot.images.items())]
     return write_container(SNAPSHOT_MAGIC, header, blobs)
 
 
@@ -126,10 +135,22 @@ def decode_snapshot(data: bytes | None, *, allow_pickle: bool = False) -> Snapsh
                 features[name] = tuple(array.astype(np.float64).reshape(-1).tolist())
         stamps = {name: float(t) for name, t in header['s']}
         taken_at = float(header['t'])
+        images = _images(header.get('i', ()), blobs)
     except (KeyError, TypeError, ValueError, IndexError) as err:
         raise StoreCorruptError(f'stored snapshot is malformed: {err!r}') from err
     user = unpack(header['u'], blobs, allow_pickle=allow_pickle) if 'u' in header else None
-    return Snapshot(features=features, stamps=stamps, taken_at=taken_at, user=user)
+    return Snapshot(features=features, stamps=stamps, taken_at=taken_at, user=user,
+                    images=images)
+
+
+def _images(entries: Any, blobs: list[bytes]) -> dict[str, bytes]:
+    """Return the thumbnails a snapshot header lists; a bad entry raises ValueError."""
+    images = {}
+    for name, index in entries:
+        if type(name) is not str or type(index) is not int or not 0 <= index < len(blobs):
+            raise ValueError(f'thumbnail entry {[name, index]!r}')
+        images[name] = bytes(blobs[index])
+    return images
 
 
 TRACE_VERSION = 1

@@ -25,7 +25,8 @@ goal learned back is byte-identical), the snapshots' features and the age of eac
 A step's status is success (only those are exported), its duration the time from its pre
 to its post snapshot, its trace the samples on ``/muscle_mem/trace`` (each series' times
 from the goal's, to the nanosecond), with the rate and feedback leaves of the
-``muscle_mem_traces`` metadata record. One task per
+``muscle_mem_traces`` metadata record. The cameras' recorded views
+(``/muscle_mem/<sensor>/recorded/compressed``) are for people and are left out. One task per
 exported trajectory; the export does not carry the task's params (give ``--params``).
 Tools are matched to the params file's by server; a goal on a topic no tool has is
 refused, naming it.
@@ -38,7 +39,7 @@ import json
 from muscle_mem_ros.records import Series, Snapshot, Step, ToolKind, Trace
 from muscle_mem_ros.ros.bags.calls import decode
 from muscle_mem_ros.ros.bags.exportformat import (
-    POST_TOPIC, PRE_TOPIC, TRACE_FEEDBACK, TRACE_METADATA, TRACE_TOPIC)
+    is_view_topic, POST_TOPIC, PRE_TOPIC, TRACE_FEEDBACK, TRACE_METADATA, TRACE_TOPIC)
 from muscle_mem_ros.ros.bags.reader import Bag, BagError, Topic
 from muscle_mem_ros.ros.messages.introspection import message_to_json
 from muscle_mem_ros.ros.node.nodeconfig import NodeConfig, ToolConfig
@@ -77,7 +78,8 @@ def _goal_topics(bag: Bag, config: NodeConfig) -> dict[str, ToolConfig]:
         suffix = 'goal' if tool.kind is ToolKind.ACTION else 'request'
         tools['/' + tool.server.strip('/') + '/' + suffix] = tool
     for name, topic in bag.topics.items():
-        if name in (PRE_TOPIC, POST_TOPIC, TRACE_TOPIC) or not topic.count:
+        if name in (PRE_TOPIC, POST_TOPIC, TRACE_TOPIC) or is_view_topic(name) or \
+                not topic.count:
             continue
         if name not in tools:
             raise BagError(f'{bag.path}: goals on {name}, a tool the params file does not have')

@@ -22,8 +22,8 @@ reads them back, so they are named once, here, below both.
 
 from __future__ import annotations
 
-__all__ = ['POST_TOPIC', 'PRE_TOPIC', 'SNAPSHOT_TYPE', 'SUBTASK_TOPIC', 'TRACE_FEEDBACK',
-           'TRACE_METADATA', 'TRACE_TOPIC']
+__all__ = ['is_view_topic', 'POST_TOPIC', 'PRE_TOPIC', 'SNAPSHOT_TYPE', 'SUBTASK_TOPIC',
+           'TRACE_FEEDBACK', 'TRACE_METADATA', 'TRACE_TOPIC', 'VIEW_TYPE', 'view_topic']
 
 SNAPSHOT_TYPE = 'muscle_mem_interfaces/msg/Snapshot'
 """Message type of exported snapshots."""
@@ -39,3 +39,18 @@ TRACE_FEEDBACK = '~feedback'
 """Feature name of a trace's feedback series (``~`` is in no sensor's name)."""
 TRACE_METADATA = 'muscle_mem_traces'
 """Metadata record: per ``<trajectory>/<step>``, the trace's rate and feedback leaves (JSON)."""
+VIEW_TYPE = 'sensor_msgs/msg/CompressedImage'
+"""Message type of the recorded views (format ``png``): what a camera saw, for people."""
+_VIEW_PREFIX = '/muscle_mem/'
+_VIEW_SUFFIX = '/recorded/compressed'
+
+
+def view_topic(sensor: str) -> str:
+    """Return the topic of a camera sensor's recorded views (pre and post snapshots')."""
+    return f'{_VIEW_PREFIX}{sensor}{_VIEW_SUFFIX}'
+
+
+def is_view_topic(topic: str) -> bool:
+    """Return True for a topic of recorded views (``muscle-mem learn`` leaves them)."""
+    return topic.startswith(_VIEW_PREFIX) and topic.endswith(_VIEW_SUFFIX) and \
+        len(topic) > len(_VIEW_PREFIX) + len(_VIEW_SUFFIX)

@@ -281,7 +281,9 @@ class Steps:
                 or finder.tool.kind is not ToolKind.ACTION:
             return
         flight.taker = TraceTaker(sensors=watched, rate=self._config.watch_rate,
-                                  started=flight.started * _NS, pre=flight.pre)
+                                  started=flight.started * _NS, pre=flight.pre,
+                                  views={s.name: s.image for s in self._config.sensors
+                                         if s.image is not None})
         flight.taker.accepted(when * _NS)
         flight.tick = when
         self._ticking[(id(finder), key)] = flight

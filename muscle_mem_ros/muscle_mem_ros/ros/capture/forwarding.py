@@ -319,7 +319,7 @@ class ToolProxy:
                 or self.kind is not ToolKind.ACTION:
             return None
         taker = TraceTaker(sensors=self._traced, rate=self.sampler.rate, started=started,
-                           pre=pre)
+                           pre=pre, views=self._hub.views)
         self.sampler.add(taker)
         return taker
 
@@ -357,7 +357,7 @@ class ToolProxy:
         raise NotImplementedError
 
     def _pre(self, session: Session | None) -> Snapshot | None:
-        return self._hub.capture() if session is not None else None
+        return self._hub.capture(thumbnails=True) if session is not None else None
 
     async def _record_aside(
         self, session: Session | None, message: Any, pre: Snapshot | None, out: CallOutcome,
@@ -420,7 +420,7 @@ class ToolProxy:
                 f'{self._label}: no data newer than the call from '
                 f'{", ".join(self._hub.lagging(out.ended))}; post snapshot uses older data'
             )
-        post = self._hub.capture()
+        post = self._hub.capture(thumbnails=True)
         step = Step(
             tool=self.tool.server,
             kind=self.kind,

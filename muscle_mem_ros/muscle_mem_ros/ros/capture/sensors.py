@@ -79,8 +79,9 @@ import time
 from typing import Any
 
 from muscle_mem_ros.errors import ImageError, ImageMismatch
-from muscle_mem_ros.records import Snapshot
+from muscle_mem_ros.records import ImageLayout, Snapshot
 from muscle_mem_ros.ros.capture.byname import ByName
+from muscle_mem_ros.ros.capture.thumbnails import thumbnail_of
 from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
 from muscle_mem_ros.ros.node.stops import joint_positions, JOINT_STATE
 from muscle_mem_ros.ros.rclfix import waitset
@@ -121,8 +122,8 @@ class _Latest:
         self.problem = ''
         self.seen = False
         self.by_name = ByName(config) if config.by_name is not None else None
-        self.good: tuple[tuple[float, ...], float, float] | None = None
-        """A camera's last frame that decoded: (features, stamp, simulated time)."""
+        self.good: tuple[tuple[float, ...], float, float, bytes] | None = None
+        """A camera's last frame that decoded: (features, stamp, simulated time, message)."""
         self.dropped = 0
         """A camera's frames that did not decode (:meth:`SensorHub.dropped`)."""
 
@@ -406,6 +407,11 @@ class SensorHub:
             latest.invalid = True
             self._on_error(message)
 
+    @property
+    def views(self) -> dict[str, ImageLayout]:
+        """Return the camera sensors' layouts (traced and watched as their coarse view)."""
+        return {n: x.config.image for n, x in self._latest.items() if x.config.image is not None}
+
     def dropped(self) -> dict[str, int]:
         """Count, per camera sensor, the frames dropped since start (they did not decode)."""
         return {n: x.dropped for n, x in self._latest.items() if x.config.image is not None}
@@ -419,13 +425,16 @@ class SensorHub:
         """
         return {n: x.problem for n, x in self._latest.items() if x.invalid and x.problem}
 
-    def capture(self, names: Collection[str] | None = None) -> Snapshot:
+    def capture(self, names: Collection[str] | None = None, *,
+                thumbnails: bool = False) -> Snapshot:
         """
         Take a snapshot of every sensor that has data, with receive stamps.
 
         :param names: Only these sensors (None: all). The sampler of a watched step reads
             only the watched ones: a 1080-beam scan decoded 40 times a second would take
             the interpreter from the walk for nothing.
+        :param thumbnails: Add each camera's thumbnail, made from the message its features
+            came from (:mod:`.thumbnails`): a snapshot a recording keeps, not one a check compares.
         """
         self._refresh()
         with self._cond:
@@ -436,6 +445,7 @@ class SensorHub:
             ]
         features: dict[str, tuple[float, ...]] = {}
         stamps: dict[str, float] = {}
+        images: dict[str, bytes] = {}
         taken_at = time.monotonic()
         sim_now = self._sim_now()
         for latest, raw, stamp, by_name in current:
@@ -451,14 +461,17 @@ class SensorHub:
             sim = latest.sim
             if latest.config.image is not None:
                 if values is not None:
-                    latest.good = (values, stamp, sim)
+                    latest.good = (values, stamp, sim, raw)
                 elif latest.good is not None and not latest.problem:
-                    values, stamp, sim = latest.good
+                    values, stamp, sim, raw = latest.good
+                png = thumbnail_of(latest.config, raw) if thumbnails and values else None
+                if png is not None:
+                    images[latest.config.name] = png
             if values is not None:
                 features[latest.config.name] = values
                 stamps[latest.config.name] = stamp if sim_now is None else \
                     taken_at - max(0.0, sim_now - sim)
-        return Snapshot(features=features, stamps=stamps, taken_at=taken_at)
+        return Snapshot(features=features, stamps=stamps, taken_at=taken_at, images=images)
 
     def _note_unseen(self, latest: _Latest) -> None:
         """Say once which configured names a by-name sensor has not received (checks fail)."""

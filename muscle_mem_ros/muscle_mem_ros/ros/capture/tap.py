@@ -267,7 +267,7 @@ class Tap:
                 return
             for stale in [k for k, c in self._pending.items() if c.session is not session]:
                 self._proxy.end_trace(self._pending.pop(stale).taker)  # never ended
-        pre = self._hub.capture()
+        pre = self._hub.capture(thumbnails=True)
         previous = self._ledger.previous(session)
         after = previous if previous is not None and _older(pre, previous.ended) else None
         with self._cond:

@@ -28,18 +28,20 @@ since the goal was accepted, and the action's numeric feedback leaves as they
 come, thinned to the same rate (:func:`feedback_leaves`: ``builtin_interfaces/Time``
 and ``Duration`` fields are left out: they say when, not where). A sensor or a feedback
 message with more than :data:`~muscle_mem_ros.checks.tube.MAX_WATCHED` elements is not
-traced.
+traced, except a camera: its coarse grey view is
+(:func:`~muscle_mem_ros.checks.images.watch_view`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 import threading
 import time
 from typing import Any, Protocol
 
+from muscle_mem_ros.checks.images import watch_view
 from muscle_mem_ros.checks.tube import MAX_WATCHED
-from muscle_mem_ros.records import Series, Snapshot, Trace
+from muscle_mem_ros.records import ImageLayout, Series, Snapshot, Trace
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 
 __all__ = ['feedback_leaves', 'Sampler', 'TraceTaker']
@@ -151,11 +153,15 @@ class TraceTaker:
     :param rate: The sampler's rate (feedback is thinned to it).
     :param started: Monotonic time the goal was sent (the zero until it is accepted).
     :param pre: The step's pre snapshot: where each series starts.
+    :param views: Camera sensors' layouts: each is traced as its
+        :func:`~muscle_mem_ros.checks.images.watch_view`, whatever its size.
     """
 
     def __init__(self, *, sensors: Collection[str], rate: float, started: float,
-                 pre: Snapshot | None = None) -> None:
+                 pre: Snapshot | None = None,
+                 views: Mapping[str, ImageLayout] | None = None) -> None:
         self.names = frozenset(sensors)
+        self._views = dict(views or {})
         self._rate = rate
         self._zero = started
         self._lock = threading.Lock()
@@ -176,7 +182,12 @@ class TraceTaker:
             for name in self.names:
                 stamp = snapshot.stamps.get(name)
                 values = snapshot.features.get(name)
-                if stamp is None or values is None or len(values) > MAX_WATCHED:
+                layout = self._views.get(name)
+                if stamp is None or values is None:
+                    continue
+                if layout is not None and len(values) == layout.size:
+                    values = watch_view(values, layout)  # a camera: its coarse grey view
+                elif len(values) > MAX_WATCHED:
                     continue
                 rows = self._rows.setdefault(name, [])
                 if rows and (stamp <= rows[-1][0] or len(values) != len(rows[-1][1])):

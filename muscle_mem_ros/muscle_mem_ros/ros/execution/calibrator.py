@@ -21,7 +21,9 @@ the requested duration, keeping one reading per sensor message (a reading
 whose receive stamp did not change is the same message). Per sensor and
 element it answers the mean, standard deviation, peak to peak and the
 tolerance :func:`muscle_mem_ros.checks.calibration.noise` proposes, next to the
-configured one, and the proposals as a params-file snippet. A sensor that sent
+configured one, and the proposals as a params-file snippet. A camera (mode ``image``)
+gets one proposal, the margin times its largest cell deviation with the light removed
+between two frames (:func:`muscle_mem_ros.checks.calibration.noise`). A sensor that sent
 nothing in the window is named in the message and left out; with none at all
 the answer is ``success=false``. Deactivating the node ends the sampling early
 (``success=false``).
@@ -119,7 +121,9 @@ class Calibrator:
             if not values:
                 silent.append(name)
                 continue
-            found = calibration.noise(name, values, k=k, margin=margin, mode=config.mode)
+            found = calibration.noise(
+                name, values, k=k, margin=margin, mode=config.mode,
+                channels=config.image.channels if config.image is not None else None)
             proposed[name] = found.proposed
             response.sensors.append(SensorNoise(
                 sensor=name, samples=found.samples, mean=list(found.mean),

@@ -424,7 +424,7 @@ class SubtaskServer:
 
     def _snapshot(self) -> Any:
         hub = self._hub()
-        return hub.capture() if hub is not None else None
+        return hub.capture(thumbnails=True) if hub is not None else None
 
     def _record(self, session: Session, params_json: str, task: str, pre: Any,
                 started: float) -> None:
@@ -437,7 +437,7 @@ class SubtaskServer:
             self._node.get_logger().warning(
                 f"subtask '{task}': no data newer than its end from "
                 f'{", ".join(hub.lagging(ended))}; post snapshot uses older data')
-        post = hub.capture()
+        post = hub.capture(thumbnails=True)
         params = json.loads(params_json.strip() or '{}')
         step = subtask_step(task, params, pre=pre if pre is not None and pre.features else None,
                             post=post if post.features else None, duration=ended - started)

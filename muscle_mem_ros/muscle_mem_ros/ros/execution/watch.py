@@ -48,8 +48,10 @@ import time
 from typing import Any
 
 from muscle_mem_ros.bindings.judge import During
+from muscle_mem_ros.checks.images import watch_view
 from muscle_mem_ros.checks.tube import FEEDBACK, Tube
-from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, Step, ToolKind
+from muscle_mem_ros.records import (
+    CheckFailure, ImageLayout, Node, SensorSpec, Snapshot, Step, ToolKind)
 from muscle_mem_ros.replay.watching import watched_elements
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.tracing import feedback_leaves
@@ -73,11 +75,15 @@ class StepWatch:
     :param cancel: The walk's cancel; :attr:`token` fires with it too.
     :param leaves: The feedback leaves the tube watches, in order.
     :param unwatched: Labels of traced elements left out (said in the events).
+    :param views: Camera sensors' layouts: a reading is judged as its coarse view, as the
+        trace keeps it (:func:`~muscle_mem_ros.checks.images.watch_view`).
     """
 
     def __init__(self, *, tube: Tube, max_age: Mapping[str, float | None], cancel: CancelToken,
-                 leaves: Sequence[str] = (), unwatched: Sequence[str] = ()) -> None:
+                 leaves: Sequence[str] = (), unwatched: Sequence[str] = (),
+                 views: Mapping[str, ImageLayout] | None = None) -> None:
         self.tube = tube
+        self._views = dict(views or {})
         self.token = CancelToken(parent=cancel)
         """Cancels the goal: when the walk is canceled, or the world leaves the tube."""
         self.failure: CheckFailure | None = None
@@ -129,7 +135,11 @@ class StepWatch:
             if stamp <= self._last.get(name, -math.inf):
                 continue
             self._last[name] = stamp
-            failure = self.tube.judge(name, stamp - zero, snapshot.features[name])
+            values = snapshot.features[name]
+            layout = self._views.get(name)
+            if layout is not None and len(values) == layout.size:
+                values = watch_view(values, layout)  # as the trace keeps a camera
+            failure = self.tube.judge(name, stamp - zero, values)
             if failure is not None:
                 self.trip(failure)
                 return
@@ -192,7 +202,8 @@ def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[st
     tube = Tube(step.trace, elements, scale=scale)
     leaves = step.trace.feedback_leaves if FEEDBACK in tube.series else ()
     return StepWatch(tube=tube, max_age={s.name: s.max_age for s in sensors}, cancel=cancel,
-                     leaves=leaves, unwatched=unwatched)
+                     leaves=leaves, unwatched=unwatched,
+                     views={s.name: s.image for s in sensors if s.image is not None})
 
 
 def _recorded(step: Step) -> float:
