@@ -156,3 +156,23 @@ def test_the_watched_view_is_coarse_and_lit_alike():
     view = watch_view(_vector(_scene(rng=rng), masked), masked.layout(3))
     nan = [i for i, v in enumerate(view) if not np.isfinite(v)]
     assert nan == [0, 80, 160]  # the masked corner's block, in each channel
+
+
+def test_a_camera_reads_its_newest_frame_that_decodes_trying_each_once():
+    from muscle_mem_ros.ros.capture.camerafeed import FRAME_DEPTH, Frames
+    frames = Frames()
+    tried: list[bytes] = []
+
+    def decode(raw: bytes):
+        tried.append(raw)
+        return None if raw.startswith(b'bad') else (float(raw[-1]),)
+
+    for i, raw in enumerate([b'ok1', b'ok2', b'bad3', b'bad4']):
+        frames.push(raw, float(i), 0.0)
+    assert frames.reading(decode, lambda: False)[:2] == ((50.0,), 1.0)  # ok2, 1 s
+    assert tried == [b'bad4', b'bad3', b'ok2']
+    assert frames.reading(decode, lambda: False)[0] == (50.0,) and len(tried) == 3
+    for i in range(FRAME_DEPTH):  # nothing but corrupt frames: the last good one stands in
+        frames.push(b'bad', 10.0 + i, 0.0)
+    assert frames.reading(decode, lambda: False)[1] == 1.0
+    assert frames.reading(decode, lambda: True) is None  # unusable: nothing stands in

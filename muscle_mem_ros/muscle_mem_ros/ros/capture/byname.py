@@ -16,9 +16,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
+from rclpy.serialization import deserialize_message
 
 __all__ = ['ByName']
 
@@ -63,6 +64,32 @@ class ByName:
                     self.stamps[base + at] = stamp
                     self.sims[base + at] = 0.0 if sim is None else sim
         self.first = min(self.first, stamp)
+
+    def merge(self, config: SensorConfig,
+              report: Callable[[str], None]) -> tuple[bytes, bool] | None:
+        """
+        Decode each publisher's pending message, oldest first, into the values by name.
+
+        :param report: Told of a message that cannot be read (the others still count).
+        :return: The newest message merged and whether it was read; None: nothing pending.
+        """
+        if not self.pending:
+            return None
+        pending = sorted(self.pending.values(), key=lambda item: item[1])
+        self.newest.update(self.pending)
+        self.pending.clear()
+        assert config.by_name is not None
+        read = False
+        for raw, stamp, sim in pending:
+            try:
+                names, columns = config.by_name.read(deserialize_message(raw, config.msg_type))
+            except Exception as err:  # a malformed message must not stop capture
+                report(f'sensors.{config.name}: cannot read {config.topic}: {err}')
+                read = False
+                continue
+            self.apply(names, columns, stamp, sim)
+            read = True
+        return pending[-1][0], read
 
     def unseen(self, joints: Sequence[str]) -> list[str]:
         """Return the configured names missing from at least one configured field."""

@@ -74,6 +74,7 @@ the loop starts again, so waits for fresh data keep working.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 import threading
 import time
 from typing import Any
@@ -81,6 +82,7 @@ from typing import Any
 from muscle_mem_ros.errors import ImageError, ImageMismatch
 from muscle_mem_ros.records import ImageLayout, Snapshot
 from muscle_mem_ros.ros.capture.byname import ByName
+from muscle_mem_ros.ros.capture.camerafeed import FRAME_DEPTH, Frames
 from muscle_mem_ros.ros.capture.thumbnails import thumbnail_of
 from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
 from muscle_mem_ros.ros.node.stops import joint_positions, JOINT_STATE
@@ -110,7 +112,7 @@ class _Latest:
     """Latest raw message of one sensor and the features of the last one decoded."""
 
     __slots__ = ('config', 'raw', 'stamp', 'sim', 'decoded', 'invalid', 'problem', 'seen',
-                 'by_name', 'good', 'dropped')
+                 'by_name', 'frames')
 
     def __init__(self, config: SensorConfig) -> None:
         self.config = config
@@ -122,10 +124,8 @@ class _Latest:
         self.problem = ''
         self.seen = False
         self.by_name = ByName(config) if config.by_name is not None else None
-        self.good: tuple[tuple[float, ...], float, float, bytes] | None = None
-        """A camera's last frame that decoded: (features, stamp, simulated time, message)."""
-        self.dropped = 0
-        """A camera's frames that did not decode (:meth:`SensorHub.dropped`)."""
+        self.frames = Frames() if config.image is not None else None
+        """A camera's last frames (:mod:`.camerafeed`)."""
 
 
 class SensorHub:
@@ -175,7 +175,8 @@ class SensorHub:
         self._subs = [
             (self._node.create_subscription(
                 s.msg_type, s.topic, self._callback(self._latest[s.name]),
-                _qos(BY_NAME_DEPTH if s.by_name is not None else 1), raw=True),
+                _qos(BY_NAME_DEPTH if s.by_name is not None
+                     else FRAME_DEPTH if s.image is not None else 1), raw=True),
              self._latest[s.name])
             for s in sensors
         ]
@@ -275,6 +276,9 @@ class SensorHub:
                     taken = waitset.take(sub)
                     if taken is None:
                         break
+                    if latest.frames is not None:  # a camera keeps each (.camerafeed)
+                        self._store(latest, taken[0], _arrival(taken[1]))
+                        continue
                     last = taken
                 if last is not None:
                     self._store(latest, last[0], _arrival(last[1]))
@@ -300,24 +304,15 @@ class SensorHub:
         """Decode each publisher's newest message, oldest first, into the values by name."""
         state = latest.by_name
         assert state is not None
-        if not state.pending:
+        merged = state.merge(latest.config, partial(self._report, latest))
+        if merged is None:
             return
-        pending = sorted(state.pending.values(), key=lambda item: item[1])
-        state.newest.update(state.pending)
-        state.pending.clear()
-        config = latest.config
-        assert config.by_name is not None
-        for raw, stamp, sim in pending:
-            try:
-                names, columns = config.by_name.read(deserialize_message(raw, config.msg_type))
-            except Exception as err:  # a malformed message must not stop capture
-                self._report(latest, f'sensors.{config.name}: cannot read {config.topic}: {err}')
-                continue
-            state.apply(names, columns, stamp, sim)
+        newest, read = merged
+        if read:  # the newest message read: what was wrong before is over
             latest.problem = ''
         complete = all(t != float('-inf') for t in state.stamps)
         with self._cond:
-            latest.raw = pending[-1][0]
+            latest.raw = newest
             state.features = tuple(state.values) if complete else None
             latest.stamp = min(state.stamps) if complete else float('-inf')
             latest.sim = min(state.sims) if complete else 0.0
@@ -360,6 +355,8 @@ class SensorHub:
             latest.raw = raw
             latest.stamp = stamp
             latest.sim = sim if sim is not None else 0.0
+            if latest.frames is not None:
+                latest.frames.push(raw, stamp, latest.sim)
             if self._waiters:
                 self._cond.notify_all()
         if not latest.seen:
@@ -380,8 +377,9 @@ class SensorHub:
             self._report(latest, str(err))
             return None
         except ImageError as err:  # a corrupt frame: dropped, counted, the last good one kept
-            latest.dropped += 1
-            if latest.dropped == 1:
+            assert latest.frames is not None
+            latest.frames.dropped += 1
+            if latest.frames.dropped == 1:
                 self._on_error(f'sensors.{config.name}: a frame from {config.topic} dropped '
                                f'({err}); the last good frame stands in while it is fresh')
             latest.decoded = (raw, ())
@@ -414,7 +412,7 @@ class SensorHub:
 
     def dropped(self) -> dict[str, int]:
         """Count, per camera sensor, the frames dropped since start (they did not decode)."""
-        return {n: x.dropped for n, x in self._latest.items() if x.config.image is not None}
+        return {n: x.frames.dropped for n, x in self._latest.items() if x.frames is not None}
 
     def problems(self) -> dict[str, str]:
         """
@@ -456,14 +454,13 @@ class SensorHub:
                     self._note_unseen(latest)
                     continue
                 values: tuple[float, ...] | None = by_name
-            else:
+            elif latest.frames is None:
                 values = self._features(latest, raw)
             sim = latest.sim
-            if latest.config.image is not None:
-                if values is not None:
-                    latest.good = (values, stamp, sim, raw)
-                elif latest.good is not None and not latest.problem:
-                    values, stamp, sim, raw = latest.good
+            if latest.frames is not None:
+                got = latest.frames.reading(partial(self._features, latest),
+                                            partial(_unusable, latest))
+                values, stamp, sim, raw = got if got is not None else (None, stamp, sim, raw)
                 png = thumbnail_of(latest.config, raw) if thumbnails and values else None
                 if png is not None:
                     images[latest.config.name] = png
@@ -584,6 +581,10 @@ def _silent(latest: _Latest) -> bool:
     if latest.by_name is not None:
         return latest.stamp == float('-inf')
     return latest.raw is None
+
+
+def _unusable(latest: _Latest) -> bool:
+    return bool(latest.problem)
 
 
 def _qos(depth: int) -> QoSProfile:
