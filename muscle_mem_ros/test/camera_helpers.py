@@ -31,7 +31,7 @@ import io
 import threading
 from typing import Any
 
-from node_helpers import FakeRobot, OBJECT_HOME
+from node_helpers import FakeRobot, Harness, OBJECT_HOME
 import numpy as np
 from PIL import Image as PilImage
 from rclpy.node import Node
@@ -104,3 +104,35 @@ class SyntheticCamera(Node):
         """Send frames of another size from now on."""
         with self._lock:
             self.size = (width, height)
+
+
+RAW = {'type': 'sensor_msgs/msg/Image', 'encoding': 'rgb8', 'width': 320, 'height': 240,
+       'cell': 16, 'tolerance': 0.1, 'max_age': 0.5}
+"""The raw camera's sensor settings (its topic added by :func:`camera_harness`)."""
+JPEG = {'type': 'sensor_msgs/msg/CompressedImage', 'width': 320, 'height': 240,
+        'cell': 16, 'tolerance': 0.1, 'max_age': 0.5}
+"""The JPEG camera's."""
+
+
+def camera_harness(tmp: Any) -> Harness:
+    """
+    Return the arm harness with two cameras over its table and no object sensor, cache up.
+
+    ``h.cameras`` holds them by sensor name: ``camera`` (rgb8) and ``jpeg`` (JPEG).
+    """
+    h = Harness(tmp=tmp)
+    topics = {'camera': f'/{h.names.prefix}/camera/image_raw',
+              'jpeg': f'/{h.names.prefix}/camera/image_raw/compressed'}
+    cameras = {}
+    for name, topic in topics.items():
+        camera = SyntheticCamera(robot=h.robot, context=h.context, topic=topic,
+                                 name=f'{h.names.prefix}_{name}', compressed=name == 'jpeg',
+                                 seed=len(cameras))
+        h.executor.add_node(camera)
+        h.extra_nodes.append(camera)
+        cameras[name] = camera
+    h.cameras = cameras  # type: ignore[attr-defined]
+    h.start_cache(**{'sensors.object': None,
+                     'sensors.camera': dict(RAW, topic=topics['camera']),
+                     'sensors.jpeg': dict(JPEG, topic=topics['jpeg'])})
+    return h

@@ -25,33 +25,15 @@ import threading
 import time
 
 from action_msgs.msg import GoalStatus
-from camera_helpers import SyntheticCamera
+from camera_helpers import camera_harness, RAW
 from muscle_mem_interfaces.msg import CacheEvent
 from node_helpers import Harness, Names, OBJECT_HOME, params, run_cache_to_exit, wait_until
 import pytest
 
-RAW = {'type': 'sensor_msgs/msg/Image', 'encoding': 'rgb8', 'width': 320, 'height': 240,
-       'cell': 16, 'tolerance': 0.1, 'max_age': 0.5}
-JPEG = {'type': 'sensor_msgs/msg/CompressedImage', 'width': 320, 'height': 240,
-        'cell': 16, 'tolerance': 0.1, 'max_age': 0.5}
-
 
 @pytest.fixture(scope='module')
 def harness(tmp_path_factory):
-    h = Harness(tmp=tmp_path_factory.mktemp('camera'))
-    topics = {'camera': f'/{h.names.prefix}/camera/image_raw',
-              'jpeg': f'/{h.names.prefix}/camera/image_raw/compressed'}
-    h.cameras = {}
-    for name, topic in topics.items():
-        camera = SyntheticCamera(robot=h.robot, context=h.context, topic=topic,
-                                 name=f'{h.names.prefix}_{name}', compressed=name == 'jpeg',
-                                 seed=len(h.cameras))
-        h.executor.add_node(camera)
-        h.extra_nodes.append(camera)
-        h.cameras[name] = camera
-    h.start_cache(**{'sensors.object': None,
-                     'sensors.camera': dict(RAW, topic=topics['camera']),
-                     'sensors.jpeg': dict(JPEG, topic=topics['jpeg'])})
+    h = camera_harness(tmp_path_factory.mktemp('camera'))
     yield h
     h.close()
 

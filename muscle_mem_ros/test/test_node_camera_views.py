@@ -26,32 +26,18 @@ from __future__ import annotations
 import io
 import json
 
-from camera_helpers import SyntheticCamera
+from camera_helpers import camera_harness
 from muscle_mem_ros.cli import main
 from muscle_mem_ros.ros.bags.exportformat import view_topic
 from muscle_mem_ros.store import SqliteStore
-from node_helpers import Harness, wait_until
+from node_helpers import wait_until
 from PIL import Image
 import pytest
-from test_node_camera import JPEG, RAW
 
 
 @pytest.fixture(scope='module')
 def harness(tmp_path_factory):
-    h = Harness(tmp=tmp_path_factory.mktemp('camera_views'))
-    topics = {'camera': f'/{h.names.prefix}/camera/image_raw',
-              'jpeg': f'/{h.names.prefix}/camera/image_raw/compressed'}
-    h.cameras = {}
-    for name, topic in topics.items():
-        camera = SyntheticCamera(robot=h.robot, context=h.context, topic=topic,
-                                 name=f'{h.names.prefix}_{name}', compressed=name == 'jpeg',
-                                 seed=len(h.cameras))
-        h.executor.add_node(camera)
-        h.extra_nodes.append(camera)
-        h.cameras[name] = camera
-    h.start_cache(**{'sensors.object': None,
-                     'sensors.camera': dict(RAW, topic=topics['camera']),
-                     'sensors.jpeg': dict(JPEG, topic=topics['jpeg'])})
+    h = camera_harness(tmp_path_factory.mktemp('camera_views'))
     assert wait_until(lambda: all(c.published >= 3 for c in h.cameras.values()), 10.0)
     run = h.run_task('look')
     assert run.result.success and not run.result.cache_hit, run.result.message
