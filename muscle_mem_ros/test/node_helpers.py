@@ -763,6 +763,15 @@ class Harness:
         self.cache = CacheProcess(names=self.names, params_file=params_file, log=log,
                                   domain_id=self.domain_id, host=host)
         cache = self.cache
+        try:
+            self._wait_ready(cache)
+        except BaseException:  # a fixture that raises is not torn down: no process left
+            self.stop_cache()
+            raise
+        return cache
+
+    def _wait_ready(self, cache: CacheProcess) -> None:
+        """Wait until the cache is up, serves, and passed a call through each proxy."""
         if not wait_until(lambda: 'behavior cache ready' in cache.output()
                           or not cache.alive(), 30.0) or not cache.alive():
             raise RuntimeError(f'cache did not start:\n{cache.output()}')
@@ -774,7 +783,6 @@ class Harness:
         if self.subtasks and not wait_for_action_matched(
                 self.agent, self.agent.subtasks.client, f'/{self.names.node}', 30.0):
             raise RuntimeError(f'cache did not serve execute_subtask:\n{cache.output()}')
-        return cache
 
     def values(self, **overrides: Any) -> dict[str, Any]:
         """Return the cache's parameters for this harness's robot (:func:`params`)."""
