@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from muscle_mem_ros.checks.images import decode_raw, Grid, Region
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
-from muscle_mem_ros.records import CompareMode, FailureKind, SensorSpec, Snapshot
+from muscle_mem_ros.records import CompareMode, SensorSpec, Snapshot
+from muscle_mem_ros.resume import FailureKind
 import numpy as np
 import pytest
 from test_core_images import _raw, _scene, HEIGHT, WIDTH
