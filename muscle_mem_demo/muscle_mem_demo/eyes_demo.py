@@ -21,8 +21,7 @@ prints a row per run in the story's table, and saves the frames that matter as P
 the output directory: the scene the task was learned in, the scene that made run 16's miss
 (the cell the cache named outlined), run 17's box outside the region of interest (the region
 outlined), and the frame run 18's watch tripped on beside the recorded frame at the same time
-into the motion; and the thumbnails the cache's store kept of every recorded view
-(``eyes_store/``, as ``muscle-mem show --images`` writes them).
+into the motion.
 """
 
 from __future__ import annotations
@@ -39,9 +38,9 @@ from muscle_mem_demo.camera_frames import frame_at
 from muscle_mem_demo.eyes_story import CAMERA_RATE, CAMERA_TOPIC, EYES_STORY, ROI
 from muscle_mem_demo.processes import ChildProcesses, config_path, node_commands
 from muscle_mem_demo.report import format_row, HEADER, rule
-from muscle_mem_demo.story import judge, RunOutcome, TASK
+from muscle_mem_demo.story import judge, RunOutcome
 
-__all__ = ['describe_drop', 'run_eyes', 'save_pictures', 'store_views']
+__all__ = ['describe_drop', 'run_eyes', 'save_pictures']
 
 _CELL = re.compile(r'cell at x (\d+), y (\d+) \((\d+)x(\d+) px')
 
@@ -98,42 +97,9 @@ def run_eyes(args: argparse.Namespace, say: Callable[[str], None]) -> list[RunOu
                     driver.close()
         finally:
             rclpy.try_shutdown()
-        kept = store_views(Path(scratch) / 'cache.db', output_dir / 'eyes_store')
     for path in save_pictures(outcomes, output_dir):
         say(f'picture: {path}')
-    if kept:
-        first = next((p for p in kept if p.name == 'view-t1-s0-pre-camera.png'), kept[0])
-        say(f"picture: {first} (the cache's own {len(kept)} thumbnails of the recorded "
-            f'views in {first.parent}: the first recording, step 0, before)')
     return outcomes
-
-
-def store_views(store_path: Path, directory: Path) -> list[Path]:
-    """
-    Write the thumbnails the cache's store kept of the recorded camera views; return them.
-
-    The store keeps a small PNG of each camera's recorded pre and post view beside its cells
-    (``Snapshot.images``); these are what ``muscle-mem show --images`` writes, named
-    ``view-t<trajectory>-s<step>-<pre|post>-camera.png``. None when the store has none.
-    """
-    from muscle_mem_ros.cli.inventory import open_cli_store, show_task
-    from muscle_mem_ros.errors import MuscleMemError
-
-    if not store_path.is_file():
-        return []
-    try:
-        with open_cli_store(str(store_path)) as store:
-            shown = show_task(store, TASK, None, directory)
-    except MuscleMemError:
-        return []
-    kept = []
-    for trajectory in shown:
-        for step in trajectory['steps']:
-            for files in step.get('images', {}).values():
-                for file in files.values():
-                    path = Path(file)
-                    kept.append(path.rename(path.with_name('view-' + path.name)))
-    return kept
 
 
 def describe_drop(outcome: RunOutcome) -> str:

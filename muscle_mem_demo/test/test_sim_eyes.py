@@ -148,12 +148,6 @@ def test_the_pictures_show_what_the_cache_saw(eyes):
     # the watch tripped on the box; the recording at that time into the motion had none
     assert magenta(pixels['eyes_run18_trip.png']) > 50
     assert magenta(pixels['eyes_run18_trip_recorded.png']) == 0
-    # the cache's store kept its own thumbnails of the recorded views; the first, before
-    # step 0, is the scene run 16's pre-check was compared with
-    kept = out / 'eyes_store' / 'view-t1-s0-pre-camera.png'
-    assert f'picture: {kept}' in proc.stdout
-    with Image.open(kept) as image:
-        assert image.size == (96, 72)
     # the box of run 17 lies outside the region of interest, right of x 272
     assert magenta(pixels['eyes_run17_outside_roi.png'][:, :272]) == 0
     assert magenta(pixels['eyes_run17_outside_roi.png']) > 50
