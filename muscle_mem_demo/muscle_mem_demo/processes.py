@@ -70,21 +70,14 @@ def config_path(file_name: str) -> Path:
 
 
 def node_commands(
-    *, rtf: float, think_time: float, store_path: str, params_file: Path,
-    camera_rate: float = 0.0,
+    *, rtf: float, think_time: float, store_path: str, params_file: Path
 ) -> dict[str, list[str]]:
-    """
-    Return the command lines of sim robot, behavior cache and demo agent, by name.
-
-    :param camera_rate: The robot's camera, Hz; 0 (the default): no camera, nothing rendered
-        (only the story that checks the camera pays for rendering).
-    """
+    """Return the command lines of sim robot, behavior cache and demo agent, by name."""
     python = sys.executable
-    camera = ['-p', f'camera_rate:={float(camera_rate)}'] if camera_rate > 0.0 else []
     return {
         'sim_robot': [
             python, '-m', 'muscle_mem_demo.robot_node', '--ros-args',
-            '-p', f'rtf:={float(rtf)}', *camera,
+            '-p', f'rtf:={float(rtf)}',
         ],
         'behavior_cache': [
             python, '-m', 'muscle_mem_ros.ros.node.main', '--ros-args',
