@@ -35,6 +35,7 @@ __all__ = [
     'CheckResult',
     'CompareMode',
     'Declaration',
+    'FailedView',
     'ImageLayout',
     'Node',
     'ReplayBook',
@@ -48,6 +49,7 @@ __all__ = [
     'ToolKind',
     'Trace',
     'TrajectoryInfo',
+    'ViewPhase',
 ]
 
 
@@ -442,6 +444,47 @@ class Approval:
         if self.trajectory_id:
             return info.id == self.trajectory_id
         return info.created <= self.at
+
+
+class ViewPhase(Enum):
+    """Which check of a learned step failed on a camera (:class:`FailedView`)."""
+
+    PRE = 'pre'
+    """Its pre-check: no candidate passed, and the walk stopped before this step."""
+    POST = 'post'
+    """Its post-check, after it was replayed."""
+    DURING = 'during'
+    """The check while it ran: its watch stopped the motion."""
+
+
+@dataclass(frozen=True, eq=False)
+class FailedView:
+    """
+    What a camera saw when a check on it failed: a thumbnail, for people.
+
+    A store keeps the latest one per learned step, sensor and phase (each replaces the
+    one before), so a robot that misses the same step a thousand times keeps one picture.
+    Nothing compares it: it is what ``muscle-mem show --images`` writes beside the step's
+    recorded views.
+
+    :ivar task: The task.
+    :ivar node_id: The learned step whose check failed; for a miss (no candidate passed),
+        the candidate the failure was judged against (the one the walk would have taken).
+    :ivar sensor: The camera sensor that failed.
+    :ivar phase: Which check failed.
+    :ivar at: When (Unix time).
+    :ivar reason: Why, for people ('sensor camera deviates 0.32 (tolerance 0.1) at the cell
+        at x 128, y 112').
+    :ivar png: The frame the check judged, as a PNG thumbnail (longest side 96 px).
+    """
+
+    task: str
+    node_id: int
+    sensor: str
+    phase: ViewPhase
+    at: float
+    reason: str
+    png: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)

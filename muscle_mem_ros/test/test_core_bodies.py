@@ -238,7 +238,7 @@ def test_a_version_10_sqlite_store_keeps_working_its_trajectories_of_an_unknown_
         s.declare_compatible(a=panda.key, b=body(UR5E).key, who='carol')
         assert learn(s, panda, tools=('z',)).body == panda.key
     conn = sqlite3.connect(path)
-    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 13
+    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 14
     conn.close()
 
 
@@ -266,7 +266,7 @@ def test_a_version_9_postgres_store_keeps_working_and_bodies_stay_apart(pg_serve
     with psycopg.connect(url, autocommit=True) as conn:
         versions = conn.execute(f'SELECT version FROM {ns}.schema_version ORDER BY version')
         assert [v[0] for v in versions.fetchall()] == [*range(1, pgschema.SCHEMA_VERSION + 1)]
-    assert pgschema.SCHEMA_VERSION == 12
+    assert pgschema.SCHEMA_VERSION == 13
 
 
 # -- the command line --------------------------------------------------------------------

@@ -207,7 +207,7 @@ def test_migration_from_version_5_keeps_approvals_covering_what_existed_then(tmp
         renewed = s.approve(task='t', who='carol', covers=[1, 2], bindings=[(1, 'x', 'param:x')])
         assert s.approvals(task='t')[-1] == renewed and renewed.declared == ()
     conn = sqlite3.connect(path)
-    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 13
+    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 14
     conn.close()
 
 

@@ -143,7 +143,7 @@ def test_a_schema_6_file_is_migrated_with_a_backup_and_keeps_its_steps(tmp_path)
     assert 'trace' not in {r[1] for r in backup.execute('PRAGMA table_info(nodes)')}
     backup.close()
     conn = sqlite3.connect(path)
-    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 13
+    assert conn.execute('PRAGMA user_version').fetchone()[0] == schema.SCHEMA_VERSION == 14
     conn.close()
 
 

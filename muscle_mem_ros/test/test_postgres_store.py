@@ -149,7 +149,7 @@ def test_a_version_3_database_keeps_its_approvals_covering_what_existed_then(url
     with psycopg.connect(url, autocommit=True) as conn:
         versions = conn.execute(f'SELECT version FROM {ns}.schema_version ORDER BY version')
         assert [v[0] for v in versions.fetchall()] == [*range(1, pgschema.SCHEMA_VERSION + 1)]
-    assert pgschema.SCHEMA_VERSION == 12
+    assert pgschema.SCHEMA_VERSION == 13
 
 
 def test_foreign_tables_in_the_namespace_are_refused(url):

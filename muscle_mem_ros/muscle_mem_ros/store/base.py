@@ -53,7 +53,7 @@ from .values import Blobs, pack
 from ..body import Compatibility
 from ..errors import StoreError, UnsafeValueError
 from ..records import (
-    Agreement, Approval, Declaration, Node, ReplayBook, Step, TaskStats, ToolKind,
+    Agreement, Approval, Declaration, FailedView, Node, ReplayBook, Step, TaskStats, ToolKind,
     TrajectoryInfo,
 )
 
@@ -479,6 +479,22 @@ class Store(abc.ABC):
     def sources(self, *, task: str) -> dict[int, str]:
         """Return what each trajectory of ``task`` learned from a recording was learned from."""
         return {}
+
+    def keep_failed_view(self, view: FailedView) -> bool:
+        """
+        Keep what a camera saw when a check on it failed, in place of the one before.
+
+        One view is kept per learned step, sensor and phase (the latest), so the store
+        stays bounded however often a robot misses. A view of a step that is not (or no
+        longer) a node of its task is not kept. This default keeps nothing.
+
+        :return: True when it was kept.
+        """
+        return False
+
+    def failed_views(self, *, task: str, node_id: int | None = None) -> list[FailedView]:
+        """Return the failed views of ``task`` (of one of its steps), by step, phase, sensor."""
+        return []
 
     @abc.abstractmethod
     def declare_compatible(self, *, a: str, b: str, who: str) -> Compatibility:

@@ -27,7 +27,8 @@ from .merge import merge_steps
 from ..body import Compatibility, shown
 from ..errors import UnknownTrajectoryError
 from ..records import (
-    Agreement, Approval, Declaration, Node, ReplayBook, Step, TaskStats, TrajectoryInfo,
+    Agreement, Approval, Declaration, FailedView, Node, ReplayBook, Step, TaskStats,
+    TrajectoryInfo, ViewPhase,
 )
 
 __all__ = ['MemoryStore']
@@ -108,6 +109,7 @@ class MemoryStore(Store):
         self._compatible: dict[tuple[str, str], Compatibility] = {}
         self._revoked: list[Compatibility] = []
         self._sources: dict[int, str] = {}
+        self._failed: dict[tuple[int, str, ViewPhase], FailedView] = {}
         self._books: dict[int, ReplayBook] = {}
         self._recordings: dict[int, _MemoryRecording] = {}
 
@@ -200,6 +202,7 @@ class MemoryStore(Store):
             if trajectory_id is None:
                 doomed = [t.id for t in self._trajs.values() if t.task == task]
                 self._counts.pop(task, None)
+                self._failed = {k: v for k, v in self._failed.items() if v.task != task}
             else:
                 traj = self._trajs.get(trajectory_id)
                 if traj is None or traj.task != task:
@@ -304,6 +307,23 @@ class MemoryStore(Store):
             ids = {i for i, t in self._trajs.items() if t.task == task}
             return {i: s for i, s in self._sources.items() if i in ids}
 
+    def keep_failed_view(self, view: FailedView) -> bool:
+        """Keep ``view`` in place of the one before it; False when its step is not stored."""
+        with self._lock:
+            found = self._task_of.get(view.node_id)
+            if found is None or found[0] != view.task:
+                return False
+            self._failed[(view.node_id, view.sensor, view.phase)] = view
+            return True
+
+    def failed_views(self, *, task: str, node_id: int | None = None) -> list[FailedView]:
+        """Return the failed views of ``task`` (of one of its steps), by step, phase, sensor."""
+        order = list(ViewPhase)
+        with self._lock:
+            return sorted((v for v in self._failed.values() if v.task == task
+                           and node_id in (None, v.node_id)),
+                          key=lambda v: (v.node_id, order.index(v.phase), v.sensor))
+
     def revoke_compatible(self, *, a: str, b: str, who: str) -> Compatibility:
         """Revoke the declaration that ``a`` and ``b`` are one body; ``who`` is recorded."""
         first, second = sorted((a, b))
@@ -381,6 +401,8 @@ class MemoryStore(Store):
                 continue
             node = self._nodes.pop(nid)
             self._task_of.pop(nid)
+            for seen in [k for k in self._failed if k[0] == nid]:
+                del self._failed[seen]
             sig = self._sig_of.pop(nid)
             key = (traj.task, traj.variant, node.parent)
             kids = self._children[key]

@@ -50,7 +50,10 @@ what learning found, kept for a restart (:mod:`.keptsql`); 10 the declared bindi
 approval saw (:mod:`.trustsql`; NULL in older rows, which saw none); 11 the body each
 trajectory was learned on and the pairs of bodies declared compatible (:mod:`.bodysql`; ''
 in older rows: an unknown body, replayed on any body as before); 12 what a trajectory learned
-from a recording was learned from (:mod:`.sourcesql`; no row for one learned live).
+from a recording was learned from (:mod:`.sourcesql`; no row for one learned live); 13 the
+declarations of compatible bodies revoked, and by whom (:mod:`.bodysql`); 14 what a camera saw
+when a check on it failed, the latest per learned step, sensor and phase (:mod:`.failedsql`;
+none in older files).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ import struct
 from typing import Any
 
 from .bodysql import BODIES, REVOKED
+from .failedsql import FAILED
 from .keptsql import KEPT
 from .legacy import convert_rows, Dropped
 from .sourcesql import SOURCES
@@ -142,6 +146,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     BODIES,  # 11: the body of each trajectory, bodies declared compatible (:mod:`.bodysql`)
     SOURCES,  # 12: what a trajectory learned from a recording was learned from (.sourcesql)
     REVOKED,  # 13: declarations of compatible bodies revoked, by whom (:mod:`.bodysql`)
+    FAILED,  # 14: what a camera saw when a check on it failed (:mod:`.failedsql`)
 )
 
 CONVERSIONS: dict[int, Callable[..., Any]] = {3: convert_rows}

@@ -81,6 +81,7 @@ from .bodysql import SqlBodies
 from .childcache import ChildCache, Key
 from .codec import (NODE_COLS, node_from_row, STEP_COLS, step_row, TRAJ_COLS,
                     trajectory_from_row)
+from .failedsql import SqlFailedViews
 from .gcpause import gc_paused
 from .keptsql import sqlite_ranges, SqlKept
 from .legacy import Dropped
@@ -138,7 +139,7 @@ class _SqliteRecording(Recording):
         self._closed = True
 
 
-class SqliteStore(Batching, SqlTrust, SqlKept, SqlBodies, SqlSources):
+class SqliteStore(Batching, SqlTrust, SqlKept, SqlBodies, SqlSources, SqlFailedViews):
     """
     Trajectory trees in an SQLite file (WAL), safe for several threads and processes.
 

@@ -166,9 +166,11 @@ def merge(
 
 
 def prune(conn: Connection, leaf: int) -> None:
-    """Drop ``leaf`` and its ancestors while no other trajectory needs them."""
+    """Drop ``leaf`` and its ancestors while no other trajectory needs them, with their views."""
     conn.execute('UPDATE nodes SET terminal = 0 WHERE id = ?', (leaf,))
-    prune_unused(conn, leaf)
+    gone = prune_unused(conn, leaf)
+    if gone:
+        conn.executemany('DELETE FROM failed_views WHERE node = ?', [(n,) for n in gone])
 
 
 def prune_unused(conn: Connection, node: int | None) -> list[int]:
@@ -277,6 +279,7 @@ def forget(conn: Connection, task: str, trajectory_id: int | None) -> int:
         conn.execute('DELETE FROM task_stats WHERE task = ?', (task,))
         conn.execute('DELETE FROM kept_plans WHERE task = ?', (task,))
         conn.execute('DELETE FROM kept_trees WHERE task = ?', (task,))
+        conn.execute('DELETE FROM failed_views WHERE task = ?', (task,))
         return n
     row = conn.execute('SELECT task, leaf FROM trajectories WHERE id = ?',
                        (trajectory_id,)).fetchone()

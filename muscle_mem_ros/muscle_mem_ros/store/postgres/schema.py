@@ -40,7 +40,9 @@ what learning found, kept for a restart (:mod:`..keptsql`); 8 kept first steps u
 9 the declared bindings an approval saw (:mod:`..trustsql`; NULL in older rows, which saw none);
 10 the body each trajectory was learned on and the pairs of bodies declared compatible
 (:mod:`..bodysql`; '' in older rows: an unknown body, replayed on any body as before); 11 what
-a trajectory learned from a recording was learned from (:mod:`..sourcesql`).
+a trajectory learned from a recording was learned from (:mod:`..sourcesql`); 12 the
+declarations of compatible bodies revoked, and by whom (:mod:`..bodysql`); 13 what a camera saw
+when a check on it failed, the latest per learned step, sensor and phase (:mod:`..failedsql`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..bodysql import PG_BODIES, REVOKED
+from ..failedsql import PG_FAILED
 from ..keptsql import KEPT
 from ..schema import MAGIC
 from ..sourcesql import PG_SOURCES
@@ -136,6 +139,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     PG_BODIES,  # 10: the body of each trajectory, bodies declared compatible (:mod:`..bodysql`)
     PG_SOURCES,  # 11: what a trajectory learned from a recording was learned from (sourcesql)
     REVOKED,  # 12: declarations of compatible bodies revoked, by whom (:mod:`..bodysql`)
+    PG_FAILED,  # 13: what a camera saw when a check on it failed (:mod:`..failedsql`)
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -68,6 +68,7 @@ from ..base import Batching, check_step, NodeList, Recording, RecordingInfo
 from ..bodysql import SqlBodies
 from ..childcache import ChildCache, Key
 from ..codec import NODE_COLS, node_from_row
+from ..failedsql import SqlFailedViews
 from ..gcpause import gc_paused
 from ..keptsql import pg_ranges, SqlKept
 from ..sourcesql import SqlSources
@@ -86,7 +87,7 @@ _NOTIFY_LIMIT = 7000
 
 
 class PostgresStore(Batching, LastKnownReads, SqlTrust, SqlKept, SqlBodies,
-                    SqlSources):
+                    SqlSources, SqlFailedViews):
     """
     Trajectory trees in PostgreSQL, shared by a fleet; thread-safe.
 
