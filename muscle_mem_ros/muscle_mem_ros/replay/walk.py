@@ -107,11 +107,14 @@ class Miss:
     :ivar kind: The kind of failure.
     :ivar reason: Human text, e.g. 'pre-check failed at step 2: sensor object deviates 0.08'.
     :ivar failure: The sensor failure behind it, if one is known.
+    :ivar node: The learned step ``failure`` was judged against, when a judge says: the
+        candidate :func:`blamed` names, or the step whose post-check failed.
     """
 
     kind: FailureKind
     reason: str
     failure: CheckFailure | None = None
+    node: Node | None = None
 
 
 @dataclass(frozen=True)

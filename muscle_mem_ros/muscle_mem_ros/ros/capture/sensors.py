@@ -94,7 +94,7 @@ from rclpy.node import Node as RosNode
 from rclpy.qos import HistoryPolicy, qos_profile_sensor_data, QoSProfile
 from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerGuardCondition
-from rclpy.subscription import MessageInfo, Subscription
+from rclpy.subscription import Subscription
 
 __all__ = ['BY_NAME_DEPTH', 'DRAIN_PERIOD', 'SensorHub']
 
@@ -277,11 +277,11 @@ class SensorHub:
                     if taken is None:
                         break
                     if latest.frames is not None:  # a camera keeps each (.camerafeed)
-                        self._store(latest, taken[0], _arrival(taken[1]))
+                        self._store(latest, taken[0], waitset.arrival(taken[1]))
                         continue
                     last = taken
                 if last is not None:
-                    self._store(latest, last[0], _arrival(last[1]))
+                    self._store(latest, last[0], waitset.arrival(last[1]))
 
     def _take_by_name(self, sub: Subscription[Any], latest: _Latest) -> None:
         """Take every queued message of a by-name sensor; keep each publisher's newest."""
@@ -295,10 +295,10 @@ class SensorHub:
             gid = info.get('publisher_gid') if isinstance(info, dict) else None
             key = gid.get('data') if isinstance(gid, dict) else None
             if key is None:  # no publisher identity from this rmw: decode every message
-                state.pending[b''] = (raw, _arrival(info), self._sim_now())
+                state.pending[b''] = (raw, waitset.arrival(info), self._sim_now())
                 self._merge(latest)
             else:
-                state.pending[key] = (raw, _arrival(info), self._sim_now())
+                state.pending[key] = (raw, waitset.arrival(info), self._sim_now())
 
     def _merge(self, latest: _Latest) -> None:
         """Decode each publisher's newest message, oldest first, into the values by name."""
@@ -409,6 +409,20 @@ class SensorHub:
     def views(self) -> dict[str, ImageLayout]:
         """Return the camera sensors' layouts (traced and watched as their coarse view)."""
         return {n: x.config.image for n, x in self._latest.items() if x.config.image is not None}
+
+    def last_frames(self, names: Collection[str]) -> dict[str, bytes]:
+        """
+        Return the message of each named camera's last good frame: what its last check read.
+
+        Only references are taken (no decode, no copy), so a failed check can hold on to
+        the frame it judged at once, and make its picture later (:meth:`thumbnail`).
+        """
+        return {n: x.frames.good[3] for n, x in self._latest.items()  # (good is never unset)
+                if n in names and x.frames is not None and x.frames.good is not None}
+
+    def thumbnail(self, name: str, raw: bytes) -> bytes | None:
+        """Return a PNG thumbnail of camera ``name``'s frame ``raw`` (:mod:`.thumbnails`)."""
+        return thumbnail_of(self._latest[name].config, raw)
 
     def dropped(self) -> dict[str, int]:
         """Count, per camera sensor, the frames dropped since start (they did not decode)."""
@@ -594,18 +608,3 @@ def _qos(depth: int) -> QoSProfile:
         reliability=qos_profile_sensor_data.reliability,
         durability=qos_profile_sensor_data.durability,
     )
-
-
-def _arrival(info: MessageInfo) -> float:
-    """
-    When the middleware received a message, on the monotonic clock.
-
-    The rmw reception time (system clock) is moved onto the monotonic clock, so
-    a message that arrived before a step ended never counts as newer than the
-    step because it was taken late. Without a reception time: now.
-    """
-    now = time.monotonic()
-    received = info.get('received_timestamp', 0) if isinstance(info, dict) else 0
-    if not received:
-        return now
-    return min(now, now - (time.time() - received * 1e-9))

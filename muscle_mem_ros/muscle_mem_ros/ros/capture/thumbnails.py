@@ -20,7 +20,8 @@ A recorded pre or post snapshot carries one thumbnail per camera sensor
 features came from (:meth:`.sensors.SensorHub.capture` with ``thumbnails=True``). Only the
 snapshots a recording keeps make them: a check, a match or a watch sample never does, so
 the cost (one more decode of the frame and a PNG of some 96x72 pixels) is paid twice a
-recorded step, not at every judgement.
+recorded step, not at every judgement. A check that fails on a camera has the frame it
+judged made into one too, off the walk's path (:mod:`..execution.failedviews`).
 """
 
 from __future__ import annotations

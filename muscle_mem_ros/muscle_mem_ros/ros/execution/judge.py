@@ -57,13 +57,17 @@ from muscle_mem_ros.bindings.judge import (
 )
 from muscle_mem_ros.checks.matcher import Matcher
 from muscle_mem_ros.checks.tolerance import ToleranceCheck
-from muscle_mem_ros.records import CheckFailure, Node, SensorSpec, Snapshot, ToolKind
+from muscle_mem_ros.records import (
+    CheckFailure, Node, SensorSpec, Snapshot, ToolKind, ViewPhase)
 from muscle_mem_ros.replay.walk import blamed, Miss, Reporter, Verdict
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.store.base import NodeList
 
-__all__ = ['describe_failure', 'missed', 'SensorJudge', 'WalkJudge']
+__all__ = ['describe_failure', 'missed', 'OnFailed', 'SensorJudge', 'WalkJudge']
+
+OnFailed = Callable[[ViewPhase, Node | None, CheckFailure | None], None]
+"""Told of a failed check as it fails: which, the step it judged, why (:mod:`.failedviews`)."""
 
 
 def describe_failure(failure: CheckFailure) -> str:
@@ -85,9 +89,10 @@ def describe_failure(failure: CheckFailure) -> str:
     return failure.reason
 
 
-def missed(kind: FailureKind, reason: str, failure: CheckFailure | None = None) -> Verdict:
-    """Return the verdict of a step no candidate passes."""
-    return Verdict((), Miss(kind, reason, failure))
+def missed(kind: FailureKind, reason: str, failure: CheckFailure | None = None,
+           node: Node | None = None) -> Verdict:
+    """Return the verdict of a step no candidate passes (``failure`` judged against ``node``)."""
+    return Verdict((), Miss(kind, reason, failure, node))
 
 
 class SensorJudge:
@@ -202,6 +207,7 @@ class SensorJudge:
             :meth:`unusable` found nothing that stops judging them.
         """
         failure: CheckFailure | None = None
+        blamed_node: Node | None = None
         if self._matcher is not None:
             selection = self._matcher.select(usable, self.hub.capture(), now_time=self.hub.now())
             if selection.node is not None:
@@ -210,17 +216,17 @@ class SensorJudge:
             worst = blamed([(node, result.failures[0]) for node, result in selection.rejected
                             if result.failures])
             if worst is not None:
-                failure = self._explained(worst[1])
+                blamed_node, failure = worst[0], self._explained(worst[1])
         if self.allow_unchecked:
             blind = [c for c in usable if c.step.pre is None or not c.step.pre.features]
             if blind:
                 return Verdict(tuple((c, 0.0) for c in blind))
         if failure is not None and failure.kind is not FailureKind.UNCHECKED:
             return missed(FailureKind.PRE_CHECK, f'pre-check failed at step {step}: '
-                          f'{describe_failure(failure)}', failure)
+                          f'{describe_failure(failure)}', failure, blamed_node)
         return missed(
             FailureKind.UNCHECKED, f'step {step} was recorded without sensor checks and '
-            'allow_unchecked_replay is false', failure,
+            'allow_unchecked_replay is false', failure, blamed_node,
         )
 
     def post_check(self, node: Node, step: int, ended: float,
@@ -249,7 +255,8 @@ class SensorJudge:
             return None
         failure = self._explained(failure)
         return Miss(FailureKind.POST_CHECK,
-                    f'post-check failed at step {step}: {describe_failure(failure)}', failure)
+                    f'post-check failed at step {step}: {describe_failure(failure)}', failure,
+                    node)
 
 
 class WalkJudge(SensorSenses):
@@ -263,12 +270,16 @@ class WalkJudge(SensorSenses):
     :param plans: The tree's plans, as the run read them.
     :param params: The run's task parameters.
     :param tolerance: Tolerance of a sensor element.
+    :param on_failed: Told of each pre-check that no candidate passed and each post-check
+        that failed, as it fails (the walk's failed views); None: nobody is.
     """
 
     def __init__(self, *, sensors: SensorJudge, plans: PlanSource, params: Mapping[str, Any],
-                 tolerance: Callable[[str], float | None]) -> None:
+                 tolerance: Callable[[str], float | None],
+                 on_failed: OnFailed | None = None) -> None:
         super().__init__(tolerance)
         self._sensors = sensors
+        self._on_failed = on_failed
         self.bindings = BindingJudge(plans=plans, params=params, senses=self)
         self._trusted: frozenset[int] | None = None
         self._held = ''
@@ -290,6 +301,13 @@ class WalkJudge(SensorSenses):
 
     def pick(self, candidates: Sequence[Node], step: int) -> Verdict:
         """Judge literally while nothing is bound or moved, else each candidate under its plan."""
+        verdict = self._pick(candidates, step)
+        miss = verdict.miss
+        if self._on_failed is not None and not verdict.passing and miss is not None:
+            self._on_failed(ViewPhase.PRE, miss.node, miss.failure)
+        return verdict
+
+    def _pick(self, candidates: Sequence[Node], step: int) -> Verdict:
         if self._trusted is not None:
             allowed = [c for c in candidates if c.id in self._trusted]
             if not allowed and candidates:
@@ -315,12 +333,15 @@ class WalkJudge(SensorSenses):
         others = [f'node {n.id}: {describe_failure(f)}' for n, f in failures if n is not node][:3]
         more = f' (other candidates: {"; ".join(others)})' if others else ''
         reason = f'pre-check failed at step {step}: {describe_failure(failure)}{more}'
-        return missed(FailureKind.PRE_CHECK, reason, failure)
+        return missed(FailureKind.PRE_CHECK, reason, failure, node)
 
     def post_check(self, node: Node, step: int, ended: float) -> Miss | None:
         """Judge the post-check against the recording moved by the shift."""
-        return self._sensors.post_check(node, step, ended,
+        miss = self._sensors.post_check(node, step, ended,
                                         expected=self.bindings.expected_post(node))
+        if miss is not None and self._on_failed is not None:
+            self._on_failed(ViewPhase.POST, miss.node, miss.failure)
+        return miss
 
     def observe(self, node: Node) -> Observation | None:
         """Return the step's snapshot, taken once for all its candidates (:meth:`pick`)."""

@@ -60,6 +60,7 @@ from muscle_mem_ros.replay.walk import (
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.forwarding import CallOutcome, ToolProxy
 from muscle_mem_ros.ros.capture.sensors import SensorHub
+from muscle_mem_ros.ros.execution.failedviews import FailedViews, WalkViews
 from muscle_mem_ros.ros.execution.judge import describe_failure, SensorJudge, WalkJudge
 from muscle_mem_ros.ros.execution.watch import make_watch, StepWatch
 from muscle_mem_ros.ros.node.health import StoreHealth
@@ -109,6 +110,8 @@ class ProxyExecutor:
     :param subtasks: Runs a subtask step (None: such a step fails, saying so).
     :param reporter: Told what happens while a step's goal is stopped (``stopping``) and
         how it was (``stopped``), when it has those methods (the node's EventReporter).
+    :param views: The walk's failed views: what a watch saw as it tripped is held then (and
+        kept when the walk stops on it, :meth:`Replayer.walk`); None: not held.
     """
 
     def __init__(self, *, judge: WalkJudge, send: Send,
@@ -116,7 +119,8 @@ class ProxyExecutor:
                  watching: Callable[[Node, CancelToken], StepWatch | None] | None = None,
                  on_watched: Callable[[int, Sequence[str], Sequence[str]], None] | None = None,
                  task: str = '', subtasks: RunSubtask | None = None,
-                 reporter: Any = None) -> None:
+                 reporter: Any = None, views: WalkViews | None = None) -> None:
+        self._views = views
         self._stopping = getattr(reporter, 'stopping', None)
         self._stopped = getattr(reporter, 'stopped', None)
         self._task = task
@@ -140,6 +144,9 @@ class ProxyExecutor:
         watch = self._watching(node, cancel) if self._watching is not None else None
         if watch is not None and self._on_watched is not None:
             self._on_watched(step, watch.labels, watch.unwatched)
+        views = self._views
+        if watch is not None and views is not None:
+            watch.token.on_cancel(lambda: views.tripped(node, watch.failure))
         say = partial(self._stopping, step) if self._stopping is not None else None
         out = self._send(node, cancel, bound.values if bound is not None and bound.values
                          else None, watch, say)
@@ -241,6 +248,8 @@ class Replayer:
         """Runs a subtask step (set by the node: :meth:`..subtasks.SubtaskServer.replay_step`)."""
         self._health = health if health is not None else StoreHealth(
             logger=logging.getLogger(__name__))
+        self.failed_views = FailedViews(store=store, hub=hub, health=self._health)
+        """Keeps what a camera saw when a check on it failed (:mod:`.failedviews`)."""
 
     def warm(self) -> int:
         """
@@ -261,7 +270,12 @@ class Replayer:
         return count
 
     def keep_learned(self, logger: RcutilsLogger) -> None:
-        """Stop learning in the background; keep the trees' plans with the store (deactivate)."""
+        """
+        Stop learning in the background; keep the trees' plans with the store (deactivate).
+
+        The failed views still being made are kept first (a bounded wait).
+        """
+        self.failed_views.close()
         self.trees.close()
         try:
             kept = self.trees.keep()
@@ -359,7 +373,8 @@ class Replayer:
         :return: How it ended; ``unsaved`` says why the replay counters of a complete
             walk could not be stored.
         """
-        judge = self._judge(tree, params)
+        views = self.failed_views.walk(tree.task)
+        judge = self._judge(tree, params, views)
         trust = trust if trust is not None else self.trusted(tree)
         judge.gate(trust.nodes, trust.held())
         executor = ProxyExecutor(
@@ -367,9 +382,11 @@ class Replayer:
             on_substituted=getattr(reporter, 'substituted', lambda step, subs: None),
             watching=partial(self.watch, judge) if self._watched else None,
             on_watched=getattr(reporter, 'watched', None), task=tree.task,
-            subtasks=self.subtasks, reporter=reporter)
+            subtasks=self.subtasks, reporter=reporter, views=views)
         result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=judge,
                       executor=executor, reporter=reporter, cancel=cancel, path=path, tree=tree)
+        if not result.complete:  # a pre-check's miss, a watch's trip: kept once the walk stops
+            views.keep(result.failure)
         unsaved = ''
         if result.complete and result.trajectory_id:
             _, unsaved = self._health.bookkeep('replay counters', partial(
@@ -398,10 +415,12 @@ class Replayer:
             return f'trajectory {trajectory_id} stepped back: {book.why}', unsaved
         return '', unsaved
 
-    def _judge(self, tree: TreeView, params: Mapping[str, Any] | None) -> WalkJudge:
-        """Return the judge of one walk of a tree (its bindings, the run's params)."""
+    def _judge(self, tree: TreeView, params: Mapping[str, Any] | None,
+               views: WalkViews | None = None) -> WalkJudge:
+        """Return the judge of one walk of a tree (its bindings, the run's params, its views)."""
         return WalkJudge(sensors=self.sensing, plans=tree.plans, params=params or {},
-                         tolerance=self.trees.tolerance)
+                         tolerance=self.trees.tolerance,
+                         on_failed=views.judged if views is not None else None)
 
     def shadow(self, *, tree: TreeView, params: Mapping[str, Any],
                agreement: Callable[[str], float]) -> ShadowRun:

@@ -25,7 +25,7 @@ interrupts whatever step is in flight.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 import threading
 from typing import Any, TYPE_CHECKING
@@ -49,6 +49,7 @@ class CancelToken:
         self._lock = threading.Lock()
         self._cancelled = False
         self._events: set[threading.Event] = set()
+        self._calls: list[Callable[[], None]] = []
         self._parent = parent
 
     @property
@@ -57,12 +58,29 @@ class CancelToken:
         return self._cancelled or (self._parent is not None and self._parent.cancelled)
 
     def cancel(self) -> None:
-        """Set the flag and wake every registered wait."""
+        """Set the flag, wake every registered wait, and make the calls of :meth:`on_cancel`."""
         with self._lock:
             self._cancelled = True
             events = list(self._events)
+            calls, self._calls = self._calls, []
         for event in events:
             event.set()
+        for call in calls:
+            call()
+
+    def on_cancel(self, call: Callable[[], None]) -> None:
+        """
+        Call ``call`` once when this token (not its parent) is cancelled, in that thread.
+
+        A step's watch cancels its token the moment it trips: what it judged can be
+        held on to then (the frame a camera's watch saw), before the stop moves on.
+        At once if it is already cancelled.
+        """
+        with self._lock:
+            if not self._cancelled:
+                self._calls.append(call)
+                return
+        call()
 
     def register(self, event: threading.Event) -> None:
         """Set ``event`` on cancel (at once if already cancelled)."""

@@ -25,6 +25,9 @@ that the C module has what it uses; :func:`unavailable` says why not
 otherwise, and the hub then falls back to plain subscriptions with callbacks
 (every message taken on arrival: more CPU, same snapshots).
 
+A message taken here comes with its info: :func:`arrival` puts its reception time on the
+monotonic clock the hub stamps with.
+
 ``MUSCLE_MEM_PLAIN_SUBSCRIPTIONS=1`` in the environment forces the fallback
 (:data:`FORCE_FALLBACK`): for tests, and for users whose rclpy passes the check
 but misbehaves.
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 from importlib import metadata
 import os
+import time
 from typing import Any, TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -41,7 +45,7 @@ if TYPE_CHECKING:
     from rclpy.guard_condition import GuardCondition
     from rclpy.subscription import MessageInfo, Subscription
 
-__all__ = ['FORCE_FALLBACK', 'TESTED_RCLPY', 'RawWaitSet', 'take', 'unavailable']
+__all__ = ['arrival', 'FORCE_FALLBACK', 'TESTED_RCLPY', 'RawWaitSet', 'take', 'unavailable']
 
 TESTED_RCLPY = ('9.',)
 """Version prefixes of rclpy whose private wait-set API this module was checked against."""
@@ -121,3 +125,18 @@ def take(sub: Subscription[Any]) -> tuple[bytes, MessageInfo] | None:
         return sub.handle.take_message(sub.msg_type, True)
     except Exception:  # destroyed while closing
         return None
+
+
+def arrival(info: MessageInfo) -> float:
+    """
+    When the middleware received a message, on the monotonic clock.
+
+    The rmw reception time (system clock) is moved onto the monotonic clock, so
+    a message that arrived before a step ended never counts as newer than the
+    step because it was taken late. Without a reception time: now.
+    """
+    now = time.monotonic()
+    received = info.get('received_timestamp', 0) if isinstance(info, dict) else 0
+    if not received:
+        return now
+    return min(now, now - (time.time() - received * 1e-9))
