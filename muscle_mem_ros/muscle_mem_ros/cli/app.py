@@ -180,6 +180,11 @@ def _cmd_show(args: argparse.Namespace, out: Output) -> int:
             body = {'goal': step['goal'], 'pre': step['pre'], 'post': step['post']}
             if step.get('images'):
                 body['images'] = step['images']
+            if step.get('failed'):
+                body['failed'] = [{'phase': f['phase'], 'sensor': f['sensor'],
+                                   'when': when(f['at']), 'reason': f['reason'],
+                                   **({'file': f['file']} if 'file' in f else {})}
+                                  for f in step['failed']]
             text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=96)
             out.print(f"- step {step['step']}: {step['tool']} ({step['kind']} {step['type']}, "
                       f"{step['status']}, {step['duration']:.3f} s)")
@@ -388,8 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmd = add('show', "a task's trajectories with goals (YAML) and pre/post snapshots",
               trajectory=True)
     cmd.add_argument('--images', metavar='DIR',
-                     help="write the cameras' recorded views (PNG thumbnails) into DIR and "
-                          'name the files')
+                     help="write the cameras' recorded views, and those a check failed on "
+                          '(PNG thumbnails), into DIR and name the files')
     cmd.set_defaults(run=_cmd_show)
     add('stats', 'store-wide counters: trajectories, steps, hit rate, incomplete recordings',
         task=False).set_defaults(run=_cmd_stats)

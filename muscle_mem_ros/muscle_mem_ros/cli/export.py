@@ -28,6 +28,9 @@ What the file holds (profile ``ros2``, messages CDR, schemas ``ros2msg``):
   on ``/muscle_mem/<sensor>/recorded/compressed`` as ``sensor_msgs/msg/CompressedImage``
   (format ``png``, ``frame_id`` the sensor), at the snapshot's time, so Foxglove shows what
   the camera saw beside the traces (``muscle-mem learn`` leaves them);
+* what a camera saw when a check on an exported step failed (the store's failed views,
+  the latest per step, sensor and phase) on ``/muscle_mem/<sensor>/failed/compressed``,
+  alike, at the time it was kept (``learn`` leaves them too);
 * every step's trace (what the watched sensors and the action's feedback did while it
   ran) on ``/muscle_mem/trace``: one Snapshot of phase ``trace`` per sample of one series
   (the sensor's name; ``~feedback`` for the feedback), stamped at the goal's time plus the
@@ -73,11 +76,11 @@ from .inventory import open_cli_store, task_trajectories
 from .output import Output
 from .paramsfile import read_sensor_settings, SensorSetting
 from ..errors import UnknownTrajectoryError
-from ..records import Node, Snapshot, ToolKind, Trace, TrajectoryInfo
+from ..records import FailedView, Node, Snapshot, ToolKind, Trace, TrajectoryInfo
 from ..replay.subtasks import subtask_call
 from ..ros.bags.exportformat import (
-    POST_TOPIC, PRE_TOPIC, SNAPSHOT_TYPE, SUBTASK_TOPIC, TRACE_FEEDBACK, TRACE_METADATA,
-    TRACE_TOPIC, view_topic, VIEW_TYPE)
+    failed_view_topic, POST_TOPIC, PRE_TOPIC, SNAPSHOT_TYPE, SUBTASK_TOPIC, TRACE_FEEDBACK,
+    TRACE_METADATA, TRACE_TOPIC, view_topic, VIEW_TYPE)
 from ..ros.messages.msgdefs import message_schema, payload_type
 from ..store import Store
 
@@ -189,12 +192,16 @@ class _Snapshots:
 
     def views(self, snapshot: Snapshot, when_ns: int) -> Iterator[tuple[str, bytes]]:
         """Yield (topic, CompressedImage CDR) per camera thumbnail of ``snapshot``."""
-        from sensor_msgs.msg import CompressedImage
         for sensor, png in sorted(snapshot.images.items()):
-            msg = CompressedImage(format='png', data=bytes(png))
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(when_ns, _NS)
-            msg.header.frame_id = sensor
-            yield view_topic(sensor), bytes(self._serialize(msg))
+            yield view_topic(sensor), self.image(sensor, png, when_ns)
+
+    def image(self, sensor: str, png: bytes, when_ns: int) -> bytes:
+        """Return a camera's PNG thumbnail as a CompressedImage (CDR) stamped ``when_ns``."""
+        from sensor_msgs.msg import CompressedImage
+        msg = CompressedImage(format='png', data=bytes(png))
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(when_ns, _NS)
+        msg.header.frame_id = sensor
+        return bytes(self._serialize(msg))
 
     def encode(self, snapshot: Snapshot, *, when_ns: int, task: str, trajectory: int,
                index: int, node: Node, phase: str) -> bytes:
@@ -249,8 +256,11 @@ def export_mcap(
                                     else step.kind.value)
                 goal_types[step.type_name] = (full, message_schema(full))
     snapshot_schema = message_schema(SNAPSHOT_TYPE)
-    if any(s is not None and s.images for _, nodes in paths for n in nodes
-           for s in (n.step.pre, n.step.post)):
+    exported = {n.id for _, nodes in paths for n in nodes}
+    failed: list[FailedView] = sorted((v for v in store.failed_views(task=task)
+                                       if v.node_id in exported), key=lambda v: v.at)
+    if failed or any(s is not None and s.images for _, nodes in paths for n in nodes
+                     for s in (n.step.pre, n.step.post)):
         goal_types[VIEW_TYPE] = (VIEW_TYPE, message_schema(VIEW_TYPE))
     encoder = _Snapshots(settings or {})
     target = Path(path)
@@ -321,6 +331,10 @@ def export_mcap(
                 summary.trajectories.append(info.id)
                 if advance is not None:
                     advance()
+            for view in failed:  # each topic's clock runs forward: sorted by when it was kept
+                when_ns = int(round(view.at * _NS))
+                emit(failed_view_topic(view.sensor), VIEW_TYPE,
+                     encoder.image(view.sensor, view.png, when_ns), when_ns)
             writer.add_metadata('muscle_mem', {
                 'task': task, 'trajectories': ','.join(str(i) for i in summary.trajectories),
                 'bodies': json.dumps({str(i.id): i.body for i, _ in paths})})

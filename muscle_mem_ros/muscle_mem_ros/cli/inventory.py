@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from .paramsfile import BindingSettings
-from .thumbnails import write_thumbnails
+from .thumbnails import failed_data, write_thumbnails
 from ..bindings.learning import learn
 from ..bindings.rules import element_tolerances, sensor_sources
 from ..body import shown
 from ..errors import MuscleMemError, UnknownTrajectoryError
-from ..records import Approval, Node, ReplayBook, Snapshot, ToolKind, TrajectoryInfo
+from ..records import (
+    Approval, FailedView, Node, ReplayBook, Snapshot, ToolKind, TrajectoryInfo)
 from ..replay.booking import held
 from ..replay.gates import Gate, GateKind, trusted
 from ..replay.subtasks import subtask_call
@@ -297,11 +298,16 @@ def show_task(store: Store, task: str, trajectory_id: int | None = None,
     :param task: Task name.
     :param trajectory_id: Only this trajectory.
     :param images: Write the cameras' thumbnails into this directory (:mod:`.thumbnails`); each
-        step then has ``images``: phase -> sensor -> file.
-    :return: One dict per trajectory with its ``steps``.
+        step then has ``images``: phase -> sensor -> file, and each of its failed views a
+        ``file``.
+    :return: One dict per trajectory with its ``steps``; a step a camera's check failed on
+        has ``failed``: what the camera saw then (:func:`.thumbnails.failed_data`).
     :raises UnknownTrajectoryError: unknown task, or a trajectory not in it.
     """
     out = []
+    failed: dict[int, list[FailedView]] = {}
+    for view in store.failed_views(task=task):
+        failed.setdefault(view.node_id, []).append(view)
     for info in _pick(store, task, trajectory_id):
         steps = []
         for index, node in enumerate(store.path(info.id)):
@@ -321,6 +327,8 @@ def show_task(store: Store, task: str, trajectory_id: int | None = None,
             if images is not None:
                 steps[-1]['images'] = write_thumbnails(images, info.id, index,
                                                        {'pre': step.pre, 'post': step.post})
+            if node.id in failed:
+                steps[-1]['failed'] = failed_data(images, info.id, index, failed[node.id])
         out.append({'trajectory': info.id, 'task': info.task, 'params': info.params_json,
                     'body': shown(info.body), 'created': info.created, 'last_used': info.last_used,
                     'replays': info.replay_count, 'steps': steps})

@@ -20,16 +20,23 @@ saw is kept beside them as a small PNG per recorded pre and post snapshot
 (``Snapshot.images``). ``show`` writes each to ``DIR`` as
 ``t<trajectory>-s<step>-<pre|post>-<sensor>.png`` and names the files in its output, so a
 person can open the view a step was recorded from.
+
+Beside them, what a camera saw when a check on the step failed (the store's failed views, the
+latest per step, sensor and phase: :class:`~muscle_mem_ros.records.FailedView`):
+``t<trajectory>-s<step>-failed-<pre|post|during>-<sensor>.png``, listed under the step with
+why and when, so the recorded view and the one that failed open side by side.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 import re
+from typing import Any
 
-from ..records import Snapshot
+from ..records import FailedView, Snapshot
 
-__all__ = ['thumbnail_name', 'write_thumbnails']
+__all__ = ['failed_data', 'thumbnail_name', 'write_thumbnails']
 
 _UNSAFE = re.compile(r'[^A-Za-z0-9_.-]+')
 
@@ -57,3 +64,25 @@ def write_thumbnails(directory: Path, trajectory: int, step: int,
             path.write_bytes(png)
             written.setdefault(phase, {})[sensor] = str(path)
     return written
+
+
+def failed_data(directory: Path | None, trajectory: int, step: int,
+                views: Sequence[FailedView]) -> list[dict[str, Any]]:
+    """
+    Return one step's failed views as data, each written into ``directory`` when one is given.
+
+    :return: Per view its ``phase``, ``sensor``, ``at`` (Unix time), ``reason`` and, when
+        written, ``file``.
+    """
+    out: list[dict[str, Any]] = []
+    for view in views:
+        entry: dict[str, Any] = {'phase': view.phase.value, 'sensor': view.sensor,
+                                 'at': view.at, 'reason': view.reason}
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / thumbnail_name(trajectory, step, f'failed-{view.phase.value}',
+                                              view.sensor)
+            path.write_bytes(view.png)
+            entry['file'] = str(path)
+        out.append(entry)
+    return out

@@ -26,7 +26,8 @@ A step's status is success (only those are exported), its duration the time from
 to its post snapshot, its trace the samples on ``/muscle_mem/trace`` (each series' times
 from the goal's, to the nanosecond), with the rate and feedback leaves of the
 ``muscle_mem_traces`` metadata record. The cameras' recorded views
-(``/muscle_mem/<sensor>/recorded/compressed``) are for people and are left out. One task per
+(``/muscle_mem/<sensor>/recorded/compressed``) and those a check failed on
+(``/muscle_mem/<sensor>/failed/compressed``) are for people and are left out. One task per
 exported trajectory; the export does not carry the task's params (give ``--params``).
 Tools are matched to the params file's by server; a goal on a topic no tool has is
 refused, naming it.

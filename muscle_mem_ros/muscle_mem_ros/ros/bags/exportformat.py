@@ -22,8 +22,9 @@ reads them back, so they are named once, here, below both.
 
 from __future__ import annotations
 
-__all__ = ['is_view_topic', 'POST_TOPIC', 'PRE_TOPIC', 'SNAPSHOT_TYPE', 'SUBTASK_TOPIC',
-           'TRACE_FEEDBACK', 'TRACE_METADATA', 'TRACE_TOPIC', 'VIEW_TYPE', 'view_topic']
+__all__ = ['failed_view_topic', 'is_view_topic', 'POST_TOPIC', 'PRE_TOPIC', 'SNAPSHOT_TYPE',
+           'SUBTASK_TOPIC', 'TRACE_FEEDBACK', 'TRACE_METADATA', 'TRACE_TOPIC', 'VIEW_TYPE',
+           'view_topic']
 
 SNAPSHOT_TYPE = 'muscle_mem_interfaces/msg/Snapshot'
 """Message type of exported snapshots."""
@@ -40,9 +41,10 @@ TRACE_FEEDBACK = '~feedback'
 TRACE_METADATA = 'muscle_mem_traces'
 """Metadata record: per ``<trajectory>/<step>``, the trace's rate and feedback leaves (JSON)."""
 VIEW_TYPE = 'sensor_msgs/msg/CompressedImage'
-"""Message type of the recorded views (format ``png``): what a camera saw, for people."""
+"""Message type of the recorded and failed views (format ``png``): what a camera saw."""
 _VIEW_PREFIX = '/muscle_mem/'
 _VIEW_SUFFIX = '/recorded/compressed'
+_FAILED_SUFFIX = '/failed/compressed'
 
 
 def view_topic(sensor: str) -> str:
@@ -50,7 +52,13 @@ def view_topic(sensor: str) -> str:
     return f'{_VIEW_PREFIX}{sensor}{_VIEW_SUFFIX}'
 
 
+def failed_view_topic(sensor: str) -> str:
+    """Return the topic of what a camera sensor saw when a check on it failed."""
+    return f'{_VIEW_PREFIX}{sensor}{_FAILED_SUFFIX}'
+
+
 def is_view_topic(topic: str) -> bool:
-    """Return True for a topic of recorded views (``muscle-mem learn`` leaves them)."""
-    return topic.startswith(_VIEW_PREFIX) and topic.endswith(_VIEW_SUFFIX) and \
-        len(topic) > len(_VIEW_PREFIX) + len(_VIEW_SUFFIX)
+    """Return True for a topic of recorded or failed views (``muscle-mem learn`` leaves them)."""
+    return topic.startswith(_VIEW_PREFIX) and any(
+        topic.endswith(suffix) and len(topic) > len(_VIEW_PREFIX) + len(suffix)
+        for suffix in (_VIEW_SUFFIX, _FAILED_SUFFIX))
