@@ -26,18 +26,24 @@ from __future__ import annotations
 
 __all__ = [
     'ConfigError',
+    'DisconnectedFramesError',
+    'ExtrapolationError',
+    'FrameTreeError',
     'ImageError',
     'ImageMismatch',
     'MissingParamError',
     'MuscleMemError',
     'RecordingBusyError',
+    'StaleTransformError',
     'StoreAccessError',
     'StoreCorruptError',
     'StoreError',
     'StorePickleError',
     'StoreUnavailableError',
     'StoreVersionError',
+    'TransformError',
     'TypeResolutionError',
+    'UnknownFrameError',
     'UnknownTrajectoryError',
     'UnsafeValueError',
 ]
@@ -126,3 +132,45 @@ class ImageError(MuscleMemError, ValueError):
 
 class ImageMismatch(ImageError):
     """A frame that reads, but not as its sensor was configured: another size or encoding."""
+
+
+class TransformError(MuscleMemError):
+    """
+    Where one frame is in another cannot be said; the message names the frames or the link.
+
+    Raised by :class:`~muscle_mem_ros.transforms.buffer.TransformBuffer`. A lookup that
+    raises fails closed: a check on it fails, it never passes.
+    """
+
+
+class UnknownFrameError(TransformError):
+    """A frame no transform has named, as parent or child; the message lists the known ones."""
+
+
+class DisconnectedFramesError(TransformError):
+    """Two frames in separate trees, so no chain joins them; the message names both roots."""
+
+
+class ExtrapolationError(TransformError):
+    """
+    A link of the chain has no data at the asked time.
+
+    The message names the ``parent->child`` link, its oldest and newest stamps and the
+    asked time, and says whether that time is in the link's past or future. The buffer
+    interpolates between stamps and never extrapolates, as tf2 refuses to (beyond a small
+    hold, :data:`~muscle_mem_ros.transforms.history.HOLD`).
+    """
+
+
+class StaleTransformError(TransformError):
+    """A chain whose oldest link's data is older than the sensor's ``max_age``, named."""
+
+
+class FrameTreeError(TransformError, ValueError):
+    """
+    A transform the frame tree refuses, at ``set``: the message names the frames.
+
+    A frame with a second parent (the one it has and the one offered), a link that would
+    close a loop, or a link sent both as static and as dynamic. TF is a tree: each frame has
+    one parent, so where a frame is has one answer.
+    """
