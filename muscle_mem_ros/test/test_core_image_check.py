@@ -142,21 +142,24 @@ def test_an_image_spec_needs_its_layout_and_one_tolerance():
 
 
 def test_the_watched_view_is_coarse_and_lit_alike():
-    from muscle_mem_ros.checks.images import WATCH_CELLS, watch_view
+    from muscle_mem_ros.checks.imageview import QUANTUM, WATCH_CELLS, watch_view
     rng = np.random.default_rng(5)
-    layout = GRID.layout(3)
-    plain = watch_view(_vector(_scene(rng=rng, noise=5.0)), layout)
-    assert len(plain) == 3 * 10 * 8 and 10 * 8 <= WATCH_CELLS  # 20x15 cells pooled by 2
-    brighter = watch_view(_vector(_scene(rng=rng, noise=5.0, gain=1.1)), layout)
+    fine = Grid(WIDTH, HEIGHT, 16)  # 40 x 30 cells, pooled by 2 into 20 x 15
+    layout = fine.layout(3)
+    plain = watch_view(_vector(_scene(rng=rng, noise=5.0), fine), layout)
+    assert len(plain) == 3 * 20 * 15 and 20 * 15 <= WATCH_CELLS < 40 * 30
+    assert all(abs(v / QUANTUM - round(v / QUANTUM)) < 1e-9 for v in plain)
+    assert len(watch_view(_vector(_scene(rng=rng)), GRID.layout(3))) == 3 * 20 * 15  # as is
+    brighter = watch_view(_vector(_scene(rng=rng, noise=5.0, gain=1.1), fine), layout)
     assert max(abs(a - b) for a, b in zip(plain, brighter)) < TOLERANCE
     hand = _scene(rng=rng, noise=5.0)
     hand[40:130, 60:150] = (200, 160, 140)  # a hand, 10 cm at 0.6 m, enters the view
-    entered = watch_view(_vector(hand), layout)
+    entered = watch_view(_vector(hand, fine), layout)
     assert max(abs(a - b) for a, b in zip(plain, entered)) > 2 * TOLERANCE
-    masked = Grid(WIDTH, HEIGHT, 32, masks=(Region(0, 0, 64, 64),))
+    masked = Grid(WIDTH, HEIGHT, 16, masks=(Region(0, 0, 32, 32),))
     view = watch_view(_vector(_scene(rng=rng), masked), masked.layout(3))
     nan = [i for i, v in enumerate(view) if not np.isfinite(v)]
-    assert nan == [0, 80, 160]  # the masked corner's block, in each channel
+    assert nan == [0, 300, 600]  # the masked corner's block, in each channel
 
 
 def test_a_camera_reads_its_newest_frame_that_decodes_trying_each_once():

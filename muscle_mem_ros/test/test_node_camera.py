@@ -26,6 +26,7 @@ import time
 
 from action_msgs.msg import GoalStatus
 from camera_helpers import camera_harness, RAW
+from diagnostic_msgs.msg import DiagnosticArray
 from muscle_mem_interfaces.msg import CacheEvent
 from node_helpers import Harness, Names, OBJECT_HOME, params, run_cache_to_exit, wait_until
 import pytest
@@ -164,6 +165,14 @@ def test_corrupt_frames_are_dropped_and_the_replay_goes_on(world):
     assert h.cache is not None
     assert wait_until(lambda: 'jpeg: a frame from' in h.cache.output(), 10.0)
     assert 'dropped' in h.cache.output()
+    seen: list = []
+    sub = h.client.create_subscription(DiagnosticArray, '/diagnostics', seen.append, 10)
+    try:  # counted where operators look
+        assert wait_until(lambda: any(kv.key == 'frames_dropped' and int(
+            kv.value.split('jpeg: ')[1]) >= 2 for a in seen for s in a.status
+            if s.name.startswith(h.names.node) for kv in s.values), 10.0)
+    finally:
+        h.client.destroy_subscription(sub)
 
 
 def test_a_camera_sending_another_size_is_a_miss_that_says_so(world):

@@ -36,7 +36,6 @@ grids is :func:`deviations`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 import io
 import math
@@ -47,8 +46,7 @@ from ..errors import ImageError, ImageMismatch
 from ..records import ImageLayout
 
 __all__ = ['COLOUR_ENCODINGS', 'DEPTH_ENCODINGS', 'decode_compressed', 'decode_raw',
-           'deviations', 'Frame', 'Grid', 'Region', 'thumbnail_png', 'WATCH_CELLS',
-           'watch_view']
+           'deviations', 'Frame', 'Grid', 'Region', 'thumbnail_png']
 
 COLOUR_ENCODINGS: dict[str, tuple[int, str, tuple[int, ...]]] = {
     'rgb8': (3, 'u1', (0, 1, 2)), 'bgr8': (3, 'u1', (2, 1, 0)),
@@ -310,42 +308,6 @@ def deviations(recorded: np.ndarray, current: np.ndarray, *, channels: int) -> n
                               for row, ok in zip(part, finite)])
         out[:, ch * per:(ch + 1) * per] = part - light
     return out.reshape(diff.shape)
-
-
-WATCH_CELLS = 108
-"""Cells per channel, at most, of a camera's view as a replayed motion is watched: 12 x 9
-of a 4:3 view."""
-
-
-def watch_view(values: Sequence[float], layout: ImageLayout) -> tuple[float, ...]:
-    """
-    Return a camera's grid as it is traced and watched while a step runs: coarse, lit alike.
-
-    A trace keeps every reading of the step (a camera's frame rate), so the view is small:
-    blocks of cells averaged into at most :data:`WATCH_CELLS` per channel (NaN where a block
-    is all masked), and each channel's median subtracted, so that the light's change
-    between recording and replay does not count (the tube compares elements one by one and
-    cannot take it out itself). The channels stay apart: a red cube on a brown table is
-    the table's brightness in grey. Depth is pooled in metres and not shifted.
-    """
-    planes = max(layout.channels, 1)
-    grid = np.asarray(values, dtype=np.float64).reshape(planes, layout.rows, layout.columns)
-    pool = max(1, math.ceil(math.sqrt(layout.rows * layout.columns / WATCH_CELLS)))
-    rows, columns = -(-layout.rows // pool), -(-layout.columns // pool)
-    padded = np.full((planes, rows * pool, columns * pool), np.nan)
-    padded[:, :layout.rows, :layout.columns] = grid
-    blocks = padded.reshape(planes, rows, pool, columns, pool).swapaxes(2, 3).reshape(
-        planes, rows * columns, -1)
-    valid = np.isfinite(blocks)
-    counts = valid.sum(axis=2)
-    pooled = np.where(counts > 0, np.where(valid, blocks, 0.0).sum(axis=2)
-                      / np.maximum(counts, 1), np.nan)
-    if layout.channels:
-        for plane in pooled:
-            finite = np.isfinite(plane)
-            if finite.any():
-                plane -= np.median(plane[finite])
-    return tuple(pooled.reshape(-1).tolist())
 
 
 def thumbnail_png(frame: Frame, *, side: int = 96) -> bytes:

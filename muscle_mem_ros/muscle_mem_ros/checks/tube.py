@@ -76,7 +76,7 @@ tolerance): its value, the nearest value the tube allowed there, and its toleran
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 import math
 import threading
@@ -163,9 +163,14 @@ class Tube:
     :param trace: The step's recorded trace.
     :param watched: The elements to watch (others are ignored).
     :param scale: Factor on every tolerance (``watch_tolerance_scale``).
+    :param loose: Per series, which recorded samples' elements say nothing of the path
+        around them (a camera's cells where its view moves,
+        :func:`~muscle_mem_ros.checks.imageview.moving_cells`): booleans shaped as the
+        series' values; the element may be anything at a point whose window holds one.
     """
 
-    def __init__(self, trace: Trace, watched: Sequence[Watched], *, scale: float = 1.0) -> None:
+    def __init__(self, trace: Trace, watched: Sequence[Watched], *, scale: float = 1.0,
+                 loose: Mapping[str, np.ndarray] | None = None) -> None:
         groups: dict[str, list[Watched]] = {}
         for w in watched:
             groups.setdefault(w.series, []).append(w)
@@ -184,7 +189,7 @@ class Tube:
         for name, series, items in recorded:
             self._parts[name] = _Part(np.array([w.index for w in items]),
                                       sum(low.shape[1] for low in lows))
-            low, high = _spans(series, items, grid)
+            low, high = _spans(series, items, grid, (loose or {}).get(name))
             lows.append(low)
             highs.append(high)
         self._low = np.hstack(lows)
@@ -297,15 +302,16 @@ class Tube:
             expected=expected, at=at)
 
 
-def _spans(series: Series, watched: Sequence[Watched],
-           grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _spans(series: Series, watched: Sequence[Watched], grid: np.ndarray,
+           loose: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """
     Return the range one series' watched elements may lie in at each progress point.
 
     At a point between two samples of the series: the range of those two and of
     :data:`SLACK` samples on either side, moved by each element's shift (``low`` to
     ``high``). Before the first sample and after the last the series is where it starts
-    and ends. An element recorded as nan there (no number) may be anything.
+    and ends. An element recorded as nan there (no number), or ``loose`` at either of the
+    two samples around the point, may be anything.
     """
     times = np.asarray(series.times, dtype=float)
     values = np.asarray(series.values, dtype=float).reshape(len(times), -1)
@@ -319,6 +325,12 @@ def _spans(series: Series, watched: Sequence[Watched],
     before = np.searchsorted(times, grid, side='right')
     low = np.fmin.reduce(windows, axis=-1)[before] + np.array([w.low for w in watched])
     high = np.fmax.reduce(windows, axis=-1)[before] + np.array([w.high for w in watched])
+    if loose is not None:  # loose at either sample around the point: may be anything
+        marks = np.pad(np.asarray(loose, dtype=bool)[:, [w.index for w in watched]],
+                       ((1, 1), (0, 0)), mode='edge')
+        free = (marks[:-1] | marks[1:])[before]
+        low = np.where(free, math.nan, low)
+        high = np.where(free, math.nan, high)
     return np.where(np.isnan(low), -math.inf, low), np.where(np.isnan(high), math.inf, high)
 
 

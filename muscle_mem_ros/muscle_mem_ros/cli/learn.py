@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             'skipped': planned.skipped, 'new': fresh})
     if out.json_mode:
         out.json({'bag': str(done.bag.path), 'task': args.task, 'body': str(done.body),
-                  'tasks': rows})
+                  'tasks': rows, 'dropped_frames': done.dropped})
         return 0
     out.table(('from s', 'to s', 'source', 'params', 'steps', 'trajectory'), [
         ('' if r['from'] is None else f"{r['from']:.3f}",
@@ -99,6 +99,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
     for r in rows:
         if r['skipped']:
             out.note(r['skipped'])
+    for sensor, count in sorted(done.dropped.items()):
+        out.note(f'sensors.{sensor}: {count} frame(s) did not decode and were dropped, the last '
+                 'good frame standing in (as the node does live)')
     out.note('learned from a bag, not approved: under replay_requires these wait for shadow '
              'runs or muscle-mem approve')
     return 0

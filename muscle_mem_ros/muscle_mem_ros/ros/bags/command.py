@@ -109,6 +109,9 @@ class Learned:
     bodies: list[Body | None] = field(default_factory=list)
     """Per planned task, the body it is filed under when not ``body``: an export's
     trajectories keep the bodies the export recorded (None: an unknown body)."""
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Per camera sensor, the frames of the bag that did not decode: dropped, as the node
+    drops them live, the last good frame standing in (a stale one fails the step's task)."""
 
     def source(self, planned: Planned) -> str:
         """Return what a task of the bag is, as the store keeps it (path and range)."""
@@ -151,7 +154,8 @@ def prepare(bag_path: str | Path, config: NodeConfig, *, task: str,
     windows = task_windows(bag, config, task=task, node_name=node_name,
                            params_json=params_json, since=since, until=until)
     return Learned(bag=bag, body=body, task=task,
-                   planned=plan_tasks(bag, config, windows, stream))
+                   planned=plan_tasks(bag, config, windows, stream),
+                   dropped=stream.steps.sensors.dropped())
 
 
 def file_learned(store: Store, config: NodeConfig, learned: Learned) -> Learned:

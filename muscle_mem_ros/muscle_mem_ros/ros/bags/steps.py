@@ -47,10 +47,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from muscle_mem_ros.errors import ImageError, ImageMismatch
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
 from muscle_mem_ros.ros.bags.calls import Call, Finder
 from muscle_mem_ros.ros.bags.reader import BagError, Topic
 from muscle_mem_ros.ros.capture.sensors import BY_NAME_DEPTH
+from muscle_mem_ros.ros.capture.thumbnails import thumbnail_of
 from muscle_mem_ros.ros.capture.tracing import TraceTaker
 from muscle_mem_ros.ros.messages.cdr import canonical_cdr
 from muscle_mem_ros.ros.messages.introspection import message_to_json
@@ -76,6 +78,10 @@ class _Track:
         self._reading: tuple[tuple[float, ...], int] | None = None
         self._fresh = False
         self._checked = False
+        self.dropped = 0
+        """Camera frames that did not decode: dropped, the last good frame standing in."""
+        self.raw: bytes | None = None
+        """The message the reading came from (a camera's thumbnail is made from it)."""
 
     def push(self, topic: Topic, when: int, raw: bytes) -> None:
         if not self._checked:
@@ -103,16 +109,22 @@ class _Track:
             raise BagError(f'{self.config.topic}: a message at {when} ns does '
                            f'not decode as {self.config.type_name}: {err}') from err
 
-    def _read(self, when: int, raw: bytes) -> tuple[tuple[float, ...], int]:
+    def _read(self, when: int, raw: bytes) -> tuple[tuple[float, ...], int] | None:
         msg = self._decode(when, raw)
         values: list[float] = []
         try:
             for extractor in self.config.extractors:
                 values.extend(extractor.extract(msg))
+        except ImageMismatch as err:  # not the camera configured: nothing to learn from
+            raise BagError(f'sensors.{self.config.name}: {err}') from err
+        except ImageError:  # a corrupt frame, as live: dropped, the last good one stands
+            self.dropped += 1
+            return self._reading
         except Exception as err:  # the node reports it and ignores the sensor
             raise BagError(f'sensors.{self.config.name}: cannot read {self.config.topic}: '
                            f'{err}') from err
         self._length(len(values))
+        self.raw = raw
         return tuple(values), when
 
     def _by_name(self) -> tuple[tuple[float, ...], int] | None:
@@ -164,10 +176,17 @@ class Sensors:
             track.push(topic, when, raw)
         return [t.config.name for t in tracks]
 
-    def snapshot(self, when: int, names: Collection[str] | None = None) -> Snapshot:
-        """Return the snapshot the node would have taken now, at ``when`` (ns)."""
+    def snapshot(self, when: int, names: Collection[str] | None = None, *,
+                 thumbnails: bool = False) -> Snapshot:
+        """
+        Return the snapshot the node would have taken now, at ``when`` (ns).
+
+        :param thumbnails: Add each camera's thumbnail, as the node's recorded pre and post
+            snapshots carry (:mod:`..capture.thumbnails`); not for a trace's samples.
+        """
         features: dict[str, tuple[float, ...]] = {}
         stamps: dict[str, float] = {}
+        images: dict[str, bytes] = {}
         for name, track in self._tracks.items():
             if names is not None and name not in names:
                 continue
@@ -175,7 +194,15 @@ class Sensors:
             if reading is not None:
                 features[name] = reading[0]
                 stamps[name] = reading[1] * _NS
-        return Snapshot(features=features, stamps=stamps, taken_at=when * _NS)
+                png = thumbnail_of(track.config, track.raw) if (
+                    thumbnails and track.config.image is not None and track.raw) else None
+                if png is not None:
+                    images[name] = png
+        return Snapshot(features=features, stamps=stamps, taken_at=when * _NS, images=images)
+
+    def dropped(self) -> dict[str, int]:
+        """Count, per camera sensor, the frames dropped so far (they did not decode)."""
+        return {n: t.dropped for n, t in self._tracks.items() if t.dropped}
 
     def stale(self, snapshot: Snapshot) -> list[str]:
         """Return the sensors missing from ``snapshot`` or older than their ``max_age``, why."""
@@ -271,7 +298,8 @@ class Steps:
 
     def started(self, finder: Finder, key: object, when: int) -> None:
         """Take the call's pre snapshot."""
-        self._flights[(id(finder), key)] = _Flight(pre=self.sensors.snapshot(when), started=when)
+        pre = self.sensors.snapshot(when, thumbnails=True)
+        self._flights[(id(finder), key)] = _Flight(pre=pre, started=when)
 
     def accepted(self, finder: Finder, key: object, when: int) -> None:
         """Start the call's trace, when the action is watched."""
@@ -312,7 +340,7 @@ class Steps:
         del self._posting[key]
         call = flight.call
         assert call is not None
-        post = self.sensors.snapshot(at)
+        post = self.sensors.snapshot(at, thumbnails=True)
         trace = flight.taker.trace(post) if flight.taker is not None else None
         pre = flight.pre
         step = Step(

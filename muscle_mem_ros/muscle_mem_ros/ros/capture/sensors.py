@@ -83,6 +83,7 @@ from muscle_mem_ros.errors import ImageError, ImageMismatch
 from muscle_mem_ros.records import ImageLayout, Snapshot
 from muscle_mem_ros.ros.capture.byname import ByName
 from muscle_mem_ros.ros.capture.camerafeed import FRAME_DEPTH, Frames
+from muscle_mem_ros.ros.capture.exposure import exposed
 from muscle_mem_ros.ros.capture.thumbnails import thumbnail_of
 from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
 from muscle_mem_ros.ros.node.stops import joint_positions, JOINT_STATE
@@ -351,6 +352,8 @@ class SensorHub:
 
     def _store(self, latest: _Latest, raw: bytes, stamp: float) -> None:
         sim = self._sim_now()
+        if latest.frames is not None:  # a frame shows the world when exposed (.exposure)
+            stamp, sim = exposed(raw, stamp, sim, self._clock)
         with self._cond:
             latest.raw = raw
             latest.stamp = stamp
@@ -473,7 +476,7 @@ class SensorHub:
             sim = latest.sim
             if latest.frames is not None:
                 got = latest.frames.reading(partial(self._features, latest),
-                                            partial(_unusable, latest))
+                                            lambda: bool(latest.problem))
                 values, stamp, sim, raw = got if got is not None else (None, stamp, sim, raw)
                 png = thumbnail_of(latest.config, raw) if thumbnails and values else None
                 if png is not None:
@@ -595,10 +598,6 @@ def _silent(latest: _Latest) -> bool:
     if latest.by_name is not None:
         return latest.stamp == float('-inf')
     return latest.raw is None
-
-
-def _unusable(latest: _Latest) -> bool:
-    return bool(latest.problem)
 
 
 def _qos(depth: int) -> QoSProfile:

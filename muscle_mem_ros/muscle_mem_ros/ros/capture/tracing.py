@@ -29,7 +29,7 @@ come, thinned to the same rate (:func:`feedback_leaves`: ``builtin_interfaces/Ti
 and ``Duration`` fields are left out: they say when, not where). A sensor or a feedback
 message with more than :data:`~muscle_mem_ros.checks.tube.MAX_WATCHED` elements is not
 traced, except a camera: its coarse grey view is
-(:func:`~muscle_mem_ros.checks.images.watch_view`).
+(:func:`~muscle_mem_ros.checks.imageview.watch_view`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-from muscle_mem_ros.checks.images import watch_view
+from muscle_mem_ros.checks.imageview import watch_view
 from muscle_mem_ros.checks.tube import MAX_WATCHED
 from muscle_mem_ros.records import ImageLayout, Series, Snapshot, Trace
 from muscle_mem_ros.ros.capture.sensors import SensorHub
@@ -154,7 +154,7 @@ class TraceTaker:
     :param started: Monotonic time the goal was sent (the zero until it is accepted).
     :param pre: The step's pre snapshot: where each series starts.
     :param views: Camera sensors' layouts: each is traced as its
-        :func:`~muscle_mem_ros.checks.images.watch_view`, whatever its size.
+        :func:`~muscle_mem_ros.checks.imageview.watch_view`, whatever its size.
     """
 
     def __init__(self, *, sensors: Collection[str], rate: float, started: float,

@@ -48,7 +48,7 @@ import time
 from typing import Any
 
 from muscle_mem_ros.bindings.judge import During
-from muscle_mem_ros.checks.images import watch_view
+from muscle_mem_ros.checks.imageview import moving_cells, watch_view
 from muscle_mem_ros.checks.tube import FEEDBACK, Tube
 from muscle_mem_ros.records import (
     CheckFailure, ImageLayout, Node, SensorSpec, Snapshot, Step, ToolKind)
@@ -76,7 +76,7 @@ class StepWatch:
     :param leaves: The feedback leaves the tube watches, in order.
     :param unwatched: Labels of traced elements left out (said in the events).
     :param views: Camera sensors' layouts: a reading is judged as its coarse view, as the
-        trace keeps it (:func:`~muscle_mem_ros.checks.images.watch_view`).
+        trace keeps it (:func:`~muscle_mem_ros.checks.imageview.watch_view`).
     """
 
     def __init__(self, *, tube: Tube, max_age: Mapping[str, float | None], cancel: CancelToken,
@@ -199,7 +199,9 @@ def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[st
         feedback_tolerance=FEEDBACK_TOLERANCE)
     if not elements:
         return None
-    tube = Tube(step.trace, elements, scale=scale)
+    loose = {s.name: moving_cells(step.trace.sensors[s.name].values, s.image, s.tolerance[0])
+             for s in sensors if s.image is not None and s.name in step.trace.sensors}
+    tube = Tube(step.trace, elements, scale=scale, loose=loose)
     leaves = step.trace.feedback_leaves if FEEDBACK in tube.series else ()
     return StepWatch(tube=tube, max_age={s.name: s.max_age for s in sensors}, cancel=cancel,
                      leaves=leaves, unwatched=unwatched,

@@ -494,10 +494,14 @@ class BehaviorCacheNode(LifecycleNode):
             return
         runs, hits = self._goals.counts()
         runner = active.runner if active is not None else None
+        values = {'cache_mode': self._mode.value, 'store_path': _shown(self.config.store_path),
+                  'busy': self._guard.holder or '', 'robot': self._standstill.status()}
+        dropped = active.hub.dropped() if active is not None and active.hub is not None else {}
+        if dropped:  # camera frames that did not decode since start
+            values['frames_dropped'] = ', '.join(f'{n}: {c}' for n, c in sorted(dropped.items()))
         status = cache_status(
             name=f'{self.get_name()}: behavior cache', hardware_id=self.get_fully_qualified_name(),
-            values={'cache_mode': self._mode.value, 'store_path': _shown(self.config.store_path),
-                    'busy': self._guard.holder or '', 'robot': self._standstill.status()},
+            values=values,
             store=self.store, health=self.health, runs=runs, hits=hits,
             steps_saved=runner.steps_replayed_total if runner is not None else 0,
             agent=active.agent if active is not None else None,

@@ -17,7 +17,9 @@ The node's ``/diagnostics`` status: mode, hit rate, steps saved, agent, store he
 
 Values (``KeyValue``): ``cache_mode``, ``store_path`` (a URL without its password),
 ``busy`` (the running activity), ``robot`` (``at rest``, or ``not stopped: <server>: <why>``
-while a stop that failed is on record, :mod:`..execution.standstill`), the store's own (a
+while a stop that failed is on record, :mod:`..execution.standstill`), ``frames_dropped``
+(``<camera>: <count>``, the camera frames that did not decode since start; only once one
+did, :mod:`..capture.camerafeed`), the store's own (a
 fleet store's connection), ``tasks``, ``trajectories``, ``hits``, ``misses``, ``hit_rate``,
 ``store``, ``runs_since_start``, ``hits_since_start``, ``steps_saved``, ``replays_booked`` and
 ``false_hits`` since start (:mod:`muscle_mem_ros.replay.booking`: a step, or its post-check,
