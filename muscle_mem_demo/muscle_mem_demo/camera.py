@@ -142,6 +142,18 @@ class Eye:
         fy = height / 2.0 / math.tan(math.radians(float(self._model.cam_fovy[self._camera])) / 2)
         return Intrinsics(width, height, fy, fy, (width - 1) / 2.0, (height - 1) / 2.0)
 
+    @property
+    def noise(self) -> float:
+        """Return the sensor noise, grey levels."""
+        return self._noise
+
+    @noise.setter
+    def noise(self, value: float) -> None:
+        """Change the sensor noise from the next frame on (a camera whose gain went up)."""
+        if not (math.isfinite(value) and value >= 0.0):
+            raise CameraError(f'camera noise must be >= 0 grey levels, got {value}')
+        self._noise = float(value)
+
     def frame(self, qpos: np.ndarray, mocap: tuple[np.ndarray, np.ndarray] | None = None
               ) -> np.ndarray:
         """

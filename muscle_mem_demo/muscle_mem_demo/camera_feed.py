@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import array
 from dataclasses import dataclass
+import math
 import threading
 import time
 
@@ -85,8 +86,9 @@ def read_camera_parameters(node: Node) -> CameraSettings:
         sizes[name] = declare_int(node, name, default, minimum=1, description='pixels')
         if sizes[name] > MAX_SIZE:
             raise ValueError(f'parameter {name!r} {sizes[name]}: at most {MAX_SIZE} pixels')
-    noise = declare_number(node, 'camera_noise', 2.0, minimum=0.0,
-                           description='pixel noise, standard deviation, grey levels 0-255')
+    noise = declare_number(node, 'camera_noise', 2.0, minimum=0.0, read_only=False,
+                           description='pixel noise, standard deviation, grey levels 0-255; '
+                           'may be set while running (the robot node applies it)')
     return CameraSettings(rate=rate, width=sizes['camera_width'],
                           height=sizes['camera_height'], noise=noise)
 
@@ -111,6 +113,7 @@ class CameraFeed:
         self._sim = sim
         self._settings = settings
         self._seed = seed
+        self._noise = settings.noise
         qos = QoSProfile(depth=5)
         self._image_pub = node.create_publisher(Image, 'camera/image_raw', qos)
         self._info_pub = node.create_publisher(CameraInfo, 'camera/camera_info', qos)
@@ -125,6 +128,16 @@ class CameraFeed:
         if self._error is not None:
             self._thread.join()
             raise self._error
+
+    def set_noise(self, noise: float) -> None:
+        """
+        Change the pixel noise (grey levels) from the next frame on.
+
+        :raises ValueError: negative or not finite.
+        """
+        if not (math.isfinite(noise) and noise >= 0.0):
+            raise ValueError(f'camera noise must be >= 0 grey levels, got {noise}')
+        self._noise = float(noise)
 
     def stop(self) -> None:
         """Stop rendering and publishing; the renderer is closed in its own thread."""
@@ -156,6 +169,7 @@ class CameraFeed:
         due = time.monotonic()
         while not self._stop.wait(max(0.0, due - time.monotonic())):
             qpos = self._sim.positions()
+            eye.noise = self._noise
             stamp = self._node.get_clock().now().to_msg()
             pixels = eye.frame(qpos)
             image = Image(height=int(pixels.shape[0]), width=int(pixels.shape[1]),

@@ -19,7 +19,10 @@ Starts the three nodes as child processes (no ``ros2 launch`` needed), then runs
 :mod:`muscle_mem_demo.story`, printing one table row per run, and writes
 ``<output-dir>/sim_demo.png`` and ``sim_demo.json``; then its second part,
 :mod:`muscle_mem_demo.skill_story` (tasks the agent decomposes into subtasks sent through the
-cache), a table of its own and ``sim_demo_skills.json`` (``--skip-subtasks`` leaves it out).
+cache), a table of its own and ``sim_demo_skills.json`` (``--skip-subtasks`` leaves it out);
+then its third part, :mod:`muscle_mem_demo.eyes_story` (the cache sees the cube through the
+robot's camera alone: nodes of its own, the camera on), its rows, ``sim_eyes.json`` and the
+frames that matter as PNG files (``--skip-eyes`` leaves it out, ``--eyes-only`` runs it alone).
 Exit code 0 only when every run held; 1 when a run did not; 2 when the demo could not run
 (a node did not start, bad option).
 
@@ -40,6 +43,8 @@ import tempfile
 import time
 from typing import TextIO, TYPE_CHECKING
 
+from muscle_mem_demo.eyes_demo import run_eyes
+from muscle_mem_demo.eyes_story import EYES_STORY
 from muscle_mem_demo.processes import (
     ChildProcesses,
     config_path,
@@ -75,7 +80,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "target, a cube beyond the bindings' range going to the agent, and a cube knocked "
         'during a replayed motion, which the cache cancels mid-motion; then tasks the agent '
         'decomposes into subtasks through the cache, a skill learned under one replayed '
-        'under another.',
+        "under another; then the task checked through the robot's camera alone (noise, a "
+        'moved cube, a box outside the region of interest, a box dropped during a replayed '
+        'motion).',
     )
     parser.add_argument('--think-time', type=float, default=1.5,
                         help="the agent's think time per step, seconds (default 1.5)")
@@ -92,6 +99,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         'config/sim_demo.yaml)')
     parser.add_argument('--skip-subtasks', action='store_true',
                         help="leave out the story's second part (subtasks)")
+    parser.add_argument('--skip-eyes', action='store_true',
+                        help="leave out the story's third part (the camera alone)")
+    parser.add_argument('--eyes-only', action='store_true',
+                        help="run only the story's third part (the camera alone)")
     parser.add_argument('--record-bag', action='store_true',
                         help='instead of the story: record a bag of the agent doing '
                         'pick_and_place alone (no cache) with the cube at three positions, to '
@@ -103,6 +114,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error('--think-time must be >= 0')
     if not (math.isfinite(args.rtf) and args.rtf > 0.0):
         parser.error('--rtf must be > 0')
+    if args.skip_eyes and args.eyes_only:
+        parser.error('--skip-eyes and --eyes-only exclude each other')
     return args
 
 
@@ -235,6 +248,9 @@ def _summary(outcomes: Sequence[RunOutcome]) -> list[dict[str, object]]:
                 vars(o.knock), reaction=o.knock.reaction, stopped_short=o.knock.stopped_short,
                 after_knock=o.knock.after_knock),
             'message': o.message,
+            'motion_started': o.motion_started if math.isfinite(o.motion_started) else None,
+            'dropped_at': o.dropped_at if math.isfinite(o.dropped_at) else None,
+            'check_failed_at': o.check_failed_at if math.isfinite(o.check_failed_at) else None,
         }
         for o in outcomes
     ]
@@ -251,24 +267,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f'sim_demo: recorded in {time.monotonic() - started:.0f} s'
                   + ('' if held else ': a run did NOT place the cube'))
             return 0 if held else 1
-        outcomes = run_story(args)
+        outcomes = [] if args.eyes_only else run_story(args)
+        eyes = [] if args.skip_eyes else run_eyes(args, lambda line: print(line, flush=True))
     except NodeProcessError as err:
         print(f'sim_demo: a node failed: {err}', file=sys.stderr)
         return 2
     except (RuntimeError, TimeoutError, FileNotFoundError) as err:
         print(f'sim_demo: {err} (node logs in {args.output_dir / "logs"})', file=sys.stderr)
         return 2
-    expected = len(STORY) + (0 if args.skip_subtasks else len(SKILL_STORY))
-    held = len(outcomes) == expected and all(o.held for o in outcomes)
+    expected = 0 if args.eyes_only else len(STORY) + (
+        0 if args.skip_subtasks else len(SKILL_STORY))
+    held = (len(outcomes) == expected and len(eyes) == (0 if args.skip_eyes else len(EYES_STORY))
+            and all(o.held for o in outcomes + eyes))
     story, skills = outcomes[:len(STORY)], outcomes[len(STORY):]
-    png = write_figure(story, args.output_dir / 'sim_demo.png')
-    (args.output_dir / 'sim_demo.json').write_text(json.dumps(_summary(story), indent=2))
-    if not args.skip_subtasks:
+    figure = ''
+    if not args.eyes_only:
+        png = write_figure(story, args.output_dir / 'sim_demo.png')
+        figure = f'; figure: {png}'
+        (args.output_dir / 'sim_demo.json').write_text(json.dumps(_summary(story), indent=2))
+    if not args.skip_subtasks and not args.eyes_only:
         (args.output_dir / 'sim_demo_skills.json').write_text(
             json.dumps(_summary(skills), indent=2))
+    if not args.skip_eyes:
+        (args.output_dir / 'sim_eyes.json').write_text(json.dumps(_summary(eyes), indent=2))
     total = time.monotonic() - started
     verdict = 'the story held' if held else 'the story did NOT hold'
-    print(f'{verdict}; {total:.0f} s in all; figure: {png}')
+    print(f'{verdict}; {total:.0f} s in all{figure}')
     return 0 if held else 1
 
 

@@ -16,9 +16,11 @@
 The demo's ROS client: resets and changes the world, runs the task, observes what happened.
 
 :class:`StoryDriver` is an rclpy node spun in a background thread. It talks only to public
-interfaces: the sim robot's ``~/reset``, ``~/move_object`` and ``~/knocks``, the cache's
+interfaces: the sim robot's ``~/reset``, ``~/move_object``, ``~/move_distractor`` and
+``~/knocks``, the cache's
 ``/muscle_mem/execute_task`` and ``/muscle_mem/events``, the agent's ``/demo_agent/calls``,
-and ``/joint_states`` / ``/object_pose``.
+and ``/joint_states`` / ``/object_pose`` (and, given a camera topic, its frames:
+:mod:`muscle_mem_demo.camera_frames`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from typing import Any
 
 from geometry_msgs.msg import PoseStamped
 from muscle_mem_demo import kinematics
-from muscle_mem_demo.story import KNOCK_DELAY, KnockReport, RunOutcome, RunSpec, TASK
+from muscle_mem_demo.camera_frames import FrameLog
+from muscle_mem_demo.story import (
+    KNOCK_DELAY, KnockReport, RunOutcome, RunSpec, TASK)
 from muscle_mem_demo_interfaces.msg import Knock
 from muscle_mem_demo_interfaces.srv import MoveObject
 from muscle_mem_interfaces.action import ExecuteTask
@@ -41,10 +45,12 @@ from muscle_mem_ros.errors import MuscleMemError
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.matching import AgentSeen, wait_for_action_matched
 from muscle_mem_ros.ros.rclfix.shutdown import Spinner
+from rcl_interfaces.srv import SetParameters
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -68,6 +74,7 @@ class StoryDriver(Node):
         robot: str = '/sim_robot',
         agent: str = '/demo_agent',
         node_name: str = 'sim_demo',
+        camera: str | None = None,
     ) -> None:
         super().__init__(node_name)
         group = ReentrantCallbackGroup()
@@ -91,6 +98,11 @@ class StoryDriver(Node):
         self._reset = self.create_client(Trigger, f'{robot}/reset', callback_group=group)
         self._move = self.create_client(MoveObject, f'{robot}/move_object',
                                         callback_group=group)
+        self._distract = self.create_client(MoveObject, f'{robot}/move_distractor',
+                                            callback_group=group)
+        self._parameters = self.create_client(SetParameters, f'{robot}/set_parameters',
+                                              callback_group=group)
+        self._frames = None if camera is None else FrameLog(self, camera, callback_group=group)
         # 30 deep (0.25 s at 120 Hz), not more: a loaded machine's executor that falls
         # behind then drops old states instead of judging a run on seconds-old ones (1000
         # deep, the joints lagged 4-5 s behind the object pose under two CPU hogs)
@@ -228,6 +240,11 @@ class StoryDriver(Node):
                     self._move_object(spec.bump, after_goals=1)
                 if spec.knock is not None:
                     self._move_object(spec.knock, after_goals=0, delay=KNOCK_DELAY)
+                if spec.camera_noise is not None:
+                    self.set_robot_parameter('camera_noise', spec.camera_noise)
+                if spec.distractor is not None:
+                    self._move_object(spec.distractor, after_goals=0, client=self._distract)
+                    time.sleep(1.0)  # it falls (0.1 m: 0.14 s) and comes to rest
             except TimeoutError as err:
                 last = str(err)
                 continue
@@ -236,15 +253,67 @@ class StoryDriver(Node):
         raise DriverError(f'could not prepare the world: {last}')
 
     def _move_object(self, position: tuple[float, float, float], *, after_goals: int,
-                     delay: float = 0.0) -> None:
+                     delay: float = 0.0, client: Client | None = None) -> None:
         request = MoveObject.Request()
         request.delay = delay
         request.pose.position.x, request.pose.position.y, request.pose.position.z = position
         request.pose.orientation.w = 1.0
         request.after_goals = after_goals
-        response = self._call(self._move, request, timeout=5.0)
+        response = self._call(client or self._move, request, timeout=5.0)
         if not response.success:
-            raise DriverError(f'move_object refused: {response.message}')
+            raise DriverError(f'{(client or self._move).srv_name} refused: {response.message}')
+
+    def set_robot_parameter(self, name: str, value: float) -> None:
+        """
+        Set a double parameter of the sim robot (``camera_noise``) through its service.
+
+        :raises TimeoutError: no reply.
+        :raises DriverError: the robot refused it.
+        """
+        request = SetParameters.Request(parameters=[
+            Parameter(name, Parameter.Type.DOUBLE, float(value)).to_parameter_msg()])
+        response = self._call(self._parameters, request, timeout=5.0)
+        if not all(r.successful for r in response.results):
+            raise DriverError(f'the robot refused {name} = {value}: '
+                              f'{"; ".join(r.reason for r in response.results)}')
+
+    def _drop_when_moving(self, position: tuple[float, float, float], delay: float,
+                          outcome: RunOutcome, *, timeout: float = 30.0) -> None:
+        """
+        Drop the distractor at ``position`` ``delay`` s after the arm starts moving.
+
+        Runs in a thread of its own; sets ``outcome.dropped_at`` (ROS time) when it dropped.
+        The motion's start is the first /joint_states with an arm joint 5 mrad from where it
+        was when the task was sent.
+        """
+        start = self._arm_positions()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            now = self._arm_positions()
+            if start is None:
+                start = now
+            elif now is not None and max(abs(a - b) for a, b in zip(now, start)) > 0.005:
+                break
+            time.sleep(0.005)
+        else:
+            return
+        time.sleep(delay)
+        try:
+            self._move_object(position, after_goals=0, client=self._distract)
+        except (TimeoutError, DriverError) as err:
+            self.get_logger().error(f'the drop failed: {err}')
+            return
+        outcome.dropped_at = self.get_clock().now().nanoseconds * 1e-9
+
+    def _arm_positions(self) -> tuple[float, ...] | None:
+        with self._lock:
+            joints = self._joints
+        if joints is None:
+            return None
+        by_name = dict(zip(joints.name, joints.position, strict=False))
+        if not all(n in by_name for n in kinematics.ARM_JOINTS):
+            return None
+        return tuple(float(by_name[n]) for n in kinematics.ARM_JOINTS)
 
     def execute(self, spec: RunSpec, *, timeout: float) -> RunOutcome:
         """
@@ -267,6 +336,13 @@ class StoryDriver(Node):
             self._trace_start = self.get_clock().now().nanoseconds * 1e-9
             self._trace_end = math.inf
             self._recording = True
+        if self._frames is not None:
+            self._frames.start(self._trace_start)
+        dropper = None
+        if spec.drop is not None:
+            dropper = threading.Thread(target=self._drop_when_moving,
+                                       args=(spec.drop, spec.drop_delay, outcome), daemon=True)
+            dropper.start()
         started = time.monotonic()
         try:
             goal = ExecuteTask.Goal(task=spec.task or TASK, params_json=spec.params_json)
@@ -292,6 +368,10 @@ class StoryDriver(Node):
             with self._lock:
                 self._trace_end = done_at * 1e-9
         self._wait_settled(timeout=10.0, knock=spec.knock is not None)
+        if dropper is not None:
+            dropper.join(timeout=10.0)
+        if self._frames is not None:
+            outcome.frames = self._frames.take()
         try:
             obj = self._wait_fresh(done_at, timeout=5.0)
             p = obj.pose.position
@@ -323,6 +403,7 @@ class StoryDriver(Node):
             outcome.check_failed_at = _ns(during[0].stamp) * 1e-9
         if knocks:
             outcome.knock = knock_report(knocks[0], sent_at=started)
+        outcome.motion_started = _first_motion(outcome)
         if failed:
             e = failed[0]
             outcome.check_failure = e.detail or (
@@ -426,6 +507,15 @@ def knock_report(msg: Any, *, sent_at: float = math.nan) -> KnockReport:
                        target=xyz(msg.goal_target), at_knock=xyz(msg.grasp_at_knock),
                        at_cancel=xyz(msg.grasp_at_cancel), at_end=xyz(msg.grasp_at_end),
                        sent_at=sent_at)
+
+
+def _first_motion(outcome: RunOutcome, *, threshold: float = 0.005) -> float:
+    """Return when (ROS time, s) an arm joint first moved ``threshold`` rad in the run's trace."""
+    rows = outcome.trace_positions
+    for at, row in zip(outcome.trace_times, rows):
+        if max(abs(a - b) for a, b in zip(row, rows[0])) > threshold:
+            return outcome.trace_origin + at
+    return math.nan
 
 
 def _ns(stamp: Any) -> int:

@@ -50,7 +50,7 @@ N = TypeVar('N', bound=Node)
 
 def declare_number(
     node: Node, name: str, default: float, *, minimum: float | None = None,
-    exclusive: bool = False, description: str = '',
+    exclusive: bool = False, description: str = '', read_only: bool = True,
 ) -> float:
     """
     Declare a numeric parameter (read-only, with its range) and return its value as a float.
@@ -61,10 +61,11 @@ def declare_number(
     :param minimum: Smallest accepted value, or None.
     :param exclusive: True if ``minimum`` itself is refused.
     :param description: For the parameter's descriptor.
+    :param read_only: False: one the node may be given while it runs (it applies it itself).
     :raises ValueError: not a finite number in range; the message names the parameter.
     """
     with _as_value_error(name):
-        return ParameterReader(node=node).number(
+        return ParameterReader(node=node, read_only=read_only).number(
             name, default, minimum=minimum, exclusive=exclusive, description=description)
 
 

@@ -70,14 +70,21 @@ def config_path(file_name: str) -> Path:
 
 
 def node_commands(
-    *, rtf: float, think_time: float, store_path: str, params_file: Path
+    *, rtf: float, think_time: float, store_path: str, params_file: Path,
+    camera_rate: float = 0.0,
 ) -> dict[str, list[str]]:
-    """Return the command lines of sim robot, behavior cache and demo agent, by name."""
+    """
+    Return the command lines of sim robot, behavior cache and demo agent, by name.
+
+    :param camera_rate: The robot's camera, Hz; 0 (the default): no camera, nothing rendered
+        (only the story that checks the camera pays for rendering).
+    """
     python = sys.executable
+    camera = ['-p', f'camera_rate:={float(camera_rate)}'] if camera_rate > 0.0 else []
     return {
         'sim_robot': [
             python, '-m', 'muscle_mem_demo.robot_node', '--ros-args',
-            '-p', f'rtf:={float(rtf)}',
+            '-p', f'rtf:={float(rtf)}', *camera,
         ],
         'behavior_cache': [
             python, '-m', 'muscle_mem_ros.ros.node.main', '--ros-args',
@@ -113,6 +120,10 @@ class ChildProcesses:
             env=env,
         )
         self._children.append(_Child(name=name, process=process, log_path=log_path, log=log))
+
+    def pid(self, name: str) -> int:
+        """Return child ``name``'s process id (a benchmark reads its CPU time)."""
+        return next(c.process.pid for c in self._children if c.name == name)
 
     def check(self) -> None:
         """

@@ -91,8 +91,9 @@ Parameters: ``arm`` ('panda'), ``rtf`` (real-time factor, 1.0), ``joint_state_ra
 arm that lags its path, for tests of path tolerances), ``camera_rate`` (Hz, 0.0: no camera,
 nothing rendered and no OpenGL needed), ``camera_width`` (pixels, 320), ``camera_height``
 (pixels, 240), ``camera_noise`` (pixel noise, standard deviation in grey levels 0-255, 2.0;
-seeded by ``noise_seed``). A 320 x 240 frame with the default noise costs about 18 ms (16
-without noise; 640 x 480: 35 ms, 25 without), measured on one core of a busy 2-core AMD EPYC
+seeded by ``noise_seed``; may be set while running, from the next frame on). A 320 x 240
+frame with the default noise costs about 18 ms (16 without noise; 640 x 480: 35 ms, 25
+without), measured on one core of a busy 2-core AMD EPYC
 with Mesa's EGL on the CPU: a camera of 10 to 30 Hz is one the demo keeps beside its physics.
 """
 
@@ -245,8 +246,15 @@ class SimRobotNode(Node):
         )
 
     def _on_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        """Apply a new ``servo_scale``; the other parameters are read once at start."""
+        """Apply a new ``servo_scale`` or ``camera_noise``; the others are read at start."""
         for param in params:
+            camera = getattr(self, '_camera', None)  # set after this callback is added
+            if param.name == 'camera_noise' and camera is not None:
+                try:
+                    camera.set_noise(float(param.value))
+                except (TypeError, ValueError) as err:
+                    return SetParametersResult(successful=False, reason=str(err))
+                self.get_logger().info(f'camera_noise now {param.value}')
             if param.name != 'servo_scale':
                 continue
             try:

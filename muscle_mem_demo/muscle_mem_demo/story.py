@@ -36,12 +36,14 @@ from dataclasses import dataclass, field
 import enum
 import json
 import math
+from typing import Any
 
 from muscle_mem_demo.physics import OBJECT_START
 
 __all__ = [
     'BOUND_PLACE_TOLERANCE',
     'BUMP_POSITION',
+    'DROP_DELAY',
     'FAR_POSITION',
     'KNOCK_DELAY',
     'KNOCK_POSITION',
@@ -106,6 +108,11 @@ KNOCK_DELAY = 0.15
 """Simulated seconds into the approach (0.8 s) at which run 9's cube is knocked: early, so
 the arm is far from the cube when the cache cancels the motion, even at rtf 4."""
 
+DROP_DELAY = 0.1
+"""Seconds after the arm starts its first motion at which a run's ``drop`` lets the camera's
+distractor box go (timed by the driver from /joint_states): early in the 0.8 s approach, so the
+camera sees the box fall while the step still runs."""
+
 MIN_STOPPED_SHORT = 0.03
 """Run 9: the arm must stop at least this far from where the recorded approach ends, m."""
 
@@ -149,6 +156,9 @@ class Expectation:
     canceled_step: int | None = None
     """The step the cache must cancel mid-motion (a check during it failed); None: no step
     may be canceled so."""
+    noticed: tuple[str, ...] = ()
+    """Words the cache's first failed check of the run must say, each (``camera``, ``cell
+    at``: the sensor and the cell it names); () judges nothing."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +217,16 @@ class RunSpec:
     knock: tuple[float, float, float] | None = None
     """Knock the cube here :data:`KNOCK_DELAY` s into the run's first arm goal (MoveObject
     delay), while the arm moves."""
+    distractor: tuple[float, float, float] | None = None
+    """Drop the camera's distractor box here before the run (after the reset); it has landed
+    when the task is sent."""
+    drop: tuple[float, float, float] | None = None
+    """Drop the distractor box here ``drop_delay`` s after the arm starts the run's first
+    motion, while it moves."""
+    drop_delay: float = DROP_DELAY
+    """Seconds after the arm starts the run's first motion that the box is let go."""
+    camera_noise: float | None = None
+    """Set the robot's ``camera_noise`` (grey levels) to this before the run; None: leave it."""
     place: tuple[float, float] = PLACE_TARGET
     """The place target, sent as the task parameter ``place`` (unless ``place_param`` is
     False: then the place the task itself knows, for judging)."""
@@ -307,6 +327,13 @@ class RunOutcome:
     """Arm joint positions, one row per joint_states message."""
     trace_origin: float = math.nan
     """ROS time (seconds) the trace times count from: when the task was sent."""
+    motion_started: float = math.nan
+    """ROS time (s) at which the arm first moved in the run (NaN: it did not)."""
+    dropped_at: float = math.nan
+    """ROS time (s) at which the run's ``drop`` let the distractor box go (NaN: none)."""
+    frames: list[tuple[float, Any]] = field(default_factory=list)
+    """(stamp in ROS time s, rgb8 pixels) of the camera's frames in the run's first seconds,
+    when the driver keeps them (:mod:`muscle_mem_demo.camera_frames`)."""
     failures: tuple[str, ...] = ()
     """Why the run does not hold (filled in by :func:`judge`); empty when it holds."""
 
@@ -401,6 +428,10 @@ def judge(outcome: RunOutcome) -> RunOutcome:
             failures.append(f'nothing substituted from {prefix} (substituted from: '
                             f'{", ".join(sources) or "nothing"})')
     failures += _judge_cancel(outcome)
+    missing = [word for word in expect.noticed if word not in outcome.check_failure]
+    if missing:
+        failures.append(f'the cache\'s failed check does not say {", ".join(missing)} '
+                        f'({outcome.check_failure or "no check failed"})')
     if not outcome.placed:
         where = f'unknown: {outcome.unobserved}' if outcome.final_object is None else (
             f'{outcome.placement_error * 1000:.1f} mm from the target '

@@ -77,7 +77,7 @@ EXPECTED = [
 def run_demo(out, *extra: str):
     proc = subprocess.run(
         [sys.executable, '-m', 'muscle_mem_demo.demo', '--think-time', '0.05',
-         '--rtf', '1', '--output-dir', str(out), *extra],
+         '--rtf', '1', '--output-dir', str(out), '--skip-eyes', *extra],
         capture_output=True, text=True, timeout=300)
     summary_path = out / 'sim_demo.json'
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
