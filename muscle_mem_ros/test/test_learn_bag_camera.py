@@ -57,14 +57,14 @@ def frame(at_ms: int, *, cut: bool = False, width: int = 160) -> tuple[str, str,
         T0 + at_ms * MS
 
 
-def learn(tmp_path, capsys, messages):
+def learn(tmp_path, capsys, messages, *extra):
     write_bag(tmp_path / 'b.mcap', sorted(messages, key=lambda m: m[3]))
     params = params_file(tmp_path, sensors={
         'joints': {'topic': '/arm/joint_states', 'type': 'sensor_msgs/msg/JointState',
                    'fields': ['position'], 'tolerance': [0.01], 'max_age': 0.5},
         'camera': SENSOR})
     code = main(['learn', str(tmp_path / 'b.mcap'), '--params-file', str(params), '--task', 't',
-                 '--store', str(tmp_path / 'cache.db'), '--json'])
+                 '--store', str(tmp_path / 'cache.db'), *extra])
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -73,7 +73,7 @@ def test_corrupt_frames_are_dropped_and_counted_and_the_steps_keep_their_views(
         tmp_path, capsys):
     cut = {300, 600, 700, 900}  # 300 is never read (400 is newer when the call starts)
     messages = good_bag() + [frame(t, cut=t in cut) for t in range(0, 2000, 100)]
-    code, out, err = learn(tmp_path, capsys, messages)
+    code, out, err = learn(tmp_path, capsys, messages, '--json')
     assert code == 0, err
     said = json.loads(out)
     assert said['dropped_frames'] == {'camera': 3}  # the trace's two, and the post's
@@ -90,21 +90,14 @@ def test_corrupt_frames_are_dropped_and_counted_and_the_steps_keep_their_views(
 
 def test_the_cli_says_how_many_frames_it_dropped(tmp_path, capsys):
     messages = good_bag() + [frame(t, cut=t == 500) for t in range(0, 2000, 100)]
-    write_bag(tmp_path / 'b.mcap', sorted(messages, key=lambda m: m[3]))
-    params = params_file(tmp_path, sensors={
-        'joints': {'topic': '/arm/joint_states', 'type': 'sensor_msgs/msg/JointState',
-                   'fields': ['position'], 'tolerance': [0.01], 'max_age': 0.5},
-        'camera': SENSOR})
-    code = main(['learn', str(tmp_path / 'b.mcap'), '--params-file', str(params), '--task', 't',
-                 '--store', str(tmp_path / 'cache.db')])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    assert 'sensors.camera: 1 frame(s) did not decode and were dropped' in out.out + out.err
+    code, out, err = learn(tmp_path, capsys, messages)
+    assert code == 0, err
+    assert 'sensors.camera: 1 frame(s) did not decode and were dropped' in out + err
 
 
 def test_a_camera_of_another_size_is_refused_naming_the_sensor(tmp_path, capsys):
     messages = good_bag() + [frame(t, width=200) for t in range(0, 2000, 100)]
-    code, out, err = learn(tmp_path, capsys, messages)
+    code, out, err = learn(tmp_path, capsys, messages, '--json')
     assert code == 1
     assert 'sensors.camera' in err and '200' in err
     assert not (tmp_path / 'cache.db').exists()
