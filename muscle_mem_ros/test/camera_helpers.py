@@ -31,7 +31,7 @@ import io
 import threading
 from typing import Any
 
-from node_helpers import FakeRobot, Harness, OBJECT_HOME
+from node_helpers import FakeRobot, Harness, OBJECT_HOME, wait_until
 import numpy as np
 from PIL import Image as PilImage
 from rclpy.node import Node
@@ -136,3 +136,10 @@ def camera_harness(tmp: Any) -> Harness:
                      'sensors.camera': dict(RAW, topic=topics['camera']),
                      'sensors.jpeg': dict(JPEG, topic=topics['jpeg'])})
     return h
+
+
+def fresh(h: Harness) -> None:
+    """Return once each camera published a few frames of the world as it is now."""
+    counts = {n: c.published for n, c in h.cameras.items()}
+    assert wait_until(lambda: all(c.published >= counts[n] + 3
+                                  for n, c in h.cameras.items()), 10.0)

@@ -25,7 +25,7 @@ import threading
 import time
 
 from action_msgs.msg import GoalStatus
-from camera_helpers import camera_harness, RAW
+from camera_helpers import camera_harness, fresh, RAW
 from diagnostic_msgs.msg import DiagnosticArray
 from muscle_mem_interfaces.msg import CacheEvent
 from node_helpers import Harness, Names, OBJECT_HOME, params, run_cache_to_exit, wait_until
@@ -52,13 +52,6 @@ def world(harness):
     assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
     yield harness
     assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
-
-
-def fresh(h: Harness) -> None:
-    """Return once each camera published a few frames of the world as it is now."""
-    counts = {n: c.published for n, c in h.cameras.items()}
-    assert wait_until(lambda: all(c.published >= counts[n] + 3
-                                  for n, c in h.cameras.items()), 10.0)
 
 
 def learn(h: Harness, task: str, arm_delay: float = 0.0) -> None:

@@ -30,7 +30,7 @@ import threading
 import time
 
 from action_msgs.msg import GoalStatus
-from camera_helpers import camera_harness
+from camera_helpers import camera_harness, fresh
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 from muscle_mem_ros.cli import main
@@ -67,13 +67,6 @@ def world(harness):
     for camera in harness.cameras.values():
         camera.intruder = None
     assert harness.cache is not None and harness.cache.alive(), harness.cache.output()
-
-
-def fresh(h: Harness) -> None:
-    """Return once each camera published a few frames of the world as it is now."""
-    counts = {n: c.published for n, c in h.cameras.items()}
-    assert wait_until(lambda: all(c.published >= counts[n] + 3
-                                  for n, c in h.cameras.items()), 10.0)
 
 
 def learn(h: Harness, task: str, arm_delay: float = 0.0) -> list:
