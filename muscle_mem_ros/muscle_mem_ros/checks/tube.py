@@ -166,7 +166,8 @@ class Tube:
     :param loose: Per series, which recorded samples' elements say nothing of the path
         around them (a camera's cells where its view moves,
         :func:`~muscle_mem_ros.checks.imageview.moving_cells`): booleans shaped as the
-        series' values; the element may be anything at a point whose window holds one.
+        series' values; the element may be anything at a point between two recorded samples
+        either of which is loose.
     """
 
     def __init__(self, trace: Trace, watched: Sequence[Watched], *, scale: float = 1.0,
