@@ -85,6 +85,7 @@ _mm_setup() {
     # shellcheck disable=SC1091
     . "$venv/bin/activate"
     export AMENT_PREFIX_PATH="$venv" CMAKE_PREFIX_PATH="$venv"
+    _mm_pip_interfaces "$root" "$venv" "$req" || return 1
   fi
 
   echo "setup: colcon build"
@@ -110,6 +111,40 @@ _mm_setup() {
     esac
   done
   export MUSCLE_MEM_ROOT="$root"
+}
+
+# The wheel setup only: build the interfaces PyPI has no wheel of (tf2_msgs, for /tf) into
+# their own prefix in the venv, and source it. Never on a ROS 2 install: a second tf2_msgs
+# over the install's would break what was built against it. scripts/pip_interfaces/ holds
+# the sources behind a COLCON_IGNORE, so the workspace's colcon build never sees them.
+# Rebuilt only when the sources or the pinned wheels change (a stamp, as for the wheels).
+_mm_pip_interfaces() {
+  local root="$1" venv="$2" req="$3" src prefix stamp want
+  src="$root/scripts/pip_interfaces/tf2_msgs"
+  prefix="$venv/pip_interfaces"
+  # The venv's own tf2_msgs (a wheel, one day), not ours from an earlier run (on PYTHONPATH).
+  if PYTHONPATH='' "$venv/bin/python" -c 'import tf2_msgs.msg' 2>/dev/null; then
+    return 0
+  fi
+  stamp="$prefix/.muscle_mem_sources"
+  want="$(cat "$req" "$src/package.xml" "$src/CMakeLists.txt" "$src/msg/TFMessage.msg" \
+    | sha256sum | cut -d' ' -f1)"
+  if [ "$want" != "$(cat "$stamp" 2>/dev/null || true)" ] \
+      || [ ! -f "$prefix/install/local_setup.bash" ]; then
+    echo "setup: building tf2_msgs (TFMessage only; there is no wheel) into $prefix"
+    rm -rf "$prefix" && mkdir -p "$prefix" || return 1
+    (cd "$prefix" && colcon --log-base "$prefix/log" build --paths "$src" \
+        --build-base "$prefix/build" --install-base "$prefix/install" --merge-install \
+        --event-handlers console_cohesion- summary- status- \
+        --cmake-args -DBUILD_TESTING=OFF > "$prefix/build.txt" 2>&1) || {
+      cat "$prefix/build.txt" >&2
+      echo "setup: building tf2_msgs failed (full log above)" >&2
+      return 1
+    }
+    echo "$want" > "$stamp"
+  fi
+  # shellcheck disable=SC1091
+  . "$prefix/install/local_setup.bash"
 }
 
 mkdir -p "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/log"

@@ -57,7 +57,8 @@ ROS_PACKAGES = frozenset({
     'builtin_interfaces', 'diagnostic_msgs', 'geometry_msgs', 'launch', 'launch_ros',
     'launch_testing', 'launch_testing_ros', 'py_trees', 'rcl_interfaces', 'rclpy',
     'rosidl_default_generators', 'rosidl_default_runtime', 'sensor_msgs', 'std_msgs',
-    'service_msgs', 'std_srvs', 'test_msgs', 'trajectory_msgs', 'unique_identifier_msgs',
+    'service_msgs', 'std_srvs', 'test_msgs', 'tf2_msgs', 'trajectory_msgs',
+    'unique_identifier_msgs',
 })
 """
 ROS packages the manifests depend on, each a released package of Kilted.
