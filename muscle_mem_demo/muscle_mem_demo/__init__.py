@@ -20,13 +20,16 @@ matplotlib; its interfaces are in muscle_mem_demo_interfaces.
 
 ROS-free modules: :mod:`.arms` (the arm models, read from the gymnasium-robotics wheel, and
 the table scene), :mod:`.kinematics` (forward and inverse kinematics on the model),
+:mod:`.gripper_yaw` (a goal's orientation read as the gripper's turn), :mod:`.tf_frames` (the
+frame tree: the arm's links, the camera, the cube as detected),
 :mod:`.trajectory` (joint paths),
 :mod:`.physics` (the simulation, stepped in its own thread), :mod:`.camera` (its camera,
 rendered offscreen), :mod:`.distractor` (a box for the camera that is not the cube),
 :mod:`.planner` (pick-and-place
 one step at a time), :mod:`.story` (the demo's runs and their verdict), :mod:`.report`
 (table and PNG), :mod:`.processes` (child processes). ROS nodes: :mod:`.robot_node`
-(console script ``sim_robot``; its camera on ROS: :mod:`.camera_feed`), :mod:`.agent_node`
+(console script ``sim_robot``; its camera on ROS: :mod:`.camera_feed`, its frames:
+:mod:`.tf_feed`), :mod:`.agent_node`
 (``demo_agent``); the demo:
 :mod:`.demo` (``sim_demo``) with its ROS client :mod:`.driver`. The arm is a Franka Emika
 Panda.

@@ -16,15 +16,19 @@
 Kinematics of the demo arm on its MuJoCo model: forward, and inverse by damped least squares.
 
 The grasp point is the ``grasp`` site between the finger pads (:mod:`muscle_mem_demo.arms`).
-The planner keeps the gripper pointing straight down with its fingers closing along the world
-y axis, so a grasp point (x, y, z) is a full pose: :func:`inverse` solves position and
-orientation together (six equations, seven joints) with damped least squares on MuJoCo's site
-Jacobians (``mj_jacSite``), pulls the spare degree of freedom towards the home posture until
-the error is below a millimetre (then polishes without it, to 1e-9 m), and clamps every
-iterate into the joint limits. It always starts from the home posture, so the
-same point always gives the same joints (a replay sends the same goal and gets the same
-motion). A point it cannot reach within ``POSITION_TOLERANCE`` and ``ANGLE_TOLERANCE`` inside
-the limits raises :class:`UnreachableError`, naming the point and the joint at its limit.
+The gripper points straight down, its fingers closing along the world y axis at yaw 0 and
+turned about the world z axis by a yaw otherwise (:mod:`.gripper_yaw`), so a grasp point
+(x, y, z) and a yaw are a full pose: :func:`inverse` solves position and orientation together
+(six equations, seven joints) with damped least squares on MuJoCo's site Jacobians
+(``mj_jacSite``), pulls the spare degree of freedom towards the home posture until the error
+is below a millimetre (then polishes without it, to 1e-9 m), and clamps every iterate into
+the joint limits. It always starts from the home posture, so the same goal always gives the
+same joints (a replay sends the same goal and gets the same motion). The last joint
+(``panda_joint7``, +-166 deg) turns the hand: a yaw it cannot reach inside its limits (the
+solver then ends with joint 7, or a joint it leaned on instead, at its limit) is solved as the
+yaw 180 deg apart, the same grasp since the two fingers are symmetric. A goal
+it cannot reach within ``POSITION_TOLERANCE`` and ``ANGLE_TOLERANCE`` inside the limits
+either way raises :class:`UnreachableError`, naming the point and the joint at its limit.
 
 The module-level names describe the process's arm, the Panda unless :func:`use_arm` chose
 another (the demo agent does, from its ``arm`` parameter); :class:`Kinematics` serves any arm
@@ -41,6 +45,7 @@ import threading
 
 import mujoco
 from muscle_mem_demo import arms
+from muscle_mem_demo.gripper_yaw import wrap
 from muscle_mem_ros.errors import MuscleMemError
 import numpy as np
 
@@ -168,15 +173,51 @@ class Kinematics:
         x, y, z = (float(v) for v in self._pose(q)[0])
         return GraspPoint(x=x, y=y, z=z)
 
-    def inverse(self, target: GraspPoint) -> tuple[float, ...]:
+    def orientation(self, positions: Sequence[float]) -> tuple[float, float, float, float]:
+        """
+        Return the hand's rotation from gripper down at yaw 0, (x, y, z, w), world frame.
+
+        What a MoveToPose orientation says (:mod:`.gripper_yaw`): the identity with the
+        gripper down and unturned, a turn about z by the yaw when turned.
+        """
+        q = np.asarray(positions, dtype=float)[:len(self._qpos)]
+        quat = self._pose(q)[1]
+        turn = np.zeros(4)
+        down_inverse = np.zeros(4)
+        mujoco.mju_negQuat(down_inverse, self._down)
+        mujoco.mju_mulQuat(turn, quat, down_inverse)
+        w, x, y, z = (float(v) for v in turn)
+        return (x, y, z, w) if w >= 0.0 else (-x, -y, -z, -w)
+
+    def inverse(self, target: GraspPoint, *, yaw: float = 0.0) -> tuple[float, ...]:
         """
         Return arm joint positions that put the grasp point at ``target``, gripper down.
 
-        :raises UnreachableError: no solution within the tolerances inside the joint limits.
+        :param yaw: The gripper's turn about the world z axis, radians (module docstring):
+            a turn the last joint cannot make inside its limits is made 180 deg apart.
+        :raises UnreachableError: no solution within the tolerances inside the joint limits,
+            at ``yaw`` or 180 deg apart.
         """
+        try:
+            return self._solve(target, wrap(yaw))
+        except UnreachableError as err:
+            if not math.isfinite(yaw):
+                raise
+            try:
+                return self._solve(target, wrap(yaw + math.pi))
+            except UnreachableError:
+                raise UnreachableError(
+                    f'{err}; the gripper turned {math.degrees(wrap(yaw + math.pi)):.1f} deg '
+                    '(the same grasp, 180 deg apart) is out of reach too') from err
+
+    def _solve(self, target: GraspPoint, yaw: float) -> tuple[float, ...]:
+        """Return the joints that put the grasp point at ``target`` turned by ``yaw``."""
         goal = np.array([target.x, target.y, target.z], dtype=float)
-        if not np.all(np.isfinite(goal)):
-            raise UnreachableError(f'grasp point {target} is not finite')
+        if not np.all(np.isfinite(goal)) or not math.isfinite(yaw):
+            raise UnreachableError(f'grasp point {target} at yaw {yaw} is not finite')
+        down = np.zeros(4)
+        mujoco.mju_mulQuat(down, np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]),
+                           self._down)
         q = self._home.copy()
         jacp = np.zeros((3, self._model.nv))
         jacr = np.zeros((3, self._model.nv))
@@ -191,7 +232,7 @@ class Kinematics:
                 mujoco.mju_mat2Quat(quat, d.site_xmat[self._site])
                 error[:3] = goal - d.site_xpos[self._site]
                 local = np.zeros(3)
-                mujoco.mju_subQuat(local, self._down, quat)
+                mujoco.mju_subQuat(local, down, quat)
                 error[3:] = d.site_xmat[self._site].reshape(3, 3) @ local
                 mujoco.mj_jacSite(self._model, d, jacp, jacr, self._site)
             if np.linalg.norm(error[:3]) < 1e-9 and np.linalg.norm(error[3:]) < 1e-8:
@@ -210,9 +251,10 @@ class Kinematics:
                                                   strict=True)
                         if v <= lo + 1e-6 or v >= hi - 1e-6]
             where = f'; at its limit: {", ".join(at_limit)}' if at_limit else ''
+            turned = f' turned {math.degrees(yaw):.1f} deg' if yaw else ''
             raise UnreachableError(
                 f'grasp point ({target.x:.3f}, {target.y:.3f}, {target.z:.3f}) is out of '
-                f'reach with the gripper down (left {position_error * 1000:.1f} mm, '
+                f'reach with the gripper down{turned} (left {position_error * 1000:.1f} mm, '
                 f'{math.degrees(angle_error):.2f} deg off{where})')
         return tuple(float(v) for v in q)
 
@@ -251,13 +293,14 @@ def forward(positions: Sequence[float]) -> GraspPoint:
     return for_arm(ARM).forward(positions)
 
 
-def inverse(target: GraspPoint) -> tuple[float, ...]:
+def inverse(target: GraspPoint, *, yaw: float = 0.0) -> tuple[float, ...]:
     """
     Return the process arm's joint positions that put the grasp point at ``target``.
 
+    :param yaw: The gripper's turn about the world z axis, radians (:meth:`Kinematics.inverse`).
     :raises UnreachableError: the point is out of reach or outside the joint limits.
     """
-    return for_arm(ARM).inverse(target)
+    return for_arm(ARM).inverse(target, yaw=yaw)
 
 
 def jaws_closed(positions: Sequence[float]) -> bool:

@@ -20,8 +20,15 @@ is published once on ``robot_description`` (std_msgs/String, transient local, as
 robot_state_publisher publishes a URDF: a late subscriber gets it), model name ``panda``.
 Publishes ``joint_states`` (sensor_msgs/JointState, 120 Hz by default), ``ee_pose``
 (geometry_msgs/PoseStamped of the grasp point between the jaws, from the published joint
-positions through the forward kinematics, gripper down, with each joint state's stamp) and
-``object_pose`` (geometry_msgs/PoseStamped, 30 Hz) from the physics state. Serves the
+positions through the forward kinematics, its orientation the hand's turn from gripper down
+(:mod:`.gripper_yaw`), with each joint state's stamp) and ``object_pose``
+(geometry_msgs/PoseStamped, 30 Hz) from the physics state, and its frames on ``tf`` and
+``tf_static`` (tf2_msgs/TFMessage; :mod:`.tf_frames`, :mod:`.tf_feed`): the arm's links
+``world -> panda_link0 -> ... -> panda_link7 -> panda_hand -> panda_hand_tcp`` (and the
+fingers) with each joint state, as robot_state_publisher would; the camera
+(``world -> camera -> workspace_camera``) once, static; the cube as a tag detector sees it,
+``workspace_camera -> cube`` with each object pose, with noise (``cube_tf_noise``,
+``cube_tf_yaw_noise``; ``object_pose`` keeps its own, ``object_noise``). Serves the
 joint-trajectory action ``arm/follow_joint_trajectory``
 (muscle_mem_demo_interfaces/action/FollowJointTrajectory, which mirrors control_msgs', served
 as joint_trajectory_controller serves it: it rejects the goals the real controller rejects
@@ -33,14 +40,18 @@ per-joint ``goal_tolerance`` positions checked by the last waypoint's time plus
 ``goal_time_tolerance``, else GOAL_TOLERANCE_VIOLATED naming the joint; feedback with desired,
 actual and error; a ``multi_dof_trajectory`` is refused), the Cartesian move
 ``arm/move_to_pose`` (muscle_mem_demo_interfaces/action/MoveToPose: the grasp point to a
-position, gripper down, through damped-least-squares inverse kinematics on the model; a point
-out of reach is UNREACHABLE with the reason), the gripper action ``gripper/gripper_cmd``
+position, gripper down and turned by the goal's yaw about the world z axis, through
+damped-least-squares inverse kinematics on the model; a tilted orientation is INVALID_GOAL
+saying the tilt, a yaw beyond ``panda_joint7``'s limits is reached 180 degrees apart (the
+fingers are symmetric), a pose out of reach is UNREACHABLE with the reason), the gripper
+action ``gripper/gripper_cmd``
 (muscle_mem_demo_interfaces/action/GripperCommand, which mirrors control_msgs', served as
 gripper_action_controller with allow_stalling serves it: jaws closing on the cube stop
 against it and the goal SUCCEEDS with stalled true and reached_goal false; feedback and
 result say position, effort, stalled, reached_goal), the older gripper service ``gripper/set``
 (std_srvs/srv/SetBool, true closes), and for demos and tests ``~/move_object``
-(muscle_mem_demo_interfaces/srv/MoveObject), ``~/move_distractor`` (MoveObject too: the
+(muscle_mem_demo_interfaces/srv/MoveObject: the cube to a pose, turned by its orientation),
+``~/move_distractor`` (MoveObject too: the
 pose only, now; puts the camera's distractor, a magenta 6 cm box parked out of sight
 (:mod:`.distractor`), at a position, from where it falls: dropped over the table it lands
 on it) and ``~/reset`` (std_srvs/srv/Trigger; it parks the distractor again). A
@@ -85,7 +96,8 @@ motions still executing when this motion started: two motions at once).
 
 Parameters: ``arm`` ('panda'), ``rtf`` (real-time factor, 1.0), ``joint_state_rate`` (Hz, 120.0),
 ``object_pose_rate`` (Hz, 30.0), ``joint_noise`` (rad, standard deviation, 0.0),
-``object_noise`` (m, 0.0), ``noise_seed`` (0), ``frame_id`` ('world'),
+``object_noise`` (m, 0.0), ``cube_tf_noise`` (m, 0.001: the cube on ``tf``, per axis),
+``cube_tf_yaw_noise`` (rad, 0.0087: 0.5 degree), ``noise_seed`` (0), ``frame_id`` ('world'),
 ``cancel_manners`` ('brake', 'accept' or 'refuse'), ``brake_time`` (s, 0.2),
 ``servo_scale`` (1.0, may be set while running: the arm servos' stiffness, below 1 a weaker
 arm that lags its path, for tests of path tolerances), ``camera_rate`` (Hz, 0.0: no camera,
@@ -109,12 +121,14 @@ from typing import TypeVar
 
 from action_msgs.msg import GoalStatus
 from geometry_msgs.msg import Point, PoseStamped
-from muscle_mem_demo import arms, controller_rules, kinematics
+from muscle_mem_demo import arms, controller_rules, gripper_yaw, kinematics
 from muscle_mem_demo.camera import CameraError
 from muscle_mem_demo.camera_feed import CameraFeed, read_camera_parameters
 from muscle_mem_demo.motion import Motion, MotionOutcome
 from muscle_mem_demo.params import declare_int, declare_number, declare_string, spin_node
 from muscle_mem_demo.physics import ArmSim
+from muscle_mem_demo.tf_feed import TfFeed
+from muscle_mem_demo.tf_frames import ArmFrames, CameraFrames
 from muscle_mem_demo.trajectory import JointPath
 from muscle_mem_demo_interfaces.action import FollowJointTrajectory, GripperCommand, MoveToPose
 from muscle_mem_demo_interfaces.msg import Knock
@@ -136,6 +150,10 @@ __all__ = ['SimRobotNode', 'main']
 _FEEDBACK_PERIOD = 0.05
 _DEFAULT_MOVE_TIME = 1.0
 """Seconds a MoveToPose goal takes when it gives no duration."""
+CUBE_TF_NOISE = 0.001
+"""Default standard deviation of the cube's detected position on ``tf``, per axis, metres."""
+CUBE_TF_YAW_NOISE = math.radians(0.5)
+"""Default standard deviation of the cube's detected yaw on ``tf``, radians."""
 MANNERS = ('accept', 'refuse', 'brake')
 """How the arm's action servers answer a cancel (``cancel_manners``, module docstring)."""
 
@@ -160,6 +178,9 @@ class SimRobotNode(Node):
                                            exclusive=True)
         self._joint_noise = declare_number(self, 'joint_noise', 0.0, minimum=0.0)
         self._object_noise = declare_number(self, 'object_noise', 0.0, minimum=0.0)
+        cube_noise = declare_number(self, 'cube_tf_noise', CUBE_TF_NOISE, minimum=0.0)
+        cube_yaw_noise = declare_number(self, 'cube_tf_yaw_noise', CUBE_TF_YAW_NOISE,
+                                        minimum=0.0)
         seed = declare_int(self, 'noise_seed', 0, minimum=0)
         self._frame_id = declare_string(self, 'frame_id', 'world')
         self._manners = declare_string(self, 'cancel_manners', 'brake')
@@ -188,6 +209,12 @@ class SimRobotNode(Node):
         self._ee_pub = self.create_publisher(PoseStamped, 'ee_pose', 10)
         self._object_pub = self.create_publisher(PoseStamped, 'object_pose', 10)
         self._knock_pub = self.create_publisher(Knock, '~/knocks', 10)
+        # its own generator: the cube's detection noise leaves the other sensors' draws as
+        # they were before /tf
+        self._tf = TfFeed(node=self, arm=ArmFrames(arm=arm, world=self._frame_id),
+                          camera=CameraFrames(model=self._sim.model, world=self._frame_id),
+                          rng=np.random.default_rng((seed, 45)), noise=cube_noise,
+                          yaw_noise=cube_yaw_noise)
         self._cancels: dict[bytes, tuple[float, tuple[float, ...]]] = {}
         self._goals_pub = self.create_publisher(String, '~/goals', 50)
         self._executing: dict[bytes, dict[str, object]] = {}
@@ -315,15 +342,23 @@ class SimRobotNode(Node):
             msg.header.stamp = self.get_clock().now().to_msg()
             self._joint_pub.publish(msg)
             self._ee_pub.publish(self._ee_pose(positions, msg.header.stamp))
+            self._tf.publish_links(positions, msg.header.stamp)
 
-    def _ee_pose(self, positions: np.ndarray, stamp: object) -> PoseStamped:
-        """Return the grasp point of arm joint ``positions`` as a PoseStamped, gripper down."""
-        point = self._kin.forward(positions[:len(self._kin.joint_names)])
+    def _ee_pose(self, positions: Sequence[float], stamp: object) -> PoseStamped:
+        """
+        Return the grasp pose of arm joint ``positions`` as a PoseStamped.
+
+        Its orientation is the hand's turn from gripper down (:mod:`.gripper_yaw`), what a
+        MoveToPose goal gives.
+        """
+        arm = positions[:len(self._kin.joint_names)]
+        point = self._kin.forward(arm)
         ee = PoseStamped()
         ee.header.frame_id = self._frame_id
         ee.header.stamp = stamp
         ee.pose.position.x, ee.pose.position.y, ee.pose.position.z = point.x, point.y, point.z
-        ee.pose.orientation.w = 1.0
+        q = ee.pose.orientation
+        q.x, q.y, q.z, q.w = self._kin.orientation(arm)
         return ee
 
     def _publish_object(self) -> None:
@@ -342,6 +377,8 @@ class SimRobotNode(Node):
             msg.pose.orientation.y, msg.pose.orientation.z = y, z
             msg.header.stamp = self.get_clock().now().to_msg()
             self._object_pub.publish(msg)
+            self._tf.publish_cube(state.object_position, state.object_orientation,
+                                  msg.header.stamp)
 
     # -- action and services ----------------------------------------------------------------
 
@@ -507,6 +544,13 @@ class SimRobotNode(Node):
             return self._hold(goal_handle, result)
         try:
             joints = _joints_for(self._kin, target, self._frame_id)
+            turn = gripper_yaw.yaw_of(self._kin.orientation(joints))
+            asked = gripper_yaw.yaw_of_goal(_quaternion(target.pose.orientation))
+            if abs(gripper_yaw.wrap(turn - asked)) > 0.5 * math.pi:
+                self.get_logger().info(
+                    f'move_to_pose: the gripper turned {math.degrees(turn):.1f} deg, 180 from '
+                    f'the {math.degrees(asked):.1f} asked (beyond panda_joint7; the fingers are '
+                    'symmetric)')
         except kinematics.UnreachableError as err:
             result.error_code, result.error_string = MoveToPose.Result.UNREACHABLE, str(err)
         except ValueError as err:
@@ -531,10 +575,7 @@ class SimRobotNode(Node):
                     not goal_handle.is_active):
                 return self._reported(goal_handle, motion, _point(target.pose.position), (
                     self._end_early(goal_handle, motion, result, MoveToPose.Result)))
-            point = self._kin.forward(motion.actual)
-            feedback.current.header.stamp = self.get_clock().now().to_msg()
-            position = feedback.current.pose.position
-            position.x, position.y, position.z = point.x, point.y, point.z
+            feedback.current = self._ee_pose(motion.actual, self.get_clock().now().to_msg())
             goal_handle.publish_feedback(feedback)
         self._publish_object()
         self._publish_joints()
@@ -729,26 +770,30 @@ def _goal_tolerances(tolerances: list[object], names: list[str],
     return [by_name.get(name, 0.0) for name in names]
 
 
+def _quaternion(q: object) -> tuple[float, float, float, float]:
+    return (q.x, q.y, q.z, q.w)  # type: ignore[attr-defined]
+
+
 def _joints_for(kin: kinematics.Kinematics, target: object,
                 frame_id: str) -> tuple[float, ...]:
     """
     Return the arm joints that put the grasp point at a MoveToPose target, gripper down.
 
-    :raises ValueError: a frame other than '' or ``frame_id``, an orientation other than
-        "gripper down" (all zeros or identity), or a position that is not finite.
-    :raises UnreachableError: the position is outside the arm's workspace.
+    :raises ValueError: a frame other than '' or ``frame_id``, an orientation that is not
+        "gripper down" turned about the world z axis (:func:`.gripper_yaw.yaw_of_goal`: the
+        message says the tilt), or a position that is not finite.
+    :raises UnreachableError: the position is outside the arm's workspace, at the yaw or 180
+        degrees apart.
     """
     frame = target.header.frame_id  # type: ignore[attr-defined]
     if frame not in ('', frame_id):
         raise ValueError(f"target.header.frame_id {frame!r}: must be '' or {frame_id!r}")
-    q = target.pose.orientation  # type: ignore[attr-defined]
-    if (q.x, q.y, q.z) != (0.0, 0.0, 0.0) or q.w not in (0.0, 1.0):
-        raise ValueError('target.pose.orientation: the demo arm keeps its gripper pointing '
-                         'down; give an identity (or all-zero) quaternion')
+    yaw = gripper_yaw.yaw_of_goal(
+        _quaternion(target.pose.orientation))  # type: ignore[attr-defined]
     p = target.pose.position  # type: ignore[attr-defined]
     if not all(math.isfinite(v) for v in (p.x, p.y, p.z)):
         raise ValueError(f'target.pose.position ({p.x}, {p.y}, {p.z}) is not finite')
-    return kin.inverse(kinematics.GraspPoint(x=p.x, y=p.y, z=p.z))
+    return kin.inverse(kinematics.GraspPoint(x=p.x, y=p.y, z=p.z), yaw=yaw)
 
 
 def _path_from(traj: object) -> JointPath:
