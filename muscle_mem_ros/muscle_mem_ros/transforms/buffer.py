@@ -36,6 +36,7 @@ The chain between two frames is kept per ``(target, source)`` until the tree's s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import difflib
 import math
 import threading
@@ -198,6 +199,46 @@ class TransformBuffer:
             if link is None or link.parent != parent or link.static != static:
                 link = self._new_link(parent.lstrip('/'), child.lstrip('/'), static)
             return link.add(stamp, transform)
+
+    def set_many(self, links: Sequence[tuple[str, str]], numbers: Sequence[float],
+                 static: bool = False) -> list[tuple[int, ValueError]]:
+        """
+        Keep the transforms of one TF message, each as :meth:`set` keeps it.
+
+        For a 1 kHz ``/tf``: a transform of a link already known, with a unit quaternion and
+        finite numbers, goes into its history under one lock for the message, with no
+        :class:`Transform` made; any other goes through :meth:`set`. The buffer ends as if
+        :meth:`set` had been called for each.
+
+        :param links: ``(parent, child)`` of each transform.
+        :param numbers: Nine per transform: the stamp's seconds and nanoseconds (as a header
+            stamp gives them), the translation's x, y, z, the rotation's x, y, z, w.
+        :param static: True for ``/tf_static``.
+        :return: The index and the error of each transform refused (what :meth:`set` raises
+            for it); a transform older than the history is dropped silently, as by :meth:`set`.
+        """
+        isfinite = math.isfinite
+        slow: list[tuple[int, str, str, float, tuple[float, ...]]] = []
+        row = iter(numbers)
+        with self._lock:
+            known = self._links
+            for index, ((parent, child), sec, nsec, x, y, z, qx, qy, qz, qw) in enumerate(
+                    zip(links, *(row,) * 9)):
+                stamp = sec + nsec * 1e-9
+                link = known.get(child)
+                if (link is None or link.parent != parent or link.static != static
+                        or not abs(qx * qx + qy * qy + qz * qz + qw * qw - 1.0) <= 1e-12
+                        or not isfinite(x + y + z + stamp)):
+                    slow.append((index, parent, child, stamp, (x, y, z, qx, qy, qz, qw)))
+                    continue
+                link.add_row(stamp, x, y, z, qx, qy, qz, qw)
+        refused: list[tuple[int, ValueError]] = []
+        for index, parent, child, stamp, (x, y, z, qx, qy, qz, qw) in slow:
+            try:
+                self.set(parent, child, stamp, Transform((x, y, z), (qx, qy, qz, qw)), static)
+            except ValueError as err:  # FrameTreeError is one too
+                refused.append((index, err))
+        return refused
 
     def lookup(self, target: str, source: str, at: float | None = None) -> Lookup:
         """

@@ -122,17 +122,7 @@ class LinkHistory:
         if not stamps or stamp > stamps[-1]:
             stamps.append(stamp)
             values.extend(value.translation + value.rotation)
-            cutoff = stamp - self._keep
-            start = self._start
-            if stamps[start] < cutoff:
-                start += 1
-                if stamps[start] < cutoff:
-                    start = bisect_left(stamps, cutoff, start)
-                if start * 2 >= len(stamps):
-                    del stamps[:start]
-                    del values[:start * _ROW]
-                    start = 0
-                self._start = start
+            self._expire(stamp)
             return True
         if stamp < stamps[-1] - self._keep:
             return False
@@ -144,6 +134,40 @@ class LinkHistory:
             stamps.insert(at, stamp)
             values[at * _ROW:at * _ROW] = row
         return True
+
+    def add_row(self, stamp: float, x: float, y: float, z: float, qx: float, qy: float,
+                qz: float, qw: float) -> bool:
+        """
+        Keep the transform of seven floats at ``stamp``, as :meth:`add` keeps one.
+
+        The common case of a stream, a dynamic link's newest stamp, goes straight into the
+        arrays, with no :class:`Transform` made (:meth:`TransformBuffer.set_many`); any other
+        goes through :meth:`add`. The rotation must be a unit quaternion already.
+
+        :return: As :meth:`add`.
+        """
+        stamps = self._stamps
+        if self.static or (stamps and stamp <= stamps[-1]):
+            return self.add(stamp, Transform((x, y, z), (qx, qy, qz, qw)))
+        stamps.append(stamp)
+        self._values.extend((x, y, z, qx, qy, qz, qw))
+        self._expire(stamp)
+        return True
+
+    def _expire(self, newest: float) -> None:
+        """Drop the stamps older than the history keeps before ``newest`` (just appended)."""
+        stamps = self._stamps
+        cutoff = newest - self._keep
+        start = self._start
+        if stamps[start] < cutoff:
+            start += 1
+            if stamps[start] < cutoff:
+                start = bisect_left(stamps, cutoff, start)
+            if start * 2 >= len(stamps):
+                del stamps[:start]
+                del self._values[:start * _ROW]
+                start = 0
+            self._start = start
 
     def at(self, stamp: float, hold: float) -> tuple[Transform, float] | None:
         """
