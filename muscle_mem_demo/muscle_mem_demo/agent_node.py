@@ -20,9 +20,10 @@ world (``joint_states``, ``object_pose``), asks :func:`planner.next_step` what t
 ``think_time`` seconds "thinking", and sends the step as a Cartesian MoveToPose goal (to and
 from the cube, at the place target), a joint-trajectory goal (the move home) or a gripper
 GripperCommand goal (finger position 0 closes, 0.04 opens; closing on the cube stalls against
-it, which is a grasp). Point ``pose_action``, ``arm_action`` and ``gripper_action`` at the
-behavior cache's
-proxies (or remap them) so the cache records what the agent does.
+it, which is a grasp). The moves to and from the cube turn the gripper by the cube's yaw (read
+from ``object_pose``'s orientation), the moves at the place target back to yaw 0. Point
+``pose_action``, ``arm_action`` and ``gripper_action`` at the behavior cache's proxies (or
+remap them) so the cache records what the agent does.
 
 Task ``pick_and_place``; params JSON may hold ``{"place": [x, y]}`` (metres; the place steps'
 goals then carry exactly these x, y). The resume context is honoured: with
@@ -70,7 +71,7 @@ from typing import Any
 from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from muscle_mem_demo import arms, kinematics
+from muscle_mem_demo import arms, gripper_yaw, kinematics
 from muscle_mem_demo.params import (
     declare_bool, declare_int, declare_number, declare_string, spin_node)
 from muscle_mem_demo.planner import (
@@ -265,8 +266,9 @@ class DemoAgentNode(Node):
         except KeyError as err:
             raise _TaskFailed(f'joint_states lacks joint {err}') from err
         closed = kinematics.jaws_closed(jaws)
-        p = obj.pose.position
-        return WorldView(joints=arm, gripper_closed=closed, object_position=(p.x, p.y, p.z))
+        p, q = obj.pose.position, obj.pose.orientation
+        return WorldView(joints=arm, gripper_closed=closed, object_position=(p.x, p.y, p.z),
+                         object_yaw=gripper_yaw.yaw_of((q.x, q.y, q.z, q.w)))
 
     # -- ExecuteTask --------------------------------------------------------------------------
 
@@ -448,14 +450,15 @@ class DemoAgentNode(Node):
 
     @staticmethod
     def _pose_goal(step: PlannedStep) -> MoveToPose.Goal:
-        """Return the MoveToPose goal of a POSE step: the planned target, gripper down."""
+        """Return the MoveToPose goal of a POSE step: the planned target, gripper down, turned."""
         if step.target is None:
             raise _TaskFailed(f'{step.label}: a Cartesian step without a target')
         goal = MoveToPose.Goal()
         goal.target.header.frame_id = 'world'
         position = goal.target.pose.position
         position.x, position.y, position.z = step.target.x, step.target.y, step.target.z
-        goal.target.pose.orientation.w = 1.0
+        q = goal.target.pose.orientation
+        q.x, q.y, q.z, q.w = gripper_yaw.from_yaw(step.yaw)
         goal.duration = _duration(step.duration)
         return goal
 

@@ -239,6 +239,8 @@ def _summary(outcomes: Sequence[RunOutcome]) -> list[dict[str, object]]:
             'object_start': list(o.object_start) if o.object_start else None,
             'final_object': o.final_object,
             'placement_error': o.placement_error if o.final_object else None,
+            'final_yaw': o.final_yaw,
+            'yaw_error': o.yaw_error,
             'substituted': [dict(s) for s in o.substituted],
             'held': o.held,
             'failures': list(o.failures),

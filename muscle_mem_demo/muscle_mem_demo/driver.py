@@ -235,7 +235,7 @@ class StoryDriver(Node):
             try:
                 self._call(self._reset, Trigger.Request(), timeout=5.0)
                 if spec.nudge is not None:
-                    self._move_object(spec.nudge, after_goals=0)
+                    self._move_object(spec.nudge, after_goals=0, yaw=spec.turn)
                 if spec.bump is not None:
                     self._move_object(spec.bump, after_goals=1)
                 if spec.knock is not None:
@@ -253,11 +253,12 @@ class StoryDriver(Node):
         raise DriverError(f'could not prepare the world: {last}')
 
     def _move_object(self, position: tuple[float, float, float], *, after_goals: int,
-                     delay: float = 0.0, client: Client | None = None) -> None:
+                     delay: float = 0.0, client: Client | None = None, yaw: float = 0.0) -> None:
         request = MoveObject.Request()
         request.delay = delay
         request.pose.position.x, request.pose.position.y, request.pose.position.z = position
-        request.pose.orientation.w = 1.0
+        request.pose.orientation.z = math.sin(0.5 * yaw)
+        request.pose.orientation.w = math.cos(0.5 * yaw)
         request.after_goals = after_goals
         response = self._call(client or self._move, request, timeout=5.0)
         if not response.success:
@@ -374,8 +375,9 @@ class StoryDriver(Node):
             outcome.frames = self._frames.take()
         try:
             obj = self._wait_fresh(done_at, timeout=5.0)
-            p = obj.pose.position
+            p, q = obj.pose.position, obj.pose.orientation
             outcome.final_object = (p.x, p.y, p.z)
+            outcome.final_yaw = 2.0 * math.atan2(q.z, q.w)
         except DriverError as err:
             outcome.message += f'; {err}'
             outcome.unobserved = str(err)

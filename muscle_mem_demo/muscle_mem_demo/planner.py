@@ -31,6 +31,14 @@ cube was knocked away after the first step, the next answer is "move above the o
 new position. :func:`plan` rolls the sequence forward on the ideal outcome of each step, for
 previews and tests.
 
+A cube turned on the table is grasped turned: the moves to and from it (above it, down to it,
+the lift) turn the gripper by the cube's perceived yaw (:func:`grasp_yaw`: the cube looks the
+same every quarter turn, so the yaw nearest zero), and the moves at the place target turn it
+back to yaw 0, so the cube lands unturned. The carry to the place target runs higher
+(``carry_height``) than the hover above the cube: a goal's distance from the cube then tells
+the grasp (within 13 cm of the cube) from the place (17.5 cm from the cube in the jaws), which
+is how the cache's orientation binding picks the goals that turn with the cube.
+
 The agent also knows the pick-and-place as two skills and two tasks made of them.
 :func:`next_pick_step` plans ``pick`` (approach, descend, close, lift: it ends holding the
 cube at hover height), :func:`next_place_step` plans ``place`` (carry, lower, open, return
@@ -60,6 +68,7 @@ __all__ = [
     'PlannedStep',
     'StepKind',
     'WorldView',
+    'grasp_yaw',
     'next_pick_step',
     'next_place_step',
     'next_step',
@@ -110,6 +119,9 @@ class PlannedStep:
     """Where the grasp point goes, world frame, for POSE steps."""
     close: bool = False
     """For GRIPPER steps: True closes, False opens."""
+    yaw: float = 0.0
+    """For POSE steps: the gripper's turn about the world z axis, radians (0: fingers closing
+    along the world y axis)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,8 @@ class WorldView:
     """True when the jaws are closed."""
     object_position: tuple[float, float, float]
     """Cube centre, metres, table frame."""
+    object_yaw: float = 0.0
+    """Cube's turn about the world z axis, radians."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +147,11 @@ class PickPlaceSpec:
     place_y: float = -0.3
     """Place target, metres left (negative: right)."""
     hover_height: float = 0.15
-    """Grasp-point height for moves above the table, metres."""
+    """Grasp-point height for moves above the cube, metres."""
+    carry_height: float = 0.2
+    """Grasp-point height above the place target, metres: higher than ``hover_height``, so
+    the place goals lie farther from the cube in the jaws than the grasp goals from the cube
+    (module docstring)."""
     release_height: float = 0.025
     """Grasp-point height when letting go, metres (the cube centre rests at 0.02)."""
     grasp_height: float = 0.02
@@ -155,7 +173,7 @@ class PickPlaceSpec:
     """Largest joint difference counting as being at home, radians."""
 
     def __post_init__(self) -> None:
-        for name in ('hover_height', 'grasp_height', 'move_time', 'vertical_time',
+        for name in ('hover_height', 'carry_height', 'grasp_height', 'move_time', 'vertical_time',
                      'align_tolerance', 'height_tolerance', 'holding_radius',
                      'placed_tolerance', 'home_tolerance'):
             value = getattr(self, name)
@@ -163,7 +181,7 @@ class PickPlaceSpec:
                 raise ValueError(f'{name} must be a positive number, got {value}')
         if not (math.isfinite(self.place_x) and math.isfinite(self.place_y)):
             raise ValueError('place target must be finite')
-        kinematics.inverse(GraspPoint(x=self.place_x, y=self.place_y, z=self.hover_height))
+        kinematics.inverse(GraspPoint(x=self.place_x, y=self.place_y, z=self.carry_height))
 
     @property
     def place(self) -> GraspPoint:
@@ -187,9 +205,9 @@ def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
         if grasp.distance_xy(spec.place) > spec.align_tolerance:
             if grasp.z < spec.hover_height - spec.height_tolerance:
                 return _move('lift the object', replace(cube, z=spec.hover_height),
-                             spec.vertical_time)
+                             spec.vertical_time, grasp_yaw(view.object_yaw))
             return _move('move above the place target',
-                         replace(spec.place, z=spec.hover_height), spec.move_time)
+                         replace(spec.place, z=spec.carry_height), spec.move_time)
         if grasp.z > spec.release_height + spec.height_tolerance:
             return _move('lower the object', replace(spec.place, z=spec.release_height),
                          spec.vertical_time)
@@ -203,7 +221,7 @@ def next_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
             return PlannedStep(kind=StepKind.MOVE, label='return home',
                                joints=tuple(kinematics.HOME), duration=spec.move_time)
         return None
-    return _approach(grasp, cube, spec)
+    return _approach(grasp, cube, spec, grasp_yaw(view.object_yaw))
 
 
 def next_pick_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
@@ -218,11 +236,11 @@ def next_pick_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
     if _held(view, grasp, spec):
         if grasp.z < spec.hover_height - spec.height_tolerance:
             return _move('lift the object', replace(cube, z=spec.hover_height),
-                         spec.vertical_time)
+                         spec.vertical_time, grasp_yaw(view.object_yaw))
         return None
     if view.gripper_closed:
         return PlannedStep(kind=StepKind.GRIPPER, label='open the gripper', close=False)
-    return _approach(grasp, cube, spec)
+    return _approach(grasp, cube, spec, grasp_yaw(view.object_yaw))
 
 
 def next_place_step(view: WorldView, spec: PickPlaceSpec) -> PlannedStep | None:
@@ -262,14 +280,26 @@ def _placed(view: WorldView, spec: PickPlaceSpec) -> bool:
         oz < 0.035)
 
 
-def _approach(grasp: GraspPoint, cube: GraspPoint, spec: PickPlaceSpec) -> PlannedStep:
-    """Return the next step towards closing the open jaws on the cube."""
+def grasp_yaw(object_yaw: float) -> float:
+    """
+    Return the gripper's yaw that grasps a cube turned by ``object_yaw``, radians.
+
+    The cube looks the same every quarter turn: the yaw nearest zero of the four, in
+    [-pi/4, pi/4).
+    """
+    quarter = 0.5 * math.pi
+    return (object_yaw + 0.5 * quarter) % quarter - 0.5 * quarter
+
+
+def _approach(grasp: GraspPoint, cube: GraspPoint, spec: PickPlaceSpec,
+              yaw: float) -> PlannedStep:
+    """Return the next step towards closing the open jaws on the cube, turned by ``yaw``."""
     if grasp.distance_xy(cube) > spec.align_tolerance:
         return _move('move above the object', replace(cube, z=spec.hover_height),
-                     spec.move_time)
+                     spec.move_time, yaw)
     if grasp.z > cube.z + spec.height_tolerance:
         return _move('descend to the object', replace(cube, z=spec.grasp_height),
-                     spec.vertical_time)
+                     spec.vertical_time, yaw)
     return PlannedStep(kind=StepKind.GRIPPER, label='close the gripper', close=True)
 
 
@@ -293,9 +323,9 @@ def plan(view: WorldView, spec: PickPlaceSpec, *, max_steps: int = 16,
     raise RuntimeError(f'pick-and-place did not finish within {max_steps} steps')
 
 
-def _move(label: str, target: GraspPoint, duration: float) -> PlannedStep:
+def _move(label: str, target: GraspPoint, duration: float, yaw: float = 0.0) -> PlannedStep:
     return PlannedStep(kind=StepKind.POSE, label=label, joints=kinematics.inverse(target),
-                       duration=duration, target=target)
+                       duration=duration, target=target, yaw=yaw)
 
 
 def _ideal_outcome(view: WorldView, step: PlannedStep, spec: PickPlaceSpec) -> WorldView:

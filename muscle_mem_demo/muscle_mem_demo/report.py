@@ -50,7 +50,7 @@ _COLUMNS = (
     ('agent calls', 12, '<'),
     ('wall s', 7, '>'),
     ('speedup', 7, '>'),
-    ('off target', 10, '>'),
+    ('off target', 15, '>'),
     ('result', 6, '<'),
 )
 
@@ -92,6 +92,8 @@ def format_row(outcome: RunOutcome, *, baseline: float | None) -> str:
         placed = 'unknown'
     else:
         placed = f'{outcome.placement_error * 1000:.1f} mm'
+        if outcome.spec.expect.yaw_tolerance is not None:  # a turned run: the cube's turn too
+            placed += f' {math.degrees(outcome.yaw_error):.1f} deg'
         placed += '' if outcome.placed else '!'
     values = (
         str(outcome.spec.number), outcome.spec.title, mode, str(outcome.replayed),

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-The demo's scripted story: nine runs of the pick-and-place, what each expects, the verdict.
+The demo's scripted story: eleven runs of the pick-and-place, what each expects, the verdict.
 
 ROS-free: :mod:`muscle_mem_demo.driver` performs a :class:`RunSpec` over ROS and returns a
 :class:`RunOutcome`; :func:`judge` decides whether it held. The simulation is the judge of
@@ -22,7 +22,11 @@ reported. Every run gives the place target as the task parameter ``place``; runs
 show the cache's bindings (the cube moved beyond the literal tolerance, another target) and
 must place within :data:`BOUND_PLACE_TOLERANCE`; run 8 moves the cube beyond the bindings'
 range and must go to the agent; run 9 knocks the cube during the replay's first motion, which
-the cache must cancel mid-motion (no other run may be canceled so).
+the cache must cancel mid-motion (no other run may be canceled so). Runs 10 and 11 turn the
+cube on the table (the cache reads it from /tf): turned 30 degrees, the replay turns the grasp
+and the cube must land within :data:`BOUND_PLACE_TOLERANCE` and :data:`TURNED_YAW_TOLERANCE`;
+turned 45 degrees, beyond the ``cube_turn`` binding's ``max_angle``, it is a miss saying the
+angle, and the agent does it.
 
 The same types describe the story's second part (:mod:`muscle_mem_demo.skill_story`): runs
 of other tasks (:attr:`RunSpec.task`) judged by which tasks the agent was asked for
@@ -55,6 +59,9 @@ __all__ = [
     'SHIFT_POSITION',
     'STORY',
     'TASK',
+    'TURNED_POSITION',
+    'TURNED_YAW_TOLERANCE',
+    'TURNED_YAWS',
     'Expectation',
     'KnockReport',
     'RunMode',
@@ -64,7 +71,7 @@ __all__ = [
 ]
 
 TASK = 'pick_and_place'
-"""The task of the story's nine runs."""
+"""The task of the story's eleven runs."""
 
 PLACE_TARGET: tuple[float, float] = (0.4, -0.3)
 """Where the agent puts the cube (the agent's default place_x, place_y), metres."""
@@ -113,6 +120,18 @@ DROP_DELAY = 0.1
 distractor box go (timed by the driver from /joint_states): early in the 0.8 s approach, so the
 camera sees the box fall while the step still runs."""
 
+TURNED_POSITION: tuple[float, float, float] = (OBJECT_START[0] + 0.015, OBJECT_START[1] - 0.015,
+                                               OBJECT_START[2])
+"""Runs 10 and 11's cube: 2.1 cm from its start (within max_shift), turned on the table."""
+
+TURNED_YAWS: tuple[float, float] = (math.radians(30.0), math.radians(45.0))
+"""Run 10's turn (within the cube_turn binding's max_angle 0.6 rad, 34 degrees) and run 11's
+(beyond it), radians about the world z axis."""
+
+TURNED_YAW_TOLERANCE = math.radians(3.0)
+"""Largest turn of the placed cube from its learned rest (yaw 0, as the cube looks the same
+every quarter turn: nearest of the four), radians, in runs that turn it."""
+
 MIN_STOPPED_SHORT = 0.03
 """Run 9: the arm must stop at least this far from where the recorded approach ends, m."""
 
@@ -159,6 +178,9 @@ class Expectation:
     noticed: tuple[str, ...] = ()
     """Words the cache's first failed check of the run must say, each (``camera``, ``cell
     at``: the sensor and the cell it names); () judges nothing."""
+    yaw_tolerance: float | None = None
+    """Largest turn of the placed cube from yaw 0 (nearest quarter turn), radians; None: not
+    judged."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +234,8 @@ class RunSpec:
     """The verdict's reference."""
     nudge: tuple[float, float, float] | None = None
     """Move the cube here before the run (after the reset)."""
+    turn: float = 0.0
+    """The nudged cube's turn about the world z axis, radians."""
     bump: tuple[float, float, float] | None = None
     """Knock the cube here when the run's first arm goal ends (MoveObject after_goals=1)."""
     knock: tuple[float, float, float] | None = None
@@ -268,8 +292,19 @@ STORY: tuple[RunSpec, ...] = (
     RunSpec(number=9, title='cube knocked 7 cm during step 0', knock=KNOCK_POSITION,
             expect=Expectation(mode=RunMode.HANDOFF, replayed=0, by_agent=8, agent_calls=(0,),
                                canceled_step=0)),
+    RunSpec(number=10, title='cube turned 30 deg: grasp turned', nudge=TURNED_POSITION,
+            turn=TURNED_YAWS[0],
+            expect=Expectation(mode=RunMode.REPLAY, replayed=8, by_agent=0, agent_calls=(),
+                               substitutes=('sensor:object',),
+                               place_tolerance=BOUND_PLACE_TOLERANCE,
+                               yaw_tolerance=TURNED_YAW_TOLERANCE)),
+    RunSpec(number=11, title='cube turned 45 deg: beyond max_angle', nudge=TURNED_POSITION,
+            turn=TURNED_YAWS[1],
+            expect=Expectation(mode=RunMode.MISS, replayed=0, by_agent=8, agent_calls=(0,),
+                               noticed=('target.pose.orientation would turn', 'max_angle'),
+                               yaw_tolerance=TURNED_YAW_TOLERANCE)),
 )
-"""The nine runs the demo performs, in order, each from a reset world."""
+"""The eleven runs the demo performs, in order, each from a reset world."""
 
 
 @dataclass
@@ -301,6 +336,8 @@ class RunOutcome:
     """The cube's position in the simulation when the task was sent."""
     final_object: tuple[float, float, float] | None = None
     """The cube's position in the simulation after the run."""
+    final_yaw: float = math.nan
+    """The cube's turn about the world z axis after the run, radians (NaN: unknown)."""
     unobserved: str = ''
     """Why the cube's final position is not known (the robot's streams were not fresh)."""
     substituted: tuple[dict[str, object], ...] = ()
@@ -369,6 +406,12 @@ class RunOutcome:
         return math.hypot(x - tx, y - ty)
 
     @property
+    def yaw_error(self) -> float:
+        """Turn of the cube from yaw 0 after the run, nearest quarter turn, radians (or NaN)."""
+        quarter = 0.5 * math.pi
+        return abs((self.final_yaw + 0.5 * quarter) % quarter - 0.5 * quarter)
+
+    @property
     def placed(self) -> bool:
         """Return True when the cube rests on the table within the run's place tolerance."""
         return (
@@ -432,6 +475,10 @@ def judge(outcome: RunOutcome) -> RunOutcome:
     if missing:
         failures.append(f'the cache\'s failed check does not say {", ".join(missing)} '
                         f'({outcome.check_failure or "no check failed"})')
+    turn = outcome.spec.expect.yaw_tolerance
+    if turn is not None and not outcome.yaw_error <= turn:
+        failures.append(f'object placed turned {math.degrees(outcome.yaw_error):.1f} deg '
+                        f'(allowed {math.degrees(turn):.0f} deg)')
     if not outcome.placed:
         where = f'unknown: {outcome.unobserved}' if outcome.final_object is None else (
             f'{outcome.placement_error * 1000:.1f} mm from the target '

@@ -22,6 +22,7 @@ ROS_DOMAIN_ID cannot see each other's topics. Processes are stopped by their own
 from __future__ import annotations
 
 from collections.abc import Sequence
+import math
 import os
 from pathlib import Path
 import signal
@@ -49,6 +50,23 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+
+def namespaced_sensors(params: dict[str, Any], namespace: str) -> None:
+    """
+    Put a cache's topic sensors in ``namespace``, in place (its TF sensors read /tf).
+
+    A TF sensor has no topic: the cache reads ``/tf`` and ``/tf_static``, which the namespaced
+    robot publishes as ``<namespace>/tf``; :func:`tf_remaps` points the cache there.
+    """
+    for sensor in params['sensors'].values():
+        if 'topic' in sensor:
+            sensor['topic'] = namespace + sensor['topic']
+
+
+def tf_remaps(namespace: str) -> list[str]:
+    """Return the ros args that point a cache's ``/tf`` and ``/tf_static`` into ``namespace``."""
+    return ['-r', f'/tf:={namespace}/tf', '-r', f'/tf_static:={namespace}/tf_static']
 
 
 def unique_namespace() -> str:
@@ -315,6 +333,12 @@ class SimClient(Node):
         _, obj = self.wait_fresh(after_ns)
         p = obj.pose.position
         return (p.x, p.y, p.z)
+
+    def object_yaw(self, after_ns: int | None = None) -> float:
+        """Return the cube's turn about the world z axis, radians (its /object_pose)."""
+        _, obj = self.wait_fresh(after_ns)
+        q = obj.pose.orientation
+        return 2.0 * math.atan2(q.z, q.w)
 
 
 def assert_bad_parameter(module: str, param: str, value: str) -> None:

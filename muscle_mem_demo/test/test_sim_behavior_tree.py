@@ -39,7 +39,9 @@ from muscle_mem_ros.ros.rclfix.action_client import ActionClient
 from muscle_mem_ros.ros.rclfix.matching import AgentSeen
 import pytest
 import rclpy
-from sim_helpers import NodeProcess, SimClient, unique_namespace
+from sim_helpers import (
+    namespaced_sensors, NodeProcess, SimClient, tf_remaps, unique_namespace,
+)
 import yaml
 
 PARAMS = json.dumps({'place': list(PLACE_TARGET)})
@@ -55,8 +57,7 @@ def _params(namespace: str, store: str) -> dict:
     params = dict(demo['muscle_mem']['ros__parameters'])
     params['store_path'] = store
     params['agent_action'] = f'{namespace}/demo_agent/execute_task'
-    for sensor in params['sensors'].values():
-        sensor['topic'] = namespace + sensor['topic']
+    namespaced_sensors(params, namespace)
     for group in ('actions', 'services'):
         for tool in params.get(group, {}).values():
             tool['server'] = namespace + tool['server']
@@ -83,7 +84,8 @@ def world(tmp_path_factory):
     robot = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
                         params={'rtf': 4.0}, log_dir=logs)
     cache = NodeProcess('muscle_mem_ros.ros.node.main', namespace=namespace, params={},
-                        log_dir=logs, ros_args=['--params-file', str(params_file)])
+                        log_dir=logs, ros_args=['--params-file', str(params_file),
+                                                *tf_remaps(namespace)])
     agent = _agent(namespace, logs, proxies)
     rclpy.init()
     client = SimClient(namespace)

@@ -50,7 +50,9 @@ from muscle_mem_ros.store import PostgresStore
 import pytest
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
-from sim_helpers import FeedbackClient, NodeProcess, SimClient, unique_namespace
+from sim_helpers import (
+    FeedbackClient, namespaced_sensors, NodeProcess, SimClient, tf_remaps, unique_namespace,
+)
 from std_msgs.msg import String
 import yaml
 
@@ -81,8 +83,7 @@ def _cache_params(namespace: str, store: str, arm: str, **extra: Any) -> dict:
     params.update(store_path=store, agent_action=f'{namespace}/demo_agent/execute_task',
                   robot_id=f'{arm}_robot', robot_description_timeout=10.0, **extra)
     params['sensors']['jaws']['joints'] = list(arms.ARMS[arm].gripper_joints)
-    for sensor in params['sensors'].values():
-        sensor['topic'] = namespace + sensor['topic']
+    namespaced_sensors(params, namespace)
     for tool in params['actions'].values():
         tool['server'] = namespace + tool['server']
         tool['proxy'] = namespace + tool['proxy']
@@ -144,7 +145,7 @@ class Arm:
         self.cache = NodeProcess(
             'muscle_mem_ros.ros.node.main', namespace=self.namespace, params={},
             log_dir=self.logs, ros_args=[
-                '--params-file', str(params_file),
+                '--params-file', str(params_file), *tf_remaps(self.namespace),
                 '-r', f'robot_description:={self.namespace}/robot_description'])
         self._seen = AgentSeen(self.sim, self.node)
 

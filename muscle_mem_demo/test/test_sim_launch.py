@@ -78,7 +78,8 @@ def test_sim_config_points_at_the_sim_robot_and_the_agent():
     assert params['actions']['gripper']['type'] == (
         'muscle_mem_demo_interfaces/action/GripperCommand')
     assert params['actions']['gripper']['server'] == '/gripper/gripper_cmd'
-    assert params['sensors']['object']['tolerance'] == [0.02]
+    assert params['sensors']['object'] == {'frame': 'cube', 'relative_to': 'world',
+                                           'tolerance': [0.02, 0.05], 'max_age': 0.5}
 
 
 def test_sim_config_checks_the_tool_jaws_and_cube_and_binds_the_cube_goals():
@@ -99,6 +100,9 @@ def test_sim_config_checks_the_tool_jaws_and_cube_and_binds_the_cube_goals():
                     'source': 'param:place[0]'},
         'place_y': {'tool': 'arm_pose', 'field': 'target.pose.position.y',
                     'source': 'param:place[1]'},
+        # the grasp turns with the cube (the goals within 15 cm of it: not the place's)
+        'cube_turn': {'tool': 'arm_pose', 'field': 'target.pose.orientation',
+                      'source': 'sensor:object', 'max_angle': 0.6, 'max_offset': 0.15},
     }
     assert params['infer_bindings'] is True
 

@@ -53,7 +53,9 @@ from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 import rclpy
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from sim_helpers import FeedbackClient, NodeProcess, SimClient, unique_namespace
+from sim_helpers import (
+    FeedbackClient, namespaced_sensors, NodeProcess, SimClient, tf_remaps, unique_namespace,
+)
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectoryPoint
 import yaml
@@ -222,8 +224,7 @@ def _cache_params(namespace: str, store: str) -> dict:
     params['sensors'] = {k: v for k, v in params['sensors'].items() if k != 'ee'}
     params['store_path'] = store
     params['agent_action'] = f'{namespace}/demo_agent/execute_task'
-    for sensor in params['sensors'].values():
-        sensor['topic'] = namespace + sensor['topic']
+    namespaced_sensors(params, namespace)
     for tool in params['actions'].values():
         tool['server'] = namespace + tool['server']
         tool['proxy'] = namespace + tool['proxy']
@@ -285,7 +286,8 @@ def world(ros, tmp_path_factory):
     robot = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
                         params={'rtf': 1.0, 'cancel_manners': 'refuse'}, log_dir=logs)
     cache = NodeProcess('muscle_mem_ros.ros.node.main', namespace=namespace, params={},
-                        log_dir=logs, ros_args=['--params-file', str(params_file)])
+                        log_dir=logs, ros_args=['--params-file', str(params_file),
+                                                *tf_remaps(namespace)])
     agent = NodeProcess('muscle_mem_demo.agent_node', namespace=namespace, params={
         'think_time': 0.3,
         'path_tolerance': PATH_TOLERANCE,

@@ -17,11 +17,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from muscle_mem_demo import kinematics
 from muscle_mem_demo.kinematics import GraspPoint
 from muscle_mem_demo.physics import ArmSim, OBJECT_START
 from muscle_mem_demo.planner import (
+    grasp_yaw,
     next_step,
     PickPlaceSpec,
     plan,
@@ -167,9 +169,31 @@ def test_cartesian_goals_carry_the_cube_and_place_values_exactly(cube, place):
         (cube[0], cube[1], spec.hover_height),
         (cube[0], cube[1], spec.grasp_height),
         (cube[0], cube[1], spec.hover_height),
-        (place[0], place[1], spec.hover_height),
+        (place[0], place[1], spec.carry_height),
         (place[0], place[1], spec.release_height),
     ]
     for step in steps:
         if step.target is not None:
             assert step.joints == kinematics.inverse(step.target)
+
+
+@pytest.mark.parametrize(('cube_yaw', 'grasp'), [
+    (30.0, 30.0), (-20.0, -20.0), (80.0, -10.0), (45.0, -45.0), (0.0, 0.0)])
+def test_a_turned_cube_is_grasped_turned_and_placed_at_yaw_0(cube_yaw, grasp):
+    """The moves to and from the cube turn by its yaw (nearest zero of the quarter turns)."""
+    view = dataclasses.replace(HOME_VIEW, object_yaw=math.radians(cube_yaw))
+    steps = [s for s in plan(view, SPEC) if s.kind is StepKind.POSE]
+    assert [math.degrees(s.yaw) for s in steps] == pytest.approx([grasp] * 3 + [0.0, 0.0])
+    assert grasp_yaw(math.radians(cube_yaw)) == pytest.approx(math.radians(grasp))
+
+
+def test_the_place_goals_lie_farther_from_the_cube_than_the_grasp_goals():
+    """What lets an orientation binding's max_offset (0.15 m) pick the grasp goals only."""
+    cube = (OBJECT_START[0], OBJECT_START[1], 0.02)
+    steps = plan(dataclasses.replace(HOME_VIEW, object_position=cube), SPEC)
+    poses = [s for s in steps if s.kind is StepKind.POSE]
+    # the cube where the step starts: on the table for the first three, in the jaws after
+    at = [cube, cube, cube, (cube[0], cube[1], SPEC.hover_height),
+          (SPEC.place_x, SPEC.place_y, SPEC.carry_height)]
+    far = [math.dist((s.target.x, s.target.y, s.target.z), c) for s, c in zip(poses, at)]
+    assert max(far[:3]) < 0.14 and min(far[3:]) > 0.16, far

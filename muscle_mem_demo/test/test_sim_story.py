@@ -71,6 +71,8 @@ EXPECTED = [
     ('replay', 8, 0, []),
     ('miss -> agent', 0, 8, [0]),
     ('replay -> agent', 0, 8, [0]),
+    ('replay', 8, 0, []),
+    ('miss -> agent', 0, 8, [0]),
 ]
 
 
@@ -106,7 +108,7 @@ def test_the_story_holds_and_the_demo_exits_0(story):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert HEADER in proc.stdout
     assert 'the story held' in proc.stdout
-    assert summary is not None and len(summary) == 9
+    assert summary is not None and len(summary) == 11
 
 
 def test_each_run_has_the_expected_mode_and_agent_calls(story):
@@ -124,7 +126,7 @@ def test_the_simulation_shows_the_object_placed_after_every_run(story):
         x, y, z = run['final_object']
         tx, ty = run['place_target']
         assert run['params'] == {'place': [tx, ty]}
-        allowed = BOUND_PLACE_TOLERANCE if run['run'] in (6, 7) else 0.03
+        allowed = BOUND_PLACE_TOLERANCE if run['run'] in (6, 7, 10) else 0.03
         assert math.hypot(x - tx, y - ty) < allowed, run
         assert z < 0.035, run
     assert summary[6]['place_target'] == list(MOVED_PLACE_TARGET)
@@ -254,7 +256,8 @@ def outcome_like_expected(spec, **changes) -> RunOutcome:
                          substituted=tuple(
                              {'step': 0, 'tool': 'arm_pose', 'field': 'target.pose.position.x',
                               'source': f'{prefix}[0]', 'recorded': 0.4, 'value': 0.45}
-                             for prefix in e.substitutes))
+                             for prefix in e.substitutes),
+                         final_yaw=0.0, check_failure=' '.join(e.noticed))
     for key, value in changes.items():
         setattr(outcome, key, value)
     return judge(outcome)
@@ -438,3 +441,22 @@ def test_the_launch_file_and_the_docs_send_the_place_targets_the_demo_uses():
     used = {tuple(round(v, 6) for v in t) for t in (PLACE_TARGET, MOVED_PLACE_TARGET)}
     other = sorted(f for f in found if f[1] not in used)
     assert not other, f'place targets the demo does not use: {other}'
+
+
+def test_the_turned_runs_place_the_cube_unturned_and_say_the_angle(story):
+    """Run 10 (30 deg) replays with the grasp turned; run 11 (45 deg) misses on the angle."""
+    _, summary, _ = story
+    assert summary is not None
+    turned, beyond = summary[9], summary[10]
+    assert any(s['source'] == 'sensor:object' and s['field'].startswith(
+        'target.pose.orientation') for s in turned['substituted']), turned['substituted']
+    for run in (turned, beyond):
+        assert abs(math.degrees(run['yaw_error'])) < 3.0, run
+    assert 'target.pose.orientation would turn' in beyond['check_failure'], beyond
+
+
+def test_judge_fails_a_turned_run_whose_cube_lands_turned():
+    outcome = outcome_like_expected(STORY[9], final_yaw=math.radians(4.0))
+    assert outcome.failures == ('object placed turned 4.0 deg (allowed 3 deg)',)
+    # a quarter turn is the same square on the table
+    assert outcome_like_expected(STORY[9], final_yaw=math.radians(91.0)).held

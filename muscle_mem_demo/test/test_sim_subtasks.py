@@ -57,7 +57,9 @@ from muscle_mem_ros.ros.rclfix.matching import AgentSeen, wait_for_action_matche
 import pytest
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
-from sim_helpers import FeedbackClient, NodeProcess, SimClient, unique_namespace
+from sim_helpers import (
+    FeedbackClient, namespaced_sensors, NodeProcess, SimClient, tf_remaps, unique_namespace,
+)
 import yaml
 
 MODE_AGENT = ExecuteTask.Feedback.MODE_AGENT
@@ -70,8 +72,7 @@ def _cache_params(namespace: str, store: str) -> dict:
     params = dict(demo['muscle_mem']['ros__parameters'])
     params['store_path'] = store
     params['agent_action'] = f'{namespace}/demo_agent/execute_task'
-    for sensor in params['sensors'].values():
-        sensor['topic'] = namespace + sensor['topic']
+    namespaced_sensors(params, namespace)
     for group in ('actions', 'services'):
         for tool in params.get(group, {}).values():
             tool['server'] = namespace + tool['server']
@@ -92,7 +93,8 @@ def world(tmp_path_factory):
     robot = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
                         params={'rtf': 1.0}, log_dir=logs)
     cache = NodeProcess('muscle_mem_ros.ros.node.main', namespace=namespace, params={},
-                        log_dir=logs, ros_args=['--params-file', str(params_file)])
+                        log_dir=logs, ros_args=['--params-file', str(params_file),
+                                                *tf_remaps(namespace)])
     # no subtask_action: its relative default must reach this namespace's cache; think
     # 0.3 s per step, so a cancel can land while the agent does a subtask
     agent = NodeProcess('muscle_mem_demo.agent_node', namespace=namespace, params={
