@@ -18,7 +18,9 @@
 With the robot running and at rest: read the graph (servers, agents, topics), sample
 the readable topics for ``--duration`` seconds, and write a commented params file that
 starts the node as it is (the rules: :mod:`.initrules` for sensors, :mod:`.initcameras` for
-cameras, :mod:`.inittools` for tools, their stops and the description's wait). Never
+cameras, :mod:`.initframes` for TF frames, :mod:`.inittools` for tools, their stops and the
+description's wait). ``--sensor`` and ``--frame`` pick what is sampled: given either, only the
+topics and frames they name are written. Never
 overwrites a file, and never writes one from a robot that moved while sampled. On an
 empty graph it gives up after ``--discovery`` plus
 :data:`~muscle_mem_ros.cli.survey.MAX_SETTLE` seconds
@@ -38,6 +40,7 @@ import time
 from typing import Any, TYPE_CHECKING
 
 from .initcameras import Camera, camera_from, camera_lines
+from .initframes import description_links, frame_from, frame_lines, FrameSensor
 from .initrules import (
     choose_key, moving, Sensor, sensor_from, Skipped, tolerance_note, Tool,
 )
@@ -65,7 +68,12 @@ def add_parser(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument('--tool', action='append', metavar='SERVER',
                      help='only this action server or service (repeatable; default: all found)')
     cmd.add_argument('--sensor', action='append', metavar='TOPIC',
-                     help='only this topic (repeatable; default: every readable one)')
+                     help='only this topic (repeatable; default: every readable one; with '
+                     '--frame only, none)')
+    cmd.add_argument('--frame', action='append', metavar='FRAME',
+                     help='only this TF frame, even a robot link (repeatable; default: every '
+                     'frame on /tf that is not a link of the description; with --sensor only, '
+                     'none)')
     cmd.add_argument('--agent', metavar='ACTION',
                      help="the agent's ExecuteTask server (default: the one found)")
     cmd.add_argument('--duration', type=float, default=3.0, metavar='S',
@@ -134,11 +142,31 @@ def _description_lines(found: Survey) -> list[str]:
             f'    robot_description_timeout: {timeout:g}']
 
 
+def _frames_lines(found: Survey, frames: dict[str, FrameSensor], described: bool) -> list[str]:
+    if not frames:
+        return []
+    out = []
+    if not described:
+        why = ('no robot description was heard' if not found.description_text else
+               'the robot description names no <link> (not a URDF or SDF)')
+        out = [f"      # {why}: the robot's own links could not be told apart, so every",
+               "      # frame on /tf is proposed; remove the robot's (robot_state_publisher's)."]
+    for key, sensor in frames.items():
+        out += frame_lines(key, sensor, described=described)
+    return out
+
+
 def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
            tools: dict[str, Tool], agent: str, agent_note: str, node_name: str,
            store: str, stops: dict[str, Stop] | None = None,
-           cameras: dict[str, Camera] | None = None) -> str:
-    """Return the params file's text."""
+           cameras: dict[str, Camera] | None = None,
+           frames: dict[str, FrameSensor] | None = None, described: bool = True) -> str:
+    """
+    Return the params file's text.
+
+    :param frames: TF sensors (:mod:`.initframes`).
+    :param described: Whether the robot's links were known from its description.
+    """
     out = [
         f'# Written by muscle-mem init from the ROS graph ({len(found.nodes)} nodes) and '
         'the sensors sampled at rest.',
@@ -151,6 +179,7 @@ def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
         '#   quieter, or a default where it made no noise (each sensor says which): run a',
         '#   task twice and read muscle-mem calibrate STORE TASK for what varies between runs;',
         "#   a camera's is 1.5 x its largest cell deviation at rest, light removed, or a floor;",
+        "#   a TF frame's, [metres, radians], 6 x its pose's noise at rest, or a floor;",
         '# - replay_requires is none (a learned task replays at once: the point of a first',
         '#   try, watched). Before the robot replays unattended set shadow:3 or approval.',
     ]
@@ -165,6 +194,7 @@ def render(*, found: Survey, sensors: dict[str, Sensor], skipped: list[Skipped],
         out += _sensor_lines(key, sensor)
     for key, camera in (cameras or {}).items():
         out += camera_lines(key, camera)
+    out += _frames_lines(found, frames or {}, described)
     for kind in ('action', 'service'):
         chosen = {k: t for k, t in tools.items() if t.kind == kind}
         if chosen:
@@ -243,6 +273,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
             skipped.append(Skipped(sample.topic, sample.type, camera))
         else:
             cameras[choose_key(sample.topic, taken)] = camera
+    links = description_links(found.description_text) if found.description_text else None
+    frames = _frames(args, found, links or frozenset(), taken, skipped)
     held = [tools[k].server for k, stop in stops.items() if stop.hold]
     if held and not any(s.sampled.type == 'sensor_msgs/msg/JointState' for s in sensors.values()):
         raise MuscleMemError(
@@ -252,21 +284,27 @@ def run(args: argparse.Namespace, out: Output) -> int:
             'with --tool')
     text = render(found=found, sensors=sensors, skipped=skipped, tools=tools, agent=agent,
                   agent_note=note, node_name=args.node_name, store=args.store, stops=stops,
-                  cameras=cameras)
+                  cameras=cameras, frames=frames, described=bool(links))
     with open(path, 'x', encoding='utf-8') as stream:
         stream.write(text)
     summary: dict[str, Any] = {
-        'file': str(path), 'agent': agent, 'sensors': sorted([*sensors, *cameras]),
+        'file': str(path), 'agent': agent, 'sensors': sorted([*sensors, *cameras, *frames]),
         'tools': sorted(tools), 'left_out': [s.name for s in skipped],
         'cameras': {k: {'topic': c.sample.topic, 'encoding': c.encoding, 'width': c.width,
                         'height': c.height, 'cell': c.cell, 'roi': c.roi,
                         'tolerance': c.tolerance, 'rule': c.rule, 'noise': c.noise,
                         'frames': c.frames, 'dropped': c.dropped}
-                    for k, c in cameras.items()}}
+                    for k, c in cameras.items()},
+        'frames': {k: {'frame': f.sample.frame, 'relative_to': f.sample.root,
+                       'tolerance': list(f.tolerance), 'rules': list(f.rules),
+                       'rms': list(f.rms), 'widest': list(f.widest), 'max_age': f.max_age,
+                       'readings': len(f.sample.readings)} for k, f in frames.items()},
+        'described': bool(links)}
     if out.json_mode:
         out.json(summary)
         return 0
-    out.print(f'wrote {path}: {len(sensors) + len(cameras)} sensor(s), {len(tools)} tool(s), '
+    out.print(f'wrote {path}: {len(sensors) + len(cameras) + len(frames)} sensor(s), '
+              f'{len(tools)} tool(s), '
               f"agent {agent or 'none'}")
     for key, c in cameras.items():
         out.print(f'camera {key}: {c.width}x{c.height} {c.encoding}, cell {c.cell}, tolerance '
@@ -274,10 +312,34 @@ def run(args: argparse.Namespace, out: Output) -> int:
                   f"{list(c.roi) if c.roi else 'the whole view'}")
     if not agent:
         out.print(note)
-    if not sensors and not cameras:
+    if frames and not links:
+        out.print("no robot description: every frame on /tf was proposed, the robot's links "
+                  'too; remove them from the file')
+    if not sensors and not cameras and not frames:
         out.print('no sensor found: nothing is checked, so nothing replays')
     out.print(json.dumps({'left out': summary['left_out']}))
     return 0
+
+
+def _frames(args: argparse.Namespace, found: Survey, links: frozenset[str], taken: set[str],
+            skipped: list[Skipped]) -> dict[str, FrameSensor]:
+    """Return the TF sensors proposed; add the frames left out, with why, to ``skipped``."""
+    named = set(args.frame or ())
+    if found.tf:
+        skipped.append(Skipped('/tf', 'tf2_msgs/msg/TFMessage', found.tf))
+    heard = {s.frame for s in found.frames}
+    skipped += [Skipped(f'frame {f}', '', 'named with --frame, not heard on /tf or /tf_static')
+                for f in sorted(named - heard)]
+    chosen: dict[str, FrameSensor] = {}
+    for sample in found.frames:
+        if named and sample.frame not in named:
+            continue
+        entry = frame_from(sample, links, named=sample.frame in named)
+        if isinstance(entry, str):
+            skipped.append(Skipped(f'frame {sample.frame}', '', entry))
+        else:
+            chosen[choose_key(sample.frame, taken)] = entry
+    return chosen
 
 
 def _survey(args: argparse.Namespace, out: Output) -> Survey:
@@ -294,6 +356,8 @@ def _survey(args: argparse.Namespace, out: Output) -> Survey:
         executor.add_node(node)
         with out.progress(f'reading the graph, then sampling for {args.duration:g} s', 1):
             return survey(node=node, executor=executor, discovery=args.discovery,
-                          duration=args.duration, topics_only=tuple(args.sensor or ()))
+                          duration=args.duration, topics_only=tuple(args.sensor or ()),
+                          topics=bool(args.sensor) or not args.frame,
+                          frames=bool(args.frame) or not args.sensor)
     finally:
         rclpy.try_shutdown(context=context)

@@ -27,7 +27,11 @@ each message's receive time and feature vector are kept. Camera topics
 (:data:`.initcameras.CAMERA_TYPES`) too: each frame is reduced to its grid as it arrives
 (:func:`.initcameras.hear`), so no frame is held. ``/robot_description`` is asked
 for (reliable, transient local, as the node reads it) before the graph is read, and how
-long it took to arrive is kept (:func:`.inittools.description_timeout`).
+long it took to arrive is kept (:func:`.inittools.description_timeout`), with its text (the
+robot's links: :func:`.initframes.description_links`). ``/tf`` and ``/tf_static`` are read
+for the same window, as the node reads them (:mod:`~muscle_mem_ros.ros.capture.transformfeed`),
+into a transform buffer that keeps the whole window; its frames are
+:func:`.initframes.frame_samples`.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ import time
 from typing import Any
 
 from .initcameras import CAMERA_TYPES, CameraSample, COMPRESSED, hear, Heard
+from .initframes import frame_samples, FrameSample
 from .initrules import Kind, kind_of, Sampled, Skipped, Tool
 from ..errors import TypeResolutionError
 from ..ros.messages.introspection import compile_field_path, resolve_type
+from ..transforms.buffer import TransformBuffer
 
 __all__ = ['Survey', 'survey']
 
@@ -48,7 +54,8 @@ INFRA_TYPES = ('rcl_interfaces/', 'type_description_interfaces/', 'lifecycle_msg
                'muscle_mem_interfaces/', 'composition_interfaces/')
 """Topic types that are never sensors."""
 DESCRIPTION = '/robot_description'
-INFRA_TOPICS = ('/rosout', '/parameter_events', '/tf', '/tf_static', '/robot_description',
+TF_TOPICS = ('/tf', '/tf_static')
+INFRA_TOPICS = ('/rosout', '/parameter_events', *TF_TOPICS, '/robot_description',
                 '/diagnostics')
 SPIN = 0.05
 SETTLE = 1.0
@@ -71,6 +78,9 @@ class Survey:
     :ivar description: Whether ``/robot_description`` has a publisher.
     :ivar description_heard: Seconds from asking for it to receiving it; None: not heard.
     :ivar cameras: Camera topics with the frames they sent (:mod:`.initcameras`).
+    :ivar description_text: The description as received ('' when not heard).
+    :ivar frames: Every TF frame heard, with its poses (:mod:`.initframes`).
+    :ivar tf: Why ``/tf`` was not read ('' when it was, or has no publisher).
     """
 
     nodes: tuple[str, ...]
@@ -82,6 +92,9 @@ class Survey:
     description: bool = False
     description_heard: float | None = None
     cameras: tuple[CameraSample, ...] = ()
+    description_text: str = ''
+    frames: tuple[FrameSample, ...] = ()
+    tf: str = ''
 
 
 def _fqn(name: str, namespace: str) -> str:
@@ -145,11 +158,23 @@ def _reader(kind: Kind, type_name: str) -> Any:
     return lambda msg: tuple(v for e in extractors for v in e.extract(msg))
 
 
+def _listen_tf(node: Any, duration: float) -> tuple[TransformBuffer, Any]:
+    """Start filling a buffer from ``/tf`` and ``/tf_static`` that keeps ``duration`` s."""
+    from ..ros.capture.transformfeed import TransformFeed
+    buffer = TransformBuffer(cache_time=duration + 60.0)
+    return buffer, TransformFeed(node, buffer)
+
+
 def _sample(node: Any, topics: list[tuple[str, str, Kind]], duration: float,
-            executor: Any, cameras: list[tuple[str, str]]) -> tuple[list[Sampled],
-                                                                    list[CameraSample]]:
-    """Subscribe for ``duration`` s; a camera's frames are reduced to grids as they come."""
+            executor: Any, cameras: list[tuple[str, str]],
+            tf: bool = False) -> tuple[list[Sampled], list[CameraSample], list[FrameSample]]:
+    """
+    Subscribe for ``duration`` s; a camera's frames are reduced to grids as they come.
+
+    :param tf: Read ``/tf`` and ``/tf_static`` too (the frames are returned).
+    """
     from rclpy.qos import qos_profile_sensor_data
+    listening = _listen_tf(node, duration) if tf else None
     heard: dict[str, list[tuple[float, Any]]] = {topic: [] for topic, _, _ in topics}
     frames: dict[str, list[tuple[float, Heard]]] = {topic: [] for topic, _ in cameras}
     subscriptions = []
@@ -169,6 +194,10 @@ def _sample(node: Any, topics: list[tuple[str, str, Kind]], duration: float,
         executor.spin_once(timeout_sec=SPIN)
     for sub in subscriptions:
         node.destroy_subscription(sub)
+    tf_frames: list[FrameSample] = []
+    if listening is not None:
+        listening[1].close()
+        tf_frames = list(frame_samples(listening[0]))
     seen = [CameraSample(topic, type_name, tuple(t for t, _ in frames[topic]),
                          tuple(h for _, h in frames[topic])) for topic, type_name in cameras]
     out: list[Sampled] = []
@@ -193,7 +222,7 @@ def _sample(node: Any, topics: list[tuple[str, str, Kind]], duration: float,
         read = _reader(kind, type_name)
         out.append(Sampled(topic, type_name, kind, tuple(t for t, _ in messages),
                            tuple(read(m) for _, m in messages)))
-    return out, seen
+    return out, seen, tf_frames
 
 
 def _graph(node: Any) -> tuple[Any, ...]:
@@ -202,15 +231,18 @@ def _graph(node: Any) -> tuple[Any, ...]:
             sorted(n for n, _ in node.get_service_names_and_types()))
 
 
-def _ask_description(node: Any, heard: list[float]) -> Any:
-    """Subscribe to the description as the node reads it; note when it arrives."""
+def _ask_description(node: Any, heard: list[float], text: list[str]) -> Any:
+    """Subscribe to the description as the node reads it; note when it arrives, and what."""
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from std_msgs.msg import String
     start = time.monotonic()
     latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    return node.create_subscription(
-        String, DESCRIPTION, lambda _msg: heard.append(time.monotonic() - start), latched)
+
+    def arrived(msg: Any) -> None:
+        heard.append(time.monotonic() - start)
+        text.append(str(msg.data))
+    return node.create_subscription(String, DESCRIPTION, arrived, latched)
 
 
 def _settle(node: Any, executor: Any, discovery: float) -> None:
@@ -245,15 +277,19 @@ def _others(node: Any, graph: tuple[Any, ...]) -> bool:
 
 
 def survey(*, node: Any, executor: Any, discovery: float, duration: float,
-           topics_only: tuple[str, ...] = ()) -> Survey:
+           topics_only: tuple[str, ...] = (), topics: bool = True,
+           frames: bool = True) -> Survey:
     """
-    Read the graph after ``discovery`` seconds, then sample the readable topics.
+    Read the graph after ``discovery`` seconds, then sample the readable topics and ``/tf``.
 
     :param node: The survey's node (spun by ``executor``).
     :param topics_only: Sample only these topics (empty: every readable one).
+    :param topics: Sample topics at all (False: only frames were asked for).
+    :param frames: Read ``/tf`` and ``/tf_static`` while sampling.
     """
     heard: list[float] = []
-    description = _ask_description(node, heard)
+    text: list[str] = []
+    description = _ask_description(node, heard, text)
     _settle(node, executor, discovery)
     servers, agents, caches, nodes = _servers(node)
     skipped: list[Skipped] = []
@@ -262,7 +298,7 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
     for topic, types in sorted(node.get_topic_names_and_types()):
         if (topic in INFRA_TOPICS or _hidden(topic) or types[0].startswith(INFRA_TYPES)
                 or any(topic.startswith(c + '/') for c in caches)
-                or (topics_only and topic not in topics_only)
+                or (topics_only and topic not in topics_only) or not topics
                 or node.count_publishers(topic) == 0):
             continue
         if topic.endswith(DESCRIPTION):  # a robot's in a namespace: not the one the node reads
@@ -279,8 +315,16 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
             skipped.append(Skipped(topic, types[0], kind))
         else:
             readable.append((topic, types[0], kind))
-    sampled, camera_samples = _sample(node, readable, duration, executor, cameras) \
-        if readable or cameras else ([], [])
+    tf, why_not = frames and any(node.count_publishers(t) for t in TF_TOPICS), ''
+    if tf:
+        try:
+            from tf2_msgs.msg import TFMessage  # noqa: F401 (the feed's type)
+        except ImportError as err:
+            tf, why_not = False, (f'tf2_msgs is not installed here ({err}): no frame was read '
+                                  '(on the PyPI wheel setup, source scripts/setup.sh)')
+    sampled, camera_samples, frame_list = _sample(
+        node, readable, duration, executor, cameras, tf) \
+        if readable or cameras or tf else ([], [], [])
     described = node.count_publishers(DESCRIPTION) > 0
     if described and not heard:
         _spin_until(executor, lambda: bool(heard), duration)
@@ -288,7 +332,9 @@ def survey(*, node: Any, executor: Any, discovery: float, duration: float,
     return Survey(nodes=tuple(nodes), servers=tuple(servers), agents=tuple(agents),
                   sampled=tuple(sampled), skipped=tuple(skipped), caches=tuple(caches),
                   description=described,
-                  description_heard=heard[0] if heard else None, cameras=tuple(camera_samples))
+                  description_heard=heard[0] if heard else None, cameras=tuple(camera_samples),
+                  description_text=text[0] if text else '', frames=tuple(frame_list),
+                  tf=why_not)
 
 
 def _spin_until(executor: Any, done: Any, seconds: float) -> None:
