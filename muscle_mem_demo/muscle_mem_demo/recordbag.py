@@ -66,12 +66,11 @@ def _commands(args: argparse.Namespace) -> dict[str, list[str]]:
 def _topics(params_file: Path) -> dict[str, tuple[str, object]]:
     """Return what to record: the params file's sensors and tools, the agent, the body."""
     from muscle_mem_ros.ros.bags.command import read_config
-    from muscle_mem_ros.ros.bags.recorder import tool_topics
+    from muscle_mem_ros.ros.bags.recorder import sensor_topics, tool_topics
     from std_msgs.msg import String
 
     config = read_config(params_file)
-    topics: dict[str, tuple[str, object]] = {
-        s.topic: (s.type_name, s.msg_type) for s in config.sensors}
+    topics: dict[str, tuple[str, object]] = sensor_topics(config.sensors)
     for tool in config.tools:
         topics.update(tool_topics(tool.server, tool.type_name))
     topics.update(tool_topics(f'{AGENT}/execute_task', 'muscle_mem_interfaces/action/ExecuteTask'))

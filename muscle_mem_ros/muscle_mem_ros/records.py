@@ -101,6 +101,10 @@ class CompareMode(Enum):
     the (single) tolerance, the scene's overall brightness change removed per channel first;
     depth cells in metres as read. Cells that are NaN (masked, no valid depth) count for
     nothing (:mod:`~muscle_mem_ros.checks.images`)."""
+    POSE = 'pose'
+    """A transform (a TF sensor): ``x, y, z, qx, qy, qz, qw``, two tolerances (metres,
+    radians); the larger of the origin's distance and the rotation's angle, each over its
+    tolerance, the rotation compared as a rotation (:mod:`~muscle_mem_ros.checks.poses`)."""
 
 
 @dataclass(frozen=True)

@@ -311,7 +311,7 @@ def read_mode(reader: SettingsReader, prefix: str) -> CompareMode:
 
 
 def read_binding(reader: SettingsReader, name: str, tools: Iterable[tuple[str, str]],
-                 sensors: Iterable[str]) -> Declared:
+                 sensors: Iterable[str], *, poses: Iterable[str] = ()) -> Declared:
     """
     Read one declared binding, ``bindings.<name>``; its tool and sensor must be configured.
 
@@ -319,6 +319,7 @@ def read_binding(reader: SettingsReader, name: str, tools: Iterable[tuple[str, s
     :param name: The binding's name.
     :param tools: (name, server) of every configured action and service.
     :param sensors: The configured sensors' names.
+    :param poses: Those of them that are TF sensors (an orientation binding's sources).
     :return: The binding, its tool given by server name.
     :raises ConfigError: a missing or unknown tool, field or source, naming the setting.
     """
@@ -343,6 +344,24 @@ def read_binding(reader: SettingsReader, name: str, tools: Iterable[tuple[str, s
                           'sensor:<sensor>[i]')
     if parsed.kind is SourceKind.SENSOR and parsed.name not in set(sensors):
         raise ConfigError(f'{prefix}.source: sensor {parsed.name!r} is not configured')
+    if reader.given(f'{prefix}.max_angle'):  # an orientation binding (bindings.turns)
+        if parsed.kind is not SourceKind.SENSOR or parsed.index is not None:
+            raise ConfigError(f'{prefix}.source: an orientation binding (max_angle) follows a '
+                              f'TF sensor, sensor:<name> without an index; got {source!r}')
+        if parsed.name not in set(poses):
+            raise ConfigError(f'{prefix}.source: sensor {parsed.name!r} is not a TF sensor (it '
+                              'has no frame); an orientation binding follows a frame')
+        if parse_path(field)[-1] != 'orientation':
+            raise ConfigError(f'{prefix}.field: an orientation binding binds a quaternion, a '
+                              f'path ending in orientation (target.pose.orientation); got '
+                              f'{field!r}')
+        max_angle = reader.number(f'{prefix}.max_angle', 0.0)
+        if not 0.0 < max_angle <= math.pi:
+            raise ConfigError(f'{prefix}.max_angle: radians, > 0 and at most pi, got '
+                              f'{max_angle}')
+        return Declared(tool=server, field=field, source=source, max_shift=None,
+                        max_offset=reader.number(f'{prefix}.max_offset', DEFAULT_MAX_SHIFT),
+                        max_angle=max_angle)
     if parsed.kind is SourceKind.PARAM and not reader.given(f'{prefix}.max_shift'):
         # the caller names a parameter's value: no range unless one is set
         return Declared(tool=server, field=field, source=source, max_shift=None)

@@ -63,6 +63,8 @@ FULL = {
                    'encoding': 'rgb8', 'width': 320, 'height': 240, 'cell': 16,
                    'roi': [0, 16, 320, 224], 'masks': [0, 16, 32, 32], 'tolerance': [0.1],
                    'mode': 'image'},
+        'tag': {'frame': 'tag', 'relative_to': 'map', 'tolerance': [0.01, 0.05],
+                'mode': 'pose'},
     },
     'actions': {
         'arm': {'server': '/arm/follow_joint_trajectory',
@@ -84,6 +86,8 @@ FULL = {
     'bindings': {
         'b': {'tool': 'arm', 'field': 'trajectory.points[0]', 'source': 'sensor:object',
               'max_shift': 0.05, 'max_offset': 0.06},
+        'turn': {'tool': 'arm', 'field': 'target.pose.orientation', 'source': 'sensor:tag',
+                 'max_angle': 0.5, 'max_offset': 0.3},
     },
 }
 """A params file giving every key (``stop_goal`` and ``stop_service`` on two actions)."""
@@ -122,10 +126,16 @@ CAMERA_KEYS = ('encoding', 'width', 'height', 'cell', 'roi', 'masks')
 """Keys only a camera sensor has: read under ``sensors.camera`` in :data:`FULL`."""
 
 
+ONLY = {('sensors', 'frame'): 'tag', ('sensors', 'relative_to'): 'tag',
+        ('bindings', 'max_angle'): 'turn'}
+"""Keys only a TF sensor or an orientation binding has: their items in :data:`FULL`."""
+
+
 def concrete(pattern: str) -> str:
     """Return the name a pattern has in :data:`FULL` (``sensors.*.topic`` -> ...joints...)."""
     group, _, key = pattern.partition('.*.')
-    item = 'camera' if group == 'sensors' and key in CAMERA_KEYS else GROUP_ITEM.get(group)
+    item = 'camera' if group == 'sensors' and key in CAMERA_KEYS else \
+        ONLY.get((group, key), GROUP_ITEM.get(group))
     return f'{group}.{item}.{key}' if key else pattern
 
 

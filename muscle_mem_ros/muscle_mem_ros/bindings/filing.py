@@ -34,10 +34,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from .judge import advance, Bound, resolve, SensorSenses, Shift
 from .learning import bound_params, follows_param, param_fields
 from .rules import bindable_leaves, Declared, goal_leaves, is_number, param_leaves, Plan
+from .turns import AXES, quaternion_of
 from .variants import Variant
+from ..checks.poses import relative_turns
 from ..records import Node, Snapshot, Step
 
 __all__ = ['explains', 'file_steps', 'Others', 'witnessed']
@@ -63,7 +67,8 @@ def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], chec
                                                   node.step.type_name):
         return None
     goal, recorded = goal_leaves(step), goal_leaves(node.step)
-    bound = {b.field for b in plan.bindings}
+    bound = {b.field for b in plan.bindings} | {
+        f'{b.field}.{axis}' for b in plan.bindings if b.turn is not None for axis in AXES}
     if goal.keys() != recorded.keys() or any(
             not _agrees(goal[k], recorded[k], agreement) for k in goal if k not in bound):
         return None
@@ -73,6 +78,14 @@ def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], chec
     if resolved.problem:
         return None
     for b in plan.bindings:
+        if b.turn is not None:  # the goal's rotation as the binding turns it, within tolerance
+            sent = quaternion_of(goal, b.field)
+            want = quaternion_of({**recorded, **resolved.values}, b.field)
+            limit = 2.0 * (tolerance(f'{b.source}[3]') or 0.0)  # (an element's is half)
+            if sent is None or want is None or not float(
+                    relative_turns(np.asarray(sent), np.asarray(want))) <= limit + 1e-9:
+                return None
+            continue
         value, wanted = goal[b.field], resolved.values.get(b.field, recorded[b.field])
         if is_number(value):
             tol = 0.0 if b.is_param else (tolerance(b.source) or 0.0)
@@ -87,7 +100,7 @@ def explains(plan: Plan, node: Node, step: Step, params: Mapping[str, Any], chec
         return None
     moved = {f: float(goal[f] - recorded[f]) for f in resolved.shifts}  # what the agent sent
     return Bound(resolved.values, resolved.substitutions, resolved.sources, moved,
-                 resolved.worst)
+                 resolved.worst, turns=resolved.turns)
 
 
 def _agrees(value: Any, recorded: Any, agreement: float) -> bool:

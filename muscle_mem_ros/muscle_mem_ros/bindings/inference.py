@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from .rules import Binding, INFERRED, split_element
+from .rules import Binding, INFERRED, SourceRule, split_element
+from .turns import infer_turns
 from ..records import Node
 
 __all__ = ['allowed_sources', 'CHANCE', 'chance', 'Group', 'Observed', 'RESOLUTION', 'Sources',
@@ -85,6 +86,7 @@ class Group:
         self._fields = [f for f in sorted(first.goal) if isinstance(first.goal[f], float)]
         """Floating-point leaves: an integer (a code, an index) never follows a sensor."""
         self._sources = sorted(allowed_sources(first.pre, sources))
+        self._poses = sorted(sources.poses) if isinstance(sources, SourceRule) else []
         self._alive = np.ones(len(self._sources), dtype=bool)
         tol = [tolerance(s) for s in self._sources]
         self._tol = np.array([math.nan if t is None else float(t) for t in tol])
@@ -188,6 +190,8 @@ class Group:
             best = likely[0][1]
             if not any(not self._same_values(best, f[1]) for f in likely[1:]):
                 out.append(Binding(path, best, likely[0][2], self._max_shift, INFERRED))
+        if self._poses:  # a goal's rotation follows a pose sensor's (.turns)
+            out.extend(infer_turns(self._members, self._poses, self._tolerance, chance, CHANCE))
         return tuple(out)
 
     def _same_values(self, a: str, b: str) -> bool:
@@ -236,4 +240,6 @@ def allowed_sources(pre: Mapping[str, float], sources: Sources | None) -> list[s
         return list(pre)
     sensor = {key: split_element(key)[0] for key in pre}
     sizes = collections.Counter(sensor.values())
-    return [key for key in pre if sources(sensor[key], sizes[sensor[key]])]
+    poses = sources.poses if isinstance(sources, SourceRule) else frozenset()
+    return [key for key in pre if sources(sensor[key], sizes[sensor[key]])
+            and not (sensor[key] in poses and split_element(key)[1] >= 3)]

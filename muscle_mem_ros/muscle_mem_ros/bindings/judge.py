@@ -39,14 +39,17 @@ between them is how they see the world, their :class:`Senses`:
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
 import math
 from typing import Any, Protocol
 
 from .learning import followers
 from .rules import (
-    bindable_leaves, goal_leaves, is_number, moved_sensors, param_leaves, Plan,
+    bindable_leaves, Binding, goal_leaves, is_number, moved_sensors, param_leaves, Plan,
     sensor_elements, Source, SourceKind, split_element, Substitution,
+)
+from .turns import (
+    carried_turns, pose_of, position_fields, rotated_offset, turn_source, TurnCheck, turned_ahead,
 )
 from ..records import CheckFailure, Node, Snapshot
 from ..resume import FailureKind
@@ -265,6 +268,8 @@ class Bound:
     :ivar source: The source behind ``problem``.
     :ivar excess: The shift behind ``problem`` (inf when a source is missing).
     :ivar limit: The ``max_shift`` it exceeded.
+    :ivar turns: Pose sensor -> how far it turned since the recording, of the step's
+        orientation bindings (:mod:`.turns`): what the step carries turns with it.
     """
 
     values: dict[str, Any]
@@ -276,6 +281,7 @@ class Bound:
     source: str = ''
     excess: float = 0.0
     limit: float = 0.0
+    turns: dict[str, tuple[float, float, float, float]] = dc_field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -331,7 +337,16 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
     sources: dict[str, float] = {}
     shifts: dict[str, float] = {}
     worst = 0.0
+    turning = [b for b in plan.bindings if b.turn is not None]
+    turns = TurnCheck(turning, goal_leaves(node.step), recorded_sources, current) \
+        if turning else None
+    if turns is not None and turns.problem:
+        return Bound({}, (), {}, {}, problem=turns.problem, source=turns.source,
+                     excess=turns.excess, limit=turns.limit)
+    beside = _beside(turning, plan.bindings)
     for b in plan.bindings:
+        if b.turn is not None:
+            continue  # sent below, from the TurnCheck
         recorded = goal.get(b.field)
         if b.source not in current:
             what = 'parameter' if b.is_param else 'sensor'
@@ -339,6 +354,12 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
                          source=b.source, excess=math.inf)
         source_now = current[b.source]
         value = source_now + b.offset if is_number(source_now) and not b.is_param else source_now
+        around = beside.get((b.field, b.source))
+        if around is not None and turns is not None and around[0] in turns.deltas:
+            origin = pose_of(recorded_sources, around[0])
+            if origin is not None:  # a standoff turns with its object (.turns)
+                value = source_now + rotated_offset(b, around[1], turns.deltas[around[0]],
+                                                    goal, origin[0], around[2], around[3])
         if is_number(recorded) != is_number(value):
             return Bound({}, (), {}, {}, problem=f'{b.source} is not a {type(recorded).__name__}',
                          source=b.source, excess=math.inf)
@@ -364,7 +385,28 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
         values[b.field] = value
         subs.append(Substitution(step, node.step.tool, b.field, b.source, b.origin,
                                  recorded, value))
+    if turns is not None:
+        full = goal_leaves(node.step)
+        for b in turning:
+            for leaf in sorted(k for k in turns.values if k.startswith(b.field + '.')):
+                recorded, value = full.get(leaf), turns.values[leaf]
+                if not is_number(recorded) or not changes(recorded, value):
+                    continue
+                values[leaf] = value
+                shifts[leaf] = float(value - recorded)
+                subs.append(Substitution(step, node.step.tool, leaf, b.source, b.origin,
+                                         recorded, value))
+        sources.update(turns.sources)
+        worst = max(worst, turns.worst)
     for source, limit in plan.ahead:
+        if turn_source(source) is not None:  # a later step's orientation binding
+            later = turned_ahead(source, limit, recorded_sources, current)
+            if later.problem:
+                return Bound({}, (), {}, {}, problem=later.problem, source=source,
+                             excess=later.excess, limit=later.limit)
+            sources.update(later.sources)
+            worst = max(worst, later.worst)
+            continue
         if source not in current or source not in recorded_sources:
             continue  # checked literally here; the step that uses it refuses a missing one
         shift = float(current[source] - recorded_sources[source])
@@ -376,7 +418,29 @@ def resolve(plan: Plan, step: int, node: Node, params: Mapping[str, Any],
         if limit:
             worst = max(worst, abs(shift) / limit)
     shifts.update(plan.edits)  # a document's edit moves what followed the field
-    return Bound(values, tuple(subs), sources, shifts, worst)
+    return Bound(values, tuple(subs), sources, shifts, worst,
+                 turns=dict(turns.deltas) if turns is not None else {})
+
+
+def _beside(turning: Sequence[Binding], bindings: Sequence[Binding],
+            ) -> dict[tuple[str, str], tuple[str, int, tuple[str, str, str], dict[str, float]]]:
+    """
+    Return the position bindings whose offset turns with an orientation binding (.turns).
+
+    (field, source) -> (pose sensor, axis, the position leaves, their fitted offsets): a
+    position leaf beside a turned orientation, bound to the same sensor's origin element.
+    """
+    out = {}
+    for t in turning:
+        sensor, fields = turn_source(t), position_fields(t.field)
+        if sensor is None or fields is None:
+            continue
+        mine = {b.field: b for b in bindings if b.turn is None and b.field in fields
+                and b.source == f'sensor:{sensor}[{fields.index(b.field)}]'}
+        offsets = {f: b.offset for f, b in mine.items()}
+        for f, b in mine.items():
+            out[(f, b.source)] = (sensor, fields.index(f), fields, offsets)
+    return out
 
 
 def changes(recorded: Any, value: Any) -> bool:
@@ -432,6 +496,9 @@ def advance(shift: Shift, node: Node, tolerance: Callable[[str], float | None] |
         for key, path in followed.items():
             if path in bound.shifts:
                 shift.of(post_scope)[key] = bound.shifts[path]
+        if bound.turns and plan is not None:  # what it carried turned with it
+            shift.of(post_scope).update(
+                carried_turns(plan.follows, plan.bindings, bound.turns, post))
 
 
 def binding_failure(bound: Bound) -> CheckFailure:

@@ -46,14 +46,16 @@ from ..store.base import Store
 
 __all__ = ['fingerprint', 'KeptPlans', 'plan_from_text', 'plan_text']
 
-FORMAT = 2
+FORMAT = 3
 """Version of :func:`plan_text` and of what a plan holds (2: ``follows`` also pairs what
-moved with a field, :mod:`.learning`); part of the fingerprint, so an older one is relearned."""
+moved with a field, :mod:`.learning`; 3: orientation bindings keep their turn); part of the
+fingerprint, so an older one is relearned."""
 
 
 def plan_text(plan: Plan) -> str:
     """Return a plan as compact JSON (:func:`plan_from_text` reads it back)."""
     return json.dumps([[[b.field, b.source, b.offset, b.max_shift, b.origin]
+                        + ([list(b.turn)] if b.turn is not None else [])
                         for b in plan.bindings],
                        [list(f) for f in plan.follows], [list(a) for a in plan.ahead]],
                       separators=(',', ':'))
@@ -62,10 +64,19 @@ def plan_text(plan: Plan) -> str:
 def plan_from_text(text: str) -> Plan:
     """Return the plan :func:`plan_text` wrote (its floats exactly: JSON keeps a float's repr)."""
     bindings, follows, ahead = json.loads(text)
-    return Plan(tuple(Binding(str(f), str(s), float(o), None if m is None else float(m), str(w))
-                      for f, s, o, m, w in bindings),
+    return Plan(tuple(Binding(str(f), str(s), float(o), None if m is None else float(m), str(w),
+                              turn=_turn(rest))
+                      for f, s, o, m, w, *rest in bindings),
                 tuple((str(e), str(f)) for e, f in follows),
                 tuple((str(s), None if m is None else float(m)) for s, m in ahead))
+
+
+def _turn(rest: list[Any]) -> tuple[float, float, float, float] | None:
+    """Return an orientation binding's kept turn (a sixth item), None for the others."""
+    if not rest:
+        return None
+    x, y, z, w = (float(v) for v in rest[0])
+    return (x, y, z, w)
 
 
 def fingerprint(*, declared: Sequence[Declared], infer: bool, max_shift: float | None,

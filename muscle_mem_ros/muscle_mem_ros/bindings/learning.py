@@ -46,10 +46,12 @@ from typing import Any
 
 from .inference import Group, Observed, Sources, Tolerance
 from .rules import (
-    bindable_leaves, Binding, DECLARED, Declared, DEFAULT_MAX_SHIFT, INFERRED, is_number,
+    bindable_leaves, Binding, DECLARED, Declared, DEFAULT_MAX_SHIFT, goal_leaves, INFERRED,
+    is_number,
     moved_sensors, param_leaves, parse_path, Plan, sensor_elements, Source, SourceKind,
     split_element,
 )
+from .turns import fit_turn
 from ..records import Node, Snapshot, Step, TrajectoryInfo
 from ..store.base import Store
 
@@ -455,6 +457,9 @@ def _same_kind(param: Any, value: Any) -> bool:
 
 
 def _fit_declared(decl: Declared, o: Observed) -> list[Binding]:
+    if decl.max_angle is not None:  # an orientation: its leaves are not bindable leaves
+        found = fit_turn(decl, goal_leaves(o.node.step), o.pre)
+        return [found] if found is not None else []
     fields = [p for p in o.goal if p == decl.field or p.startswith(decl.field + '.')
               or p.startswith(decl.field + '[')]
     kind = Source.parse(decl.source).kind

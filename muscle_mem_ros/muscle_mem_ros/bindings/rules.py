@@ -29,9 +29,10 @@ Vocabulary (ROS-free, shared by the node and the Python ``Engine``):
 * A source is ``param:<key>`` / ``param:<key>[i]`` (a task parameter or one
   element of a list parameter) or ``sensor:<feature>[i]`` (element ``i`` of a
   configured sensor's feature vector in the step's pre snapshot).
-* Orientation, headers, stamps and frame ids are never bound
+* Orientation, headers, stamps and frame ids are never bound as ``source + offset``
   (:func:`bindable_leaves` recognizes them by their fields): a rotation does not
-  shift as a sum, and bookkeeping is not a place.
+  shift as a sum, and bookkeeping is not a place. An orientation follows a frame as a
+  rotation instead (:mod:`.turns`).
 
 Where bindings come from (:mod:`.learning`):
 
@@ -69,13 +70,13 @@ import math
 import re
 from typing import Any, TypeGuard
 
-from ..records import SensorSpec, Snapshot, Step, ToolKind
+from ..records import CompareMode, SensorSpec, Snapshot, Step, ToolKind
 
 __all__ = [
     'BIND_AUTO_LIMIT', 'bindable_leaves', 'Binding', 'DECLARED', 'Declared', 'DEFAULT_MAX_SHIFT',
     'element_tolerances', 'goal_leaves', 'INFERRED', 'is_number', 'leaves', 'moved_sensors',
     'param_leaves', 'parse_path', 'Plan', 'sensor_elements', 'sensor_sources', 'Source',
-    'SourceKind',
+    'SourceKind', 'SourceRule',
     'split_element', 'Substitution',
 ]
 
@@ -154,8 +155,12 @@ class Binding:
     :ivar field: Leaf path in the goal, e.g. ``target.pose.position.x``.
     :ivar source: ``param:<key>[i]`` or ``sensor:<feature>[i]``.
     :ivar offset: Added to a numeric source (0 for parameters).
-    :ivar max_shift: Largest allowed ``|value - recorded value|``; None = any.
+    :ivar max_shift: Largest allowed ``|value - recorded value|``; None = any. For an
+        orientation binding, the largest angle (radians) its source may turn: ``max_angle``.
     :ivar origin: :data:`DECLARED` or :data:`INFERRED`.
+    :ivar turn: An orientation binding (:mod:`.turns`): the goal's recorded rotation relative
+        to its source's, ``q_source* q_goal`` (x, y, z, w); ``field`` names the quaternion and
+        ``source`` the pose sensor (``sensor:<name>``). None: ``source + offset``.
     """
 
     field: str
@@ -163,6 +168,7 @@ class Binding:
     offset: float = 0.0
     max_shift: float | None = None
     origin: str = INFERRED
+    turn: tuple[float, float, float, float] | None = None
 
     @property
     def is_param(self) -> bool:
@@ -171,6 +177,10 @@ class Binding:
 
     def to_json(self) -> dict[str, Any]:
         """Return the binding as JSON data (GetTrajectory, events, the CLI)."""
+        if self.turn is not None:
+            return {'field': self.field, 'source': self.source,
+                    'turn': [round(v, 9) for v in self.turn], 'max_angle': self.max_shift,
+                    'origin': self.origin}
         return {'field': self.field, 'source': self.source, 'offset': round(self.offset, 9),
                 'max_shift': self.max_shift, 'origin': self.origin}
 
@@ -271,15 +281,21 @@ def element_tolerances(sensors: Sequence[SensorSpec]) -> Callable[[str], float |
     Return ``tol(key)``: the tolerance of one sensor element, None for an unknown sensor.
 
     A single tolerance applies to every element (the only kind ``norm`` and ``rms``
-    have); per-element tolerances apply to their element.
+    have); per-element tolerances apply to their element. A pose's (a TF sensor's) origin
+    elements take its metres; its quaternion's elements half its radians, the most an element
+    moves for a turn of that angle, so "the step moved it" holds for a turn as it does for a
+    shift (its checks compare the rotation as a rotation, :mod:`..checks.poses`).
     """
     by_name = {spec.name: spec.tolerance for spec in sensors}
+    poses = {spec.name for spec in sensors if spec.mode is CompareMode.POSE}
 
     def tol(key: str) -> float | None:
         name, index = split_element(key)
         tolerance = by_name.get(name)
         if tolerance is None:
             return None
+        if name in poses:  # a pose: metres; a quaternion element moves by at most half a turn
+            return float(tolerance[0] if index < 3 else tolerance[-1] / 2.0)
         return float(tolerance[index] if len(tolerance) > 1 and index < len(tolerance)
                      else tolerance[0])
     return tol
@@ -289,9 +305,10 @@ BIND_AUTO_LIMIT = 16
 """A sensor with more elements than this is never an inferred source unless set to auto."""
 
 
-def sensor_sources(sensors: Sequence[SensorSpec]) -> Callable[[str, int], bool]:
+@dataclass(frozen=True)
+class SourceRule:
     """
-    Return ``may(sensor, size)``: may inference bind a goal field to this sensor's elements.
+    Which sensors inference may bind goal fields to: ``rule(sensor, size)`` (a ``Sources``).
 
     A sensor's ``bind`` says so (``auto`` or ``never``). By default a sensor of at most
     :data:`BIND_AUTO_LIMIT` elements may (an object's pose, a tool's position, the
@@ -299,15 +316,27 @@ def sensor_sources(sensors: Sequence[SensorSpec]) -> Callable[[str, int], bool]:
     with more may not: a 360-range scan under one tolerance has some element that
     matches an unrelated goal field by chance in most pairs of recordings, and a
     replay would then move that field with the range. Declare such a binding instead.
-    """
-    modes = {spec.name: spec.bind for spec in sensors}
 
-    def may(name: str, size: int) -> bool:
-        mode = modes.get(name)
+    :ivar modes: Sensor -> its ``bind`` (None: by size).
+    :ivar poses: The pose sensors (TF sensors): their origin elements are sources of
+        positions, their rotation the source of orientations (:mod:`.turns`), never an
+        element of it a position's.
+    """
+
+    modes: Mapping[str, str | None]
+    poses: frozenset[str] = frozenset()
+
+    def __call__(self, name: str, size: int) -> bool:
+        mode = self.modes.get(name)
         if mode is None:
             return size <= BIND_AUTO_LIMIT
         return mode == 'auto'
-    return may
+
+
+def sensor_sources(sensors: Sequence[SensorSpec]) -> SourceRule:
+    """Return the :class:`SourceRule` of the configured sensors."""
+    return SourceRule({spec.name: spec.bind for spec in sensors},
+                      frozenset(s.name for s in sensors if s.mode is CompareMode.POSE))
 
 
 @functools.lru_cache(maxsize=1 << 16)  # learning asks it for every element of every step
@@ -412,6 +441,8 @@ class Declared:
         ``|goal - source|`` is within it (a goal at, or a standoff from, the thing
         sensed); None: ``max_shift``. A base that stops 0.4 m in front of a tag
         declares ``max_offset: 0.5`` and still lets the tag move only ``max_shift``.
+    :ivar max_angle: An orientation binding (:mod:`.turns`): ``field`` is a quaternion that
+        follows the rotation of the pose sensor ``source``, which may turn this far (radians).
     """
 
     tool: str
@@ -419,6 +450,7 @@ class Declared:
     source: str
     max_shift: float | None
     max_offset: float | None = None
+    max_angle: float | None = None
 
 
 def moved_sensors(pre: Mapping[str, float], post: Mapping[str, float],

@@ -57,6 +57,7 @@ import numpy as np
 import yaml
 
 from .imagenoise import cell_noise, comparable, largest_deviation
+from .poses import pose_deviations, POSE_SIZE, pose_spread
 from ..records import CompareMode, Node, StepStatus
 from ..store import Store
 
@@ -160,6 +161,12 @@ def noise(
         sizes[len(r)] = sizes.get(len(r), 0) + 1
     size = max(sizes, key=lambda s: sizes[s])
     data = np.array([r for r in readings if len(r) == size], dtype=np.float64).reshape(-1, size)
+    if mode is CompareMode.POSE and size == POSE_SIZE:  # (metres, radians), as the check reads
+        rms, widest, mean = pose_spread(data)
+        return Noise(sensor=sensor, samples=len(data), mean=tuple(mean.tolist()),
+                     std=tuple(rms.tolist()), peak_to_peak=tuple(widest.tolist()),
+                     proposed=tuple(propose(rms, widest, k=k, margin=margin,
+                                            floor=floor).tolist()))
     if mode is CompareMode.ANGLE:
         data = data[0] + (data - data[0] + math.pi) % (2 * math.pi) - math.pi
     std = data.std(axis=0)
@@ -207,6 +214,10 @@ def _image_noise(sensor: str, readings: Sequence[Sequence[float] | np.ndarray], 
                  proposed=(proposed,))
 
 
+_UNPOOLED = (CompareMode.IMAGE, CompareMode.POSE)
+"""Modes whose residuals from a step's mean are not readings of the sensor."""
+
+
 def deviation(a: np.ndarray, b: np.ndarray, mode: CompareMode = CompareMode.ABS,
               channels: int | None = None) -> float:
     """
@@ -221,6 +232,9 @@ def deviation(a: np.ndarray, b: np.ndarray, mode: CompareMode = CompareMode.ABS,
         return largest_deviation(a, b, channels=channels)
     if a.shape != b.shape:
         return math.inf
+    if mode is CompareMode.POSE:  # the origin's distance (metres); the angle is in init's table
+        return float(pose_deviations(a.reshape(1, -1), b)[0, 0]) if a.size == POSE_SIZE \
+            else math.inf
     diff = a - b
     if mode is CompareMode.ANGLE:
         diff = (diff + math.pi) % (2 * math.pi) - math.pi
@@ -425,11 +439,11 @@ def from_store(
         sensor: noise(sensor, residuals, k=k, margin=margin, floor=floor,
                       mode=modes.get(sensor, CompareMode.ABS)).proposed
         for sensor, residuals in pooled.items()
-        if residuals and modes.get(sensor) is not CompareMode.IMAGE}
-    for sensor in sensors:  # a camera: the widest step (residuals mix steps' light)
-        spread = [s.noise[sensor].proposed[0] for s in steps if sensor in s.noise]
-        if modes.get(sensor) is CompareMode.IMAGE and spread:
-            proposed[sensor] = (max(spread),)
+        if residuals and modes.get(sensor) not in _UNPOOLED}
+    for sensor in sensors:  # a camera, a pose: the widest step (residuals mix steps' light,
+        spread = [s.noise[sensor].proposed for s in steps if sensor in s.noise]  # or turns)
+        if modes.get(sensor) in _UNPOOLED and spread:
+            proposed[sensor] = tuple(float(v) for v in np.max(np.array(spread), axis=0))
     return StoreCalibration(
         task=task, steps=tuple(steps), proposed=proposed,
         nearest={s: tuple(v) for s, v in nearest.items()},

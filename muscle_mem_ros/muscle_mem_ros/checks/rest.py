@@ -51,6 +51,7 @@ import math
 
 import numpy as np
 
+from .poses import coordinate_tolerances, pose_coordinates, POSE_SIZE
 from .tube import MAX_WATCHED
 from ..records import CompareMode, SensorSpec, Snapshot
 
@@ -137,7 +138,11 @@ class Rest:
         values = np.stack([r.values for r in kept])
         if spec.mode is CompareMode.ANGLE:
             values = values[0] + np.remainder(values - values[0] + math.pi, 2 * math.pi) - math.pi
-        tolerance = np.maximum(_tolerances(spec, values.shape[1]), 1e-12)
+        pose = spec.mode is CompareMode.POSE and values.shape[1] == POSE_SIZE
+        if pose:  # metres and radians, the rotation as a rotation (.poses)
+            values = pose_coordinates(values)
+        tolerance = np.maximum(coordinate_tolerances(spec.tolerance) if pose
+                               else _tolerances(spec, values.shape[1]), 1e-12)
         moved = (values.max(axis=0) - values.min(axis=0)) / tolerance
         drift = np.abs(_slopes(np.array([r.stamp for r in kept]), values)) / tolerance
         if values.shape[1] > MAX_WATCHED:

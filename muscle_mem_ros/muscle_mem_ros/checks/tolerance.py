@@ -39,6 +39,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from .images import deviations as image_deviations
+from .poses import pose_deviations, POSE_SIZE
 from ..records import CheckFailure, CheckResult, CompareMode, SensorSpec, Snapshot
 from ..resume import FailureKind
 
@@ -104,12 +105,16 @@ class CompiledSensor:
 
     def tol_for(self, k: int) -> str | None:
         """Return why the tolerance cannot apply to a k-vector, or None if it can."""
+        if self.spec.mode is CompareMode.POSE:
+            return None if k == POSE_SIZE else f'a pose has {POSE_SIZE} elements, feature has {k}'
         if self.tol.size in (1, k):
             return None
         return f'tolerance has {self.tol.size} elements, feature has {k}'
 
     def normalized(self, rec: np.ndarray) -> np.ndarray:
         """Return recorded vectors in tolerance units, as the ABS/NORM/RMS kernels want."""
+        if self.spec.mode is CompareMode.POSE:  # (metres, radians): its kernel reads rows raw
+            return np.asarray(rec)
         return np.asarray(rec / self.safe_tol)
 
     def scores(
@@ -128,6 +133,8 @@ class CompiledSensor:
             return np.asarray(np.where(np.any(rec != x, axis=1), np.inf, 0.0))
         if mode is CompareMode.IMAGE:
             return _largest(self.image_deviations(rec, x) / self.safe_tol[0])
+        if mode is CompareMode.POSE:
+            return np.asarray(self._pose_ratios(rec, x).max(axis=1))
         if mode is CompareMode.ANGLE:
             dev = np.abs(_wrap(x - rec)) / self.safe_tol
         else:
@@ -142,6 +149,23 @@ class CompiledSensor:
             return np.asarray(np.sqrt(np.einsum('ij,ij->i', dev, dev) / max(dev.shape[1], 1)))
         return np.asarray(dev.max(axis=1, initial=0.0))
 
+    def _pose_ratios(self, rec: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Return (n, 2): each row's distance and angle over their tolerances (a 0 one: inf)."""
+        dev = np.nan_to_num(pose_deviations(rec, x), nan=np.inf)
+        ratios = dev / self.safe_tol
+        if self.zero_tol is not None:
+            ratios = np.where(self.zero_tol & (dev > 0.0), np.inf, ratios)
+        return np.asarray(ratios)
+
+    def pose_worst(self, rec: np.ndarray, x: np.ndarray) -> tuple[float, float, str]:
+        """Return a pose's deviation and tolerance that score worst, and say both, for people."""
+        dev = pose_deviations(rec, x)[0]
+        ratios = self._pose_ratios(rec, x)[0]
+        i = int(np.argmax(ratios))
+        text = (f'moved {dev[0]:.4g} m and turned {math.degrees(dev[1]):.3g} deg (tolerance '
+                f'{self.tol[0]:.4g} m, {math.degrees(self.tol[1]):.3g} deg)')
+        return float(dev[i]), float(self.tol[i]), text
+
     def image_deviations(self, rec: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Return |deviation| per cell of an image sensor's rows, light removed (NaN: none)."""
         assert self.spec.image is not None  # _compile requires it for IMAGE
@@ -151,6 +175,10 @@ class CompiledSensor:
         """Return the raw deviation of each row in sensor units (for reports only)."""
         if self.spec.mode is CompareMode.IMAGE:
             return _largest(self.image_deviations(rec, x))
+        if self.spec.mode is CompareMode.POSE:  # the part that scores worst, in its unit
+            dev = pose_deviations(rec, x)
+            worst = np.argmax(self._pose_ratios(rec, x), axis=1)
+            return np.asarray(dev[np.arange(len(dev)), worst])
         diff = x - rec
         if self.spec.mode is CompareMode.ANGLE:
             diff = _wrap(diff)
@@ -195,6 +223,9 @@ def _compile(spec: SensorSpec) -> CompiledSensor:
     if spec.mode is CompareMode.IMAGE and (spec.image is None or tol.size != 1):
         raise ValueError(f'sensor {spec.name!r}: mode image needs the image layout and one '
                          'tolerance')
+    if spec.mode is CompareMode.POSE and tol.size != 2:
+        raise ValueError(f'sensor {spec.name!r}: mode pose needs two tolerances (metres, '
+                         f'radians), got {raw!r}')
     zero = tol == 0.0
     safe = np.where(zero, 1.0, tol)
     return CompiledSensor(spec=spec, tol=tol, safe_tol=safe, zero_tol=zero if zero.any() else None)
@@ -325,7 +356,12 @@ class ToleranceCheck:
                 continue
             score = float(sensor.scores(rec, x)[0])
             worst = max(worst, score)
-            if not score <= 1.0:
+            if not score <= 1.0 and sensor.mode is CompareMode.POSE:
+                deviation, limit, text = sensor.pose_worst(rec, x)
+                failures.append(CheckFailure(sensor.name, deviation, limit, score,
+                                             f'out of tolerance: {text}',
+                                             FailureKind.OUT_OF_TOLERANCE))
+            elif not score <= 1.0:
                 deviation = float(sensor.deviations(rec, x)[0])
                 failures.append(CheckFailure(
                     sensor.name, deviation, tol_max, score, _out_of_tolerance(sensor, rec, x),

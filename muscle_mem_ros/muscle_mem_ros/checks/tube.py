@@ -84,6 +84,7 @@ import threading
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .poses import pose_coordinates, POSE_SIZE
 from ..records import CheckFailure, Series, Trace
 from ..resume import FailureKind
 
@@ -168,16 +169,26 @@ class Tube:
         :func:`~muscle_mem_ros.checks.imageview.moving_cells`): booleans shaped as the
         series' values; the element may be anything at a point between two recorded samples
         either of which is loose.
+    :param poses: Per pose series (a TF sensor), the rotation its readings are judged about:
+        recorded and live readings become six coordinates, the origin and the rotation
+        vector about it (:func:`~muscle_mem_ros.checks.poses.pose_coordinates`), and the
+        watched indices are those coordinates'. A rotation is so compared as a rotation,
+        never by its quaternion's elements.
     """
 
     def __init__(self, trace: Trace, watched: Sequence[Watched], *, scale: float = 1.0,
-                 loose: Mapping[str, np.ndarray] | None = None) -> None:
+                 loose: Mapping[str, np.ndarray] | None = None,
+                 poses: Mapping[str, np.ndarray] | None = None) -> None:
+        self._poses = dict(poses or {})
         groups: dict[str, list[Watched]] = {}
         for w in watched:
             groups.setdefault(w.series, []).append(w)
         recorded: list[tuple[str, Series, list[Watched]]] = []
         for name, items in groups.items():
             series = trace.feedback if name == FEEDBACK else trace.sensors.get(name)
+            if series is not None and series.values and name in self._poses:
+                series = Series(series.times, tuple(map(tuple, pose_coordinates(
+                    np.asarray(series.values), self._poses[name]).tolist())))
             if series is not None and series.times and series.values:
                 recorded.append((name, series, items))
         self.watched = tuple(w for _, _, items in recorded for w in items)
@@ -232,6 +243,8 @@ class Tube:
         if part is None:
             return None
         live = np.asarray(values, dtype=float).ravel()
+        if series in self._poses and live.size == POSE_SIZE:
+            live = pose_coordinates(live, self._poses[series])[0]
         if live.size <= int(part.index.max()):
             return CheckFailure(series, math.inf, 0.0, math.inf,
                                 f'has {live.size} elements, the recording more',

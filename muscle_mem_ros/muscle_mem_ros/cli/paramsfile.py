@@ -95,6 +95,14 @@ def _sensor_settings(flat: FlatSettings, path: str | Path) -> dict[str, SensorSe
                     f'{prefix}.tolerance') else (default,)
                 settings[name] = SensorSetting(tolerance, mode, 'never', layout)
                 continue
+            if flat.given(f'{prefix}.frame'):  # a TF sensor: a pose, (metres, radians)
+                tolerance = read_tolerance(flat, prefix, CompareMode.POSE, None)
+                if len(tolerance) != 2:
+                    raise ConfigError(f'{prefix}.tolerance: a TF sensor takes two: metres, '
+                                      f'then radians; got {list(tolerance)}')
+                settings[name] = SensorSetting(tolerance, CompareMode.POSE,
+                                               read_bind(flat, prefix))
+                continue
             mode = read_mode(flat, prefix)
             settings[name] = SensorSetting(read_tolerance(flat, prefix, mode, None), mode,
                                            read_bind(flat, prefix))
@@ -150,7 +158,8 @@ def read_binding_settings(path: str | Path, node_name: str = 'muscle_mem') -> Bi
              for group in ('actions', 'services') for name in flat.names(group)]
     sensors = _sensor_settings(flat, path)
     try:
-        declared = tuple(read_binding(flat, name, tools, flat.names('sensors'))
+        poses = [n for n in flat.names('sensors') if flat.given(f'sensors.{n}.frame')]
+        declared = tuple(read_binding(flat, name, tools, flat.names('sensors'), poses=poses)
                          for name in flat.names('bindings'))
         options = read_binding_options(flat)
     except ConfigError as err:

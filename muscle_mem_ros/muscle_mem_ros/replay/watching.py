@@ -68,10 +68,11 @@ import numpy as np
 
 from ..bindings.judge import During
 from ..bindings.rules import element_tolerances, moved_sensors, sensor_elements
+from ..checks.poses import coordinate_tolerances, pose_coordinates, POSE_SIZE
 from ..checks.tube import FEEDBACK, MAX_WATCHED, Watched
 from ..records import CompareMode, Node, SensorSpec, Snapshot, Step
 
-__all__ = ['FEEDBACK_FLOOR', 'watched_elements']
+__all__ = ['FEEDBACK_FLOOR', 'pose_reference', 'watched_elements']
 
 FEEDBACK_FLOOR = 0.05
 """The least tolerance of a feedback leaf, in the leaf's own units (5 cm of a position,
@@ -116,16 +117,19 @@ def watched_elements(node: Node, *, sensors: Sequence[SensorSpec], watch: Collec
         if spec.image is not None:  # a camera: its coarse view's cells, as recorded
             out.extend(_view_cells(spec, series.values, skipped))
             continue
-        before = _offsets(spec.name, step.pre, expected_pre)
-        after = _offsets(spec.name, step.post, expected_post)
-        width = len(series.values[0])
+        pose = pose_reference(spec, series.values)
+        before = _offsets(spec.name, step.pre, expected_pre, pose)
+        after = _offsets(spec.name, step.post, expected_post, pose)
+        width = 6 if pose is not None else len(series.values[0])
         reshaped = spec.name in moved and any(
             abs(_at(before, i) - _at(after, i)) > _tolerance(spec, i) / 2 for i in range(width))
         for i in range(width):
             label = f'{spec.name}[{i}]'
             low, high = sorted((_at(before, i), _at(after, i)))
             tolerance = _tolerance(spec, i)
-            if f'sensor:{label}' in unpredictable:
+            if pose is not None:
+                label = f'{spec.name}.{_POSE_LABELS[i]}'
+            if any(f'sensor:{spec.name}[{j}]' in unpredictable for j in _elements(pose, i)):
                 skipped.append(f'{label}: moved unpredictably by the retarget')
             elif reshaped:
                 skipped.append(f'{label}: start and end shifted apart, the path changes shape')
@@ -182,15 +186,33 @@ def _untraced(name: str, step: Step) -> str:
     return 'not in the recorded trace'
 
 
+_POSE_LABELS = ('x', 'y', 'z', 'turn_x', 'turn_y', 'turn_z')
+"""A pose's watched coordinates (:func:`~muscle_mem_ros.checks.poses.pose_coordinates`)."""
+
+
+def pose_reference(spec: SensorSpec, values: Sequence[Sequence[float]]) -> np.ndarray | None:
+    """Return the rotation a pose sensor's trace is watched about (its first), else None."""
+    if spec.mode is not CompareMode.POSE or not values or len(values[0]) != POSE_SIZE:
+        return None
+    return np.asarray(values[0][3:], dtype=np.float64)
+
+
+def _elements(pose: np.ndarray | None, i: int) -> tuple[int, ...]:
+    """Return the sensor elements a watched coordinate reads (a turn: the quaternion's)."""
+    return (i,) if pose is None or i < 3 else (3, 4, 5, 6)
+
+
 def _offsets(name: str, recorded: Snapshot | None, expected: Snapshot | None,
-             ) -> tuple[float, ...]:
-    """Return how far the shift moves each element of one sensor (0 where unknown)."""
+             pose: np.ndarray | None = None) -> tuple[float, ...]:
+    """Return how far the shift moves each element (a pose: coordinate) of one sensor."""
     if recorded is None or expected is None or recorded is expected:
         return ()
     was = recorded.features.get(name)
     now = expected.features.get(name)
     if was is None or now is None or len(was) != len(now):
         return ()
+    if pose is not None and len(was) == POSE_SIZE:
+        was, now = (tuple(pose_coordinates(np.asarray(v), pose)[0]) for v in (was, now))
     return tuple(b - a if math.isfinite(b - a) else 0.0 for a, b in zip(was, now))
 
 
@@ -199,6 +221,8 @@ def _at(offsets: tuple[float, ...], i: int) -> float:
 
 
 def _tolerance(spec: SensorSpec, i: int) -> float:
+    if spec.mode is CompareMode.POSE:  # coordinate i: metres, then radians
+        return float(coordinate_tolerances(spec.tolerance)[i])
     return spec.tolerance[i] if len(spec.tolerance) > 1 else spec.tolerance[0]
 
 

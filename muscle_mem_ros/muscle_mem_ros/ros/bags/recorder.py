@@ -39,8 +39,11 @@ from typing import Any, BinaryIO
 from mcap.well_known import MessageEncoding, SchemaEncoding
 from mcap.writer import CompressionType, Writer
 from muscle_mem_ros.errors import TypeResolutionError
+from muscle_mem_ros.ros.bags.frames import TF_TOPICS
 from muscle_mem_ros.ros.messages.introspection import resolve_type
 from muscle_mem_ros.ros.messages.msgdefs import message_schema
+from muscle_mem_ros.ros.node.frameconfig import TF_TYPE
+from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
 from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
@@ -48,7 +51,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import MessageInfo
 
-__all__ = ['BagRecorder', 'Topics', 'tool_topics', 'write_bag']
+__all__ = ['BagRecorder', 'sensor_topics', 'Topics', 'tool_topics', 'write_bag']
 
 Topics = dict[str, tuple[str, Any]]
 """Topic -> (type name, message class)."""
@@ -125,6 +128,23 @@ def tool_topics(server: str, type_name: str) -> Topics:
                                        resolve_type(type_name, kind='srv').Event)}
 
 
+def sensor_topics(sensors: Iterable[SensorConfig]) -> Topics:
+    """
+    Return the topics the sensors are learned from, with their types.
+
+    A topic sensor's own topic; for TF sensors, ``/tf`` and ``/tf_static``
+    (``tf2_msgs/msg/TFMessage``; record ``/tf_static`` latched, :class:`BagRecorder`'s default).
+    """
+    topics: Topics = {}
+    for s in sensors:
+        if s.frames is None:
+            topics[s.topic] = (s.type_name, s.msg_type)
+            continue
+        tf = resolve_type(TF_TYPE, kind='msg')
+        topics.update({name: (TF_TYPE, tf) for name in TF_TOPICS})
+    return topics
+
+
 class BagRecorder:
     """
     Record topics of a running system to an MCAP file, on a node and an executor of its own.
@@ -139,12 +159,13 @@ class BagRecorder:
     :param path: The MCAP file.
     :param topics: What to record.
     :param latched: Topics published once and kept (transient local, as
-        ``/robot_description``): subscribed so, to get what was sent before the recording.
+        ``/robot_description`` and ``/tf_static``): subscribed so, to get what was sent
+        before the recording.
     :param context: The rclpy context (None: the default one).
     """
 
     def __init__(self, path: str | Path, topics: Topics, *,
-                 latched: Iterable[str] = ('/robot_description',),
+                 latched: Iterable[str] = ('/robot_description', '/tf_static'),
                  context: Context | None = None) -> None:
         self._file: _File | None = _File(path, 'muscle_mem_ros BagRecorder')
         self._lock = threading.Lock()

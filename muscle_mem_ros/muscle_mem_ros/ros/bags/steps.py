@@ -50,6 +50,7 @@ from typing import Any
 from muscle_mem_ros.errors import ImageError, ImageMismatch
 from muscle_mem_ros.records import Snapshot, Step, StepStatus, ToolKind
 from muscle_mem_ros.ros.bags.calls import Call, Finder
+from muscle_mem_ros.ros.bags.frames import BagFrames, TF_TOPICS
 from muscle_mem_ros.ros.bags.reader import BagError, Topic
 from muscle_mem_ros.ros.capture.sensors import BY_NAME_DEPTH
 from muscle_mem_ros.ros.capture.thumbnails import thumbnail_of
@@ -159,18 +160,24 @@ class Sensors:
     """The configured sensors as the bag has them so far: a snapshot of them at any time."""
 
     def __init__(self, sensors: Sequence[SensorConfig]) -> None:
-        self._tracks = {s.name: _Track(s) for s in sensors}
-        self.by_topic: dict[str, list[_Track]] = {}
+        self._tracks = {s.name: _Track(s) for s in sensors if s.frames is None}
+        self._configs = {s.name: s for s in sensors}
+        self.frames = BagFrames(sensors)
+        """The TF sensors (:mod:`.frames`), read from /tf and /tf_static."""
+        self.by_topic: dict[str, list[_Track]] = {
+            name: [] for name in (TF_TOPICS if self.frames.names else ())}
         for track in self._tracks.values():
             self.by_topic.setdefault(_topic_name(track.config.topic), []).append(track)
 
     @property
     def names(self) -> list[str]:
         """Return the sensors' names."""
-        return list(self._tracks)
+        return list(self._tracks) + self.frames.names
 
     def push(self, topic: Topic, when: int, raw: bytes) -> list[str]:
         """Take a message of a sensor topic; return the sensors it is a reading of."""
+        if topic.name in TF_TOPICS and self.frames.names:
+            return self.frames.push(topic.name, when, raw)
         tracks = self.by_topic.get(topic.name, [])
         for track in tracks:
             track.push(topic, when, raw)
@@ -198,6 +205,9 @@ class Sensors:
                     thumbnails and track.config.image is not None and track.raw) else None
                 if png is not None:
                     images[name] = png
+        for name, (pose, at) in self.frames.readings(when, names).items():
+            features[name] = pose
+            stamps[name] = at * _NS
         return Snapshot(features=features, stamps=stamps, taken_at=when * _NS, images=images)
 
     def dropped(self) -> dict[str, int]:
@@ -207,13 +217,15 @@ class Sensors:
     def stale(self, snapshot: Snapshot) -> list[str]:
         """Return the sensors missing from ``snapshot`` or older than their ``max_age``, why."""
         out = []
-        for name, track in self._tracks.items():
+        for name, config in self._configs.items():
             stamp = snapshot.stamps.get(name)
             if stamp is None:
-                out.append(f'{name} (nothing received on {track.config.topic} yet)')
-            elif snapshot.taken_at - stamp > track.config.max_age:
+                out.append(f'{name} ({self.frames.why(name) or "no transform yet"})'
+                           if config.frames is not None
+                           else f'{name} (nothing received on {config.topic} yet)')
+            elif snapshot.taken_at - stamp > config.max_age:
                 out.append(f'{name} ({snapshot.taken_at - stamp:.3f} s old, max_age '
-                           f'{track.config.max_age:g} s)')
+                           f'{config.max_age:g} s)')
         return out
 
 

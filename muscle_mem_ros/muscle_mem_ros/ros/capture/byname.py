@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import time
 
 from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
 from rclpy.serialization import deserialize_message
@@ -49,6 +50,16 @@ class ByName:
         self.features: tuple[float, ...] | None = None
         self.first = float('inf')
         self.noted = False
+
+    def unseen_note(self, config: SensorConfig) -> str:
+        """Say, once, which configured names have not been received ('' otherwise, or yet)."""
+        if self.noted or time.monotonic() - self.first < config.max_age:
+            return ''  # the other publishers may not have spoken yet
+        self.noted = True
+        missing = ', '.join(self.unseen(config.joints))
+        fields = ', '.join(config.by_name.paths) if config.by_name else ''
+        return (f'sensors.{config.name}.joints: {missing} not received on {config.topic} '
+                f'(with a value in each of: {fields}); checks on this sensor fail until it is')
 
     def apply(self, names: list[str], columns: list[list[float] | None], stamp: float,
               sim: float | None) -> None:

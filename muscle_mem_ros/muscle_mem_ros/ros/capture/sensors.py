@@ -83,7 +83,9 @@ from muscle_mem_ros.errors import ImageError, ImageMismatch
 from muscle_mem_ros.records import ImageLayout, Snapshot
 from muscle_mem_ros.ros.capture.byname import ByName
 from muscle_mem_ros.ros.capture.camerafeed import FRAME_DEPTH, Frames
+from muscle_mem_ros.ros.capture.decoding import features_of
 from muscle_mem_ros.ros.capture.exposure import exposed
+from muscle_mem_ros.ros.capture.framesensors import FrameSensors
 from muscle_mem_ros.ros.capture.thumbnails import thumbnail_of
 from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
 from muscle_mem_ros.ros.node.stops import joint_positions, JOINT_STATE
@@ -149,6 +151,9 @@ class SensorHub:
         self._cond = threading.Condition()
         self._take_lock = threading.Lock()
         self._waiters = 0
+        self._frames = FrameSensors(node, [s for s in sensors if s.frames is not None],
+                                    on_error=on_error, on_data=self._woken)
+        sensors = [s for s in sensors if s.frames is None]  # TF sensors: .framesensors
         self._latest = {s.name: _Latest(s) for s in sensors}
         self._on_error = on_error or (lambda _m: None)
         self._node: RosNode | None = None
@@ -187,6 +192,12 @@ class SensorHub:
             self._executor.add_node(self._node)
         self._thread = threading.Thread(target=self._receive, name=name, daemon=True)
         self._thread.start()
+
+    def _woken(self) -> None:
+        """Wake the waiters: new transforms arrived (TF sensors)."""
+        with self._cond:
+            if self._waiters:
+                self._cond.notify_all()
 
     def _callback(self, latest: _Latest) -> Callable[[bytes], None]:
         """Return the subscription callback; it only runs with plain subscriptions."""
@@ -323,6 +334,7 @@ class SensorHub:
 
     def close(self) -> None:
         """Stop the receive thread and destroy the helper node."""
+        self._frames.close()
         self._stopping = True
         self._stop_event.set()
         try:
@@ -343,7 +355,7 @@ class SensorHub:
     @property
     def names(self) -> tuple[str, ...]:
         """Configure sensor names."""
-        return tuple(self._latest)
+        return tuple(self._latest) + self._frames.names
 
     @staticmethod
     def now() -> float:
@@ -372,10 +384,7 @@ class SensorHub:
             return decoded if decoded or latest.config.image is None else None
         config = latest.config
         try:
-            msg = deserialize_message(raw, config.msg_type)
-            values: list[float] = []
-            for extractor in config.extractors:
-                values.extend(extractor.extract(msg))
+            features = features_of(config, raw)
         except ImageMismatch as err:  # not the camera configured: checks say why
             self._report(latest, str(err))
             return None
@@ -387,17 +396,9 @@ class SensorHub:
                                f'({err}); the last good frame stands in while it is fresh')
             latest.decoded = (raw, ())
             return None
-        except Exception as err:  # a malformed message must not stop capture
-            self._report(latest, f'sensors.{config.name}: cannot read {config.topic}: {err}')
+        except ValueError as err:  # unreadable, or of another length than its tolerance
+            self._report(latest, str(err))
             return None
-        if len(config.tolerance) not in (1, len(values)):
-            self._report(
-                latest,
-                f'sensors.{config.name}.tolerance: {len(config.tolerance)} values, but '
-                f'{config.topic} gives {len(values)} elements; sensor ignored (checks fail)',
-            )
-            return None
-        features = tuple(values)
         latest.decoded = (raw, features)
         latest.problem = ''
         return features
@@ -438,7 +439,8 @@ class SensorHub:
         While a sensor is listed here, every check fails: leaving it out would
         check the world with fewer sensors than configured.
         """
-        return {n: x.problem for n, x in self._latest.items() if x.invalid and x.problem}
+        return {**{n: x.problem for n, x in self._latest.items() if x.invalid and x.problem},
+                **self._frames.problems()}
 
     def capture(self, names: Collection[str] | None = None, *,
                 thumbnails: bool = False) -> Snapshot:
@@ -468,7 +470,9 @@ class SensorHub:
                 continue
             if latest.by_name is not None:
                 if by_name is None:
-                    self._note_unseen(latest)
+                    note = latest.by_name.unseen_note(latest.config)
+                    if note:
+                        self._on_error(note)
                     continue
                 values: tuple[float, ...] | None = by_name
             elif latest.frames is None:
@@ -485,28 +489,21 @@ class SensorHub:
                 features[latest.config.name] = values
                 stamps[latest.config.name] = stamp if sim_now is None else \
                     taken_at - max(0.0, sim_now - sim)
+        posed, posed_at = self._frames.capture(names, taken_at)
+        features.update(posed)
+        stamps.update(posed_at)
         return Snapshot(features=features, stamps=stamps, taken_at=taken_at, images=images)
-
-    def _note_unseen(self, latest: _Latest) -> None:
-        """Say once which configured names a by-name sensor has not received (checks fail)."""
-        state = latest.by_name
-        assert state is not None
-        config = latest.config
-        if state.noted or time.monotonic() - state.first < config.max_age:
-            return  # the other publishers may not have spoken yet
-        state.noted = True
-        missing = ', '.join(state.unseen(config.joints))
-        fields = ', '.join(config.by_name.paths) if config.by_name else ''
-        self._on_error(
-            f'sensors.{config.name}.joints: {missing} not received on {config.topic} '
-            f'(with a value in each of: {fields}); checks on this sensor fail until it is'
-        )
 
     def lagging(self, since: float) -> list[str]:
         """Names of sensors with no message received after ``since``."""
         self._refresh()
         with self._cond:
-            return [n for n, latest in self._latest.items() if latest.stamp <= since]
+            return self._late(since)
+
+    def _late(self, since: float) -> list[str]:
+        """Name the sensors with nothing received after ``since`` (the lock held)."""
+        return [n for n, x in self._latest.items() if x.stamp <= since] + [
+            n for n in self._frames.names if self._frames.arrived(n) <= since]
 
     def wait_newer(self, since: float, timeout: float) -> bool:
         """
@@ -514,8 +511,7 @@ class SensorHub:
 
         :return: True when all have; False on timeout (see :meth:`lagging`).
         """
-        return not self._wait(
-            lambda: [n for n, x in self._latest.items() if x.stamp <= since], timeout)
+        return not self._wait(lambda: self._late(since), timeout)
 
     def joint_positions(self) -> dict[str, float]:
         """
@@ -555,7 +551,8 @@ class SensorHub:
         """
         self._refresh()
         with self._cond:
-            return [n for n, latest in self._latest.items() if _silent(latest)]
+            quiet = [n for n, latest in self._latest.items() if _silent(latest)]
+        return quiet + self._frames.silent()
 
     def wait_first(self, timeout: float) -> list[str]:
         """
@@ -564,7 +561,8 @@ class SensorHub:
         :param timeout: Seconds to wait at most.
         :return: The sensors still silent ([] when all have spoken).
         """
-        return self._wait(lambda: [n for n, x in self._latest.items() if _silent(x)], timeout)
+        return self._wait(lambda: [n for n, x in self._latest.items() if _silent(x)]
+                          + self._frames.silent(), timeout)
 
     def _wait(self, pending: Callable[[], list[str]], timeout: float) -> list[str]:
         """

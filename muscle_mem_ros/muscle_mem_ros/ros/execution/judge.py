@@ -74,10 +74,14 @@ def describe_failure(failure: CheckFailure) -> str:
     """
     Render a check failure: 'sensor object deviates 0.081 (tolerance 0.02)'.
 
-    A refused binding's reason names its source and shift already: it stands as it is.
+    A pose's says both parts: 'sensor dock moved 0.05 m and turned 1.2 deg (tolerance
+    0.03 m, 2.9 deg)'. A refused binding's reason names its source and shift already: it
+    stands as it is.
     """
     if failure.source:
         return failure.reason
+    if failure.kind is FailureKind.OUT_OF_TOLERANCE and ': moved ' in failure.reason:
+        return f'sensor {failure.sensor} {failure.reason.partition(": ")[2]}'  # a pose's
     if failure.kind is FailureKind.OUT_OF_TOLERANCE:
         where = failure.reason.partition(' at the ')[2]  # an image's cell, when it says one
         return (

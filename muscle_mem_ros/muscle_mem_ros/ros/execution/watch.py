@@ -52,7 +52,7 @@ from muscle_mem_ros.checks.imageview import moving_cells, watch_view
 from muscle_mem_ros.checks.tube import FEEDBACK, Tube
 from muscle_mem_ros.records import (
     CheckFailure, ImageLayout, Node, SensorSpec, Snapshot, Step, ToolKind)
-from muscle_mem_ros.replay.watching import watched_elements
+from muscle_mem_ros.replay.watching import pose_reference, watched_elements
 from muscle_mem_ros.resume import FailureKind
 from muscle_mem_ros.ros.capture.tracing import feedback_leaves
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
@@ -201,7 +201,10 @@ def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[st
         return None
     loose = {s.name: moving_cells(step.trace.sensors[s.name].values, s.image, s.tolerance[0])
              for s in sensors if s.image is not None and s.name in step.trace.sensors}
-    tube = Tube(step.trace, elements, scale=scale, loose=loose)
+    poses = {s.name: reference for s in sensors if s.name in step.trace.sensors
+             for reference in [pose_reference(s, step.trace.sensors[s.name].values)]
+             if reference is not None}
+    tube = Tube(step.trace, elements, scale=scale, loose=loose, poses=poses)
     leaves = step.trace.feedback_leaves if FEEDBACK in tube.series else ()
     return StepWatch(tube=tube, max_age={s.name: s.max_age for s in sensors}, cancel=cancel,
                      leaves=leaves, unwatched=unwatched,

@@ -94,6 +94,7 @@ from muscle_mem_ros.ros.messages.introspection import (
     resolve_type,
 )
 from muscle_mem_ros.ros.messages.success import parse_success
+from muscle_mem_ros.ros.node.frameconfig import frame_sensor
 from muscle_mem_ros.ros.node.imageconfig import image_sensor, IMAGE_TYPES
 from muscle_mem_ros.ros.node.nodeconfig import (
     CacheMode,
@@ -140,6 +141,8 @@ def read_autostart(node: RosNode) -> bool:
 
 def _sensor(reader: ParameterReader, name: str) -> SensorConfig:
     prefix = f'sensors.{name}'
+    if reader.given(f'{prefix}.frame'):
+        return frame_sensor(reader, name)
     topic = reader.string(f'{prefix}.topic')
     if not topic:
         raise ConfigError(f'{prefix}.topic: required')
@@ -356,7 +359,9 @@ def load_config(node: RosNode) -> NodeConfig:
         services=services,
         abandoned_recording_retention=_retention(reader),
         bindings=tuple(read_binding(reader, n, [(t.name, t.server) for t in actions + services],
-                                    [s.name for s in sensors]) for n in items['bindings']),
+                                    [s.name for s in sensors],
+                                    poses=[s.name for s in sensors if s.frames is not None])
+                       for n in items['bindings']),
         infer_bindings=options.infer,
         binding_max_shift=options.max_shift,
         robot_id=robot_id,

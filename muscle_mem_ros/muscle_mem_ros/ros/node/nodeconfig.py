@@ -117,6 +117,7 @@ class SensorConfig:
     :ivar watch: ``watch: auto``: traced and watched during action steps (up to
         :data:`~muscle_mem_ros.checks.tube.MAX_WATCHED` elements); False for ``never``.
     :ivar image: A camera sensor's grid (:mod:`.imageconfig`); None for other sensors.
+    :ivar frames: A TF sensor (:mod:`.frameconfig`): (relative_to, frame); None for others.
     """
 
     name: str
@@ -132,10 +133,13 @@ class SensorConfig:
     bind: str | None = None
     watch: bool = True
     image: ImageLayout | None = None
+    frames: tuple[str, str] | None = None
 
     @property
     def size(self) -> int | None:
         """Length of the feature vector when fixed by the type or the names, else None."""
+        if self.frames is not None:
+            return 7  # a pose: x, y, z, qx, qy, qz, qw
         if self.joints:
             return len(self.extractors) * len(self.joints)
         sizes = [e.size for e in self.extractors]

@@ -45,10 +45,11 @@ _TOP_KEYS = (
     'body_name',
 )
 _SENSOR_KEYS = ('topic', 'type', 'fields', 'joints', 'tolerance', 'mode', 'max_age', 'bind',
-                'watch', 'encoding', 'width', 'height', 'cell', 'roi', 'masks')
+                'watch', 'encoding', 'width', 'height', 'cell', 'roi', 'masks', 'frame',
+                'relative_to')
 _TOOL_KEYS = ('server', 'type', 'proxy', 'record_from', 'success_field', 'success_when',
               'agreement')
-_BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset')
+_BINDING_KEYS = ('tool', 'field', 'source', 'max_shift', 'max_offset', 'max_angle')
 _ACTION_KEYS = _TOOL_KEYS + ('stop_goal', 'stop_service', 'stop_service_type')
 _GROUP_KEYS = {'sensors': _SENSOR_KEYS, 'actions': _ACTION_KEYS, 'services': _TOOL_KEYS,
                'bindings': _BINDING_KEYS}
@@ -82,6 +83,8 @@ _DESCRIPTIONS = {
     'allow_unchecked_replay': 'Replay steps recorded without sensor checks.',
     'abandoned_recording_retention': 'Seconds before abandoned recordings are purged (>= 0).',
     'sensors.*.topic': 'Topic of this sensor.',
+    'sensors.*.frame': 'A TF sensor: the frame whose pose is read from /tf and /tf_static.',
+    'sensors.*.relative_to': 'A TF sensor: the frame its pose is read in (world, map).',
     'sensors.*.type': 'Message type, e.g. sensor_msgs/msg/JointState.',
     'sensors.*.fields': 'Field paths concatenated into the feature vector.',
     'sensors.*.bind': ('auto | never: may inferred bindings read this sensor (default: '
@@ -149,6 +152,8 @@ _DESCRIPTIONS = {
     'bindings.*.max_shift': 'Largest distance from the recorded value a replay may send (> 0).',
     'bindings.*.max_offset': ('Which goals a sensor binding binds: recorded |goal - source| '
                               'within it (> 0; default max_shift).'),
+    'bindings.*.max_angle': ('An orientation binding: field is a quaternion that follows the '
+                             'TF sensor source; how far (radians) the frame may turn.'),
 }
 
 
