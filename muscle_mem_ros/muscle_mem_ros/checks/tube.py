@@ -88,7 +88,8 @@ from .poses import pose_coordinates, POSE_SIZE
 from ..records import CheckFailure, Series, Trace
 from ..resume import FailureKind
 
-__all__ = ['BACK', 'FEEDBACK', 'left_tube', 'MAX_WATCHED', 'SLACK', 'Tube', 'Watched']
+__all__ = ['BACK', 'FEEDBACK', 'left_tube', 'MAX_WATCHED', 'Reading', 'SLACK', 'Tube',
+           'Watched']
 
 MAX_WATCHED = 16
 """A sensor (or a feedback message) with more elements is neither traced nor watched: a
@@ -145,6 +146,40 @@ class Watched:
     def label(self) -> str:
         """Return the element's name for people."""
         return self.name or f'{self.series}[{self.index}]'
+
+
+@dataclass(frozen=True, eq=False)
+class Reading:
+    """
+    Where the state of a tube's watched elements sits on it: what someone watching live sees.
+
+    Per element, in the order of :attr:`Tube.watched` (nan where its series sent nothing yet).
+
+    :ivar progress: Where the state fits best: in the first stretch of progress it fits at
+        from the window on (the stretch :meth:`Tube.judge` takes the start of), the point
+        where its worst element uses least of its tolerance (then all, least in sum); when it
+        fits nowhere, the point from the window on where its worst element is least off
+        (the failure's). Not the judge's earliest fit: there a moving element sits a
+        tolerance off, and a replay on its path would plot at the trip line.
+    :ivar fits: The state fits the recording at ``progress``.
+    :ivar value: The latest readings.
+    :ivar expected: The nearest values the recording allows at ``progress``.
+    :ivar low: The recorded path's span there ...
+    :ivar high: ... (a value within it is on the path).
+    :ivar deviation: How far each value lies outside its span (0 inside).
+    :ivar tolerance: The tolerances (scaled).
+    :ivar ratio: ``deviation / tolerance``: above 1 the element is off the tube.
+    """
+
+    progress: float
+    fits: bool
+    value: np.ndarray
+    expected: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    deviation: np.ndarray
+    tolerance: np.ndarray
+    ratio: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,6 +264,44 @@ class Tube:
         """Return the furthest progress reached, in seconds of the recording."""
         return float(self._grid[self._reached])
 
+    @property
+    def recorded(self) -> float:
+        """Return the last progress point: how long the recorded step took, in seconds."""
+        return float(self._grid[-1])
+
+    def reading(self) -> Reading:
+        """
+        Return where the state the last :meth:`judge` saw sits on the tube (:class:`Reading`).
+
+        Searches the window once more: called only for someone watching (the node's
+        ``~/watch`` with a subscriber), never by the judge itself.
+        """
+        with self._lock:
+            start = int(self._back[self._reached])
+            seen = np.flatnonzero(self._seen)
+            low, high, turned = self._beside(seen, start, len(self._grid))
+            _, scores = _outside(low, high, turned, self._tolerance[seen])
+            worst = scores.max(axis=1, initial=0.0)
+            fitting = worst <= 1.0
+            fits = bool(fitting.any())
+            if fits:  # the first stretch that fits: not a later pass by the same place
+                first = int(np.argmax(fitting))
+                stretch = fitting[first:]
+                end = first + (int(np.argmin(stretch)) if not stretch.all() else len(stretch))
+                least = worst[first:end]  # ties (another element is the worst): least in all
+                tied = np.flatnonzero(least <= least.min())
+                row = start + first + int(tied[np.argmin(scores[first + tied].sum(axis=1))])
+            else:
+                row = start + int(np.argmin(worst))
+            low, high, turned = self._beside(np.arange(len(self.watched)), row, row + 1)
+            outside, ratio = _outside(low[0], high[0], turned[0], self._tolerance)
+            unseen = ~self._seen
+            return Reading(
+                progress=float(self._grid[row]), fits=fits, value=self._state.copy(),
+                expected=np.clip(turned[0], low[0], high[0]), low=low[0], high=high[0],
+                deviation=np.where(unseen, math.nan, outside), tolerance=self._tolerance,
+                ratio=np.where(unseen, math.nan, ratio))
+
     def judge(self, series: str, at: float, values: Sequence[float]) -> CheckFailure | None:
         """
         Judge a new reading of ``series``, taken ``at`` seconds into the step (for the report).
@@ -297,12 +370,8 @@ class Tube:
         """Return the failure of a state off the tube: its element furthest off, where best."""
         seen = np.flatnonzero(self._seen)
         low, high, turned = self._beside(seen, start, len(self._grid))
-        outside = np.maximum(np.maximum(low - turned, turned - high), 0.0)
-        outside = np.where(np.isfinite(turned), outside, math.inf)
         tolerance = self._tolerance[seen]
-        with np.errstate(divide='ignore', invalid='ignore'):
-            scores = np.where(tolerance > 0, outside / tolerance,
-                              np.where(outside > 0, math.inf, 0.0))
+        outside, scores = _outside(low, high, turned, tolerance)
         row = int(np.argmin(scores.max(axis=1)))
         column = int(np.argmax(scores[row]))
         element = int(seen[column])
@@ -314,6 +383,22 @@ class Tube:
             float(tolerance[column]), float(scores[row, column]), 'left the recorded path',
             FailureKind.OUT_OF_TOLERANCE, element=w.index, value=value,
             expected=expected, at=at)
+
+
+def _outside(low: np.ndarray, high: np.ndarray, turned: np.ndarray,
+             tolerance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Return how far values lie outside their spans, and that as a share of their tolerance.
+
+    A value that is no number is infinitely far; with a tolerance of 0 any distance is an
+    infinite share.
+    """
+    outside = np.maximum(np.maximum(low - turned, turned - high), 0.0)
+    outside = np.where(np.isfinite(turned), outside, math.inf)
+    with np.errstate(divide='ignore', invalid='ignore'):
+        scores = np.where(tolerance > 0, outside / tolerance,
+                          np.where(outside > 0, math.inf, 0.0))
+    return outside, scores
 
 
 def _spans(series: Series, watched: Sequence[Watched], grid: np.ndarray,

@@ -63,6 +63,7 @@ from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.execution.failedviews import FailedViews, WalkViews
 from muscle_mem_ros.ros.execution.judge import describe_failure, SensorJudge, WalkJudge
 from muscle_mem_ros.ros.execution.watch import make_watch, StepWatch
+from muscle_mem_ros.ros.execution.watchticks import WatchTicks
 from muscle_mem_ros.ros.node.health import StoreHealth
 from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.store import Store
@@ -112,6 +113,7 @@ class ProxyExecutor:
         how it was (``stopped``), when it has those methods (the node's EventReporter).
     :param views: The walk's failed views: what a watch saw as it tripped is held then (and
         kept when the walk stops on it, :meth:`Replayer.walk`); None: not held.
+    :param ticks: Publishes each reading a step's watch judges (None: not published).
     """
 
     def __init__(self, *, judge: WalkJudge, send: Send,
@@ -119,8 +121,10 @@ class ProxyExecutor:
                  watching: Callable[[Node, CancelToken], StepWatch | None] | None = None,
                  on_watched: Callable[[int, Sequence[str], Sequence[str]], None] | None = None,
                  task: str = '', subtasks: RunSubtask | None = None,
-                 reporter: Any = None, views: WalkViews | None = None) -> None:
+                 reporter: Any = None, views: WalkViews | None = None,
+                 ticks: WatchTicks | None = None) -> None:
         self._views = views
+        self._ticks = ticks
         self._stopping = getattr(reporter, 'stopping', None)
         self._stopped = getattr(reporter, 'stopped', None)
         self._task = task
@@ -144,6 +148,8 @@ class ProxyExecutor:
         watch = self._watching(node, cancel) if self._watching is not None else None
         if watch is not None and self._on_watched is not None:
             self._on_watched(step, watch.labels, watch.unwatched)
+        if watch is not None and self._ticks is not None:
+            self._ticks.attach(watch, task=self._task, step=step, tool=node.step.tool)
         views = self._views
         if watch is not None and views is not None:
             watch.token.on_cancel(lambda: views.tripped(node, watch.failure))
@@ -246,6 +252,8 @@ class Replayer:
         self.step_timeout = step_timeout
         self.subtasks: RunSubtask | None = None
         """Runs a subtask step (set by the node: :meth:`..subtasks.SubtaskServer.replay_step`)."""
+        self.ticks: WatchTicks | None = None
+        """Publishes each reading a replayed step's watch judges (set by the node: ``~/watch``)."""
         self._health = health if health is not None else StoreHealth(
             logger=logging.getLogger(__name__))
         self.failed_views = FailedViews(store=store, hub=hub, health=self._health)
@@ -382,7 +390,7 @@ class Replayer:
             on_substituted=getattr(reporter, 'substituted', lambda step, subs: None),
             watching=partial(self.watch, judge) if self._watched else None,
             on_watched=getattr(reporter, 'watched', None), task=tree.task,
-            subtasks=self.subtasks, reporter=reporter, views=views)
+            subtasks=self.subtasks, reporter=reporter, views=views, ticks=self.ticks)
         result = walk(store=self._store, task=tree.task, variant=tree.variant, judge=judge,
                       executor=executor, reporter=reporter, cancel=cancel, path=path, tree=tree)
         if not result.complete:  # a pre-check's miss, a watch's trip: kept once the walk stops

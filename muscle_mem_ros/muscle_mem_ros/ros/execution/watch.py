@@ -41,7 +41,7 @@ step is judged when it returns (its post-check), as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 import math
 import threading
 import time
@@ -99,6 +99,10 @@ class StepWatch:
         self._zero = math.nan
         self._last: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.on_judged: Callable[[str, float, CheckFailure | None], None] | None = None
+        """Told each judged reading: (series, seconds into the step, its failure or None),
+        after a failure tripped the watch; the node's ``~/watch`` publishes from it. It must
+        not raise (an error here stops the step, as any error while judging)."""
 
     def begin(self, sent: float) -> None:
         """Start judging: the goal was sent at ``sent`` (the zero until it is accepted)."""
@@ -139,7 +143,7 @@ class StepWatch:
             layout = self._views.get(name)
             if layout is not None and len(values) == layout.size:
                 values = watch_view(values, layout)  # as the trace keeps a camera
-            failure = self.tube.judge(name, stamp - zero, values)
+            failure = self._judge(name, stamp - zero, values)
             if failure is not None:
                 self.trip(failure)
                 return
@@ -153,13 +157,22 @@ class StepWatch:
         try:
             leaves = feedback_leaves(message) or {}
             values = [float(leaves.get(name, math.nan)) for name in self._leaves]
-            failure = self.tube.judge(FEEDBACK, at, values)
+            failure = self._judge(FEEDBACK, at, values)
         except Exception as err:  # noqa: BLE001 - fails closed, as sample
             failure = CheckFailure('watch', math.inf, 0.0, math.inf,
                                    f'could not judge a feedback message ({err!r}); the step '
                                    'was stopped', FailureKind.MISSING, at=at)
         if failure is not None:
             self.trip(failure)
+
+    def _judge(self, series: str, at: float, values: Sequence[float]) -> CheckFailure | None:
+        """Judge one reading on the tube; trip on a failure, then tell :attr:`on_judged`."""
+        failure = self.tube.judge(series, at, values)
+        if failure is not None:
+            self.trip(failure)
+        if self.on_judged is not None:
+            self.on_judged(series, at, failure)
+        return failure
 
     def trip(self, failure: CheckFailure) -> None:
         """Note the first failure and cancel the goal."""

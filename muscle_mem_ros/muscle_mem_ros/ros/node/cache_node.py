@@ -25,6 +25,8 @@ Node name ``muscle_mem``. Interfaces (relative names resolve under the node):
   ``~/start_recording``, ``~/stop_recording`` (:mod:`..execution.services`); ``~/calibrate``
   (sensor noise at rest and proposed tolerances, :mod:`..execution.calibrator`).
 * topic ``~/events`` (muscle_mem_interfaces/msg/CacheEvent): one message per decision.
+* topic ``~/watch`` (muscle_mem_interfaces/msg/WatchTick): each reading a replayed step's
+  watch judges, only while a subscriber is matched (:mod:`..execution.watchticks`).
 * topic ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, 1 Hz, ``hardware_id``
   the node's full name): mode, hit rate, steps saved, whether the agent's action
   server is discovered (``agent``: available, not discovered, none), store health
@@ -74,11 +76,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from muscle_mem_interfaces.action import ExecuteTask
-from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_interfaces.msg import CacheEvent, WatchTick
 from muscle_mem_interfaces.srv import (
     Approve,
     Calibrate,
@@ -105,6 +108,7 @@ from muscle_mem_ros.ros.execution.replay import Replayer
 from muscle_mem_ros.ros.execution.services import CacheServices
 from muscle_mem_ros.ros.execution.standstill import Standstill
 from muscle_mem_ros.ros.execution.tasks import TaskRunner
+from muscle_mem_ros.ros.execution.watchticks import WatchTicks
 from muscle_mem_ros.ros.node.config import load_config, NODE_OPTIONS, read_autostart
 from muscle_mem_ros.ros.node.description import read_body
 from muscle_mem_ros.ros.node.diagnostics import cache_status
@@ -264,6 +268,7 @@ class BehaviorCacheNode(LifecycleNode):
         parts.health = StoreHealth(logger=self.get_logger())
         parts.recorder = Recorder(store=parts.store, body=read_body(self, config, parts.store))
         parts.events = self.create_lifecycle_publisher(CacheEvent, '~/events', 50)
+        parts.watch = self.create_lifecycle_publisher(WatchTick, '~/watch', 50)
         parts.diagnostics = self.create_lifecycle_publisher(
             DiagnosticArray, '/diagnostics', 10)
         self._goals.serve(recorder=parts.recorder, post_timeout=config.post_check_timeout)
@@ -334,6 +339,8 @@ class BehaviorCacheNode(LifecycleNode):
             agreement=agreement, stack=self._goals.stack, held=self._standstill.refusal,
             proxies=active.proxies, stop_rule=config.stop_rule)
         active.replayer.subtasks = self._goals.subtasks.replay_step
+        active.replayer.ticks = WatchTicks(publisher=parts.watch, logger=self.get_logger(),
+                                           stamp=partial(self._stamps.stamp, None))
         handlers = active.handlers = CacheServices(
             store=store, replayer=active.replayer, recorder=recorder,
             guard=self._guard, sink=self.publish_event, logger=self.get_logger(),
@@ -396,7 +403,7 @@ class BehaviorCacheNode(LifecycleNode):
                 parts.store.close()
             except MuscleMemError as err:
                 self.get_logger().error(f'closing the store: {err}')
-        for publisher in filter(None, (parts.events, parts.diagnostics)):
+        for publisher in filter(None, (parts.events, parts.diagnostics, parts.watch)):
             self.destroy_lifecycle_publisher(publisher)
         parts.bridge.remove()
 
@@ -549,6 +556,7 @@ class _Configured:
     recorder: Recorder | None = None
     events: LifecyclePublisher[Any] | None = None
     diagnostics: LifecyclePublisher[Any] | None = None
+    watch: LifecyclePublisher[Any] | None = None
 
 
 def _shown(store_path: str) -> str:
