@@ -51,7 +51,7 @@ setup(
     extras_require={'test': [
         'pytest', 'pytest-timeout', 'flake8', 'flake8-blind-except', 'flake8-builtins',
         'flake8-class-newline', 'flake8-comprehensions', 'flake8-deprecated', 'flake8-docstrings',
-        'flake8-import-order', 'flake8-quotes', 'pydocstyle', 'behaviortreepy',
+        'flake8-import-order', 'flake8-quotes', 'pydocstyle', 'behaviortreepy', 'selenium',
     ]},
     entry_points={
         'console_scripts': [

@@ -68,16 +68,17 @@ each name is a repository or one of its ``release.packages`` in kilted/distribut
 """
 
 ROSDEP_KEYS = frozenset({
-    'mcap-ros2-support', 'pydocstyle', 'python3-flake8', 'python3-flake8-blind-except',
-    'python3-flake8-builtins', 'python3-flake8-class-newline',
+    'chromedriver', 'chromium-browser', 'mcap-ros2-support', 'pydocstyle', 'python3-flake8',
+    'python3-flake8-blind-except', 'python3-flake8-builtins', 'python3-flake8-class-newline',
     'python3-flake8-comprehensions', 'python3-flake8-deprecated', 'python3-flake8-docstrings',
     'python3-flake8-import-order', 'python3-flake8-quotes', 'python3-gymnasium-robotics-pip',
-    'python3-matplotlib',
-    'python3-mujoco-pip', 'python3-numpy', 'python3-pil', 'python3-pydot', 'python3-pytest',
-    'python3-pytest-timeout', 'python3-rich', 'python3-scipy', 'python3-yaml',
+    'python3-matplotlib', 'python3-mujoco-pip', 'python3-numpy', 'python3-pil',
+    'python3-pydot', 'python3-pytest', 'python3-pytest-timeout', 'python3-rich',
+    'python3-scipy', 'python3-selenium', 'python3-yaml',
 })
 """
-rosdep keys the manifests use, each a top-level key of rosdep/python.yaml.
+rosdep keys the manifests use, each a top-level key of rosdep/python.yaml (chromedriver and
+chromium-browser: of rosdep/base.yaml; Debian's chromium-driver and chromium).
 
 Checked in ros/rosdistro at commit 8468e88ccd523427f9131e39d2af0938f1c298b2 (2026-08-22).
 Not keys there (so not declared; docs/setup.md says how they are installed):

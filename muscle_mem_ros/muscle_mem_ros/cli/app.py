@@ -36,7 +36,7 @@ from typing import Any
 from rich.tree import Tree
 import yaml
 
-from . import bodies, bt, calibrate, export, init, learn, prune, runtask, standstill
+from . import bodies, bt, calibrate, export, init, learn, prune, runtask, serve, standstill
 from .inventory import (
     binding_trust_rows,
     cli_trees,
@@ -445,6 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
     runtask.add_parser(add('run', "send a task to a running cache's ~/execute_task and say "
                            'what it did: replayed, learned, or handed to the agent', task=False,
                            store=False))
+    serve.add_parser(add('serve', 'a local web page on the store: every task, its tree as a '
+                         'picture, trust, traces with their tubes, thumbnails; approve and '
+                         'revoke from it (loopback unless --token)', task=False))
     standstill.add_parser(add('standstill', 'confirm that a robot that did not stop is at rest '
                               "(a running cache's ~/confirm_standstill, with --who): it takes "
                               'tasks again', task=False, store=False))
