@@ -36,6 +36,7 @@ from web_helpers import browser, build_web_store, JOINTS, params_file, serving, 
 
 By = pytest.importorskip('selenium.webdriver.common.by',
                          reason='selenium is not installed (pip install selenium)').By
+WebDriverWait = pytest.importorskip('selenium.webdriver.support.ui').WebDriverWait
 
 
 @pytest.fixture(scope='module')
@@ -47,6 +48,12 @@ def chromium():
 @pytest.fixture
 def store(tmp_path):
     return build_web_store(tmp_path / 'cache.db')
+
+
+def answer(driver) -> str:
+    """Return the text of the page a form's submission led to (waiting for it to load)."""
+    return WebDriverWait(driver, 10).until(
+        lambda d: d.find_elements(By.ID, 'message'))[0].text
 
 
 def count_nodes(entries) -> int:
@@ -66,7 +73,8 @@ def test_the_tree_renders_as_a_picture_of_its_steps(chromium, store):
         ends = svg.find_elements(By.CSS_SELECTOR, 'text.end')
         assert len(ends) == len(trees[0]['trajectories'])
         ends[0].click()  # an end of the tree opens its trajectory
-        assert chromium.find_element(By.TAG_NAME, 'h1').text.startswith('trajectory ')
+        WebDriverWait(chromium, 10).until(lambda d: d.find_element(
+            By.TAG_NAME, 'h1').text.startswith('trajectory '))
 
 
 def test_a_bound_step_is_drawn_with_its_binding(chromium, store):
@@ -80,7 +88,8 @@ def test_a_plot_draws_the_recorded_trace_inside_its_tube(chromium, store, tmp_pa
     with serving(store, params=params_file(tmp_path)) as server:
         chromium.get(server.url + 'task?name=watch')
         chromium.find_element(By.CSS_SELECTOR, 'a.trajectory').click()
-        svg = chromium.find_element(By.CSS_SELECTOR, 'svg.plot[data-series="joints"]')
+        (svg,) = WebDriverWait(chromium, 10).until(lambda d: d.find_elements(
+            By.CSS_SELECTOR, 'svg.plot[data-series="joints"]'))
         scale = {k: float(svg.get_attribute(f'data-{k}')) for k in (
             't0', 't1', 'v0', 'v1', 'left', 'top', 'width', 'height')}
         lines = svg.find_elements(By.CSS_SELECTOR, 'polyline.trace')
@@ -108,7 +117,7 @@ def approve_on_page(chromium, server, path: str, who: str) -> str:
     form = chromium.find_element(By.CSS_SELECTOR, 'form[action="/approve"]')
     form.find_element(By.NAME, 'who').send_keys(who)
     form.find_element(By.CSS_SELECTOR, 'button[type="submit"]').click()
-    return chromium.find_element(By.ID, 'message').text
+    return answer(chromium)
 
 
 def fields(approval):
@@ -171,7 +180,7 @@ def test_a_form_from_another_origin_is_refused(chromium, store):
         try:
             chromium.get(f'http://127.0.0.1:{other.server_address[1]}/')
             chromium.find_element(By.ID, 'go').click()
-            text = chromium.find_element(By.ID, 'message').text
+            text = answer(chromium)
         finally:
             other.shutdown()
             other.server_close()

@@ -74,12 +74,16 @@ def test_the_task_list_names_every_task_and_links_each(store):
     assert response.getheader('Content-Security-Policy').startswith("default-src 'none'")
 
 
-def test_an_unknown_task_or_page_is_404_naming_it(store):
+def test_an_unknown_task_or_page_is_404_naming_it_and_a_bad_id_400(store):
     with serving(store) as server:
         response, page = request(server, 'GET', '/task?name=nope')
         assert response.status == 404 and 'unknown task' in page and 'pick' in page
         response, _ = request(server, 'GET', '/nowhere')
         assert response.status == 404
+        response, _ = request(server, 'GET', '/trajectory?id=999')
+        assert response.status == 404
+        response, _ = request(server, 'GET', '/trajectory?id=one')
+        assert response.status == 400
 
 
 def test_a_bind_off_loopback_needs_a_token_and_says_so(store, capsys):

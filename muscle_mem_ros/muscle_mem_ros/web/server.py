@@ -212,11 +212,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, message_page('Not Found', f'no page {parts.path}'))
             return
         try:
-            self._send(200, route(query))
+            page = route(query)
         except UnknownTrajectoryError as err:
             self._send(404, message_page('Not Found', str(err)))
-        except (MuscleMemError, ValueError, OSError) as err:
+            return
+        except ValueError as err:  # a page number or id that is not a number
+            self._send(400, message_page('Bad Request', str(err)))
+            return
+        except (MuscleMemError, OSError) as err:
             self._send(500, message_page('store error', ' '.join(str(err).split())))
+            return
+        self._send(200, page)
 
     def _live(self) -> dict[str, Any]:
         """Return the live log's arguments of a page (no log while nothing is attached)."""
@@ -255,6 +261,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header('Connection', 'close')
         self.end_headers()
         self.close_connection = True
+        if self.command == 'HEAD':
+            return
         sub = self.server.hub.subscribe()
         try:
             for event in sub.events():
