@@ -28,6 +28,7 @@ the snapshot, and :meth:`BagFrames.why` says which link.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+import math
 
 from muscle_mem_ros.checks.poses import canonical
 from muscle_mem_ros.errors import TransformError
@@ -57,6 +58,7 @@ class BagFrames:
         self._reader = TFReader()
         self._arrived: dict[str, int] = {}
         self._why: dict[str, str] = {}
+        self._stalest: dict[str, str] = {}
 
     @property
     def names(self) -> list[str]:
@@ -98,6 +100,25 @@ class BagFrames:
             return set()
         return {link.rpartition('->')[2] for link in found.links}
 
+    def arrived(self, name: str) -> float:
+        """
+        Return when (ns) the TF sensor's data last arrived: its stalest moving link's newest.
+
+        As the node's ``FrameSensors.arrived``: inf for a chain of static links only (always
+        fresh), -inf while it cannot be looked up. A post snapshot waits until it is later
+        than the step's end, not for any link of the chain (a 50 Hz localization would end
+        the wait before a 20 Hz detector's next tag).
+        """
+        config = self._sensors[name]
+        assert config.frames is not None
+        try:
+            found = self._buffer.lookup(*config.frames)
+        except TransformError:
+            return -math.inf
+        if not found.oldest_link:
+            return math.inf
+        return self._arrived.get(found.oldest_link.rpartition('->')[2], -math.inf)
+
     def readings(self, when: int, names: Collection[str] | None = None,
                  ) -> dict[str, tuple[tuple[float, ...], int]]:
         """Return (pose, receive time ns) of each TF sensor that can be looked up at ``when``."""
@@ -117,8 +138,18 @@ class BagFrames:
             pose = (*t.translation, *canonical(np.asarray(t.rotation)).tolist())
             out[name] = (tuple(float(v) for v in pose), min(arrived, when))
             self._why.pop(name, None)
+            self._stalest[name] = found.oldest_link
         return out
 
     def why(self, name: str) -> str:
         """Say why a TF sensor was missing from the last snapshot ('' when it was not)."""
         return self._why.get(name, '')
+
+    def stalest(self, name: str) -> str:
+        """
+        Name the link ``parent->child`` a TF sensor's last reading is as old as.
+
+        Its stalest moving link ('' for a chain of static links): the one to name when the
+        reading is older than ``max_age``, as the node names it.
+        """
+        return self._stalest.get(name, '')

@@ -25,8 +25,9 @@ the bag is lived in its order, as the node lived it:
   every configured name over its last messages (at most
   :data:`~..capture.sensors.BY_NAME_DEPTH`), stamped with the oldest of them;
 * the pre snapshot is every sensor's reading when the request was sent;
-* the post snapshot is taken once every sensor has sent a message after the result (at
-  most ``post_check_timeout`` later, as live), each sensor's reading then;
+* the post snapshot is taken once every sensor has sent a message after the result (a TF
+  sensor: its chain's stalest moving link, :meth:`.frames.BagFrames.arrived`; at most
+  ``post_check_timeout`` later, as live), each sensor's reading then;
 * an action's trace (``watch`` on) is sampled from acceptance to the result at
   ``watch_rate`` by the node's own :class:`..capture.tracing.TraceTaker`, with the action's
   feedback from the bag, and ends with the post snapshot.
@@ -215,7 +216,12 @@ class Sensors:
         return {n: t.dropped for n, t in self._tracks.items() if t.dropped}
 
     def stale(self, snapshot: Snapshot) -> list[str]:
-        """Return the sensors missing from ``snapshot`` or older than their ``max_age``, why."""
+        """
+        Return the sensors missing from ``snapshot`` or older than their ``max_age``, why.
+
+        Ask right after taking ``snapshot``: a TF sensor's reason (the link) is the last
+        snapshot's.
+        """
         out = []
         for name, config in self._configs.items():
             stamp = snapshot.stamps.get(name)
@@ -224,7 +230,9 @@ class Sensors:
                            if config.frames is not None
                            else f'{name} (nothing received on {config.topic} yet)')
             elif snapshot.taken_at - stamp > config.max_age:
-                out.append(f'{name} ({snapshot.taken_at - stamp:.3f} s old, max_age '
+                link = self.frames.stalest(name) if config.frames is not None else ''
+                out.append(f'{name} ({f"link {link} is " if link else ""}'
+                           f'{snapshot.taken_at - stamp:.3f} s old, max_age '
                            f'{config.max_age:g} s)')
         return out
 
@@ -250,6 +258,8 @@ class _Flight:
 
     pre: Snapshot
     started: int
+    stale: list[str] = field(default_factory=list)
+    """Why the pre snapshot is stale (asked when it was taken)."""
     taker: TraceTaker | None = None
     tick: int = 0
     call: Call | None = None
@@ -293,10 +303,14 @@ class Steps:
     def sensor(self, topic: Topic, when: int, raw: bytes) -> None:
         """Take a sensor message (after :meth:`advance`)."""
         names = self.sensors.push(topic, when, raw)
+        frames = self.sensors.frames
+        arrived = {n: frames.arrived(n) for n in names if n in frames.names}
         for flight in self._posting.values():
             assert flight.call is not None
             if flight.post_at is None and when > flight.call.ended:
-                flight.waiting.difference_update(names)
+                ended = flight.call.ended
+                flight.waiting.difference_update(
+                    n for n in names if arrived.get(n, when) > ended)
                 if not flight.waiting and when <= flight.limit:
                     flight.post_at = when
 
@@ -311,7 +325,8 @@ class Steps:
     def started(self, finder: Finder, key: object, when: int) -> None:
         """Take the call's pre snapshot."""
         pre = self.sensors.snapshot(when, thumbnails=True)
-        self._flights[(id(finder), key)] = _Flight(pre=pre, started=when)
+        self._flights[(id(finder), key)] = _Flight(
+            pre=pre, started=when, stale=[f'pre: {s}' for s in self.sensors.stale(pre)])
 
     def accepted(self, finder: Finder, key: object, when: int) -> None:
         """Start the call's trace, when the action is watched."""
@@ -353,6 +368,7 @@ class Steps:
         call = flight.call
         assert call is not None
         post = self.sensors.snapshot(at, thumbnails=True)
+        stale = flight.stale + [f'post: {s}' for s in self.sensors.stale(post)]
         trace = flight.taker.trace(post) if flight.taker is not None else None
         pre = flight.pre
         step = Step(
@@ -367,6 +383,4 @@ class Steps:
             duration=(call.ended - call.started) * _NS,
             trace=trace,
         )
-        stale = [f'pre: {s}' for s in self.sensors.stale(pre)] + \
-            [f'post: {s}' for s in self.sensors.stale(post)]
         self.built.setdefault(key[0], []).append(Built(call, step, stale))
