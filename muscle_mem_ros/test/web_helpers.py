@@ -22,6 +22,8 @@ thumbnails before and after). :func:`serving` runs :class:`~muscle_mem_ros.web.P
 on a free loopback port in a thread; :func:`browser` starts Debian's chromium headless
 through Selenium and chromedriver, and skips the test, naming what is missing, where they
 are not installed (``apt-get install chromium chromium-driver``; ``.ci/run`` does).
+:func:`serve_process` runs ``muscle-mem serve`` itself, in a process of its own (``--attach``
+a running node: the live page).
 """
 
 from __future__ import annotations
@@ -30,9 +32,15 @@ from collections.abc import Iterator
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
+import re
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 
 from cli_helpers import build_store, FIB, FIB_TYPE
 from muscle_mem_ros.bindings.rules import element_tolerances
@@ -129,3 +137,51 @@ def browser() -> Iterator[object]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+class ServeProcess:
+    """``muscle-mem serve`` in a process of its own; :attr:`url` once it listens."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.log = log
+        self._out = open(log, 'w')  # noqa: SIM115 - closed in stop()
+        env = {**os.environ, 'PYTHONUNBUFFERED': '1', 'COLUMNS': '1000'}
+        self.proc = subprocess.Popen(
+            [sys.executable, '-c', 'import sys; from muscle_mem_ros.cli.app import main; '
+                                   'sys.exit(main())', 'serve', *args],
+            stdout=self._out, stderr=subprocess.STDOUT, env=env)
+        self.url = ''
+
+    def wait_url(self, timeout: float = 30.0) -> str:
+        """Wait for its ``serving ... on URL`` line; return the URL."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            found = re.search(r' on (http://\S+/)', self.log.read_text())
+            if found:
+                self.url = found.group(1)
+                return self.url
+            time.sleep(0.05)
+        raise RuntimeError(f'serve did not start:\n{self.log.read_text()}')
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """Ctrl-C it and wait; return its exit status (killed after ``timeout``: -9)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.close()
+        return self.proc.returncode
+
+
+@contextlib.contextmanager
+def serve_process(store: Path, *args: str, log: Path) -> Iterator[ServeProcess]:
+    """Run ``muscle-mem serve STORE --port 0 ARGS...`` until the block ends."""
+    served = ServeProcess([str(store), '--port', '0', *args], log)
+    try:
+        served.wait_url()
+        yield served
+    finally:
+        served.stop()

@@ -20,12 +20,16 @@ address needs ``--token`` (refused at start without it), and says so when it sta
 ``--read-only`` shows no buttons and refuses every form. ``--params FILE`` is the node's
 params file, as for ``tree``, ``trust`` and ``approve``: the page then shows the bindings
 the node infers with it, approvals cover those as ``muscle-mem approve --params`` does, and
-the plots draw each element's tube from its tolerance.
+the plots draw each element's tube from its tolerance. ``--attach [NODE]`` (default
+``muscle_mem``) also shows what that running cache node decides, as it happens: its
+``~/events`` subscribed to on a thread of its own (:mod:`..ros.execution.eventfeed`) and
+fed to the page's live log; stopping the page stops the subscription.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from .inventory import open_cli_store
 from .output import Output
@@ -51,6 +55,9 @@ def add_parser(cmd: argparse.ArgumentParser) -> None:
                           'draw as tubes')
     cmd.add_argument('--node-name', default='muscle_mem',
                      help='top key of the params file (default muscle_mem)')
+    cmd.add_argument('--attach', nargs='?', const='muscle_mem', metavar='NODE',
+                     help="show a running cache node's decisions live (its ~/events); NODE "
+                          'defaults to muscle_mem (a namespaced one: /robot1/muscle_mem)')
     cmd.set_defaults(run=run)
 
 
@@ -59,6 +66,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     # Imported here: web/ reads the store through this package's inventory, so importing it
     # while the command line itself is being imported would go round in a circle.
     from ..web import PageServer, ServeOptions, Settings
+    from ..web.events import EventHub
     from ..web.security import is_loopback
     bindings = read_binding_settings(args.params, args.node_name) if args.params else None
     with open_cli_store(args.store):  # not a store, a newer schema: one line, before binding
@@ -67,16 +75,23 @@ def run(args: argparse.Namespace, out: Output) -> int:
         store=args.store, host=args.host, port=args.port, token=args.token,
         read_only=args.read_only, settings=Settings(bindings),
         tolerance=element_tolerances(bindings.sensors) if bindings is not None else None)
-    server = PageServer(options)
+    hub = EventHub()
+    server = PageServer(options, hub=hub)
     mode = ' (read-only)' if args.read_only else ''
-    out.print(f'serving {args.store}{mode} on {server.url}')
-    if not is_loopback(args.host):
-        out.print(f'{args.host} is not loopback: every request needs the token; open '
-                  f'{server.url}?token=TOKEN once (a cookie keeps it)')
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        out.note('stopped')
-    finally:
-        server.stop()
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.stop)  # after the feed stopped: nothing publishes any more
+        if args.attach is not None:
+            from ..ros.execution.eventfeed import attached, events_topic
+            topic = events_topic(args.attach)
+            hub.source = f'node {topic.rsplit("/", 1)[0]}'
+            stack.enter_context(attached(args.attach, hub.publish))
+            mode += f', live from {topic}'
+        out.print(f'serving {args.store}{mode} on {server.url}')
+        if not is_loopback(args.host):
+            out.print(f'{args.host} is not loopback: every request needs the token; open '
+                      f'{server.url}?token=TOKEN once (a cookie keeps it)')
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            out.note('stopped')
     return 0

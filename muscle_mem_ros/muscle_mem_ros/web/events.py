@@ -26,7 +26,9 @@ A page opened later first gets the last :data:`KEPT` events.
 Nothing here knows ROS: an event is a mapping with at least ``kind`` (``miss``,
 ``replay``, ``check_failed``, ``stop``, ``at_rest``, ``hand_back``, ``branch_learned``,
 ...) and ``text`` (the reason, for people), and may carry ``task``, ``trajectory``,
-``step`` and ``at`` (Unix time), which the page turns into links to the step's trace.
+``step``, ``mark`` (seconds into the step) and ``at`` (Unix time), which the page turns into
+a link to the step's trace with that moment marked. ``serve --attach`` feeds a node's
+``~/events`` here (:mod:`muscle_mem_ros.ros.execution.eventfeed`).
 A slow page never blocks the source: each subscription's queue is bounded and a page
 that falls behind loses its oldest events, and says so.
 """

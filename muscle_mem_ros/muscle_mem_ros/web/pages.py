@@ -38,8 +38,9 @@ from .approving import Prospect
 from .treesvg import tree_svg
 from ..records import TaskStats
 
-__all__ = ['approval_form', 'FormTokens', 'layout', 'message_page', 'purpose', 'stamp',
-           'task_page', 'task_url', 'tasks_page', 'TRUST_HEAD', 'trajectory_url', 'trust_cells']
+__all__ = ['approval_form', 'event_href', 'FormTokens', 'layout', 'message_page', 'purpose',
+           'stamp', 'task_page', 'task_url', 'tasks_page', 'TRUST_HEAD', 'trajectory_url',
+           'trust_cells']
 
 FormTokens = Callable[[str], str]
 """Makes a form's CSRF token for a purpose (``approve:task:0``); None where read-only."""
@@ -64,14 +65,30 @@ figure.thumb{display:inline-block;margin:2px 8px 2px 0}figure.series{margin:.4em
 
 _EVENTS_SCRIPT = """
 (function(){var log=document.getElementById('events-log');if(!log||!window.EventSource)return;
-var es=new EventSource('/events');es.onmessage=function(m){var e=JSON.parse(m.data);
+var es=new EventSource('/events');es.onmessage=function(m){
+var arrived=(performance.timeOrigin+performance.now())/1000;var e=JSON.parse(m.data);
 var li=document.createElement('li');li.className='event '+e.kind;
+li.dataset.at=e.at;li.dataset.arrived=arrived;
 var t=new Date(e.at*1000).toLocaleTimeString();var text=t+' '+e.kind+': '+(e.text||'');
+var mark=e.mark!=null?e.mark:e.progress;
 if(e.trajectory){var a=document.createElement('a');a.textContent=text;
-a.href='/trajectory?id='+e.trajectory+(e.progress!=null?'&mark='+e.progress:'')+
+a.href='/trajectory?id='+e.trajectory+(mark!=null?'&mark='+mark:'')+
 (e.step!=null?'#step-'+e.step:'');li.appendChild(a);}else{li.textContent=text;}
 log.insertBefore(li,log.firstChild);};})();
 """
+"""The live log's script: each event a line, linked to its step's plots with the moment
+marked; ``data-at`` is the event's stamp and ``data-arrived`` when the page received it
+(Unix seconds, the page's clock: the same host's for a page on loopback)."""
+
+
+def event_href(event: dict[str, Any]) -> str | None:
+    """Return where an event links (as the live log's script does), or None."""
+    if not event.get('trajectory'):
+        return None
+    mark = event.get('mark', event.get('progress'))
+    return (f'/trajectory?id={int(event["trajectory"])}'
+            + (f'&mark={float(mark)}' if mark is not None else '')
+            + (f'#step-{int(event["step"])}' if event.get('step') is not None else ''))
 
 
 def stamp(at: float | None) -> str:
@@ -103,9 +120,7 @@ def layout(title: str, body: str, *, events: str | None = None,
     """
     log = ''
     if events is not None:
-        items = ''.join(f'<li class="event {escape(str(e.get("kind")))}">'
-                        f'{escape(stamp(e.get("at")))} {escape(str(e.get("kind")))}: '
-                        f'{escape(str(e.get("text", "")))}</li>' for e in reversed(recent))
+        items = ''.join(_event_item(e) for e in reversed(recent))
         log = (f'<section id="events"><h2>live: {escape(events)}</h2>'
                f'<ul id="events-log">{items}</ul></section>'
                f'<script>{_EVENTS_SCRIPT}</script>')
@@ -113,6 +128,15 @@ def layout(title: str, body: str, *, events: str | None = None,
             f'<meta name="viewport" content="width=device-width">'
             f'<title>{escape(title)} - muscle-mem</title><style>{_STYLE}</style></head>'
             f'<body><nav><a href="/">tasks</a></nav>{body}{log}</body></html>')
+
+
+def _event_item(event: dict[str, Any]) -> str:
+    """Return one kept event as the live log draws it (the first paint)."""
+    text = escape(f'{stamp(event.get("at"))} {event.get("kind")}: {event.get("text", "")}')
+    href = event_href(event)
+    return (f'<li class="event {escape(str(event.get("kind")))}" '
+            f'data-at="{float(event.get("at") or 0)}">'
+            + (f'<a href="{escape(href)}">{text}</a>' if href else text) + '</li>')
 
 
 def message_page(title: str, text: str, *, back: str = '/') -> str:
