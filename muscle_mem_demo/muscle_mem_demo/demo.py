@@ -77,8 +77,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description='MuJoCo arm + behavior cache + planning agent: a scripted story showing '
         'a miss, replays, a nudge within tolerance, a mid-task bump with handoff, the '
         'learned branch replayed, a replay retargeted to a moved cube, one to another place '
-        "target, a cube beyond the bindings' range going to the agent, and a cube knocked "
-        'during a replayed motion, which the cache cancels mid-motion; then tasks the agent '
+        "target, a cube beyond the bindings' range going to the agent, a cube knocked "
+        'during a replayed motion, which the cache cancels mid-motion, and a cube turned on '
+        'the table (read from /tf: the grasp turned with it, or beyond max_angle the agent '
+        'asked); then tasks the agent '
         'decomposes into subtasks through the cache, a skill learned under one replayed '
         "under another; then the task checked through the robot's camera alone (noise, a "
         'moved cube, a box outside the region of interest, a box dropped during a replayed '

@@ -18,9 +18,9 @@ The demo's third part, "eyes only" (:mod:`muscle_mem_demo.eyes_story`), run and 
 Starts its own three nodes (the robot with its camera on, the cache with
 ``config/sim_eyes.yaml`` and a fresh store, the agent), so the other parts render nothing;
 prints a row per run in the story's table, and saves the frames that matter as PNG files in
-the output directory: the scene the task was learned in, the scene that made run 16's miss
-(the cell the cache named outlined), run 17's box outside the region of interest (the region
-outlined), and the frame run 18's watch tripped on beside the recorded frame at the same time
+the output directory: the scene the task was learned in, the scene that made run 18's miss
+(the cell the cache named outlined), run 19's box outside the region of interest (the region
+outlined), and the frame run 20's watch tripped on beside the recorded frame at the same time
 into the motion; and the thumbnails the cache's store kept of every recorded view
 (``eyes_store/``, as ``muscle-mem show --images`` writes them).
 """

@@ -20,10 +20,10 @@ ROS-free, like :mod:`muscle_mem_demo.story`, whose types it uses. The agent know
 then ``place``, which it sends to the cache's ``~/execute_subtask`` one by one: the cache
 replays a skill it has learned, and sends the agent only the ones it has not.
 
-- Run 10, ``restock``: nothing is learned. The agent decomposes it and is asked for
+- Run 12, ``restock``: nothing is learned. The agent decomposes it and is asked for
   ``pick`` and ``place`` in turn; the cache learns both, and ``restock`` as two subtask steps.
-- Run 11, ``restock`` again: a full replay, both subtasks from the cache; no agent call.
-- Run 12, ``tidy``, never seen: the agent is asked only to decompose it. ``pick``, learned
+- Run 13, ``restock`` again: a full replay, both subtasks from the cache; no agent call.
+- Run 14, ``tidy``, never seen: the agent is asked only to decompose it. ``pick``, learned
   under ``restock``, replays from the cache (the agent is not asked for it), and so does
   ``place``, to the bin 15 cm from the shelf: its target is its parameter ``place``, which
   the cache substitutes (the binding ``param:place`` of the demo's config).
@@ -45,14 +45,14 @@ SKILL = 'pick'
 """The skill the part follows from one parent to the other."""
 
 SKILL_STORY: tuple[RunSpec, ...] = (
-    RunSpec(number=10, title='restock = pick + place, new', task='restock', place=SHELF,
+    RunSpec(number=12, title='restock = pick + place, new', task='restock', place=SHELF,
             place_param=False,
             expect=Expectation(mode=None, replayed=None, by_agent=None, agent_calls=None,
                                asked=('restock', 'pick', 'place'))),
-    RunSpec(number=11, title='restock again', task='restock', place=SHELF, place_param=False,
+    RunSpec(number=13, title='restock again', task='restock', place=SHELF, place_param=False,
             expect=Expectation(mode=RunMode.REPLAY, replayed=None, by_agent=None,
                                agent_calls=(), asked=(), from_cache=('pick', 'place'))),
-    RunSpec(number=12, title='tidy = pick + place(bin), new', task='tidy', place=BIN,
+    RunSpec(number=14, title='tidy = pick + place(bin), new', task='tidy', place=BIN,
             place_param=False,
             expect=Expectation(mode=None, replayed=None, by_agent=None, agent_calls=None,
                                asked=('tidy',), from_cache=('pick', 'place'))),
@@ -64,8 +64,8 @@ def skill_summary(outcomes: Sequence[RunOutcome], skill: str = SKILL) -> str:
     """
     Return where ``skill`` was learned and where it replayed without the agent, one sentence.
 
-    Example: ``pick: learned under restock in run 10 (the agent asked for it); replayed
-    from the cache under restock (run 11), tidy (run 12), the agent not asked for it``.
+    Example: ``pick: learned under restock in run 12 (the agent asked for it); replayed
+    from the cache under restock (run 13), tidy (run 14), the agent not asked for it``.
     """
     learned = [o for o in outcomes if skill in o.agent_tasks]
     served = [o for o in outcomes if skill in o.from_cache and skill not in o.agent_tasks]

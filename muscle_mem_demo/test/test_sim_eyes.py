@@ -42,12 +42,12 @@ import pytest
 
 EXPECTED = [
     # run, mode, replayed, by agent, agent calls (resume steps)
-    (13, 'miss -> agent', 0, 8, [0]),
-    (14, 'replay', 8, 0, []),
-    (15, 'replay', 8, 0, []),
-    (16, 'miss -> agent', 0, 8, [0]),
+    (15, 'miss -> agent', 0, 8, [0]),
+    (16, 'replay', 8, 0, []),
     (17, 'replay', 8, 0, []),
-    (18, 'replay -> agent', 0, 8, [0]),
+    (18, 'miss -> agent', 0, 8, [0]),
+    (19, 'replay', 8, 0, []),
+    (20, 'replay -> agent', 0, 8, [0]),
 ]
 
 
@@ -107,7 +107,7 @@ def test_the_box_dropped_during_the_approach_stops_it_mid_motion(eyes):
     assert run['dropped_at'] is not None and run['check_failed_at'] > run['dropped_at']
     assert 'ms after the drop' in proc.stdout
     # only that run was stopped mid-motion
-    assert [r['run'] for r in summary if r['canceled']] == [18]
+    assert [r['run'] for r in summary if r['canceled']] == [20]
 
 
 def test_the_noisy_run_had_the_noisier_camera(eyes):
@@ -115,7 +115,7 @@ def test_the_noisy_run_had_the_noisier_camera(eyes):
     log = (out / 'logs' / 'eyes' / 'sim_robot.log').read_text(errors='replace')
     said = [line.rsplit('camera_noise now ', 1)[1].strip() for line in log.splitlines()
             if 'camera_noise now ' in line]
-    # each run sets it: 2 for runs 13 and 14, 8 for run 15, 2 again for the rest
+    # each run sets it: 2 for runs 15 and 16, 8 for run 17, 2 again for the rest
     assert said == ['2.0', '2.0', '8.0', '2.0', '2.0', '2.0'], said
 
 
@@ -138,25 +138,25 @@ def test_the_pictures_show_what_the_cache_saw(eyes):
     from PIL import Image
 
     proc, _, out = eyes
-    names = ['eyes_run13_recorded.png', 'eyes_run16_miss.png', 'eyes_run17_outside_roi.png',
-             'eyes_run18_trip.png', 'eyes_run18_trip_recorded.png']
+    names = ['eyes_run15_recorded.png', 'eyes_run18_miss.png', 'eyes_run19_outside_roi.png',
+             'eyes_run20_trip.png', 'eyes_run20_trip_recorded.png']
     for name in names:
         assert f'picture: {out / name}' in proc.stdout
         with Image.open(out / name) as image:
             assert image.size == (320, 240) and image.mode == 'RGB'
     pixels = {name: np.asarray(Image.open(out / name)) for name in names}
     # the watch tripped on the box; the recording at that time into the motion had none
-    assert magenta(pixels['eyes_run18_trip.png']) > 50
-    assert magenta(pixels['eyes_run18_trip_recorded.png']) == 0
+    assert magenta(pixels['eyes_run20_trip.png']) > 50
+    assert magenta(pixels['eyes_run20_trip_recorded.png']) == 0
     # the cache's store kept its own thumbnails of the recorded views; the first, before
-    # step 0, is the scene run 16's pre-check was compared with
+    # step 0, is the scene run 18's pre-check was compared with
     kept = out / 'eyes_store' / 'view-t1-s0-pre-camera.png'
     assert f'picture: {kept}' in proc.stdout
     with Image.open(kept) as image:
         assert image.size == (96, 72)
-    # the box of run 17 lies outside the region of interest, right of x 272
-    assert magenta(pixels['eyes_run17_outside_roi.png'][:, :272]) == 0
-    assert magenta(pixels['eyes_run17_outside_roi.png']) > 50
+    # the box of run 19 lies outside the region of interest, right of x 272
+    assert magenta(pixels['eyes_run19_outside_roi.png'][:, :272]) == 0
+    assert magenta(pixels['eyes_run19_outside_roi.png']) > 50
 
 
 # -- ROS-free --------------------------------------------------------------------------------

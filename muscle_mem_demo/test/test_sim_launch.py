@@ -79,7 +79,7 @@ def test_sim_config_points_at_the_sim_robot_and_the_agent():
         'muscle_mem_demo_interfaces/action/GripperCommand')
     assert params['actions']['gripper']['server'] == '/gripper/gripper_cmd'
     assert params['sensors']['object'] == {'frame': 'cube', 'relative_to': 'world',
-                                           'tolerance': [0.02, 0.05], 'max_age': 0.5}
+                                           'tolerance': [0.02, 0.1], 'max_age': 0.5}
 
 
 def test_sim_config_checks_the_tool_jaws_and_cube_and_binds_the_cube_goals():

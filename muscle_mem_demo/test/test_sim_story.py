@@ -207,8 +207,8 @@ def test_the_second_part_shows_pick_learned_under_restock_replayed_under_tidy(st
     assert skills[2]['from_cache'] == ['pick', 'place']
     assert all(r['held'] for r in skills), skills
     assert SKILL_HEADER in proc.stdout
-    assert ('pick: learned under restock in run 10 (the agent asked for it); replayed from '
-            'the cache under restock (run 11), tidy (run 12), the agent not asked for it'
+    assert ('pick: learned under restock in run 12 (the agent asked for it); replayed from '
+            'the cache under restock (run 13), tidy (run 14), the agent not asked for it'
             in proc.stdout)
 
 
@@ -416,8 +416,8 @@ def test_a_skill_run_is_judged_on_its_own_place():
 def test_the_skill_summary_names_where_it_was_learned_and_where_it_replayed():
     outcomes = [skill_outcome(spec) for spec in SKILL_STORY]
     assert skill_summary(outcomes) == (
-        'pick: learned under restock in run 10 (the agent asked for it); replayed from the '
-        'cache under restock (run 11), tidy (run 12), the agent not asked for it')
+        'pick: learned under restock in run 12 (the agent asked for it); replayed from the '
+        'cache under restock (run 13), tidy (run 14), the agent not asked for it')
     row = format_skill_row(outcomes[1])
     assert 'none' in row and 'pick, place' in row and 'PASS' in row
 
