@@ -110,6 +110,8 @@ class FrameSensors:
         """
         features: dict[str, tuple[float, ...]] = {}
         stamps: dict[str, float] = {}
+        if self._feed is not None and self._sensors:
+            self._feed.catch_up()  # as fresh as a topic sensor's newest message
         for name, config in self._sensors.items():
             if names is not None and name not in names:
                 continue

@@ -103,6 +103,7 @@ class TransformFeed:
         self._received: dict[str, float] = {}
         self._reported: set[str] = set()
         self._readers = {False: TFReader(), True: TFReader()}
+        self._take_lock = threading.Lock()
         self._context = node.context
         self._stopping = False
         self._stop_event = threading.Event()
@@ -149,8 +150,10 @@ class TransformFeed:
         if self._executor is not None:
             self._executor.shutdown(timeout_sec=1.0)
             self._executor = None
-        if self._node is not None:
-            self._node.destroy_node()
+        with self._take_lock:  # no catch_up takes from a destroyed subscription
+            if self._node is not None:
+                self._node.destroy_node()
+            self._node = None
         try:
             self._stop.destroy()
         except Exception:  # the context is gone already
@@ -197,15 +200,31 @@ class TransformFeed:
             except Exception:  # the context is gone already
                 pass
 
+    def catch_up(self) -> None:
+        """
+        Take every pending message now, before a lookup (the receive thread's batch may wait).
+
+        A snapshot reads topic sensors from the middleware as it is taken; this makes TF as
+        fresh, whatever the receive thread's turn: on a busy machine a process's thread may
+        wait long for the interpreter. With plain subscriptions (the fallback) every message
+        is taken on arrival already.
+        """
+        if self._executor is None and not self._stopping and self._drain():
+            self._notify()
+
     def _drain(self) -> bool:
         """Take and apply every pending message; return True when a transform was set."""
         changed = False
-        for sub, static in self._subs:
-            while True:
-                taken = waitset.take(sub)
-                if taken is None:
-                    break
-                changed = self._apply(taken[0], static, waitset.arrival(taken[1])) or changed
+        with self._take_lock:  # the receive thread, and a snapshot's catch_up
+            if self._node is None:
+                return False  # closed
+            for sub, static in self._subs:
+                while True:
+                    taken = waitset.take(sub)
+                    if taken is None:
+                        break
+                    changed = self._apply(taken[0], static,
+                                          waitset.arrival(taken[1])) or changed
         return changed
 
     def _notify(self) -> None:

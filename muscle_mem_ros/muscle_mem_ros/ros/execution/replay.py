@@ -447,9 +447,13 @@ class Replayer:
 
     def watch(self, judge: WalkJudge, node: Node, cancel: CancelToken) -> StepWatch | None:
         """Return the watch of ``node``, about to be sent in ``judge``'s walk (None: unwatched)."""
-        return make_watch(node, sensors=self._specs, watch=self._watched,
-                          during=judge.bindings.during(node), scale=self._scale, cancel=cancel,
-                          period=self._period)
+        watch = make_watch(node, sensors=self._specs, watch=self._watched,
+                           during=judge.bindings.during(node), scale=self._scale,
+                           cancel=cancel, period=self._period)
+        if watch is not None:
+            hub = self.sensing.hub
+            watch.why = lambda name: hub.problems().get(name, '')
+        return watch
 
     def send(self, node: Node, cancel: CancelToken,
              fields: Mapping[str, Any] | None = None,

@@ -99,6 +99,9 @@ class StepWatch:
         self._zero = math.nan
         self._last: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.why: Callable[[str], str] | None = None
+        """Says why a sensor is missing from a poll ('' when it cannot say): a TF sensor's
+        lookup names the link (the capture's problems); set by the node's replayer."""
         self.on_judged: Callable[[str, float, CheckFailure | None], None] | None = None
         """Told each judged reading: (series, seconds into the step, its failure or None),
         after a failure tripped the watch; the node's ``~/watch`` publishes from it. It must
@@ -131,6 +134,9 @@ class StepWatch:
             limit = self._max_age.get(name)
             if stamp is None or (limit is not None and now - stamp > limit):
                 age = 'sent nothing' if stamp is None else f'sent nothing for {now - stamp:.2f} s'
+                why = self.why(name) if self.why is not None and stamp is None else ''
+                if why:  # a TF sensor's lookup names the link that is missing or stale
+                    age = f'could not be read ({why})'
                 self.trip(CheckFailure(name, math.inf, 0.0, math.inf,
                                        f'{age} while the step ran (max_age {limit:g} s)'
                                        if limit is not None else f'{age} while the step ran',
