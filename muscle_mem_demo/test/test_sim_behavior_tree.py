@@ -52,18 +52,9 @@ EDITED_PLACE = (0.32, -0.26)
 
 
 def _params(namespace: str, store: str) -> dict:
-    """
-    Return the demo's cache parameters in ``namespace`` (declared bindings kept but one).
-
-    The orientation binding ``cube_turn`` is left out: the exported tree's YAML keeps a
-    binding's field, source, offset and max_shift but not its recorded turn
-    (``muscle_mem_ros/bt/yamlfile.py``, dump and load), so ``run-bt`` reads it as a
-    position binding and refuses every step ("sensor sensor:object missing"). The cube is
-    still read from /tf and its position bindings still apply.
-    """
+    """Return the demo's cache parameters in ``namespace``: its sensors, tools and bindings."""
     demo = yaml.safe_load(config_path('sim_demo.yaml').read_text())
     params = dict(demo['muscle_mem']['ros__parameters'])
-    params['bindings'] = {k: v for k, v in params['bindings'].items() if k != 'cube_turn'}
     params['store_path'] = store
     params['agent_action'] = f'{namespace}/demo_agent/execute_task'
     namespaced_sensors(params, namespace)

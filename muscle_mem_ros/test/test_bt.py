@@ -33,7 +33,7 @@ from cli_helpers import build_store, SENSOR_PARAMS
 from muscle_mem_ros.bindings.judge import BindingJudge
 from muscle_mem_ros.bindings.rules import Binding, DECLARED, element_tolerances
 from muscle_mem_ros.body import ANY_BODY
-from muscle_mem_ros.bt.btcpp import LEAVES
+from muscle_mem_ros.bt.btcpp import LEAVES, to_xml as btcpp
 from muscle_mem_ros.bt.document import BtDocument, BtStep
 from muscle_mem_ros.bt.tree import build_tree, Progress
 from muscle_mem_ros.bt.yamlfile import dump, load
@@ -146,6 +146,23 @@ def test_the_document_round_trips_with_a_comment_per_step(tmp_path):
     assert dump(back) == text
     assert back.steps[0].bindings == pick_document().steps[0].bindings
     assert [[s.id for s in p] for p in back.paths()] == [[1, 2]]
+
+
+def test_an_orientation_binding_round_trips_with_its_turn():
+    turn = (0.0, 0.0, 0.258819, 0.965926)  # the grasp turned 30 deg from the cube
+    doc = pick_document()
+    move = doc.steps[0]
+    move.bindings = move.bindings + (
+        Binding('target.orientation', 'sensor:cube', 0.0, 0.6, DECLARED, turn=turn),)
+    move.pre = {**move.pre, 'cube': [0.4, 0.2, 0.0, 0.0, 0.0, 0.0, 1.0]}  # a TF sensor's pose
+    move.goal = {'target': {**move.goal['target'],
+                            'orientation': {'x': 0.0, 'y': 0.0, 'z': 0.258819, 'w': 0.965926}}}
+    doc.sensors['cube'] = {'tolerance': [0.01, 0.05], 'mode': 'pose'}
+    back = load(dump(doc))
+    assert back.steps[0].bindings == move.bindings
+    assert back.steps[0].bindings[-1].turn == pytest.approx(turn)
+    xml = btcpp(doc)
+    assert 'target.orientation&lt;-sensor:cube*turn(0,0,0.258819,0.965926)' in xml
 
 
 @pytest.mark.parametrize('edit, words', [

@@ -22,7 +22,9 @@ the ``TreeNodesModel`` so Groot2 shows them and a host program can register them
 * ``MuscleMemPreCheck`` (condition): ``step``, ``expected`` (the recorded pre snapshot,
   ``name=v1;v2;...`` per sensor, ``|`` between sensors), ``tolerance`` (per sensor);
 * ``MuscleMemCall`` (action): ``step``, ``tool``, ``kind``, ``type``, ``goal`` (the
-  goal as JSON), ``bindings`` (``field<-source+offset`` separated by ``;``);
+  goal as JSON), ``bindings`` (``field<-source+offset`` separated by ``;``; an orientation
+  binding ``field<-source*turn(x,y,z,w)``: the goal's quaternion is the source frame's rotation
+  times that turn);
 * ``MuscleMemPostCheck`` (condition): ``step``, ``expected``, ``tolerance``;
 * ``MuscleMemAskAgent`` (action): ``task``, ``params`` (JSON);
 * ``MuscleMemWatch`` (action): ``step``, ``sensors`` (the traced sensors, ``;`` between
@@ -63,6 +65,7 @@ from xml.etree import ElementTree
 
 from .document import as_run, AsRun, BtDocument, BtStep
 from .traces import imported_trace, trace_data
+from ..bindings.rules import Binding
 from ..records import Snapshot, ToolKind
 from ..replay.subtasks import refusal
 
@@ -129,7 +132,7 @@ class _Writer:
             'SubTree', ID=tree_id, name=f'subtask {step.tool} {params} '
                                         f'{_title(step)[len(step.tool) + 1:]}',
             step=str(step.id), task=step.tool,
-            bindings=';'.join(f'{b.field}<-{b.source}{b.offset:+g}' for b in step.bindings))
+            bindings=';'.join(_binding_text(b) for b in step.bindings))
 
     def _free(self, wanted: str) -> str:
         tree_id, n = wanted, 2
@@ -206,7 +209,7 @@ def _call_and_post(tree: _Tree, step: BtStep, tolerance: str) -> list[ElementTre
         'MuscleMemCall', name=_title(step), step=str(step.id), tool=step.tool,
         kind=step.kind.value, type=step.type_name,
         goal=json.dumps(step.goal, separators=(',', ':')),
-        bindings=';'.join(f'{b.field}<-{b.source}{b.offset:+g}' for b in step.bindings))
+        bindings=';'.join(_binding_text(b) for b in step.bindings))
     trace = imported_trace(step, runs[step.id]) if step.kind is ToolKind.ACTION else None
     if trace is not None:  # the call watched: in parallel with its watch (see the docstring)
         watch = ElementTree.Element(
@@ -248,3 +251,10 @@ def _identifier(text: str) -> str:
     """Return ``text`` as a tree ID (letters, digits and _)."""
     out = ''.join(c if c.isalnum() or c == '_' else '_' for c in text)
     return out if out and not out[0].isdigit() else f'task_{out}'
+
+
+def _binding_text(b: Binding) -> str:
+    """Return one binding as a leaf's port holds it (an orientation's: its turn, x y z w)."""
+    if b.turn is not None:
+        return f'{b.field}<-{b.source}*turn({",".join(f"{v:.9g}" for v in b.turn)})'
+    return f'{b.field}<-{b.source}{b.offset:+g}'

@@ -139,8 +139,19 @@ def _step_lines(step: BtStep, depth: int) -> list[str]:
 
 
 def _binding_data(b: Binding) -> dict[str, Any]:
-    return {'field': b.field, 'source': b.source, 'offset': b.offset,
+    data = {'field': b.field, 'source': b.source, 'offset': b.offset,
             'max_shift': b.max_shift, 'origin': b.origin}
+    if b.turn is not None:  # an orientation binding: the goal's rotation in its frame's
+        data['turn'] = list(b.turn)
+    return data
+
+
+def _turn(value: Any) -> tuple[float, float, float, float] | None:
+    """Return a binding's ``turn`` as read (four numbers), None when it has none."""
+    if value is None:
+        return None
+    x, y, z, w = (float(v) for v in value)
+    return (x, y, z, w)
 
 
 def _yaml(value: Any) -> str:
@@ -242,7 +253,7 @@ def _load_step(data: Any, where: str, source: str, seen: set[int]) -> BtStep:
     try:
         bindings = tuple(Binding(str(b['field']), str(b['source']), float(b['offset']),
                                  None if b.get('max_shift') is None else float(b['max_shift']),
-                                 str(b.get('origin', 'declared')))
+                                 str(b.get('origin', 'declared')), turn=_turn(b.get('turn')))
                          for b in data.get('bindings') or [])
         ahead = tuple((str(a['source']), None if a.get('max_shift') is None
                        else float(a['max_shift'])) for a in data.get('ahead') or [])
