@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
+import threading
+from types import FrameType
 
 from .inventory import open_cli_store
 from .output import Output
@@ -90,8 +93,22 @@ def run(args: argparse.Namespace, out: Output) -> int:
         if not is_loopback(args.host):
             out.print(f'{args.host} is not loopback: every request needs the token; open '
                       f'{server.url}?token=TOKEN once (a cookie keeps it)')
+        stop = threading.Event()
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            # Ctrl-C or a TERM asks serve_forever to return; it returns at its next poll
+            # (0.5 s), whatever the main thread was doing when the signal came. (A
+            # KeyboardInterrupt raised at a random point of the main thread, or one a
+            # library's handler swallowed, once left the page serving until killed.)
+            if not stop.is_set():
+                stop.set()
+                threading.Thread(target=server.shutdown, name='serve-stop', daemon=True).start()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             server.serve_forever()
-        except KeyboardInterrupt:
-            out.note('stopped')
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        out.note('stopped')
     return 0
