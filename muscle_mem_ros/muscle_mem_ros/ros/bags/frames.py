@@ -33,10 +33,9 @@ import math
 from muscle_mem_ros.checks.poses import canonical
 from muscle_mem_ros.errors import TransformError
 from muscle_mem_ros.ros.bags.reader import BagError
-from muscle_mem_ros.ros.capture.tfcdr import TFReader, VALUES_PER_TRANSFORM
+from muscle_mem_ros.ros.capture.tfcdr import TFReader
 from muscle_mem_ros.ros.node.nodeconfig import SensorConfig
 from muscle_mem_ros.transforms.buffer import TransformBuffer
-from muscle_mem_ros.transforms.transform import Transform
 import numpy as np
 
 __all__ = ['BagFrames', 'TF_TOPICS']
@@ -77,16 +76,12 @@ class BagFrames:
         except ValueError as err:
             raise BagError(f'{topic}: a message at {when} ns is not a tf2_msgs/msg/TFMessage: '
                            f'{err}') from err
-        static = topic == TF_TOPICS[1]
-        numbers = iter(values)
-        for (parent, child), sec, nsec, x, y, z, qx, qy, qz, qw in zip(
-                layout.links, *(numbers,) * VALUES_PER_TRANSFORM):
-            try:
-                self._buffer.set(parent, child, sec + nsec * 1e-9,
-                                 Transform((x, y, z), (qx, qy, qz, qw)), static)
-            except ValueError:  # the node skips it too (its feed says so once)
-                continue
-            self._arrived[child] = when
+        # as the node's feed keeps a message (a refused transform is skipped, as there)
+        refused = {index for index, _err in self._buffer.set_many(
+            layout.links, values, static=topic == TF_TOPICS[1])}
+        for index, (_parent, child) in enumerate(layout.links):
+            if index not in refused:
+                self._arrived[child] = when
         moved = set(layout.children)
         return [name for name, config in self._sensors.items()
                 if self._chain(config) & moved]
