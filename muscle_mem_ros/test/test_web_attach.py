@@ -15,7 +15,8 @@
 """
 ``serve --attach`` without a browser: a node's CacheEvents reach the page's ``/events`` stream.
 
-A real rclpy publisher stands in for the cache node on ``/<node>/events``; the page's side is
+A real rclpy publisher stands in for the cache node on ``/<node>/events`` (with the node's QoS:
+reliable, transient local); the page's side is
 the one ``muscle-mem serve --attach`` runs (``ros/execution/eventfeed.attached`` feeding an
 ``EventHub`` served by a ``PageServer``), read over HTTP as a browser's EventSource would.
 """
@@ -32,6 +33,7 @@ import uuid
 from builtin_interfaces.msg import Time
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_ros.ros.execution.eventfeed import attached, event_data, events_topic
+from muscle_mem_ros.ros.execution.events import EVENTS_QOS
 from muscle_mem_ros.web import PageServer, ServeOptions
 from muscle_mem_ros.web.events import EventHub
 from node_helpers import wait_until
@@ -56,7 +58,7 @@ def publisher() -> Iterator[tuple[str, object]]:
     name = f'mm_{uuid.uuid4().hex[:8]}'
     node = rclpy.create_node(f'{name}_fake', context=context, start_parameter_services=False)
     try:
-        yield name, node.create_publisher(CacheEvent, events_topic(name), 50)
+        yield name, node.create_publisher(CacheEvent, events_topic(name), EVENTS_QOS)
     finally:
         node.destroy_node()
         rclpy.try_shutdown(context=context)
@@ -134,6 +136,20 @@ def test_a_trip_on_the_nodes_topic_is_on_the_stream_with_its_link(store, publish
     assert 'href="/trajectory?id=2&amp;mark=0.81#step-0"' in first
     assert wait_until(lambda: pub.get_subscription_count() == 0, 5.0), \
         'the subscription outlived the page'
+
+
+def test_a_page_attached_late_starts_with_the_nodes_last_events(store, publisher):
+    name, pub = publisher
+    at = time.time()
+    early = [CacheEvent(stamp=stamp(at + i * 0.01), type=CacheEvent.MISS, task=f'early{i}',
+                        step=-1, detail='nothing learned') for i in range(3)]
+    for message in early:  # before anything subscribed: kept by the publisher
+        pub.publish(message)
+    with page(store, name) as server:
+        received = read_events(server.server_address[1], 4,
+                               lambda: pub.publish(trip(at + 0.1)))
+    assert [e['task'] for e in received] == ['early0', 'early1', 'early2', 'fetch']
+    assert [e['kind'] for e in received] == ['miss'] * 3 + ['check_failed']
 
 
 def test_every_kind_of_decision_gets_its_name_and_reason():

@@ -38,8 +38,9 @@ import math
 from typing import Any
 
 from muscle_mem_interfaces.msg import CacheEvent
+from muscle_mem_ros.ros.execution.events import EVENTS_QOS
 from muscle_mem_ros.ros.rclfix.shutdown import spun_node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile
 
 __all__ = ['attached', 'event_data', 'events_topic', 'KINDS']
 
@@ -60,8 +61,10 @@ KINDS = {
 """The page's name for each CacheEvent type (a STOPPED that says the robot is at rest:
 ``at_rest``)."""
 
-_DEPTH = 100
-"""Events the subscription queues (the node's publisher keeps 50)."""
+_QOS = QoSProfile(depth=100, reliability=EVENTS_QOS.reliability,
+                  durability=EVENTS_QOS.durability)
+"""Reliable and transient local as the node publishes: matched late, or attached to a node
+that has run a while, the page still gets the node's last 50 events; 100 queued."""
 
 
 def events_topic(node: str) -> str:
@@ -117,14 +120,12 @@ def attached(node: str, on_event: Callable[[dict[str, Any]], None], *,
 
     The subscription lives on a node ``name`` (anonymous in the graph beyond it) in a context
     of its own, spun on its own thread; ``on_event`` runs on that thread and must not
-    block for long (``EventHub.publish`` does not). Reliable, as the node publishes.
+    block for long (``EventHub.publish`` does not). Reliable and transient local, as the node
+    publishes: the node's last 50 events come first.
 
     :raises ValueError: no node name.
     """
     topic = events_topic(node)
-    qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=_DEPTH,
-                     reliability=ReliabilityPolicy.RELIABLE)
-
     with spun_node(name) as ros_node:
         def received(msg: Any) -> None:
             try:
@@ -132,5 +133,5 @@ def attached(node: str, on_event: Callable[[dict[str, Any]], None], *,
             except Exception as err:  # noqa: BLE001 - one bad event never ends the feed
                 ros_node.get_logger().error(f'event on {topic} not shown: {err!r}')
 
-        ros_node.create_subscription(CacheEvent, topic, received, qos)
+        ros_node.create_subscription(CacheEvent, topic, received, _QOS)
         yield topic

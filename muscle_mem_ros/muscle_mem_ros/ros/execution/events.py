@@ -38,10 +38,17 @@ from muscle_mem_ros.ros.capture.stopping import StopReport
 from muscle_mem_ros.ros.messages.convert import substitution_msg
 from rclpy.duration import Duration
 from rclpy.impl.rcutils_logger import RcutilsLogger
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 
 __all__ = ['cache_event', 'ClockTrail', 'describe_bindings', 'EventReporter', 'EventSink',
-           'ShadowReporter', 'stamp_at', 'TRAIL_PERIOD']
+           'EVENTS_QOS', 'ShadowReporter', 'stamp_at', 'TRAIL_PERIOD']
+
+EVENTS_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
+                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
+"""``~/events``: reliable, and transient local with the last 50 kept, so a subscriber
+matched late (``serve --attach`` started after the node, or discovery still settling when
+the first decision is published) gets them; a volatile subscriber gets only new ones."""
 
 _EVENTS = {
     StepEvent.STEP_OK: CacheEvent.STEP_OK,

@@ -101,7 +101,7 @@ from muscle_mem_ros.ros.capture.recorder import Recorder
 from muscle_mem_ros.ros.capture.sensors import SensorHub
 from muscle_mem_ros.ros.capture.tracing import Sampler
 from muscle_mem_ros.ros.execution.calibrator import Calibrator
-from muscle_mem_ros.ros.execution.events import cache_event, ClockTrail, Watched
+from muscle_mem_ros.ros.execution.events import cache_event, ClockTrail, EVENTS_QOS, Watched
 from muscle_mem_ros.ros.execution.goals import TaskGoals
 from muscle_mem_ros.ros.execution.inflight import wind_down
 from muscle_mem_ros.ros.execution.replay import Replayer
@@ -267,7 +267,7 @@ class BehaviorCacheNode(LifecycleNode):
                               f'{err}') from err
         parts.health = StoreHealth(logger=self.get_logger())
         parts.recorder = Recorder(store=parts.store, body=read_body(self, config, parts.store))
-        parts.events = self.create_lifecycle_publisher(CacheEvent, '~/events', 50)
+        parts.events = self.create_lifecycle_publisher(CacheEvent, '~/events', EVENTS_QOS)
         parts.watch = self.create_lifecycle_publisher(WatchTick, '~/watch', 50)
         parts.diagnostics = self.create_lifecycle_publisher(
             DiagnosticArray, '/diagnostics', 10)
