@@ -16,7 +16,8 @@
 The sim robot's frames over real DDS (/tf, /tf_static) and its gripper's yaw (MoveToPose).
 
 The frames read here are composed with muscle_mem_ros' :class:`TransformBuffer`, what the
-cache looks them up with; rotations are compared as rotations (scipy's ``Rotation``).
+cache looks them up with; rotations are compared as rotations (scipy's ``Rotation``). The
+robot publishes its joint states at 60 Hz here (the demo's 120 Hz is the default).
 """
 
 from __future__ import annotations
@@ -112,8 +113,11 @@ def ros():
 @pytest.fixture(scope='module')
 def robot(ros, tmp_path_factory):
     namespace = unique_namespace()
+    # joint states (and the links with them) at 60 Hz, not 120: the test process reads four
+    # topics in Python, and at 120 Hz it fell behind on a loaded machine and lost messages
     process = NodeProcess('muscle_mem_demo.robot_node', namespace=namespace,
-                          params={'rtf': 2.0}, log_dir=tmp_path_factory.mktemp('logs'))
+                          params={'rtf': 2.0, 'joint_state_rate': 60.0},
+                          log_dir=tmp_path_factory.mktemp('logs'))
     client = SimClient(namespace)
     client.frames = Frames(client, namespace)
     try:
@@ -145,20 +149,27 @@ def test_tf_carries_the_links_and_the_cube_tf_static_the_camera(sim):
     assert links == set(ARM_LINKS) | {'workspace_camera->cube'}
     # the links with each joint state (its stamp), the cube with each object pose (its stamp)
     with sim.lock:
-        joint_stamps = {ns(m) for m in sim.joint_msgs}
-        object_stamps = {ns(m) for m in sim.object_msgs}
-    arm = [t for t in seen if t.child_frame_id == 'panda_link1']
-    cube = [t for t in seen if t.child_frame_id == 'cube']
-    # (each topic arrives on its own, and a busy test client may drop a message of either:
-    # only the stamps both have seen are compared, and most must match)
-    arm_seen = [ns(t) in joint_stamps for t in arm
-                if min(joint_stamps) <= ns(t) <= max(joint_stamps)]
-    cube_seen = [ns(t) in object_stamps for t in cube
-                 if min(object_stamps) <= ns(t) <= max(object_stamps)]
-    assert len(arm_seen) > 50 and len(cube_seen) > 15
-    assert sum(arm_seen) > 0.8 * len(arm_seen) and sum(cube_seen) > 0.8 * len(cube_seen)
-    between = [t for t in arm if ns(cube[0]) <= ns(t) < ns(cube[-1])]
-    assert 2.5 < len(between) / (len(cube) - 1) < 6.0  # 120 Hz links, 30 Hz cube
+        joint_stamps = sorted({ns(m) for m in sim.joint_msgs})
+        object_stamps = sorted({ns(m) for m in sim.object_msgs})
+    arm = sorted(ns(t) for t in seen if t.child_frame_id == 'panda_link1')
+    cube = sorted(ns(t) for t in seen if t.child_frame_id == 'cube')
+    assert_stamped_with(arm, joint_stamps)
+    assert_stamped_with(cube, object_stamps)
+    between = [t for t in arm if cube[0] <= t < cube[-1]]
+    assert 1.4 < len(between) / (len(cube) - 1) < 3.0  # 60 Hz links, 30 Hz cube
+
+
+def assert_stamped_with(links: list[int], stamps: list[int]) -> None:
+    """
+    Assert the links carry the stamps of the topic they go out with.
+
+    Each topic comes on its own, and a test client that falls behind loses messages of
+    either: only the links within the stamps received are compared, and most must match.
+    A link stamped on its own (a second ``now()``) would match none.
+    """
+    inside = [t for t in links if stamps[0] <= t <= stamps[-1]]
+    matched = set(inside) & set(stamps)
+    assert len(inside) > 15 and len(matched) > 0.5 * len(inside), (len(matched), len(inside))
 
 
 def test_the_cube_on_tf_is_where_the_sim_has_it_with_the_detectors_noise(sim):
@@ -187,11 +198,17 @@ def test_the_chain_to_the_hand_is_the_grasp_pose_the_sim_reports(sim):
         duration=0.8, feedback=feedback)
     assert status == GoalStatus.STATUS_SUCCEEDED, result.error_string
     mark = sim.now_ns()
-    sim.wait_for(lambda: sum(ns(m) > mark for m in list(sim.ee_msgs)) >= 20, what='ee poses')
-    with sim.lock:
-        poses = [m for m in sim.ee_msgs if ns(m) > mark][:20]
-    sim.wait_for(lambda: any(ns(t) >= ns(poses[-1]) for t in sim.frames.since(mark)
-                             if t.child_frame_id == 'panda_link7'), what='the links of the poses')
+
+    def posed() -> list:
+        """Return the poses after the mark whose links (the same stamp) the client has."""
+        linked = {ns(t) for t in sim.frames.since(mark) if t.child_frame_id == 'panda_link7'}
+        with sim.lock:
+            return [m for m in sim.ee_msgs if ns(m) > mark and ns(m) in linked]
+
+    # (a client that falls behind loses messages of either topic: the poses compared are
+    # those whose links it has)
+    sim.wait_for(lambda: len(posed()) >= 20, what='ee poses and their links')
+    poses = posed()[:20]
     buffer = sim.frames.buffer(sim.frames.since(mark))
     for pose in poses:
         tcp = buffer.lookup('world', 'panda_hand_tcp', ns(pose) * 1e-9)

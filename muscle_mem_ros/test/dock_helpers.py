@@ -23,13 +23,14 @@ localization, where the dock is from a tag detector, both on ``/tf``, as on a re
   to the goal's (x, y) and turns to the goal's yaw (``target.pose.orientation``, a rotation
   about z) over the goal's duration, both as functions of the clock. Localization publishes
   ``map -> odom`` (identity) and ``odom -> base_link`` on ``/tf`` at 50 Hz (header stamps on
-  the node's clock); ``base_link -> camera`` (an optical frame: z forward, x right, y down) is
-  on ``/tf_static`` (transient local, sent once at start). A tag detector publishes
-  ``camera -> dock_tag`` at 20 Hz, computed from the dock's world pose and the base's, with
-  about 2 mm and 0.3 deg of noise, only while the tag is in the camera's view (3 m, +-60 deg,
-  its face towards the camera), as apriltag_ros does. The tag frame's z leaves the dock's face
-  (the dock's front), its y points down. A test moves and turns the dock
-  (:meth:`DockBase.move_dock`), or stops localization or the detector.
+  the node's clock; published from a thread of their own, :class:`Ticker`); ``base_link ->
+  camera`` (an optical frame: z forward, x right, y down) is on ``/tf_static`` (transient
+  local, sent once at start). A tag detector publishes ``camera -> dock_tag`` at 20 Hz,
+  computed from the dock's world pose and the base's, with about 2 mm and 0.3 deg of noise,
+  only while the tag is in the camera's view (3 m, +-60 deg, its face towards the camera), as
+  apriltag_ros does. The tag frame's z leaves the dock's face (the dock's front), its y points
+  down. A test moves and turns the dock (:meth:`DockBase.move_dock`), or stops localization or
+  the detector.
 * :class:`DockAgent`: ExecuteTask (any task name): patrol to :data:`PATROL`, then to
   :data:`STANDOFF` in front of the dock facing it, then a short approach to :data:`FINAL` in
   front, through the cache's proxies; the dock's pose is what the agent's own ``/tf`` reader
@@ -41,6 +42,7 @@ localization, where the dock is from a tag detector, both on ``/tf``, as on a re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import dataclasses
 import math
 import threading
@@ -148,6 +150,41 @@ def stamped(parent: str, child: str, pose: Pose, stamp: Any) -> TransformStamped
     return t
 
 
+class Ticker:
+    """
+    Call each function at its period on a thread of its own, as a driver's publishing loop.
+
+    Localization and the detector once ran on executor timers, and came late: the test
+    process's executor builds each wait set in Python on one thread, and with three nodes'
+    entities and a few hundred messages a second it fell up to 0.58 s behind on a quiet
+    machine (its timers fired 100 to 580 ms apart while the base drove), and the base's TF
+    went stale in the cache (max_age 0.5 s). Publishing needs no executor.
+
+    :param calls: (period in seconds, function) pairs.
+    """
+
+    def __init__(self, *calls: tuple[float, Callable[[], None]]) -> None:
+        self._calls = calls
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name='ticker', daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        due = [time.monotonic()] * len(self._calls)
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for i, (period, call) in enumerate(self._calls):
+                if now >= due[i]:
+                    call()
+                    due[i] = max(due[i] + period, now)
+            self._stop.wait(max(0.0, min(due) - time.monotonic()))
+
+    def stop(self) -> None:
+        """Stop calling (returns once a call in progress ended)."""
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
 class DockBase(MobileBase):
     """A MobileBase with a heading, localization and a tag detector on TF (module docstring)."""
 
@@ -168,15 +205,22 @@ class DockBase(MobileBase):
         super().__init__(names=names, context=context, seed=seed)
         self._noise = np.random.default_rng(seed)
         self.manners = 'brake'
-        self.published.update(tf=0, detector=0)
-        group = ReentrantCallbackGroup()
+        # its world is on TF: no odometry, tag or scan topic (their timers were work for the
+        # test process's executor, beside which localization came late)
+        for timer in list(self.timers):
+            self.destroy_timer(timer)
+        self.published = {'tf': 0, 'detector': 0}
         self._tf = self.create_publisher(TFMessage, '/tf', TF_QOS)
         self._tf_static = self.create_publisher(TFMessage, '/tf_static', STATIC_QOS)
         self._tf_static.publish(TFMessage(transforms=[stamped(
             'base_link', 'camera', Pose(np.array(CAMERA), OPTICAL),
             self.get_clock().now().to_msg())]))
-        self.create_timer(0.02, self._localize, callback_group=group)
-        self.create_timer(0.05, self._detect, callback_group=group)
+        self._ticker = Ticker((0.02, self._localize), (0.05, self._detect))
+
+    def destroy_node(self) -> None:
+        """Stop localization and the detector, then the node."""
+        self._ticker.stop()
+        super().destroy_node()
 
     def reset(self) -> None:
         """Reset as MobileBase does; also face +x, put the dock home, TF on, braking cancels."""
