@@ -212,7 +212,9 @@ class StoryDriver(Node):
             while not ready():
                 alive()
                 if time.monotonic() > deadline:
-                    raise DriverError(f'timed out waiting for {what}')
+                    heard = (f' ({self._cache_sees_agent.heard})'
+                             if what == 'the cache to discover the agent' else '')
+                    raise DriverError(f'timed out waiting for {what}{heard}')
                 time.sleep(0.05)
 
     def _streaming(self) -> bool:

@@ -23,6 +23,7 @@ nav2's lifecycle manager do.
 
 from __future__ import annotations
 
+import re
 import signal
 import sqlite3
 
@@ -282,3 +283,7 @@ def test_diagnostics_say_when_the_agent_is_discovered(harness):
     h.start_cache(agent_action=f'/{h.names.prefix}/no_such_agent')
     assert wait_until(lambda: values.count('not discovered') >= 2, 10.0), values
     assert not missing.wait(0.0)
+    # what a timed-out wait says: the cache was heard, and its agent not discovered
+    assert re.fullmatch(rf'\d+ /diagnostics from /{h.names.node}, the last: agent '
+                        r"'not discovered'", missing.heard), missing.heard
+    assert AgentSeen(h.client, '/nobody').heard == 'no /diagnostics from /nobody reached this node'

@@ -155,13 +155,26 @@ class AgentSeen:
     def __init__(self, node: Node, cache_node: str) -> None:
         self._cache = cache_node
         self._seen = threading.Event()
+        self._heard = 0
+        self._last = ''
         node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
 
     def _on_diagnostics(self, msg: Any) -> None:
         for status in msg.status:
-            if status.hardware_id == self._cache and any(
-                    kv.key == 'agent' and kv.value == 'available' for kv in status.values):
+            if status.hardware_id != self._cache:
+                continue
+            agent = next((kv.value for kv in status.values if kv.key == 'agent'), '')
+            self._heard += 1
+            self._last = agent
+            if agent == 'available':
                 self._seen.set()
+
+    @property
+    def heard(self) -> str:
+        """Say what the cache's diagnostics said of its agent so far (for a timeout's error)."""
+        if not self._heard:
+            return f'no /diagnostics from {self._cache} reached this node'
+        return f'{self._heard} /diagnostics from {self._cache}, the last: agent {self._last!r}'
 
     def wait(self, timeout: float) -> bool:
         """Return True once the cache reported its agent available, False after ``timeout``."""
