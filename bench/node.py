@@ -305,6 +305,9 @@ def node_params(*, prefix: str, node: str, store: Path, watch: bool = True,
         'store_path': str(store), 'agent_action': '', 'cache_mode': 'learn',
         'step_timeout': step_timeout, 'post_check_timeout': 1.0, 'agent_timeout': 30.0,
         'watch': watch,
+        # no robot_description here: the body is the joint names and tools (without this the
+        # node waits 2 s for one, then refuses to replay until it comes)
+        'robot_description_timeout': 0.0,
         'sensors': {
             'joints': {'topic': f'/{prefix}/joint_states', 'type': 'sensor_msgs/msg/JointState',
                        'fields': ['position'], 'tolerance': [0.01], 'mode': 'abs',
