@@ -200,10 +200,10 @@ class StoryDriver(Node):
             ('/joint_states and /object_pose', self._streaming),
             ('the agent topic ~/calls', lambda: self.count_publishers(self._calls_topic) > 0),
         ]
+        discovery = 'the cache to discover the agent'
         checks += [
             # a task sent before the cache discovered its agent would fail at once
-            ('the cache to discover the agent', lambda: not cache or self._cache_sees_agent.wait(
-                0.0)),
+            (discovery, lambda: not cache or self._cache_sees_agent.wait(0.0)),
             # its feedback (replay and agent progress) reaches this node from the first task
             ('the cache to match this node as its client', lambda: wait_for_action_matched(
                 self, self._task, self._cache_node, 1.0)),
@@ -212,8 +212,7 @@ class StoryDriver(Node):
             while not ready():
                 alive()
                 if time.monotonic() > deadline:
-                    heard = (f' ({self._cache_sees_agent.heard})'
-                             if what == 'the cache to discover the agent' else '')
+                    heard = f' ({self._cache_sees_agent.heard})' if what == discovery else ''
                     raise DriverError(f'timed out waiting for {what}{heard}')
                 time.sleep(0.05)
 
