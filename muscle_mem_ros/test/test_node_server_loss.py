@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 
-from action_msgs.msg import GoalStatus
+from action_msgs.msg import GoalInfo, GoalStatus, GoalStatusArray
 from muscle_mem_interfaces.msg import CacheEvent
 from muscle_mem_interfaces.srv import Replay, StartRecording, StopRecording
 from muscle_mem_ros.ros.rclfix.action_client import ActionClient
@@ -44,7 +44,9 @@ from muscle_mem_ros.ros.rclfix.sync import CancelToken
 from muscle_mem_ros.ros.rclfix.watch import wait_watched, WaitEnd
 from node_helpers import Harness, wait_until
 import pytest
+import rclpy
 from rclpy.action import ActionClient as RclpyActionClient
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.task import Future
 from test_msgs.action import Fibonacci
 
@@ -269,6 +271,61 @@ def test_a_lost_goal_response_is_taken_from_the_status(world, tmp_path):
         ours.destroy()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize('status_first', [False, True])
+def test_a_status_executed_beside_the_response_makes_one_goal_handle(
+        monkeypatch, status_first):
+    """
+    A goal's status and its response executed at once make one handle, not an error.
+
+    In a reentrant group under a MultiThreadedExecutor rclpy executes a client's next data
+    while the last is still being executed. A fresh-clone run's test process died of it:
+    the status made the goal's handle between the response's look and rclpy's registration
+    of it, and rclpy raised 'Two goals were accepted with the same ID'. Here the status is
+    executed exactly there (inside rclpy's execute of the response), or wholly before it.
+    """
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node('status_beside_response', context=context,
+                                 start_parameter_services=False)
+        client = ActionClient(node, Fibonacci, '/nobody_serves_this')
+        future = client.send_goal_async(Fibonacci.Goal(order=2))
+        # as an executor's take does: the request's done callbacks wait for the executor
+        idle = SingleThreadedExecutor(context=context)
+        for waiting in client._futures:
+            waiting._set_executor(idle)
+        (number, goal_id), = client._goal_sequence_number_to_goal_id.items()
+        listed = GoalStatus(goal_info=GoalInfo(goal_id=goal_id),
+                            status=GoalStatus.STATUS_EXECUTING)
+        status = {'status': GoalStatusArray(status_list=[listed])}
+        response = {'goal': (number, Fibonacci.Impl.SendGoalService.Response(accepted=True))}
+        rclpys = RclpyActionClient.execute
+
+        async def status_within(self, taken_data):
+            if 'goal' in taken_data:  # the status comes in a worker of its own, just now
+                finish(client.execute(status))
+            await rclpys(self, taken_data)
+
+        if status_first:
+            finish(client.execute(status))
+        else:
+            monkeypatch.setattr(RclpyActionClient, 'execute', status_within)
+        finish(client.execute(response))
+        assert future.done() and future.result().accepted
+        assert list(client._goal_handles) == [bytes(goal_id.uuid)]
+        client.destroy()
+        node.destroy_node()
+        idle.shutdown()
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+def finish(coroutine) -> None:
+    """Run ``coroutine`` to its end here (it awaits nothing that suspends)."""
+    with pytest.raises(StopIteration):
+        coroutine.send(None)
 
 
 @pytest.mark.parametrize('absent', [1, 3])

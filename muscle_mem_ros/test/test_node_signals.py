@@ -18,7 +18,8 @@ SIGINT and SIGTERM, once or many times, end every executable cleanly with exit c
 ``ros2 launch`` signals the whole process group and then sends a second SIGINT
 while the nodes tear down; ``timeout -s INT`` and scripts do the same. Each
 executable runs here in its own process group, outside a terminal, and gets
-its signal again and again until it has exited.
+its signal again and again until it has exited. And an executor thread that an error
+ended says so (rclfix.shutdown.Spinner).
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ import sys
 import time
 import uuid
 
+from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 from node_helpers import wait_until
 import pytest
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
 import yaml
 
 READY = {
@@ -98,3 +102,33 @@ def test_repeated_signal_to_the_process_group_exits_cleanly(executable, sig, tmp
     assert process.returncode == 0, output
     for text in FORBIDDEN:
         assert text not in output, output
+
+
+def test_an_executor_thread_ended_by_an_error_says_so(capsys):
+    """
+    A Spinner's thread that a callback's error ended prints the error.
+
+    An agent or a driver spins with a Spinner and no ``on_exit``; when its executor died
+    (an rclpy error in a worker), it answered nothing from then on and said nothing.
+    """
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node('ended_by_an_error', context=context,
+                                 start_parameter_services=False)
+
+        def fail() -> None:
+            raise RuntimeError('a callback failed')
+        node.create_timer(0.01, fail)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        spinner = Spinner(executor)
+        spinner._thread.join(10.0)
+        assert not spinner._thread.is_alive(), 'the error did not end the thread'
+        spinner.stop()
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+    said = capsys.readouterr().err
+    assert "the executor thread ended: RuntimeError('a callback failed')" in said, said
+    assert 'Traceback' in said, said

@@ -55,6 +55,16 @@ goal whose id is listed while its request is still pending as accepted then (the
 handle rclpy would have made from the response, with the status's stamp), and drops the
 response should it come after all. :class:`..watch.ResultAgain` then gets its result.
 
+In a reentrant callback group under a ``MultiThreadedExecutor`` (the cache node's agent
+client; the tests' agents) rclpy hands the client's next data to another worker while the
+last is still being executed, so a status and the response of the same goal can be
+executed at once. Which of them makes the goal handle is decided under the client's lock:
+a response claims its request before rclpy registers the handle, and the status skips a
+claimed request. Without that, a status that made the handle between a response's look
+and rclpy's registration of it made rclpy raise 'Two goals were accepted with the same
+ID' in the executor, which ended the executor's spinning (a fresh-clone run's test
+process lost every server it hosted that way).
+
 The fixes use rclpy's own (private) bookkeeping of pending goal requests, as 9.1.2 lays
 it out; an rclpy without it gets rclpy's ``send_goal_async`` and ``execute``.
 """
@@ -86,6 +96,8 @@ class ActionClient(_RclpyActionClient[Any, Any, Any]):
         self._answered_by_status: set[int] = set()
         """Goal requests whose handle was made from the status topic: their late response
         is dropped."""
+        self._responding: set[int] = set()
+        """Goal requests whose response is being executed: the status leaves them alone."""
         super().__init__(*args, **kwargs)
 
     def goal_of(self, goal_id: Any) -> Any:
@@ -149,19 +161,37 @@ class ActionClient(_RclpyActionClient[Any, Any, Any]):
 
     async def execute(self, taken_data: Any) -> None:
         """Take a pending goal listed on the status topic as accepted, then do rclpy's work."""
-        if all(hasattr(self, name) for name in _BOOKKEEPING + ('_goal_handles',)):
+        if not all(hasattr(self, name) for name in _BOOKKEEPING + ('_goal_handles',)):
+            await super().execute(taken_data)
+            return
+        responding = self._claim_response(taken_data)
+        try:
             self._accept_listed(taken_data)
-        await super().execute(taken_data)
+            await super().execute(taken_data)
+        finally:
+            if responding is not None:
+                with self._lock:
+                    self._responding.discard(responding)
+
+    def _claim_response(self, taken_data: Any) -> int | None:
+        """
+        Claim the goal request whose response is in ``taken_data``; return its number.
+
+        A response to a request whose handle the status made is dropped instead (None).
+        """
+        goal = taken_data.get('goal')
+        if goal is None:
+            return None
+        number = int(goal[0])
+        with self._lock:
+            if number in self._answered_by_status:
+                self._answered_by_status.discard(number)
+                del taken_data['goal']  # its goal handle was made from the status
+                return None
+            self._responding.add(number)
+        return number
 
     def _accept_listed(self, taken_data: Any) -> None:
-        answered = self._answered_by_status
-        goal = taken_data.get('goal')
-        responding = None  # the request whose response is here: rclpy makes its handle
-        if goal is not None and goal[0] in answered:
-            answered.discard(goal[0])
-            del taken_data['goal']  # its goal handle was made from the status
-        elif goal is not None:
-            responding = goal[0]
         status = taken_data.get('status')
         if status is None:
             return
@@ -171,7 +201,7 @@ class ActionClient(_RclpyActionClient[Any, Any, Any]):
         with self._lock:
             pending = [(number, bytes(goal_id.uuid)) for number, goal_id
                        in self._goal_sequence_number_to_goal_id.items()
-                       if bytes(goal_id.uuid) in listed and number != responding]
+                       if bytes(goal_id.uuid) in listed and number not in self._responding]
             for number, uuid in pending:
                 future = self._pending_goal_requests.get(number)
                 if future is None or future.done() or uuid in self._goal_handles:
@@ -181,7 +211,7 @@ class ActionClient(_RclpyActionClient[Any, Any, Any]):
                     accepted=True, stamp=entry.goal_info.stamp)
                 handle = ClientGoalHandle(self, entry.goal_info.goal_id, response)
                 self._goal_handles[uuid] = weakref.ref(handle)
-                answered.add(number)
+                self._answered_by_status.add(number)
                 made.append((future, handle))
         for future, handle in made:  # its done callbacks take the lock
             future.set_result(handle)

@@ -38,7 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 import os
 import signal
+import sys
 import threading
+import traceback
 from types import FrameType
 
 import rclpy
@@ -140,7 +142,8 @@ class Spinner:
 
     :param executor: The executor, with its nodes added (more may be added later).
     :param on_exit: Called in the spinning thread when it ends, with the error that
-        ended it (None when stopped or when the context was shut down).
+        ended it (None when stopped or when the context was shut down). Without it, an
+        error that ends the thread is printed to stderr.
     """
 
     def __init__(self, executor: Executor, *,
@@ -164,6 +167,9 @@ class Spinner:
         finally:
             if self._on_exit is not None:
                 self._on_exit(error)
+            elif error is not None:  # said, not lost with the thread: nothing answers now
+                print(f'the executor thread ended: {error!r}', file=sys.stderr)
+                traceback.print_exception(error, file=sys.stderr)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop spinning, wait for running callbacks (bounded), then shut the executor down."""
