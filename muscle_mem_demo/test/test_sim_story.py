@@ -44,6 +44,7 @@ from muscle_mem_demo.report import (
     SKILL_HEADER,
     write_figure,
 )
+from muscle_mem_demo.robot_node import CUBE_TF_NOISE
 from muscle_mem_demo.skill_story import SKILL_STORY, skill_summary
 from muscle_mem_demo.story import (
     BOUND_PLACE_TOLERANCE,
@@ -74,6 +75,18 @@ EXPECTED = [
     ('replay', 8, 0, []),
     ('miss -> agent', 0, 8, [0]),
 ]
+
+RETARGETED_WITHIN = 5 * math.sqrt(2) * CUBE_TF_NOISE
+"""
+How near a goal retargeted to the cube is to the cube's true place, per axis, m (7 mm).
+
+The cache reads the cube from TF with the sim's detection noise (``CUBE_TF_NOISE`` per
+axis), once in the recording and once now, so the shift it applies is off by the difference
+of two draws: about 1.5 mm per axis (the recorded demos' spread), and 3.1 and 3.5 mm at
+times, more than the 3 mm this test allowed when the cube was read without noise. Five
+standard deviations of that difference; the cube moved 45 and 40 mm, which a goal that was
+not retargeted would be off by.
+"""
 
 
 def run_demo(out, *extra: str):
@@ -149,10 +162,10 @@ def test_the_moved_cube_is_a_replay_with_the_grasp_goals_retargeted(story):
             if str(s['source']).startswith('sensor:object')}
     # move above, descend, lift: x and y of each follow the cube to where it is now
     for step in (0, 1, 3):
-        assert cube[(step, 'target.pose.position.x')] == pytest.approx(SHIFT_POSITION[0],
-                                                                       abs=0.003)
-        assert cube[(step, 'target.pose.position.y')] == pytest.approx(SHIFT_POSITION[1],
-                                                                       abs=0.003)
+        assert cube[(step, 'target.pose.position.x')] == pytest.approx(
+            SHIFT_POSITION[0], abs=RETARGETED_WITHIN)
+        assert cube[(step, 'target.pose.position.y')] == pytest.approx(
+            SHIFT_POSITION[1], abs=RETARGETED_WITHIN)
 
 
 def test_the_new_place_target_is_substituted_from_the_task_parameter(story):

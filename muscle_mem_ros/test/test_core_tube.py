@@ -458,6 +458,54 @@ def test_a_cube_that_stays_on_the_table_while_the_gripper_rises_is_caught():
     assert failure.score > 1.0 and failure.at == t
 
 
+def test_the_reading_that_broke_the_fit_is_blamed_where_the_rest_fits():
+    """
+    A camera cell that sees a box is named, not a joint a little off further on.
+
+    The arm ramps on; the camera's cell reads 0 but, from 1.2 s of the recording, where the
+    arm crossed it, may read anything (loose). At 1.0 s the cell reads the box: the joint
+    fits at 1.0 s, where the cell is off by 5 tolerances, and the cell fits from 1.2 s,
+    where the joint is off by 1.25. The element furthest off where the state fits best is
+    the joint; the reading that broke the fit is the camera's.
+    """
+    arm = Series(TIMES, tuple((float(v),) for v in np.linspace(0.0, 0.8, len(TIMES))))
+    cell = Series(TIMES, tuple((0.0,) for _ in TIMES))
+    crossed = np.array([[t >= 1.2] for t in TIMES])
+    t = Tube(Trace(40.0, {'joints': arm, 'camera': cell}),
+             [Watched('joints', 0, 0.02), Watched('camera', 0, 0.2)],
+             loose={'camera': crossed})
+    assert t.judge('joints', 1.0, (0.4,)) is None
+    assert t.judge('camera', 1.0, (0.0,)) is None
+    failure = t.judge('camera', 1.02, (1.0,))
+    assert failure is not None
+    assert (failure.sensor, failure.element) == ('camera', 0)
+    assert failure.expected == pytest.approx(0.0) and failure.deviation == pytest.approx(1.0)
+    # a joint pushed beyond the path while the camera is as recorded: the joint is blamed
+    assert t.judge('camera', 1.04, (0.0,)) is None
+    pushed = t.judge('joints', 1.06, (0.9,))
+    assert pushed is not None and pushed.sensor == 'joints', pushed
+
+
+def test_where_the_robots_own_state_fits_the_rest_is_blamed():
+    """
+    The joints (the robot's own state) still on their path: the camera is named.
+
+    Also when a joint reading broke the fit: the cell read the box while the arm was where
+    the recording had the cell hidden (it fit there), and the arm then moved on.
+    """
+    arm = Series(TIMES, tuple((float(v),) for v in np.linspace(0.0, 0.8, len(TIMES))))
+    cell = Series(TIMES, tuple((0.0,) for _ in TIMES))
+    crossed = np.array([[1.0 <= t < 1.2] for t in TIMES])
+    for own, blamed in ((frozenset({'joints'}), 'camera'), (frozenset(), 'joints')):
+        t = Tube(Trace(40.0, {'joints': arm, 'camera': cell}),
+                 [Watched('joints', 0, 0.02), Watched('camera', 0, 0.2)],
+                 loose={'camera': crossed}, own=own)
+        assert t.judge('joints', 1.0, (0.4,)) is None
+        assert t.judge('camera', 1.02, (1.0,)) is None  # the arm hid the cell there
+        failure = t.judge('joints', 1.3, (0.53,))
+        assert failure is not None and failure.sensor == blamed, (own, failure)
+
+
 def test_an_l_shaped_path_does_not_accept_the_opposite_corner():
     # y first, then x: every reading has each element on its own path, never both together.
     def y_first(t: float) -> dict[str, tuple[float, ...]]:

@@ -69,9 +69,12 @@ path under the shift cannot be predicted are not watched at all
 (``angle`` mode) are unwrapped along the recording, and a reading is moved by whole
 turns next to each span first.
 
-A state that fits nowhere from the window on fails with the element furthest off at
-the progress where the state fits best (the smallest worst-element excess over
-tolerance): its value, the nearest value the tube allowed there, and its tolerance.
+A state that fits nowhere from the window on fails, naming one element: its value, the
+nearest value the tube allowed there, and its tolerance. Where the robot's own state (its
+joints, its odometry) still fits the recording, the arm is on its path and the element is
+the worst of the rest, where the rest is least off; else, where all but the reading that
+broke the fit still fit, that reading's worst element; else the element furthest off
+where the state fits best (the smallest worst-element excess over tolerance).
 """
 
 from __future__ import annotations
@@ -204,6 +207,8 @@ class Tube:
         :func:`~muscle_mem_ros.checks.imageview.moving_cells`): booleans shaped as the
         series' values; the element may be anything at a point between two recorded samples
         either of which is loose.
+    :param own: The series of the robot's own state (its joints, its odometry): a failure
+        blames the others where these still fit (:meth:`_failure`).
     :param poses: Per pose series (a TF sensor), the rotation its readings are judged about:
         recorded and live readings become six coordinates, the origin and the rotation
         vector about it (:func:`~muscle_mem_ros.checks.poses.pose_coordinates`), and the
@@ -213,7 +218,8 @@ class Tube:
 
     def __init__(self, trace: Trace, watched: Sequence[Watched], *, scale: float = 1.0,
                  loose: Mapping[str, np.ndarray] | None = None,
-                 poses: Mapping[str, np.ndarray] | None = None) -> None:
+                 poses: Mapping[str, np.ndarray] | None = None,
+                 own: frozenset[str] = frozenset()) -> None:
         self._poses = dict(poses or {})
         groups: dict[str, list[Watched]] = {}
         for w in watched:
@@ -245,6 +251,7 @@ class Tube:
         self._floor = self._low - self._tolerance
         self._ceiling = self._high + self._tolerance
         self._angle = np.array([w.angle for w in self.watched], dtype=bool)
+        self._own_columns = np.flatnonzero([w.series in own for w in self.watched])
         self._state = np.full(len(self.watched), math.nan)
         self._seen = np.zeros(len(self.watched), dtype=bool)
         self._back = np.searchsorted(grid, grid - BACK, side='left')
@@ -309,8 +316,8 @@ class Tube:
         The reading replaces the series' last one in the state, and the whole state is
         judged (the module's rule). Safe from several threads: one judges at a time.
 
-        :return: The element furthest off at the progress the state fits best, or None
-            when the state fits the recording at one progress.
+        :return: The element to blame (:meth:`_failure`), or None when the state fits the
+            recording at one progress.
         """
         part = self._parts.get(series)
         if part is None:
@@ -331,7 +338,7 @@ class Tube:
             if found is not None:
                 self._reached = max(self._reached, found)
                 return None
-            return self._failure(start, at)
+            return self._failure(start, at, series)
 
     def _earliest(self, start: int) -> int | None:
         """Return the earliest progress point from ``start`` the state fits at, or None."""
@@ -366,14 +373,26 @@ class Tube:
                           - math.pi, live)
         return low, high, turned
 
-    def _failure(self, start: int, at: float) -> CheckFailure:
-        """Return the failure of a state off the tube: its element furthest off, where best."""
+    def _failure(self, start: int, at: float, series: str) -> CheckFailure:
+        """
+        Return the failure of a state off the tube: the element to blame, where it is off.
+
+        Where the robot's own state (the ``own`` series) still fits the recording, the arm
+        is on its path and the rest is blamed; else, where the rest of the state fits, the
+        reading of ``series``, which broke the fit; else the element furthest off where
+        the state fits best. A camera that sees a box dropped while the arm moves on its
+        path is so named, not a joint a little off at a later progress where the arm hid
+        the box's cell in the recording (ranked by shares of tolerance alone, that joint
+        was named 1 time in about 20 in the demo).
+        """
         seen = np.flatnonzero(self._seen)
         low, high, turned = self._beside(seen, start, len(self._grid))
         tolerance = self._tolerance[seen]
         outside, scores = _outside(low, high, turned, tolerance)
-        row = int(np.argmin(scores.max(axis=1)))
-        column = int(np.argmax(scores[row]))
+        part = self._parts[series]
+        own = np.isin(seen, self._own_columns)
+        read = (seen >= part.first) & (seen < part.first + len(part.index))
+        row, column = _blame(scores, own) or _blame(scores, ~read) or _worst(scores)
         element = int(seen[column])
         w = self.watched[element]
         value = float(self._state[element])
@@ -383,6 +402,28 @@ class Tube:
             float(tolerance[column]), float(scores[row, column]), 'left the recorded path',
             FailureKind.OUT_OF_TOLERANCE, element=w.index, value=value,
             expected=expected, at=at)
+
+
+def _blame(scores: np.ndarray, kept: np.ndarray) -> tuple[int, int] | None:
+    """
+    Return where the ``kept`` columns fit and the others are least off, and the worst of those.
+
+    None when no column or every column is kept, or the kept columns fit nowhere.
+    """
+    if not kept.any() or kept.all():
+        return None
+    rows = np.flatnonzero(scores[:, kept].max(axis=1) <= 1.0)
+    if not rows.size:
+        return None
+    others = np.flatnonzero(~kept)
+    row = int(rows[np.argmin(scores[rows][:, others].max(axis=1))])
+    return row, int(others[np.argmax(scores[row, others])])
+
+
+def _worst(scores: np.ndarray) -> tuple[int, int]:
+    """Return where the worst element is least off, and that element."""
+    row = int(np.argmin(scores.max(axis=1)))
+    return row, int(np.argmax(scores[row]))
 
 
 def _outside(low: np.ndarray, high: np.ndarray, turned: np.ndarray,

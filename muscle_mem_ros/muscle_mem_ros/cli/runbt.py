@@ -232,7 +232,7 @@ class BtRuntime:
         return make_watch(node, sensors=self._specs, watch=self._config.watched,
                           during=self._judge.during(node),
                           scale=self._config.watch_tolerance_scale, cancel=CancelToken(),
-                          period=1.0 / self._config.watch_rate)
+                          period=1.0 / self._config.watch_rate, own=self._config.stop_rule.own)
 
     def _accepted(self, future: Any, tool: ToolConfig, pending: PendingCall) -> None:
         if pending.watch is not None:

@@ -203,6 +203,8 @@ class Replayer:
     :param watched: Names of the sensors a replayed action goal is watched on while it runs
         (empty: no goal is watched; the tools' proxies need a sampler for it).
     :param watch_scale: Factor on every tolerance while a step is watched.
+    :param own: Names of the sensors of the robot's own state: a watch that trips blames
+        the others while these are on their path (:class:`~muscle_mem_ros.checks.tube.Tube`).
     :param watch_rate: Hz at which the sampler polls the sensors of a watched step.
     """
 
@@ -227,12 +229,14 @@ class Replayer:
         watched: frozenset[str] = frozenset(),
         watch_scale: float = 1.0,
         watch_rate: float = 40.0,
+        own: frozenset[str] = frozenset(),
         body: Body | None = None,
     ) -> None:
         self._store = store
         self._specs = tuple(sensors)
         store.order_first_steps(band_tolerances(sensors))  # a restart reads few of them
         self._watched = watched
+        self._own = own
         self._scale = watch_scale
         self._period = 1.0 / watch_rate
         self.gate = gate
@@ -449,7 +453,7 @@ class Replayer:
         """Return the watch of ``node``, about to be sent in ``judge``'s walk (None: unwatched)."""
         watch = make_watch(node, sensors=self._specs, watch=self._watched,
                            during=judge.bindings.during(node), scale=self._scale,
-                           cancel=cancel, period=self._period)
+                           cancel=cancel, period=self._period, own=self._own)
         if watch is not None:
             hub = self.sensing.hub
             watch.why = lambda name: hub.problems().get(name, '')

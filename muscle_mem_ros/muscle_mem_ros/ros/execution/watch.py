@@ -192,7 +192,7 @@ class StepWatch:
 
 def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[str],
                during: During | None, scale: float, cancel: CancelToken,
-               period: float = 0.025) -> StepWatch | None:
+               period: float = 0.025, own: frozenset[str] = frozenset()) -> StepWatch | None:
     """
     Return the watch of one replayed step, or None when it is not watched.
 
@@ -207,6 +207,7 @@ def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[st
     :param watch: Names of the sensors that may be watched.
     :param during: What the walk's shift expects of the step (None: as recorded).
     :param scale: Factor on every tolerance (``watch_tolerance_scale``).
+    :param own: Names of the sensors of the robot's own state (what a trip blames last).
     :param cancel: The walk's cancel.
     :param period: The sampler's period (seconds).
     """
@@ -223,7 +224,7 @@ def make_watch(node: Node, *, sensors: Sequence[SensorSpec], watch: frozenset[st
     poses = {s.name: reference for s in sensors if s.name in step.trace.sensors
              for reference in [pose_reference(s, step.trace.sensors[s.name].values)]
              if reference is not None}
-    tube = Tube(step.trace, elements, scale=scale, loose=loose, poses=poses)
+    tube = Tube(step.trace, elements, scale=scale, loose=loose, poses=poses, own=own)
     leaves = step.trace.feedback_leaves if FEEDBACK in tube.series else ()
     return StepWatch(tube=tube, max_age={s.name: s.max_age for s in sensors}, cancel=cancel,
                      leaves=leaves, unwatched=unwatched,

@@ -328,6 +328,7 @@ class BehaviorCacheNode(LifecycleNode):
             step_back=config.step_back, agreement=agreement, body=recorder.body,
             watched=config.watched if active.sampler is not None else frozenset(),
             watch_scale=config.watch_tolerance_scale, watch_rate=config.watch_rate,
+            own=config.stop_rule.own,
         )
         if config.agent_action:
             active.agent = ActionClient(
