@@ -284,9 +284,12 @@ class StoryDriver(Node):
         """
         Drop the distractor at ``position`` ``delay`` s after the arm starts moving.
 
-        Runs in a thread of its own; sets ``outcome.dropped_at`` (ROS time) when it dropped.
-        The motion's start is the first /joint_states with an arm joint 5 mrad from where it
-        was when the task was sent.
+        Runs in a thread of its own; sets ``outcome.dropped_at`` (ROS time) to when it asked
+        the sim to drop the box, the earliest the camera can see it. The sim's answer comes
+        a round trip later, on a loaded machine after the camera's next frame: stamped on
+        the answer, a watch that tripped on the box could seem to trip before the drop. The
+        motion's start is the first /joint_states with an arm joint 5 mrad from where it was
+        when the task was sent.
         """
         start = self._arm_positions()
         deadline = time.monotonic() + timeout
@@ -300,12 +303,13 @@ class StoryDriver(Node):
         else:
             return
         time.sleep(delay)
+        asked = self.get_clock().now().nanoseconds * 1e-9
         try:
             self._move_object(position, after_goals=0, client=self._distract)
         except (TimeoutError, DriverError) as err:
             self.get_logger().error(f'the drop failed: {err}')
             return
-        outcome.dropped_at = self.get_clock().now().nanoseconds * 1e-9
+        outcome.dropped_at = asked
 
     def _arm_positions(self) -> tuple[float, ...] | None:
         with self._lock:

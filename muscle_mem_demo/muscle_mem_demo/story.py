@@ -367,7 +367,8 @@ class RunOutcome:
     motion_started: float = math.nan
     """ROS time (s) at which the arm first moved in the run (NaN: it did not)."""
     dropped_at: float = math.nan
-    """ROS time (s) at which the run's ``drop`` let the distractor box go (NaN: none)."""
+    """ROS time (s) at which the run's ``drop`` asked the sim to let the distractor box go
+    (NaN: none, or the sim refused)."""
     frames: list[tuple[float, Any]] = field(default_factory=list)
     """(stamp in ROS time s, rgb8 pixels) of the camera's frames in the run's first seconds,
     when the driver keeps them (:mod:`muscle_mem_demo.camera_frames`)."""
