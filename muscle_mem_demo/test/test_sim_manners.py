@@ -52,6 +52,7 @@ import pytest
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 import rclpy
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sim_helpers import (
     FeedbackClient, namespaced_sensors, NodeProcess, SimClient, tf_remaps, unique_namespace,
@@ -100,8 +101,12 @@ def test_the_description_is_latched_and_names_the_arm(sim):
     received: list[str] = []
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     # a subscriber that joins long after the robot published still gets it
+    # without rclpy's default event handler: destroyed while the executor spins, it can end
+    # the executor (muscle_mem_ros' test/node_helpers.py, DESTROYED_WHILE_SPINNING)
     sub = sim.create_subscription(String, f'{sim._ns}/robot_description',
-                                  lambda msg: received.append(msg.data), latched)
+                                  lambda msg: received.append(msg.data), latched,
+                                  event_callbacks=SubscriptionEventCallbacks(
+                                      use_default_callbacks=False))
     try:
         sim.wait_for(lambda: bool(received), 20.0, 'the robot description')
     finally:

@@ -142,4 +142,5 @@ def fresh(h: Harness) -> None:
     """Return once each camera published a few frames of the world as it is now."""
     counts = {n: c.published for n, c in h.cameras.items()}
     assert wait_until(lambda: all(c.published >= counts[n] + 3
-                                  for n, c in h.cameras.items()), 10.0)
+                                  for n, c in h.cameras.items()), 10.0), (
+        counts, {n: c.published for n, c in h.cameras.items()}, h.spin_error)

@@ -61,6 +61,7 @@ from muscle_mem_ros.ros.rclfix.shutdown import Spinner
 import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -71,6 +72,11 @@ from test_msgs.action import Fibonacci
 from trajectory_msgs.msg import JointTrajectoryPoint
 import yaml
 
+DESTROYED_WHILE_SPINNING = SubscriptionEventCallbacks(use_default_callbacks=False)
+"""Events of a subscription a test destroys while the harness spins: none. rclpy 9.1.2's
+executor dies when a subscription's event handler (rclpy's default one, which logs an
+incompatible QoS) is destroyed while it builds its wait set: ``add_to_wait_set`` enters the
+handle a second time and raises InvalidHandle. A subscription alone is safe."""
 HOME = (0.0, 0.0, 0.0)
 OBJECT_HOME = (0.4, 0.1, 0.05)
 JOINT_NAMES = ['j1', 'j2', 'j3']

@@ -28,7 +28,9 @@ from action_msgs.msg import GoalStatus
 from camera_helpers import camera_harness, fresh, RAW
 from diagnostic_msgs.msg import DiagnosticArray
 from muscle_mem_interfaces.msg import CacheEvent
-from node_helpers import Harness, Names, OBJECT_HOME, params, run_cache_to_exit, wait_until
+from node_helpers import (
+    DESTROYED_WHILE_SPINNING, Harness, Names, OBJECT_HOME, params, run_cache_to_exit, wait_until,
+)
 import pytest
 
 
@@ -159,7 +161,8 @@ def test_corrupt_frames_are_dropped_and_the_replay_goes_on(world):
     assert wait_until(lambda: 'jpeg: a frame from' in h.cache.output(), 10.0)
     assert 'dropped' in h.cache.output()
     seen: list = []
-    sub = h.client.create_subscription(DiagnosticArray, '/diagnostics', seen.append, 10)
+    sub = h.client.create_subscription(DiagnosticArray, '/diagnostics', seen.append, 10,
+                                       event_callbacks=DESTROYED_WHILE_SPINNING)
     try:  # counted where operators look
         assert wait_until(lambda: any(kv.key == 'frames_dropped' and int(
             kv.value.split('jpeg: ')[1]) >= 2 for a in seen for s in a.status

@@ -32,7 +32,7 @@ from muscle_mem_interfaces.srv import (
     StartRecording,
     StopRecording,
 )
-from node_helpers import Harness, OBJECT_HOME, wait_until
+from node_helpers import DESTROYED_WHILE_SPINNING, Harness, OBJECT_HOME, wait_until
 import pytest
 
 FAR = (OBJECT_HOME[0] + 0.3, OBJECT_HOME[1], OBJECT_HOME[2])
@@ -306,7 +306,8 @@ def test_diagnostics_report_hit_rate(world):
     learn(h, 'svc_diag')
     assert h.run_task('svc_diag').result.cache_hit
     seen: list = []
-    sub = h.client.create_subscription(DiagnosticArray, '/diagnostics', seen.append, 10)
+    sub = h.client.create_subscription(DiagnosticArray, '/diagnostics', seen.append, 10,
+                                       event_callbacks=DESTROYED_WHILE_SPINNING)
     try:
         assert wait_until(lambda: any(
             s.name.startswith(h.names.node) for a in seen for s in a.status), 5.0)

@@ -181,8 +181,12 @@ def read_body(node: RosNode, config: NodeConfig, store: Store) -> LiveBody:
     return body
 
 
-_FOLLOWED: WeakKeyDictionary[RosNode, Any] = WeakKeyDictionary()
-"""Each node's subscription to its description (one; a new configure replaces it)."""
+_FOLLOWED: WeakKeyDictionary[RosNode, list[Any]] = WeakKeyDictionary()
+"""Each node's [config, body] of its latest configure, which its one description
+subscription (made by the first configure, kept while the node lives) reads. Not replaced
+by a new subscription on a new configure: the node spins meanwhile, and rclpy 9.1.2's
+executor dies when a subscription's event handler is destroyed while it builds its wait
+set (InvalidHandle from ``add_to_wait_set``; a test's executor died so)."""
 
 
 def follow(node: RosNode, config: NodeConfig, body: LiveBody) -> None:
@@ -191,16 +195,20 @@ def follow(node: RosNode, config: NodeConfig, body: LiveBody) -> None:
 
     The change is logged: an arrival at INFO, a change while running as a WARNING (the
     branches learned on the old body replay here only once declared compatible). The same
-    description again (the latched message, a republish) changes nothing.
+    description again (the latched message, a republish) changes nothing. A later
+    configure's call retargets the node's one subscription.
     """
+    followed = _FOLLOWED.get(node)
+    if followed is not None:
+        followed[:] = [config, body]
+        return
+    followed = _FOLLOWED[node] = [config, body]
     log = node.get_logger()
-    old = _FOLLOWED.pop(node, None)
-    if old is not None:
-        node.destroy_subscription(old)
 
     def heard(msg: String) -> None:
         if not msg.data.strip():
             return
+        config, body = followed
         new = body_from(config, msg.data, node.get_name())
         if new.digest == body.digest and not body.pending:
             return
@@ -213,5 +221,5 @@ def follow(node: RosNode, config: NodeConfig, body: LiveBody) -> None:
             log.warning(f'robot description changed: this robot is now {new} ({new.key}), was '
                         f'{was}: branches learned on {was} replay here only once declared '
                         'compatible (muscle-mem bodies --compatible)')
-    _FOLLOWED[node] = node.create_subscription(
+    node.create_subscription(
         String, node.resolve_topic_name(DESCRIPTION_TOPIC), heard, _LATCHED)
