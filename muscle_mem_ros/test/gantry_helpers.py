@@ -49,6 +49,7 @@ import numpy as np
 import rclpy
 from rclpy.action import ActionServer
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode
 from rclpy.node import Node
@@ -177,8 +178,9 @@ class GantryWorld:
             self.publisher.destroy_publisher(self._description)
             self._description = None
         if on:
-            self._description = self.publisher.create_publisher(
-                String, '/robot_description', _LATCHED)
+            self._description = self.publisher.create_publisher(  # destroyed mid-spin:
+                String, '/robot_description', _LATCHED,  # no event handler (see node_helpers)
+                event_callbacks=PublisherEventCallbacks(use_default_callbacks=False))
             self._description.publish(String(data=URDF))
 
     def close(self) -> None:

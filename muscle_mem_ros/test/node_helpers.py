@@ -76,7 +76,8 @@ DESTROYED_WHILE_SPINNING = SubscriptionEventCallbacks(use_default_callbacks=Fals
 """Events of a subscription a test destroys while the harness spins: none. rclpy 9.1.2's
 executor dies when a subscription's event handler (rclpy's default one, which logs an
 incompatible QoS) is destroyed while it builds its wait set: ``add_to_wait_set`` enters the
-handle a second time and raises InvalidHandle. A subscription alone is safe."""
+handle a second time and raises InvalidHandle. A subscription alone is safe. A publisher
+has a default event handler too (``PublisherEventCallbacks(use_default_callbacks=False)``)."""
 HOME = (0.0, 0.0, 0.0)
 OBJECT_HOME = (0.4, 0.1, 0.05)
 JOINT_NAMES = ['j1', 'j2', 'j3']

@@ -38,6 +38,7 @@ from muscle_mem_ros.ros.rclfix.sync import CancelToken
 import numpy as np
 import pytest
 import rclpy
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
@@ -145,7 +146,8 @@ def test_without_a_subscriber_nothing_is_placed_built_or_sent(ros):
 
 def test_a_trip_is_published_and_a_broken_publisher_never_trips_the_watch(ros):
     node, topic = ros
-    real = node.create_publisher(WatchTick, topic, 10)
+    real = node.create_publisher(  # destroyed mid-spin: no event handler (see node_helpers)
+        WatchTick, topic, 10, event_callbacks=PublisherEventCallbacks(use_default_callbacks=False))
     got: list[WatchTick] = []
     node.create_subscription(WatchTick, topic, got.append, 50)
     ticks = WatchTicks(publisher=real, logger=node.get_logger(),
