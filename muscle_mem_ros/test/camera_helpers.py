@@ -74,8 +74,9 @@ class SyntheticCamera(Node):
         half = 0.03 * scale
         inside = (abs(xx - column) < half) & (abs(yy - row) < half)
         image[inside] = (0.85, 0.12, 0.1)
-        if self.intruder is not None:
-            box = (abs(xx - self.intruder[0]) < 24) & (abs(yy - self.intruder[1]) < 24)
+        intruder = self.intruder  # read once: a test sets it while the timer draws
+        if intruder is not None:
+            box = (abs(xx - intruder[0]) < 24) & (abs(yy - intruder[1]) < 24)
             image[box] = (0.1, 0.1, 0.12)
         image = image * self.brightness * 255.0 + self._rng.normal(0.0, self.noise, image.shape)
         return np.clip(np.rint(image), 0, 255).astype(np.uint8)

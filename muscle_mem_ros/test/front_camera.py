@@ -80,10 +80,11 @@ class FrontCamera(Node):
         image[:] = (0.75, 0.72, 0.62)  # the wall
         image[self._yy >= horizon] = (0.35, 0.35, 0.38)  # the floor
         things = [(tag, 0.2, EYE - 0.1, EYE + 0.1, (0.15, 0.65, 0.2))]
-        if self.obstacle is not None:
-            things.append((self.obstacle, 0.3, 0.0, 0.3, (0.45, 0.3, 0.15)))
-        if self.person is not None:
-            things.append((self.person, 0.4, 0.0, 1.7, (0.12, 0.12, 0.3)))
+        obstacle, person = self.obstacle, self.person  # once: a test sets them meanwhile
+        if obstacle is not None:
+            things.append((obstacle, 0.3, 0.0, 0.3, (0.45, 0.3, 0.15)))
+        if person is not None:
+            things.append((person, 0.4, 0.0, 1.7, (0.12, 0.12, 0.3)))
         for at, width, bottom, top, colour in sorted(things, key=lambda t: -t[0][0]):
             self._box(image, base, at, width, bottom, top, colour)
         image = image * 255.0 + self._rng.normal(0.0, self.noise, image.shape)
